@@ -1,0 +1,158 @@
+//! The model configuration of MODEL.md, its presets and its validation.
+
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// Configuration fields exactly as MODEL.md names them (and as the checkpoint's
+/// `config` metadata stores them).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub vocab: usize,
+    pub d_embed: usize,
+    pub hidden: usize,
+    pub layers: usize,
+    pub attn_dim: usize,
+    pub heads: usize,
+    pub window: usize,
+    pub batch: usize,
+    pub seq_len: usize,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("config: {0}")]
+    Invalid(String),
+    #[error("config file {path}: {msg}")]
+    File { path: String, msg: String },
+}
+
+/// Widths past this are refused: they would not fit any machine we run on.
+const MAX_WIDTH: usize = 1 << 16;
+
+impl Config {
+    pub fn small() -> Self {
+        Config { vocab: 256, d_embed: 64, hidden: 128, layers: 2, attn_dim: 64, heads: 4, window: 32, batch: 8, seq_len: 128 }
+    }
+
+    pub fn bench() -> Self {
+        Config { vocab: 256, d_embed: 256, hidden: 512, layers: 2, attn_dim: 256, heads: 4, window: 128, batch: 32, seq_len: 256 }
+    }
+
+    /// A tiny configuration for tests and finite differences.
+    pub fn tiny() -> Self {
+        Config { vocab: 256, d_embed: 6, hidden: 5, layers: 2, attn_dim: 6, heads: 2, window: 3, batch: 2, seq_len: 7 }
+    }
+
+    /// `small`, `bench`, `tiny`, or a path to a JSON file with all fields.
+    pub fn resolve(name_or_path: &str) -> Result<Self, ConfigError> {
+        match name_or_path {
+            "small" => Ok(Self::small()),
+            "bench" => Ok(Self::bench()),
+            "tiny" => Ok(Self::tiny()),
+            path => Self::from_file(Path::new(path)),
+        }
+    }
+
+    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        let file_err = |msg: String| ConfigError::File { path: path.display().to_string(), msg };
+        if path.is_dir() {
+            return Err(file_err("is a directory, not a JSON config (or use small|bench)".into()));
+        }
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                file_err("not found (expected small, bench, or a JSON config file)".into())
+            } else {
+                file_err(e.to_string())
+            }
+        })?;
+        Self::from_json(&text).map_err(|e| match e {
+            ConfigError::Invalid(msg) => file_err(msg),
+            other => other,
+        })
+    }
+
+    pub fn from_json(text: &str) -> Result<Self, ConfigError> {
+        let cfg: Config = serde_json::from_str(text).map_err(|e| ConfigError::Invalid(format!("bad JSON: {e}")))?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("config serializes")
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |m: String| Err(ConfigError::Invalid(m));
+        if self.vocab != 256 {
+            return bad(format!("vocab is {}, but tokens are bytes: it must be 256", self.vocab));
+        }
+        for (name, v) in [
+            ("d_embed", self.d_embed),
+            ("hidden", self.hidden),
+            ("layers", self.layers),
+            ("attn_dim", self.attn_dim),
+            ("heads", self.heads),
+            ("window", self.window),
+            ("batch", self.batch),
+            ("seq_len", self.seq_len),
+        ] {
+            if v == 0 {
+                return bad(format!("{name} must be at least 1"));
+            }
+            if v > MAX_WIDTH && name != "seq_len" {
+                return bad(format!("{name} = {v} is larger than the supported {MAX_WIDTH}"));
+            }
+        }
+        if self.layers > 64 {
+            return bad(format!("layers = {} is more than the supported 64", self.layers));
+        }
+        if self.attn_dim % self.heads != 0 {
+            return bad(format!(
+                "attn_dim ({}) is not divisible by heads ({})",
+                self.attn_dim, self.heads
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn head_dim(&self) -> usize {
+        self.attn_dim / self.heads
+    }
+
+    /// Input width of GRU layer `l`.
+    pub fn gru_in(&self, l: usize) -> usize {
+        if l == 0 { self.d_embed } else { self.hidden }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_are_valid() {
+        for c in [Config::small(), Config::bench(), Config::tiny()] {
+            c.validate().unwrap();
+            assert_eq!(Config::from_json(&c.to_json()).unwrap(), c);
+        }
+    }
+
+    #[test]
+    fn heads_must_divide_attn_dim() {
+        let mut c = Config::small();
+        c.heads = 3;
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("attn_dim (64) is not divisible by heads (3)"), "{e}");
+    }
+
+    #[test]
+    fn unknown_and_missing_fields_are_errors() {
+        let e = Config::from_json(r#"{"vocab":256}"#).unwrap_err().to_string();
+        assert!(e.contains("missing field"), "{e}");
+        let mut v: serde_json::Value = serde_json::from_str(&Config::small().to_json()).unwrap();
+        v["extra"] = 1.into();
+        let e = Config::from_json(&v.to_string()).unwrap_err().to_string();
+        assert!(e.contains("unknown field"), "{e}");
+    }
+}
