@@ -1,0 +1,298 @@
+//! Backward pass of MODEL.md on the CPU: `∂(S·loss)/∂θ` for every parameter,
+//! recording every intermediate gradient. The per-token guard on the `W_ctx`
+//! gradient lives here too.
+
+use rayon::prelude::*;
+
+use super::forward::{Forward, dot};
+use crate::dataset::Batch;
+use crate::model::{Config, GruLayer, Params};
+use crate::tensor::{Real, gemm};
+
+/// One GRU layer's backward intermediates, each `[T, B, ·]`.
+#[derive(Clone, Debug)]
+pub struct GruBwd<T> {
+    /// Gradient arriving at `h_t` from above (the layer above or the heads),
+    /// not counting the recurrent path: `[T, B, H]`.
+    pub d_h: Vec<T>,
+    /// Gradient of the input pre-activations `gi`: `[T, B, 3H]`.
+    pub d_gi: Vec<T>,
+    /// Gradient of the recurrent pre-activations `gh`: `[T, B, 3H]`.
+    pub d_gh: Vec<T>,
+    /// Gradient of the layer's input `u_t`: `[T, B, in]`.
+    pub d_in: Vec<T>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Backward<T> {
+    /// `S · ∂loss/∂logits`: `[T, B, V]`.
+    pub dlogits: Vec<T>,
+    /// Gradient of `s` through `W_tok`: `[T, B, H]`.
+    pub d_s_head: Vec<T>,
+    /// Gradient of `c`: `[T, B, A]`.
+    pub d_c: Vec<T>,
+    pub d_q: Vec<T>,
+    pub d_k: Vec<T>,
+    pub d_v: Vec<T>,
+    /// Gradient of `s` through the context stream: `[T, B, H]`.
+    pub d_s_ctx: Vec<T>,
+    /// Per layer, bottom first.
+    pub gru: Vec<GruBwd<T>>,
+    /// Gradient of the looked-up embeddings: `[T, B, D]`.
+    pub d_emb: Vec<T>,
+    /// Per position, `‖g_t‖·‖c_t‖` with `g_t = ∂loss/∂logits_t` (unscaled):
+    /// the norm of that position's contribution to the `W_ctx` gradient. `[T, B]`.
+    pub ctx_token_norm: Vec<T>,
+    /// Positions whose `W_ctx` contribution the per-token guard capped.
+    pub capped: usize,
+    /// Parameter gradients of `S · loss`.
+    pub grads: Params<T>,
+}
+
+/// Column sums of `x` (`[rows, cols]`), each summed in row order.
+fn col_sum<T: Real>(x: &[T], cols: usize) -> Vec<T> {
+    let mut out = vec![T::zero(); cols];
+    for row in x.chunks(cols) {
+        out.iter_mut().zip(row).for_each(|(o, &v)| *o += v);
+    }
+    out
+}
+
+/// `coef · (softmax − onehot)` on masked positions, 0 elsewhere (`coef = S/N`
+/// gives `∂(S·loss)/∂logits`).
+pub(crate) fn dlogits<T: Real>(logits: &[T], batch: &Batch, v: usize, coef: f64) -> Vec<T> {
+    let bb = batch.rows;
+    let coef = T::of(coef);
+    let mut out = vec![T::zero(); logits.len()];
+    out.par_chunks_mut(v).zip(logits.par_chunks(v)).enumerate().for_each(|(i, (g, l))| {
+        let (t, b) = (i / bb, i % bb);
+        if !batch.mask(b, t) {
+            return;
+        }
+        let m = l.iter().fold(T::neg_infinity(), |m, &x| m.max(x));
+        let mut sum = T::zero();
+        for (gv, &lv) in g.iter_mut().zip(l) {
+            *gv = (lv - m).exp();
+            sum += *gv;
+        }
+        let inv = T::one() / sum;
+        g.iter_mut().for_each(|x| *x = *x * inv * coef);
+        g[batch.target(b, t) as usize] -= coef;
+    });
+    out
+}
+
+/// `loss_scale` is S; `token_cap` is the per-token guard's τ (None: off).
+pub fn backward<T: Real>(
+    cfg: &Config,
+    p: &Params<T>,
+    batch: &Batch,
+    fwd: &Forward<T>,
+    loss_scale: f64,
+    token_cap: Option<f64>,
+) -> Backward<T> {
+    let (tt, bb) = (fwd.t, fwd.b);
+    let rows = tt * bb;
+    let (d, h, a, v) = (cfg.d_embed, cfg.hidden, cfg.attn_dim, cfg.vocab);
+    let mut grads = Params::zeros(cfg);
+    let s = fwd.s();
+
+    // ∂(S·loss)/∂logits = S/N · (softmax − onehot) on masked positions.
+    let dlogits = dlogits(&fwd.logits, batch, v, loss_scale / fwd.n_targets as f64);
+
+    // Classifier.
+    gemm(&mut grads.head_tok.data, v, h, rows, &dlogits, true, s, false, false);
+    grads.head_bias.data = col_sum(&dlogits, v);
+    let unscale = 1.0 / loss_scale;
+    let ctx_token_norm: Vec<T> = dlogits
+        .par_chunks(v)
+        .zip(fwd.c.par_chunks(a))
+        .map(|(g, c)| T::of(dot(g, g).f64().sqrt() * unscale * dot(c, c).f64().sqrt()))
+        .collect();
+    let mut capped = 0;
+    match token_cap {
+        Some(tau) => {
+            let factors: Vec<T> = ctx_token_norm
+                .iter()
+                .map(|&nrm| if nrm.f64() > tau { T::of(tau / nrm.f64()) } else { T::one() })
+                .collect();
+            capped = factors.iter().filter(|&&f| f != T::one()).count();
+            let mut guarded = dlogits.clone();
+            guarded.par_chunks_mut(v).zip(&factors).for_each(|(g, &f)| g.iter_mut().for_each(|x| *x *= f));
+            gemm(&mut grads.head_ctx.data, v, a, rows, &guarded, true, &fwd.c, false, false);
+        }
+        None => gemm(&mut grads.head_ctx.data, v, a, rows, &dlogits, true, &fwd.c, false, false),
+    }
+    let mut d_s_head = vec![T::zero(); rows * h];
+    gemm(&mut d_s_head, rows, h, v, &dlogits, false, &p.head_tok.data, false, false);
+    let mut d_c = vec![T::zero(); rows * a];
+    gemm(&mut d_c, rows, a, v, &dlogits, false, &p.head_ctx.data, false, false);
+
+    // Context stream.
+    let (d_q, d_k, d_v) = attention_backward(cfg, &fwd.q, &fwd.k, &fwd.v, &fwd.attn, &d_c, tt, bb);
+    gemm(&mut grads.q.data, a, h, rows, &d_q, true, s, false, false);
+    gemm(&mut grads.k.data, a, h, rows, &d_k, true, s, false, false);
+    gemm(&mut grads.v.data, a, h, rows, &d_v, true, s, false, false);
+    let mut d_s_ctx = vec![T::zero(); rows * h];
+    gemm(&mut d_s_ctx, rows, h, a, &d_q, false, &p.q.data, false, false);
+    gemm(&mut d_s_ctx, rows, h, a, &d_k, false, &p.k.data, false, true);
+    gemm(&mut d_s_ctx, rows, h, a, &d_v, false, &p.v.data, false, true);
+
+    // GRU layers, top to bottom.
+    let mut d_above: Vec<T> = d_s_head.iter().zip(&d_s_ctx).map(|(&x, &y)| x + y).collect();
+    let mut gru_bwd: Vec<GruBwd<T>> = Vec::with_capacity(cfg.layers);
+    for l in (0..cfg.layers).rev() {
+        let input = if l == 0 { &fwd.emb } else { &fwd.gru[l - 1].h };
+        let gb = gru_layer_backward(&p.gru[l], &mut grads.gru[l], &fwd.gru[l], input, d_above, tt, bb, cfg.gru_in(l), h);
+        d_above = gb.d_in.clone();
+        gru_bwd.push(gb);
+    }
+    gru_bwd.reverse();
+    let d_emb = d_above;
+
+    // Embedding: a deterministic scatter-add in position order.
+    for t in 0..tt {
+        for b in 0..bb {
+            let x = batch.input(b, t) as usize;
+            let src = &d_emb[(t * bb + b) * d..(t * bb + b + 1) * d];
+            grads.embed.data[x * d..(x + 1) * d].iter_mut().zip(src).for_each(|(g, &s)| *g += s);
+        }
+    }
+
+    Backward { dlogits, d_s_head, d_c, d_q, d_k, d_v, d_s_ctx, gru: gru_bwd, d_emb, ctx_token_norm, capped, grads }
+}
+
+/// Gradients of q, k, v given `∂/∂c`. Each (row, head) pair is one task that
+/// owns its slice of dq, dk, dv for every position, so no two tasks write the
+/// same element and the order of every sum is fixed.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn attention_backward<T: Real>(
+    cfg: &Config,
+    q: &[T],
+    k: &[T],
+    v: &[T],
+    attn: &[T],
+    d_c: &[T],
+    tt: usize,
+    bb: usize,
+) -> (Vec<T>, Vec<T>, Vec<T>) {
+    let (a, nh, w, dh) = (cfg.attn_dim, cfg.heads, cfg.window, cfg.head_dim());
+    let scale = T::of(1.0 / (dh as f64).sqrt());
+    let at = |t: usize, b: usize, hd: usize| (t * bb + b) * a + hd * dh;
+    let parts: Vec<(Vec<T>, Vec<T>, Vec<T>)> = (0..bb * nh)
+        .into_par_iter()
+        .map(|task| {
+            let (b, hd) = (task / nh, task % nh);
+            let mut dq = vec![T::zero(); tt * dh];
+            let mut dk = vec![T::zero(); tt * dh];
+            let mut dv = vec![T::zero(); tt * dh];
+            let mut da = vec![T::zero(); w];
+            for t in 0..tt {
+                let j0 = (t + 1).saturating_sub(w);
+                let cnt = t + 1 - j0;
+                let weights = &attn[((t * bb + b) * nh + hd) * w..((t * bb + b) * nh + hd + 1) * w];
+                let dc = &d_c[at(t, b, hd)..at(t, b, hd) + dh];
+                let mut sum = T::zero();
+                for (i, j) in (j0..=t).enumerate() {
+                    let aw = weights[w - cnt + i];
+                    let vh = &v[at(j, b, hd)..at(j, b, hd) + dh];
+                    da[i] = dot(dc, vh);
+                    sum += aw * da[i];
+                    dv[j * dh..(j + 1) * dh].iter_mut().zip(dc).for_each(|(g, &x)| *g += aw * x);
+                }
+                let qh = &q[at(t, b, hd)..at(t, b, hd) + dh];
+                for (i, j) in (j0..=t).enumerate() {
+                    let ds = weights[w - cnt + i] * (da[i] - sum) * scale;
+                    let kh = &k[at(j, b, hd)..at(j, b, hd) + dh];
+                    dq[t * dh..(t + 1) * dh].iter_mut().zip(kh).for_each(|(g, &x)| *g += ds * x);
+                    dk[j * dh..(j + 1) * dh].iter_mut().zip(qh).for_each(|(g, &x)| *g += ds * x);
+                }
+            }
+            (dq, dk, dv)
+        })
+        .collect();
+    let mut d_q = vec![T::zero(); tt * bb * a];
+    let mut d_k = vec![T::zero(); tt * bb * a];
+    let mut d_v = vec![T::zero(); tt * bb * a];
+    for (task, (dq, dk, dv)) in parts.iter().enumerate() {
+        let (b, hd) = (task / nh, task % nh);
+        for t in 0..tt {
+            let o = at(t, b, hd);
+            d_q[o..o + dh].copy_from_slice(&dq[t * dh..(t + 1) * dh]);
+            d_k[o..o + dh].copy_from_slice(&dk[t * dh..(t + 1) * dh]);
+            d_v[o..o + dh].copy_from_slice(&dv[t * dh..(t + 1) * dh]);
+        }
+    }
+    (d_q, d_k, d_v)
+}
+
+/// Backpropagation through time for one layer.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn gru_layer_backward<T: Real>(
+    layer: &GruLayer<T>,
+    grad: &mut GruLayer<T>,
+    f: &super::forward::GruFwd<T>,
+    input: &[T],
+    d_h: Vec<T>,
+    tt: usize,
+    bb: usize,
+    n_in: usize,
+    h: usize,
+) -> GruBwd<T> {
+    let rows = tt * bb;
+    let g3 = 3 * h;
+    let mut d_gi = vec![T::zero(); rows * g3];
+    let mut d_gh = vec![T::zero(); rows * g3];
+    let mut dh_next = vec![T::zero(); bb * h];
+    let mut dh_prev = vec![T::zero(); bb * h];
+    let one = T::one();
+    for t in (0..tt).rev() {
+        let span = t * bb * h..(t + 1) * bb * h;
+        let gspan = t * bb * g3..(t + 1) * bb * g3;
+        let d_gi_t = &mut d_gi[gspan.clone()];
+        let d_gh_t = &mut d_gh[gspan.clone()];
+        let (r, z, n) = (&f.r[span.clone()], &f.z[span.clone()], &f.n[span.clone()]);
+        let gh_t = &f.gh[gspan];
+        let d_above = &d_h[span];
+        d_gi_t
+            .par_chunks_mut(g3)
+            .zip(d_gh_t.par_chunks_mut(g3))
+            .zip(dh_prev.par_chunks_mut(h))
+            .enumerate()
+            .for_each(|(b, ((dgi, dgh), dhp))| {
+                for j in 0..h {
+                    let i = b * h + j;
+                    let hp = if t == 0 { T::zero() } else { f.h[(t - 1) * bb * h + i] };
+                    let dh = d_above[i] + dh_next[i];
+                    let (rj, zj, nj) = (r[i], z[i], n[i]);
+                    let dn = dh * (one - zj);
+                    let dz = dh * (hp - nj);
+                    dhp[j] = dh * zj;
+                    let dan = dn * (one - nj * nj);
+                    let dr = dan * gh_t[b * g3 + 2 * h + j];
+                    let dar = dr * rj * (one - rj);
+                    let daz = dz * zj * (one - zj);
+                    dgi[j] = dar;
+                    dgi[h + j] = daz;
+                    dgi[2 * h + j] = dan;
+                    dgh[j] = dar;
+                    dgh[h + j] = daz;
+                    dgh[2 * h + j] = dan * rj;
+                }
+            });
+        if t > 0 {
+            gemm(&mut dh_prev, bb, h, g3, d_gh_t, false, &layer.w_hh.data, false, true);
+            std::mem::swap(&mut dh_next, &mut dh_prev);
+        }
+    }
+    gemm(&mut grad.w_ih.data, g3, n_in, rows, &d_gi, true, input, false, false);
+    grad.b_ih.data = col_sum(&d_gi, g3);
+    if tt > 1 {
+        let shifted = (tt - 1) * bb;
+        gemm(&mut grad.w_hh.data, g3, h, shifted, &d_gh[bb * g3..], true, &f.h[..shifted * h], false, false);
+    }
+    grad.b_hh.data = col_sum(&d_gh, g3);
+    let mut d_in = vec![T::zero(); rows * n_in];
+    gemm(&mut d_in, rows, n_in, g3, &d_gi, false, &layer.w_ih.data, false, false);
+    GruBwd { d_h, d_gi, d_gh, d_in }
+}

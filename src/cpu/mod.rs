@@ -1,0 +1,89 @@
+//! The CPU reference engine: MODEL.md computed exactly, in f32 or f64,
+//! multi-threaded (rayon) with vectorised GEMMs (the `gemm` crate).
+
+mod backward;
+mod forward;
+mod optim;
+mod trace;
+
+pub use backward::{Backward, GruBwd, backward};
+pub use forward::{Forward, GruFwd, forward};
+pub use optim::{LossScale, OptimOutcome, OptimState, SkipReason, StepOptions, apply_step};
+pub use trace::Trace;
+
+use crate::dataset::Batch;
+use crate::model::{Config, Params};
+use crate::tensor::Real;
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CpuError {
+    #[error("the batch has no target position (every row is shorter than 2 tokens)")]
+    NoTargets,
+    #[error("the batch is too large: {need_mib} MiB of activations, over the {limit_mib} MiB limit (use shorter or fewer rows)")]
+    TooLarge { need_mib: u64, limit_mib: u64 },
+}
+
+/// Bytes the forward and backward intermediates of one step take (an estimate
+/// within a few percent), so callers can refuse a batch that cannot fit.
+pub fn activation_bytes(cfg: &Config, rows: usize, t: usize, elem: usize) -> u64 {
+    let (d, h, a, v) = (cfg.d_embed, cfg.hidden, cfg.attn_dim, cfg.vocab);
+    let fwd = d + cfg.layers * (6 * h + 4 * h) + 4 * a + cfg.heads * cfg.window + v + 1;
+    let bwd = v + 2 * h + 4 * a + 1 + cfg.layers * (h + 6 * h + h) + d;
+    (rows as u64) * (t as u64) * ((fwd + bwd) as u64) * elem as u64
+}
+
+/// Loss and gradients of one batch (no optimizer step).
+#[derive(Clone, Debug)]
+pub struct GradsResult<T> {
+    pub loss: f64,
+    pub n_targets: usize,
+    /// Unscaled gradient norm (float64 accumulation).
+    pub grad_norm: f64,
+    pub grads: Params<T>,
+    pub capped: usize,
+}
+
+/// Forward and backward with S = 1.
+pub fn grads<T: Real>(cfg: &Config, p: &Params<T>, batch: &Batch, token_cap: Option<f64>) -> Result<GradsResult<T>, CpuError> {
+    let f = forward(cfg, p, batch)?;
+    let g = backward(cfg, p, batch, &f, 1.0, token_cap);
+    Ok(GradsResult { loss: f.loss, n_targets: f.n_targets, grad_norm: g.grads.norm_f64(), capped: g.capped, grads: g.grads })
+}
+
+/// Forward and backward with every intermediate recorded.
+pub fn traced<T: Real>(cfg: &Config, p: &Params<T>, batch: &Batch, loss_scale: f64, token_cap: Option<f64>) -> Result<(Forward<T>, Backward<T>, Trace<T>), CpuError> {
+    let f = forward(cfg, p, batch)?;
+    let g = backward(cfg, p, batch, &f, loss_scale, token_cap);
+    let mut tr = Trace::new();
+    tr.record_forward(cfg, &f);
+    tr.record_backward(cfg, &f, &g);
+    Ok((f, g, tr))
+}
+
+/// What one training step did.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct StepReport {
+    pub loss: f64,
+    pub n_targets: usize,
+    pub capped_tokens: usize,
+    #[serde(flatten)]
+    pub optim: OptimOutcome,
+}
+
+/// A whole training step: forward, backward of S·loss, then the optimizer.
+pub fn train_step<T: Real>(
+    cfg: &Config,
+    params: &mut Params<T>,
+    state: &mut OptimState<T>,
+    scale: &mut LossScale,
+    batch: &Batch,
+    opts: &StepOptions,
+) -> Result<StepReport, CpuError> {
+    let f = forward(cfg, params, batch)?;
+    let mut g = backward(cfg, params, batch, &f, scale.scale, opts.token_cap);
+    let optim = apply_step(cfg, params, &mut g.grads, state, scale, opts);
+    Ok(StepReport { loss: f.loss, n_targets: f.n_targets, capped_tokens: g.capped, optim })
+}
+
+#[cfg(test)]
+mod gradcheck;
