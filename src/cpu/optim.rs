@@ -199,3 +199,153 @@ fn adamw<T: Real>(cfg: &Config, params: &mut Params<T>, grads: &Params<T>, state
             });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::Rng;
+
+    fn setup(seed: u64) -> (Config, Params<f64>, Params<f64>) {
+        let cfg = Config::tiny();
+        let p = Params::<f64>::init(&cfg, seed);
+        let mut g = Params::<f64>::zeros(&cfg);
+        let mut rng = Rng::new(seed + 1);
+        for t in g.tensors_mut() {
+            t.data.iter_mut().for_each(|x| *x = rng.normal() * 1e-3);
+        }
+        (cfg, p, g)
+    }
+
+    #[test]
+    fn nan_gradient_leaves_everything_untouched() {
+        let (cfg, p0, mut g) = setup(1);
+        let mut p = p0.clone();
+        let mut st = OptimState::new(&cfg);
+        let mut sc = LossScale::fixed();
+        // One good step first, so the moments are not all zero.
+        let mut g_ok = g.clone();
+        apply_step(&cfg, &mut p, &mut g_ok, &mut st, &mut sc, &StepOptions::default());
+        let (p1, st1) = (p.clone(), st.clone());
+        g.gru[1].w_hh.data[3] = f64::NAN;
+        let out = apply_step(&cfg, &mut p, &mut g, &mut st, &mut sc, &StepOptions::default());
+        assert_eq!(out.skipped, Some(SkipReason::NonFiniteNorm));
+        assert_eq!(p, p1);
+        assert_eq!(st, st1);
+        assert_eq!(st.step, 1);
+        let mut g_inf = Params::zeros(&cfg);
+        g_inf.head_bias.data[0] = f64::INFINITY;
+        let out = apply_step(&cfg, &mut p, &mut g_inf, &mut st, &mut sc, &StepOptions::default());
+        assert_eq!(out.skipped, Some(SkipReason::NonFiniteNorm));
+        assert_eq!((p, st), (p1, st1));
+    }
+
+    #[test]
+    fn zero_gradient_is_skipped() {
+        let (cfg, p0, _) = setup(2);
+        let mut p = p0.clone();
+        let mut st = OptimState::new(&cfg);
+        let mut g = Params::zeros(&cfg);
+        let out = apply_step(&cfg, &mut p, &mut g, &mut st, &mut LossScale::fixed(), &StepOptions::default());
+        assert_eq!(out.skipped, Some(SkipReason::ZeroNorm));
+        assert_eq!(p, p0);
+        assert_eq!(st.step, 0);
+    }
+
+    #[test]
+    fn clip_brings_the_norm_to_the_threshold() {
+        let (cfg, mut p, mut g) = setup(3);
+        for t in g.tensors_mut() {
+            t.data.iter_mut().for_each(|x| *x *= 1e4);
+        }
+        let before = g.norm_f64();
+        assert!(before > 1.0);
+        let opts = StepOptions { clip: 0.5, ..Default::default() };
+        let out = apply_step(&cfg, &mut p, &mut g, &mut OptimState::new(&cfg), &mut LossScale::fixed(), &opts);
+        assert!(out.clipped);
+        assert_eq!(out.grad_norm, before);
+        assert!((out.post_clip_norm - 0.5 * before / (before + 1e-6)).abs() < 1e-12);
+        assert!((g.norm_f64() - out.post_clip_norm).abs() < 1e-12);
+    }
+
+    #[test]
+    fn below_the_threshold_nothing_is_clipped() {
+        let (cfg, mut p, mut g) = setup(4);
+        let before = g.clone();
+        let out = apply_step(&cfg, &mut p, &mut g, &mut OptimState::new(&cfg), &mut LossScale::fixed(), &StepOptions::default());
+        assert!(!out.clipped);
+        assert_eq!(g, before);
+    }
+
+    /// AdamW against the formula of MODEL.md, written out independently.
+    #[test]
+    fn adamw_two_steps_match_the_formula() {
+        let (cfg, p0, g) = setup(5);
+        let o = StepOptions::default();
+        let mut p = p0.clone();
+        let mut st = OptimState::new(&cfg);
+        let mut sc = LossScale::fixed();
+        apply_step(&cfg, &mut p, &mut g.clone(), &mut st, &mut sc, &o);
+        apply_step(&cfg, &mut p, &mut g.clone(), &mut st, &mut sc, &o);
+        for (((name, shape), t0), (t2, gt)) in param_specs(&cfg).iter().zip(p0.tensors()).zip(p.tensors().into_iter().zip(g.tensors())) {
+            let wd = if shape.len() == 2 && name != "embed.weight" { o.weight_decay } else { 0.0 };
+            for i in 0..t0.len() {
+                let (mut x, mut m, mut v) = (t0.data[i], 0.0, 0.0);
+                for k in 1..=2 {
+                    let gi = gt.data[i];
+                    x *= 1.0 - o.lr * wd;
+                    m = o.beta1 * m + (1.0 - o.beta1) * gi;
+                    v = o.beta2 * v + (1.0 - o.beta2) * gi * gi;
+                    let mh = m / (1.0 - o.beta1.powi(k));
+                    let vh = v / (1.0 - o.beta2.powi(k));
+                    x -= o.lr * mh / (vh.sqrt() + o.eps);
+                }
+                assert!((x - t2.data[i]).abs() < 1e-12, "{name}[{i}]: {x} vs {}", t2.data[i]);
+            }
+        }
+        assert_eq!(st.step, 2);
+    }
+
+    #[test]
+    fn unscale_happens_before_the_norm() {
+        let (cfg, p0, g) = setup(6);
+        let s = 1024.0;
+        let mut scaled = g.clone();
+        for t in scaled.tensors_mut() {
+            t.data.iter_mut().for_each(|x| *x *= s);
+        }
+        let mut sc = LossScale { scale: s, ..LossScale::dynamic() };
+        let (mut pa, mut pb) = (p0.clone(), p0.clone());
+        let a = apply_step(&cfg, &mut pa, &mut scaled, &mut OptimState::new(&cfg), &mut sc, &StepOptions::default());
+        let b = apply_step(&cfg, &mut pb, &mut g.clone(), &mut OptimState::new(&cfg), &mut LossScale::fixed(), &StepOptions::default());
+        assert_eq!(a.grad_norm, b.grad_norm);
+        assert_eq!(pa, pb);
+    }
+
+    #[test]
+    fn grad_scaler_semantics() {
+        let mut s = LossScale::dynamic();
+        assert_eq!(s.scale, 65536.0);
+        s.update(true);
+        assert_eq!((s.scale, s.growth_tracker), (32768.0, 0));
+        for _ in 0..1999 {
+            s.update(false);
+        }
+        assert_eq!(s.scale, 32768.0);
+        s.update(false);
+        assert_eq!((s.scale, s.growth_tracker), (65536.0, 0));
+        let mut f = LossScale::fixed();
+        f.update(true);
+        assert_eq!(f.scale, 1.0);
+    }
+
+    #[test]
+    fn skip_backs_off_a_dynamic_scale() {
+        let (cfg, mut p, _) = setup(7);
+        let mut g = Params::zeros(&cfg);
+        g.q.data[0] = f64::NAN;
+        let mut sc = LossScale::dynamic();
+        let out = apply_step(&cfg, &mut p, &mut g, &mut OptimState::new(&cfg), &mut sc, &StepOptions::default());
+        assert!(out.skipped.is_some());
+        assert_eq!((out.scale, out.next_scale), (65536.0, 32768.0));
+    }
+}
