@@ -1,0 +1,89 @@
+//! `dualscope bench`: milliseconds per full training step, median after warm-up.
+
+use clap::Args;
+use serde_json::json;
+use std::time::Instant;
+
+use super::common::{CliError, emit, progress, require_cpu};
+use super::EngineArg;
+use crate::cpu::{self, LossScale, OptimState, StepOptions};
+use crate::dataset::synthetic;
+use crate::model::{Config, Params};
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    #[arg(long, value_enum, default_value_t = EngineArg::Cpu)]
+    pub engine: EngineArg,
+    /// small, bench, or a JSON config file.
+    #[arg(long, default_value = "small")]
+    pub config: String,
+    /// Rows per batch; default: the config's batch.
+    #[arg(long)]
+    pub batch: Option<usize>,
+    /// Positions per row; default: the config's seq_len.
+    #[arg(long)]
+    pub seq_len: Option<usize>,
+    /// Timed steps.
+    #[arg(long, default_value_t = 20)]
+    pub steps: usize,
+    #[arg(long, default_value_t = 3)]
+    pub warmup: usize,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Median, 10th and 90th percentile of `xs` (sorted in place).
+pub fn percentiles(xs: &mut [f64]) -> (f64, f64, f64) {
+    xs.sort_by(f64::total_cmp);
+    let at = |q: f64| xs[((xs.len() - 1) as f64 * q).round() as usize];
+    let n = xs.len();
+    let median = if n % 2 == 1 { xs[n / 2] } else { 0.5 * (xs[n / 2 - 1] + xs[n / 2]) };
+    (median, at(0.1), at(0.9))
+}
+
+pub fn run(a: &BenchArgs) -> Result<i32, CliError> {
+    require_cpu(a.engine)?;
+    if a.steps == 0 {
+        return Err(CliError::Usage("--steps must be at least 1".into()));
+    }
+    let cfg = Config::resolve(&a.config)?;
+    let rows = a.batch.unwrap_or(cfg.batch);
+    let t = a.seq_len.unwrap_or(cfg.seq_len);
+    if rows == 0 || t == 0 {
+        return Err(CliError::Usage("--batch and --seq-len must be at least 1".into()));
+    }
+    let ds = synthetic::default_dataset();
+    let batch = ds.random_windows(1, rows, t + 1)?;
+    super::common::check_memory(&cfg, &batch, 4)?;
+    let mut params = Params::<f32>::init(&cfg, 0);
+    let mut state = OptimState::new(&cfg);
+    let mut scale = LossScale::fixed();
+    let opts = StepOptions::default();
+    let pb = progress((a.warmup + a.steps) as u64, "benchmark");
+    let mut times = Vec::with_capacity(a.steps);
+    for i in 0..a.warmup + a.steps {
+        let t0 = Instant::now();
+        cpu::train_step(&cfg, &mut params, &mut state, &mut scale, &batch, &opts)?;
+        let ms = t0.elapsed().as_secs_f64() * 1e3;
+        if i >= a.warmup {
+            times.push(ms);
+        }
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    let (median, p10, p90) = percentiles(&mut times);
+    let tokens = (rows * t) as f64;
+    let threads = rayon::current_num_threads();
+    emit(
+        a.json,
+        json!({"engine": "cpu", "config": a.config, "batch": rows, "seq_len": t, "threads": threads,
+               "warmup": a.warmup, "steps": a.steps, "median_ms": median, "p10_ms": p10, "p90_ms": p90,
+               "tokens_per_s": tokens / (median / 1e3)}),
+        || {
+            println!("engine cpu, config {} (B={rows}, T={t}), {threads} threads", a.config);
+            println!("{} steps after {} warm-up: median {median:.2} ms/step (p10 {p10:.2}, p90 {p90:.2}), {:.0} tokens/s",
+                a.steps, a.warmup, tokens / (median / 1e3));
+        },
+    );
+    Ok(0)
+}

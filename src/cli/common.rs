@@ -1,0 +1,119 @@
+//! What the commands share: the error type and its exit codes, output in
+//! human or JSON form, progress bars, and the loading of inputs.
+
+use std::path::Path;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::EngineArg;
+use crate::checkpoint::CheckpointError;
+use crate::cpu::CpuError;
+use crate::dataset::{Batch, BatchError, DatasetError};
+use crate::model::{Config, ConfigError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// A usage error: exit code 2.
+    #[error("{0}")]
+    Usage(String),
+    /// The engine asked for is not available: exit code 2.
+    #[error("{0}")]
+    Engine(String),
+    #[error(transparent)]
+    Dataset(#[from] DatasetError),
+    #[error(transparent)]
+    Batch(#[from] BatchError),
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Cpu(#[from] CpuError),
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl CliError {
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            CliError::Usage(_) | CliError::Engine(_) => 2,
+            _ => 1,
+        }
+    }
+}
+
+/// Until the Vulkan engine lands, `--engine gpu` is a clear error.
+pub fn require_cpu(engine: EngineArg) -> Result<(), CliError> {
+    match engine {
+        EngineArg::Cpu => Ok(()),
+        EngineArg::Gpu => Err(CliError::Engine(
+            "--engine gpu: the Vulkan engine is not part of this build yet; use --engine cpu".into(),
+        )),
+    }
+}
+
+/// Prints `value` as one JSON object, or runs `human` to print prose.
+pub fn emit(json: bool, value: serde_json::Value, human: impl FnOnce()) {
+    if json {
+        println!("{value}");
+    } else {
+        human();
+    }
+}
+
+/// A progress bar on stderr (hidden when stderr is not a terminal).
+pub fn progress(len: u64, what: &str) -> ProgressBar {
+    let pb = ProgressBar::new(len);
+    pb.set_style(
+        ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} {elapsed_precise} eta {eta}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    pb.set_message(what.to_string());
+    pb
+}
+
+/// Each file is one row made of all its bytes.
+pub fn rows_from_files(paths: &[std::path::PathBuf]) -> Result<Batch, CliError> {
+    if paths.is_empty() {
+        return Err(CliError::Usage("at least one --data FILE is needed".into()));
+    }
+    let mut rows = Vec::with_capacity(paths.len());
+    for p in paths {
+        let bytes = crate::dataset::read_row_file(p)?;
+        rows.push(bytes);
+    }
+    Ok(Batch::from_rows(&rows)?)
+}
+
+/// Refuses a batch whose activations would not fit in memory.
+pub fn check_memory(cfg: &Config, batch: &Batch, elem: usize) -> Result<(), CliError> {
+    let need = crate::cpu::activation_bytes(cfg, batch.rows, batch.t, elem);
+    let limit = available_memory().unwrap_or(8 << 30) * 7 / 10;
+    if need > limit {
+        return Err(CpuError::TooLarge { need_mib: need >> 20, limit_mib: limit >> 20 }.into());
+    }
+    Ok(())
+}
+
+fn available_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Refuses to write over an input or into a directory, before any work is done.
+pub fn check_output(out: &Path, inputs: &[&Path]) -> Result<(), CliError> {
+    if out.is_dir() {
+        return Err(CliError::Usage(format!("--out {}: is a directory", out.display())));
+    }
+    for i in inputs {
+        if let (Ok(a), Ok(b)) = (out.canonicalize(), i.canonicalize()) {
+            if a == b {
+                return Err(CliError::Usage(format!("--out {} would overwrite an input", out.display())));
+            }
+        }
+    }
+    Ok(())
+}

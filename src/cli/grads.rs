@@ -1,0 +1,137 @@
+//! `dualscope grads` and `dualscope step`: one batch made of whole files.
+
+use clap::Args;
+use serde_json::json;
+use std::path::PathBuf;
+
+use super::common::{CliError, check_memory, check_output, emit, require_cpu, rows_from_files};
+use super::{EngineArg, OptimArgs, PrecisionArg};
+use crate::checkpoint::{load_params, save_params, save_params_with};
+use crate::cpu::{self, LossScale, OptimState};
+use crate::tensor::Real;
+
+#[derive(Args, Debug)]
+pub struct GradsArgs {
+    #[arg(long)]
+    pub checkpoint: PathBuf,
+    /// A data file; each one is a row made of all its bytes (repeat for more rows).
+    #[arg(long, required = true)]
+    pub data: Vec<PathBuf>,
+    #[arg(long, value_enum, default_value_t = EngineArg::Cpu)]
+    pub engine: EngineArg,
+    /// Where to write the gradients (safetensors, parameter names).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Arithmetic of the CPU engine (the file is float32 either way).
+    #[arg(long, value_enum, default_value_t = PrecisionArg::F32)]
+    pub precision: PrecisionArg,
+    /// Per-token guard on the `W_ctx` gradient.
+    #[arg(long)]
+    pub token_cap: Option<f64>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct StepArgs {
+    #[arg(long)]
+    pub checkpoint: PathBuf,
+    #[arg(long, required = true)]
+    pub data: Vec<PathBuf>,
+    #[arg(long, value_enum, default_value_t = EngineArg::Cpu)]
+    pub engine: EngineArg,
+    /// Where to write the updated checkpoint.
+    #[arg(long)]
+    pub out: PathBuf,
+    #[command(flatten)]
+    pub optim: OptimArgs,
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn inputs<'a>(ckpt: &'a PathBuf, data: &'a [PathBuf]) -> Vec<&'a std::path::Path> {
+    std::iter::once(ckpt.as_path()).chain(data.iter().map(|p| p.as_path())).collect()
+}
+
+pub fn run_grads(a: &GradsArgs) -> Result<i32, CliError> {
+    require_cpu(a.engine)?;
+    if let Some(t) = a.token_cap {
+        if !(t.is_finite() && t > 0.0) {
+            return Err(CliError::Usage(format!("--token-cap must be a finite positive number, got {t}")));
+        }
+    }
+    check_output(&a.out, &inputs(&a.checkpoint, &a.data))?;
+    let (cfg, params) = load_params(&a.checkpoint)?;
+    let batch = rows_from_files(&a.data)?;
+    let r = match a.precision {
+        PrecisionArg::F32 => {
+            check_memory(&cfg, &batch, 4)?;
+            let r = cpu::grads(&cfg, &params, &batch, a.token_cap)?;
+            (r.loss, r.grad_norm, r.n_targets, r.capped, r.grads)
+        }
+        PrecisionArg::F64 => {
+            check_memory(&cfg, &batch, 8)?;
+            let r = cpu::grads(&cfg, &params.cast::<f64>(), &batch, a.token_cap)?;
+            (r.loss, r.grad_norm, r.n_targets, r.capped, r.grads.cast::<f32>())
+        }
+    };
+    let (loss, grad_norm, n_targets, capped, grads) = r;
+    let meta = vec![
+        ("kind".to_string(), "gradients".to_string()),
+        ("loss".to_string(), format!("{loss:e}")),
+        ("grad_norm".to_string(), format!("{grad_norm:e}")),
+    ];
+    save_params_with(&a.out, &cfg, &grads, &meta)?;
+    emit(
+        a.json,
+        json!({"loss": loss, "grad_norm": grad_norm, "n_targets": n_targets, "rows": batch.rows,
+               "capped_tokens": capped, "precision": precision_name(a.precision), "out": a.out}),
+        || {
+            println!("loss       {loss:.8}");
+            println!("grad_norm  {grad_norm:.8}");
+            println!("targets    {n_targets} over {} rows", batch.rows);
+            if a.token_cap.is_some() {
+                println!("capped     {capped} positions");
+            }
+            println!("wrote      {}", a.out.display());
+        },
+    );
+    Ok(0)
+}
+
+fn precision_name(p: PrecisionArg) -> &'static str {
+    match p {
+        PrecisionArg::F32 => f32::DTYPE,
+        PrecisionArg::F64 => f64::DTYPE,
+    }
+}
+
+pub fn run_step(a: &StepArgs) -> Result<i32, CliError> {
+    require_cpu(a.engine)?;
+    let opts = a.optim.options()?;
+    check_output(&a.out, &inputs(&a.checkpoint, &a.data))?;
+    let (cfg, mut params) = load_params(&a.checkpoint)?;
+    let batch = rows_from_files(&a.data)?;
+    check_memory(&cfg, &batch, 4)?;
+    let mut state = OptimState::new(&cfg);
+    let mut scale = LossScale::fixed();
+    let r = cpu::train_step(&cfg, &mut params, &mut state, &mut scale, &batch, &opts)?;
+    save_params(&a.out, &cfg, &params)?;
+    let skipped = r.optim.skipped.map(|s| s.to_string());
+    emit(
+        a.json,
+        json!({"loss": r.loss, "grad_norm": r.optim.grad_norm, "skipped": r.optim.skipped.is_some(),
+               "skip_reason": skipped, "clipped": r.optim.clipped, "post_clip_norm": r.optim.post_clip_norm,
+               "capped_tokens": r.capped_tokens, "out": a.out}),
+        || {
+            println!("loss       {:.8}", r.loss);
+            println!("grad_norm  {:.8}", r.optim.grad_norm);
+            match &skipped {
+                Some(why) => println!("skipped    yes ({why}); weights unchanged"),
+                None => println!("skipped    no{}", if r.optim.clipped { " (clipped)" } else { "" }),
+            }
+            println!("wrote      {}", a.out.display());
+        },
+    );
+    Ok(0)
+}

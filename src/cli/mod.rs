@@ -1,0 +1,108 @@
+//! Command-line front end over the library. Human-readable output by default,
+//! one JSON object on stdout with `--json`.
+
+mod bench;
+mod common;
+mod grads;
+mod init;
+mod train;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+pub use common::CliError;
+
+#[derive(Parser, Debug)]
+#[command(name = "dualscope", version, about = "A visual debugger for a GPU training engine of the dual-stream model")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Train on the embedded synthetic corpus and show the loss falling (the default).
+    Demo(train::DemoArgs),
+    /// Write a freshly initialised checkpoint.
+    Init(init::InitArgs),
+    /// Loss and gradients of one batch; writes the gradients as safetensors.
+    Grads(grads::GradsArgs),
+    /// One training step from fresh optimizer state; writes the new checkpoint.
+    Step(grads::StepArgs),
+    /// A training loop on a dataset file.
+    Train(train::TrainArgs),
+    /// Milliseconds per training step (median after warm-up).
+    Bench(bench::BenchArgs),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum EngineArg {
+    Cpu,
+    Gpu,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PrecisionArg {
+    F32,
+    F64,
+}
+
+/// Options shared by every command that takes an optimizer step.
+#[derive(Args, Debug, Clone)]
+pub struct OptimArgs {
+    /// Learning rate.
+    #[arg(long, default_value_t = 3e-3)]
+    pub lr: f64,
+    /// Clip threshold of the global gradient norm.
+    #[arg(long, default_value_t = 1.0)]
+    pub clip: f64,
+    /// AdamW weight decay (2-D weights except the embedding).
+    #[arg(long, default_value_t = 0.01)]
+    pub wd: f64,
+    /// Per-token guard: cap on each position's `W_ctx` gradient contribution norm.
+    #[arg(long)]
+    pub token_cap: Option<f64>,
+}
+
+impl OptimArgs {
+    pub fn options(&self) -> Result<dualscope_cpu::StepOptions, CliError> {
+        let bad = |m: String| Err(CliError::Usage(m));
+        if !(self.lr.is_finite() && self.lr >= 0.0) {
+            return bad(format!("--lr must be a finite non-negative number, got {}", self.lr));
+        }
+        if !(self.clip.is_finite() && self.clip > 0.0) {
+            return bad(format!("--clip must be a finite positive number, got {}", self.clip));
+        }
+        if !(self.wd.is_finite() && self.wd >= 0.0) {
+            return bad(format!("--wd must be a finite non-negative number, got {}", self.wd));
+        }
+        if let Some(t) = self.token_cap {
+            if !(t.is_finite() && t > 0.0) {
+                return bad(format!("--token-cap must be a finite positive number, got {t}"));
+            }
+        }
+        Ok(dualscope_cpu::StepOptions {
+            lr: self.lr,
+            clip: self.clip,
+            weight_decay: self.wd,
+            token_cap: self.token_cap,
+            ..Default::default()
+        })
+    }
+}
+
+use crate::cpu as dualscope_cpu;
+
+pub fn run(cli: Cli) -> Result<i32, CliError> {
+    match cli.command {
+        None => train::demo(&train::DemoArgs::default()),
+        Some(Command::Demo(a)) => train::demo(&a),
+        Some(Command::Init(a)) => init::run(&a),
+        Some(Command::Grads(a)) => grads::run_grads(&a),
+        Some(Command::Step(a)) => grads::run_step(&a),
+        Some(Command::Train(a)) => train::run(&a),
+        Some(Command::Bench(a)) => bench::run(&a),
+    }
+}
+
+pub(crate) type Paths = Vec<PathBuf>;
