@@ -9,3 +9,5 @@ pub mod tensor;
 
 pub mod dataset;
 pub mod model;
+
+pub mod checkpoint;
