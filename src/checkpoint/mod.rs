@@ -15,6 +15,11 @@ mod atomic;
 mod read;
 mod write;
 
+#[cfg(test)]
+mod atomic_tests;
+#[cfg(test)]
+mod tests;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 
