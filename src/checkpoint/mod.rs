@@ -18,6 +18,8 @@ mod write;
 #[cfg(test)]
 mod atomic_tests;
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
 mod tests;
 
 use std::collections::BTreeMap;
