@@ -2,7 +2,8 @@
 //! language model in MODEL.md.
 //!
 //! Data flows one way: `dataset → model → {cpu, vk} → ladder → session → ui`;
-//! a module imports only what stands to its left.
+//! a module imports only what stands to its left. `checkpoint` is the file
+//! format of `model`; `cli` is a front end, like the UI.
 
 pub mod rng;
 pub mod tensor;
@@ -10,4 +11,8 @@ pub mod tensor;
 pub mod dataset;
 pub mod model;
 
+pub mod checkpoint;
+
 pub mod cpu;
+
+pub mod cli;

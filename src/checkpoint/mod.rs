@@ -1,0 +1,167 @@
+//! Checkpoint files: the model's parameters (or gradients) as safetensors.
+//!
+//! The contract of MODEL.md: float32, little-endian, row-major tensors under the
+//! names of [`param_specs`](crate::model::param_specs), and the configuration as
+//! JSON under the safetensors metadata key `config`. This module adds a
+//! `format` key ([`FORMAT`]) and lets callers add their own entries (`kind`,
+//! `step`, `loss`, ...).
+//!
+//! Every write goes through [`write_atomic`]: no reader ever sees a
+//! half-written file. Every read checks the file completely and reports the
+//! first problem as one line that starts with the file's path; no input bytes
+//! make it panic.
+
+mod atomic;
+mod read;
+mod write;
+
+#[cfg(test)]
+mod atomic_tests;
+#[cfg(test)]
+mod proptests;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::model::{Config, Params};
+use crate::tensor::{Real, Tensor};
+
+pub use atomic::write_atomic;
+pub use read::{
+    load_params, load_params_with_meta, load_tensors, params_from_bytes, tensors_from_bytes,
+};
+pub use write::{encode_tensors, save_params, save_params_with, save_tensors};
+
+/// Safetensors metadata (`__metadata__`): string keys to string values.
+pub type Metadata = BTreeMap<String, String>;
+
+/// Value of the `format` metadata key in files written by [`save_params`].
+pub const FORMAT: &str = "dualscope-params-v1";
+
+/// Metadata key holding the configuration as JSON.
+pub const CONFIG_KEY: &str = "config";
+
+/// Metadata key holding [`FORMAT`].
+pub const FORMAT_KEY: &str = "format";
+
+/// What went wrong reading or writing a checkpoint. Every message is one line
+/// and starts with the path of the file concerned.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    /// The file does not exist.
+    #[error("{path}: no such file")]
+    NotFound { path: String },
+    /// The path names a directory where a file was expected.
+    #[error("{path}: is a directory, not a safetensors file")]
+    IsDirectory { path: String },
+    /// The directory to write into does not exist (or is not a directory).
+    #[error("{path}: directory {dir} does not exist")]
+    NoDirectory { path: String, dir: String },
+    /// An operating-system error; `action` says what was being done.
+    #[error("{path}: {action}: {source}")]
+    Io {
+        path: String,
+        action: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file holds no bytes at all.
+    #[error("{path}: empty file (0 bytes), not a safetensors file")]
+    Empty { path: String },
+    /// The bytes do not look like safetensors at all.
+    #[error("{path}: not a safetensors file: {reason}")]
+    NotSafetensors { path: String, reason: String },
+    /// The header or the data runs past the end of the file.
+    #[error("{path}: truncated: {reason}")]
+    Truncated { path: String, reason: String },
+    /// The file's structure is wrong in a way this module recognises.
+    #[error("{path}: invalid safetensors file: {reason}")]
+    Corrupt { path: String, reason: String },
+    /// Any other problem the safetensors parser (or serializer) reports.
+    #[error("{path}: invalid safetensors file: {source}")]
+    Safetensors {
+        path: String,
+        #[source]
+        source: safetensors::SafeTensorError,
+    },
+    /// The metadata has no `config` entry.
+    #[error("{path}: no `config` key in the safetensors metadata")]
+    MissingConfig { path: String },
+    /// The `config` entry is not valid JSON or fails [`Config::validate`].
+    #[error("{path}: invalid config metadata: {reason}")]
+    BadConfig { path: String, reason: String },
+    /// The `format` entry names a format other than [`FORMAT`].
+    #[error("{path}: metadata format is \"{found}\", expected \"{FORMAT}\"")]
+    WrongFormat { path: String, found: String },
+    /// Parameters the configuration needs are not in the file.
+    #[error("{path}: missing {}", tensor_list(.names))]
+    MissingTensors { path: String, names: Vec<String> },
+    /// The file holds tensors the configuration does not know.
+    #[error("{path}: unexpected {}", tensor_list(.names))]
+    UnexpectedTensors { path: String, names: Vec<String> },
+    /// A tensor's shape differs from the configuration's.
+    #[error("{path}: tensor {name} has shape {found:?}, expected {expected:?}")]
+    WrongShape {
+        path: String,
+        name: String,
+        expected: Vec<usize>,
+        found: Vec<usize>,
+    },
+    /// A tensor is stored in a dtype other than F32.
+    #[error("{path}: tensor {name} has dtype {found}, expected F32")]
+    WrongDtype {
+        path: String,
+        name: String,
+        found: String,
+    },
+    /// The caller asked to write something that cannot be written.
+    #[error("{path}: cannot save: {reason}")]
+    Invalid { path: String, reason: String },
+}
+
+/// "tensor a" or "tensors a, b".
+fn tensor_list(names: &[String]) -> String {
+    let s = if names.len() == 1 { "" } else { "s" };
+    format!("tensor{s} {}", names.join(", "))
+}
+
+/// Text from a file or a path, made safe for a one-line message: control
+/// characters (newlines above all) are shown escaped.
+pub(crate) fn one_line(s: &str) -> String {
+    if !s.chars().any(char::is_control) {
+        return s.to_string();
+    }
+    s.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// A path as error messages show it.
+pub(crate) fn show(path: &Path) -> String {
+    one_line(&path.display().to_string())
+}
+
+/// Number of NaN and infinite values in `t`. Loading accepts non-finite
+/// weights (they are something to debug); this helper finds them.
+pub fn count_non_finite<T: Real>(t: &Tensor<T>) -> usize {
+    t.data.iter().filter(|x| !x.is_finite()).count()
+}
+
+/// (name, count) of every parameter holding non-finite values, in canonical
+/// order; empty when all values are finite.
+pub fn non_finite_params<T: Real>(cfg: &Config, params: &Params<T>) -> Vec<(String, usize)> {
+    params
+        .named(cfg)
+        .into_iter()
+        .map(|(name, t)| (name, count_non_finite(t)))
+        .filter(|&(_, n)| n > 0)
+        .collect()
+}

@@ -1,0 +1,300 @@
+//! Reading safetensors files of float32 tensors, and checkpoints among them.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::ErrorKind;
+use std::path::Path;
+
+use safetensors::{Dtype, SafeTensors};
+
+use super::{CONFIG_KEY, CheckpointError, FORMAT, FORMAT_KEY, Metadata, one_line, show};
+use crate::model::{Config, ConfigError, Params, param_specs};
+use crate::tensor::Tensor;
+
+/// Bytes of the header-length field that opens every safetensors file.
+const LEN_FIELD: usize = 8;
+
+/// The largest header the safetensors crate accepts.
+const MAX_HEADER: u64 = 100_000_000;
+
+/// One tensor of a parsed file: dtype, shape and raw bytes.
+struct RawTensor<'a> {
+    dtype: Dtype,
+    shape: Vec<usize>,
+    data: &'a [u8],
+}
+
+/// A checked safetensors file: its metadata and its tensors by name.
+struct Parsed<'a> {
+    metadata: Metadata,
+    tensors: BTreeMap<String, RawTensor<'a>>,
+}
+
+/// Reads a whole file, telling a missing file and a directory apart from
+/// other failures.
+fn read_file(path: &Path) -> Result<Vec<u8>, CheckpointError> {
+    let io = |action: &str, source| CheckpointError::Io {
+        path: show(path),
+        action: action.into(),
+        source,
+    };
+    match std::fs::metadata(path) {
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            return Err(CheckpointError::NotFound { path: show(path) });
+        }
+        Err(e) => return Err(io("cannot stat", e)),
+        Ok(m) if m.is_dir() => return Err(CheckpointError::IsDirectory { path: show(path) }),
+        Ok(_) => {}
+    }
+    std::fs::read(path).map_err(|e| io("cannot read", e))
+}
+
+/// Checks the framing of `bytes` (length field, header, data extent) with
+/// messages that say what is wrong, then lets the safetensors crate check the
+/// rest. The offsets are checked against the file length before the crate
+/// sees them, so that no header can make its arithmetic overflow.
+fn parse<'a>(label: &Path, bytes: &'a [u8]) -> Result<Parsed<'a>, CheckpointError> {
+    let path = show(label);
+    let len = bytes.len();
+    if len == 0 {
+        return Err(CheckpointError::Empty { path });
+    }
+    let Some(field) = bytes.first_chunk::<LEN_FIELD>() else {
+        let reason =
+            format!("the file is {len} bytes, shorter than the 8-byte header length field");
+        return Err(CheckpointError::Truncated { path, reason });
+    };
+    let n = u64::from_le_bytes(*field);
+    let after = (len - LEN_FIELD) as u64;
+    let opens_json = bytes.get(LEN_FIELD) == Some(&b'{');
+    if n > after {
+        // A header that starts like JSON (or was cut right after the length
+        // field) means a cut file; anything else is not safetensors at all.
+        return Err(if (opens_json || after == 0) && n <= MAX_HEADER {
+            let reason =
+                format!("the header is {n} bytes, but only {after} bytes follow its length field");
+            CheckpointError::Truncated { path, reason }
+        } else {
+            let reason = format!(
+                "its first 8 bytes give a header length of {n}, past the end of the {len}-byte file"
+            );
+            CheckpointError::NotSafetensors { path, reason }
+        });
+    }
+    // n <= after < usize::MAX, so this neither truncates nor overflows.
+    let header_end = LEN_FIELD + n as usize;
+    let header = &bytes[LEN_FIELD..header_end];
+    if header.first() != Some(&b'{') {
+        let reason = "its header does not start with '{'".to_string();
+        return Err(CheckpointError::NotSafetensors { path, reason });
+    }
+    let data = &bytes[header_end..];
+    if let Ok(serde_json::Value::Object(map)) = serde_json::from_slice::<serde_json::Value>(header)
+    {
+        check_extent(&path, &map, data.len())?;
+    }
+    let (_, meta) =
+        SafeTensors::read_metadata(bytes).map_err(|source| CheckpointError::Safetensors {
+            path: path.clone(),
+            source,
+        })?;
+    let metadata: Metadata = meta
+        .metadata()
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    let mut tensors = BTreeMap::new();
+    for (name, info) in meta.tensors() {
+        let (start, end) = info.data_offsets;
+        let Some(data) = data.get(start..end) else {
+            // read_metadata has checked the offsets; this is a second guard.
+            let reason = format!("tensor {} lies outside the file", one_line(&name));
+            return Err(CheckpointError::Truncated { path, reason });
+        };
+        tensors.insert(
+            name,
+            RawTensor {
+                dtype: info.dtype,
+                shape: info.shape.clone(),
+                data,
+            },
+        );
+    }
+    Ok(Parsed { metadata, tensors })
+}
+
+/// Checks that the tensors' data, as the header `map` lays it out, ends
+/// exactly at the end of the file's `data_len` data bytes. Entries whose end
+/// offset cannot be read are left to the safetensors crate to report.
+fn check_extent(
+    path: &str,
+    map: &serde_json::Map<String, serde_json::Value>,
+    data_len: usize,
+) -> Result<(), CheckpointError> {
+    let ends: Vec<Option<(u64, &String)>> = map
+        .iter()
+        .filter(|(k, _)| *k != "__metadata__")
+        .map(|(k, v)| Some((v.get("data_offsets")?.get(1)?.as_u64()?, k)))
+        .collect();
+    let last = ends.iter().flatten().max();
+    if let Some(&(end, name)) = last
+        && end > data_len as u64
+    {
+        let reason = format!(
+            "tensor {} ends at data byte {end}, but only {data_len} data bytes follow the header",
+            one_line(name),
+        );
+        return Err(CheckpointError::Truncated {
+            path: path.into(),
+            reason,
+        });
+    }
+    let end = last.map_or(0, |&(end, _)| end as usize);
+    if ends.iter().all(Option::is_some) && end < data_len {
+        let reason = format!(
+            "{} bytes follow the end of the last tensor's data",
+            data_len - end
+        );
+        return Err(CheckpointError::Corrupt {
+            path: path.into(),
+            reason,
+        });
+    }
+    Ok(())
+}
+
+/// Converts one tensor, which must be F32.
+fn to_f32(label: &Path, name: &str, raw: &RawTensor) -> Result<Tensor<f32>, CheckpointError> {
+    if raw.dtype != Dtype::F32 {
+        return Err(CheckpointError::WrongDtype {
+            path: show(label),
+            name: one_line(name),
+            found: raw.dtype.to_string(),
+        });
+    }
+    let data = raw
+        .data
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    Ok(Tensor {
+        shape: raw.shape.clone(),
+        data,
+    })
+}
+
+/// Every tensor of the safetensors file `path` (all must be F32) by name, and
+/// the file's metadata. For gradient files, exports, and any other file of
+/// named float tensors.
+pub fn load_tensors(
+    path: &Path,
+) -> Result<(BTreeMap<String, Tensor<f32>>, Metadata), CheckpointError> {
+    tensors_from_bytes(path, &read_file(path)?)
+}
+
+/// [`load_tensors`] on bytes already in memory; `label` names them in errors.
+pub fn tensors_from_bytes(
+    label: &Path,
+    bytes: &[u8],
+) -> Result<(BTreeMap<String, Tensor<f32>>, Metadata), CheckpointError> {
+    let parsed = parse(label, bytes)?;
+    let mut out = BTreeMap::new();
+    for (name, raw) in &parsed.tensors {
+        out.insert(name.clone(), to_f32(label, name, raw)?);
+    }
+    Ok((out, parsed.metadata))
+}
+
+/// Loads a checkpoint: its configuration and parameters. See
+/// [`load_params_with_meta`] for what is checked.
+pub fn load_params(path: &Path) -> Result<(Config, Params<f32>), CheckpointError> {
+    let (cfg, params, _) = load_params_with_meta(path)?;
+    Ok((cfg, params))
+}
+
+/// Loads a checkpoint with all of its metadata.
+///
+/// Checked, in this order: the file's framing and safetensors header; the
+/// `config` metadata (present, valid JSON, passing [`Config::validate`]); the
+/// `format` metadata, when present, being [`FORMAT`]; no tensor missing; no
+/// tensor unexpected; then each tensor's dtype (F32) and shape. Non-finite
+/// values are accepted (see [`super::count_non_finite`]).
+pub fn load_params_with_meta(
+    path: &Path,
+) -> Result<(Config, Params<f32>, Metadata), CheckpointError> {
+    params_from_bytes(path, &read_file(path)?)
+}
+
+/// [`load_params_with_meta`] on bytes already in memory; `label` names them
+/// in errors.
+pub fn params_from_bytes(
+    label: &Path,
+    bytes: &[u8],
+) -> Result<(Config, Params<f32>, Metadata), CheckpointError> {
+    let path = || show(label);
+    let parsed = parse(label, bytes)?;
+    let Some(json) = parsed.metadata.get(CONFIG_KEY) else {
+        return Err(CheckpointError::MissingConfig { path: path() });
+    };
+    let cfg = Config::from_json(json).map_err(|e| {
+        let reason = match e {
+            ConfigError::Invalid(msg) => msg,
+            other => other.to_string(),
+        };
+        CheckpointError::BadConfig {
+            path: path(),
+            reason: one_line(&reason),
+        }
+    })?;
+    if let Some(found) = parsed.metadata.get(FORMAT_KEY)
+        && found != FORMAT
+    {
+        return Err(CheckpointError::WrongFormat {
+            path: path(),
+            found: one_line(found),
+        });
+    }
+
+    let specs = param_specs(&cfg);
+    let missing: Vec<String> = specs
+        .iter()
+        .filter(|(name, _)| !parsed.tensors.contains_key(name))
+        .map(|(name, _)| name.clone())
+        .collect();
+    if !missing.is_empty() {
+        return Err(CheckpointError::MissingTensors {
+            path: path(),
+            names: missing,
+        });
+    }
+    let known: BTreeSet<&str> = specs.iter().map(|(name, _)| name.as_str()).collect();
+    let unexpected: Vec<String> = parsed
+        .tensors
+        .keys()
+        .filter(|name| !known.contains(name.as_str()))
+        .map(|name| one_line(name))
+        .collect();
+    if !unexpected.is_empty() {
+        return Err(CheckpointError::UnexpectedTensors {
+            path: path(),
+            names: unexpected,
+        });
+    }
+
+    let mut tensors = Vec::with_capacity(specs.len());
+    for (name, expected) in &specs {
+        let raw = &parsed.tensors[name];
+        let t = to_f32(label, name, raw)?;
+        if &t.shape != expected {
+            return Err(CheckpointError::WrongShape {
+                path: path(),
+                name: name.clone(),
+                expected: expected.clone(),
+                found: t.shape,
+            });
+        }
+        tensors.push(t);
+    }
+    let params = Params::from_iter_canonical(&cfg, &mut tensors.into_iter());
+    Ok((cfg, params, parsed.metadata))
+}
