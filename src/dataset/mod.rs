@@ -5,15 +5,18 @@
 //! bytes. [`Dataset::open`] takes any file: a name ending in `.jsonl` makes it a
 //! JSON-lines dataset of documents (`{"text": "..."}` per line), anything else a
 //! byte dataset. [`Dataset::window`], [`Dataset::random_windows`] (and
-//! [`RandomWindows`] for per-step batches) and [`Dataset::documents`] cut rows.
+//! [`RandomWindows`] for per-step batches) and [`Dataset::documents`] cut rows;
+//! [`synthetic::default_dataset`] is the built-in corpus.
 
 mod batch;
 mod error;
 mod jsonl;
 mod rows;
 mod source;
+pub mod synthetic;
 
 pub use batch::{Batch, BatchError};
 pub use error::DatasetError;
 pub use rows::RandomWindows;
 pub use source::{Dataset, DatasetKind, fnv1a64, human_size};
+pub use synthetic::{corpus, default_dataset};
