@@ -15,6 +15,9 @@ mod rows;
 mod source;
 pub mod synthetic;
 
+#[cfg(test)]
+mod tests;
+
 pub use batch::{Batch, BatchError};
 pub use error::DatasetError;
 pub use rows::RandomWindows;
