@@ -54,6 +54,43 @@ pub struct Dataset {
     hash: OnceLock<u64>,
 }
 
+/// Opens `path` for reading if it is a regular file; returns it and its length.
+fn open_regular_file(path: &Path) -> Result<(File, u64), DatasetError> {
+    let meta = std::fs::metadata(path).map_err(|e| io_error(path, e))?;
+    if meta.is_dir() {
+        return Err(DatasetError::IsDirectory {
+            path: path.to_path_buf(),
+        });
+    }
+    if !meta.is_file() {
+        return Err(DatasetError::NotAFile {
+            path: path.to_path_buf(),
+        });
+    }
+    let file = File::open(path).map_err(|e| io_error(path, e))?;
+    Ok((file, meta.len()))
+}
+
+/// All the bytes of the file at `path` as one row, whatever its name (a
+/// `.jsonl` file is not parsed). Errors as [`Dataset::open`] does for a byte
+/// dataset: missing, a directory, unreadable, empty, or shorter than 2 bytes.
+pub fn read_row_file(path: &Path) -> Result<Vec<u8>, DatasetError> {
+    let (mut file, len) = open_regular_file(path)?;
+    let mut bytes = Vec::with_capacity(len.min(1 << 30) as usize);
+    file.read_to_end(&mut bytes)
+        .map_err(|e| io_error(path, e))?;
+    match bytes.len() {
+        0 => Err(DatasetError::Empty {
+            path: path.to_path_buf(),
+        }),
+        1 => Err(DatasetError::TooShort {
+            path: path.to_path_buf(),
+            len: 1,
+        }),
+        _ => Ok(bytes),
+    }
+}
+
 fn is_jsonl_name(name: &str) -> bool {
     name.len() >= 6 && name.as_bytes()[name.len() - 6..].eq_ignore_ascii_case(b".jsonl")
 }
@@ -62,20 +99,9 @@ impl Dataset {
     /// Opens the file at `path`: maps (or reads) it, and for `.jsonl` files
     /// parses and indexes every line, so that any bad line is reported here.
     pub fn open(path: &Path) -> Result<Dataset, DatasetError> {
-        let meta = std::fs::metadata(path).map_err(|e| io_error(path, e))?;
-        if meta.is_dir() {
-            return Err(DatasetError::IsDirectory {
-                path: path.to_path_buf(),
-            });
-        }
-        if !meta.is_file() {
-            return Err(DatasetError::NotAFile {
-                path: path.to_path_buf(),
-            });
-        }
-        let mut file = File::open(path).map_err(|e| io_error(path, e))?;
-        let storage = if meta.len() < MMAP_THRESHOLD {
-            let mut bytes = Vec::with_capacity(meta.len() as usize);
+        let (mut file, len) = open_regular_file(path)?;
+        let storage = if len < MMAP_THRESHOLD {
+            let mut bytes = Vec::with_capacity(len as usize);
             file.read_to_end(&mut bytes)
                 .map_err(|e| io_error(path, e))?;
             Storage::Owned(bytes)

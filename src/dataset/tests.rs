@@ -85,6 +85,30 @@ fn open_errors_name_the_path_and_the_problem() {
 }
 
 #[test]
+fn a_row_file_is_all_its_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let not_json = write(d, "raw.jsonl", b"not json\xff");
+    assert_eq!(read_row_file(&not_json).unwrap(), b"not json\xff");
+    assert!(matches!(
+        read_row_file(&write(d, "e", b"")),
+        Err(DatasetError::Empty { .. })
+    ));
+    assert!(matches!(
+        read_row_file(&write(d, "o", b"1")),
+        Err(DatasetError::TooShort { len: 1, .. })
+    ));
+    assert!(matches!(
+        read_row_file(d),
+        Err(DatasetError::IsDirectory { .. })
+    ));
+    assert!(matches!(
+        read_row_file(&d.join("nope")),
+        Err(DatasetError::NotFound { .. })
+    ));
+}
+
+#[test]
 fn special_and_unreadable_files_are_errors() {
     let dev_null = Path::new("/dev/null");
     if dev_null.exists() {
