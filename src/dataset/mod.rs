@@ -1,6 +1,25 @@
 //! Byte-level datasets: any file, `.jsonl` documents, and the embedded synthetic
 //! corpus; rows come out as `Batch`es.
+//!
+//! A token is one byte (vocabulary 256) and a training row is `x[0..=T]`, `T + 1`
+//! bytes. [`Dataset::open`] takes any file: a name ending in `.jsonl` makes it a
+//! JSON-lines dataset of documents (`{"text": "..."}` per line), anything else a
+//! byte dataset. [`Dataset::window`], [`Dataset::random_windows`] (and
+//! [`RandomWindows`] for per-step batches) and [`Dataset::documents`] cut rows;
+//! [`synthetic::default_dataset`] is the built-in corpus.
 
 mod batch;
+mod error;
+mod jsonl;
+mod rows;
+mod source;
+pub mod synthetic;
+
+#[cfg(test)]
+mod tests;
 
 pub use batch::{Batch, BatchError};
+pub use error::DatasetError;
+pub use rows::RandomWindows;
+pub use source::{Dataset, DatasetKind, fnv1a64, human_size, read_row_file};
+pub use synthetic::{corpus, default_dataset};
