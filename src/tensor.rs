@@ -7,16 +7,7 @@ use std::ops::{AddAssign, DivAssign, MulAssign, SubAssign};
 /// The float types the CPU reference runs in: `f32` (the contract's precision)
 /// and `f64` (the rounding-free column the ladder compares both engines with).
 pub trait Real:
-    num_traits::Float
-    + AddAssign
-    + SubAssign
-    + MulAssign
-    + DivAssign
-    + Send
-    + Sync
-    + Debug
-    + Default
-    + 'static
+    num_traits::Float + AddAssign + SubAssign + MulAssign + DivAssign + Send + Sync + Debug + Default + 'static
 {
     /// safetensors / display name of the type.
     const DTYPE: &'static str;
@@ -102,10 +93,14 @@ pub fn sum_sq_f64<T: Real>(x: &[T]) -> f64 {
     const CHUNK: usize = 1 << 14;
     let parts: Vec<f64> = x
         .par_chunks(CHUNK)
-        .map(|c| c.iter().map(|v| {
-            let v = v.f64();
-            v * v
-        }).sum::<f64>())
+        .map(|c| {
+            c.iter()
+                .map(|v| {
+                    let v = v.f64();
+                    v * v
+                })
+                .sum::<f64>()
+        })
         .collect();
     parts.iter().sum()
 }

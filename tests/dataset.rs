@@ -1,8 +1,6 @@
 //! The dataset API as the rest of dualscope (and the CLI) sees it.
 
-use dualscope::dataset::{
-    Dataset, DatasetError, DatasetKind, RandomWindows, corpus, default_dataset,
-};
+use dualscope::dataset::{Dataset, DatasetError, DatasetKind, RandomWindows, corpus, default_dataset};
 
 #[test]
 fn files_open_by_kind_and_summarise() {
@@ -10,11 +8,7 @@ fn files_open_by_kind_and_summarise() {
     let text = dir.path().join("corpus.txt");
     std::fs::write(&text, "hello, world\n".repeat(100)).unwrap();
     let docs = dir.path().join("x.jsonl");
-    std::fs::write(
-        &docs,
-        "{\"text\":\"first document\"}\n\n{\"text\":\"second\"}\n",
-    )
-    .unwrap();
+    std::fs::write(&docs, "{\"text\":\"first document\"}\n\n{\"text\":\"second\"}\n").unwrap();
 
     let t = Dataset::open(&text).unwrap();
     assert_eq!((t.kind(), t.num_documents()), (DatasetKind::Bytes, 1));
@@ -33,10 +27,7 @@ fn files_open_by_kind_and_summarise() {
 fn a_training_run_gets_the_same_batch_for_the_same_step() {
     let data = default_dataset();
     assert_eq!(data.name(), "embedded:synthetic");
-    assert_eq!(
-        data.bytes(),
-        &corpus(dualscope::dataset::synthetic::DEFAULT_SEED, 1 << 20)[..]
-    );
+    assert_eq!(data.bytes(), &corpus(dualscope::dataset::synthetic::DEFAULT_SEED, 1 << 20)[..]);
     let run = RandomWindows::new(1234, 8, 129);
     let steps: Vec<_> = run.iter(&data).take(4).collect::<Result<_, _>>().unwrap();
     for (k, batch) in steps.iter().enumerate() {
@@ -54,9 +45,6 @@ fn errors_are_one_line_and_name_the_file() {
     let err = Dataset::open(&bad).unwrap_err();
     assert!(matches!(err, DatasetError::BadJson { line: 2, .. }));
     let msg = err.to_string();
-    assert!(
-        msg.starts_with(&format!("{}: line 2: bad JSON: ", bad.display())),
-        "{msg}"
-    );
+    assert!(msg.starts_with(&format!("{}: line 2: bad JSON: ", bad.display())), "{msg}");
     assert!(!msg.contains('\n'));
 }

@@ -33,31 +33,21 @@ pub(super) fn write_atomic_hooked(
     let shown = show(path);
     let io_err = |action: String| {
         let path = shown.clone();
-        move |source| CheckpointError::Io {
-            path,
-            action,
-            source,
-        }
+        move |source| CheckpointError::Io { path, action, source }
     };
     if path.is_dir() {
         return Err(CheckpointError::IsDirectory { path: shown });
     }
     let Some(name) = path.file_name() else {
         let reason = "the path does not end in a file name".to_string();
-        return Err(CheckpointError::Invalid {
-            path: shown,
-            reason,
-        });
+        return Err(CheckpointError::Invalid { path: shown, reason });
     };
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
     if !dir.is_dir() {
-        return Err(CheckpointError::NoDirectory {
-            path: shown,
-            dir: show(dir),
-        });
+        return Err(CheckpointError::NoDirectory { path: shown, dir: show(dir) });
     }
 
     let mut tmp_name = OsString::from(".");
@@ -70,20 +60,11 @@ pub(super) fn write_atomic_hooked(
         .write(true)
         .create_new(true)
         .open(&tmp)
-        .map_err(io_err(format!(
-            "cannot create temporary file {}",
-            show(&tmp)
-        )))?;
+        .map_err(io_err(format!("cannot create temporary file {}", show(&tmp))))?;
     // From here on the guard removes the temporary file unless disarmed.
     let guard = TempGuard(Some(tmp.clone()));
-    file.write_all(bytes).map_err(io_err(format!(
-        "cannot write temporary file {}",
-        show(&tmp)
-    )))?;
-    file.sync_all().map_err(io_err(format!(
-        "cannot fsync temporary file {}",
-        show(&tmp)
-    )))?;
+    file.write_all(bytes).map_err(io_err(format!("cannot write temporary file {}", show(&tmp))))?;
+    file.sync_all().map_err(io_err(format!("cannot fsync temporary file {}", show(&tmp))))?;
     drop(file);
     before_rename(&tmp).map_err(io_err(format!("before renaming {}", show(&tmp))))?;
     fs::rename(&tmp, path).map_err(io_err(format!("cannot rename {} over it", show(&tmp))))?;

@@ -12,9 +12,7 @@ fn atomic_write_into_missing_directory_leaves_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("missing").join("ckpt.safetensors");
     let cfg = Config::tiny();
-    let e = save_params(&p, &cfg, &Params::<f32>::init(&cfg, 1))
-        .unwrap_err()
-        .to_string();
+    let e = save_params(&p, &cfg, &Params::<f32>::init(&cfg, 1)).unwrap_err().to_string();
     assert_has(&e, "does not exist");
     assert!(e.starts_with(&p.display().to_string()));
     assert!(entries(dir.path()).is_empty());
@@ -58,8 +56,7 @@ fn atomic_write_failures_remove_the_temp_file() {
     let (dir, p) = tmp_file("ckpt.safetensors");
     write_atomic(&p, b"old").unwrap();
     // A failure just before the rename.
-    let e =
-        write_atomic_hooked(&p, b"new", |_| Err(std::io::Error::other("injected"))).unwrap_err();
+    let e = write_atomic_hooked(&p, b"new", |_| Err(std::io::Error::other("injected"))).unwrap_err();
     assert_has(&e.to_string(), "injected");
     assert_eq!(entries(dir.path()), ["ckpt.safetensors"]);
     assert_eq!(std::fs::read(&p).unwrap(), b"old");

@@ -29,9 +29,7 @@ use crate::model::{Config, Params};
 use crate::tensor::{Real, Tensor};
 
 pub use atomic::write_atomic;
-pub use read::{
-    load_params, load_params_with_meta, load_tensors, params_from_bytes, tensors_from_bytes,
-};
+pub use read::{load_params, load_params_with_meta, load_tensors, params_from_bytes, tensors_from_bytes};
 pub use write::{encode_tensors, save_params, save_params_with, save_tensors};
 
 /// Safetensors metadata (`__metadata__`): string keys to string values.
@@ -103,19 +101,10 @@ pub enum CheckpointError {
     UnexpectedTensors { path: String, names: Vec<String> },
     /// A tensor's shape differs from the configuration's.
     #[error("{path}: tensor {name} has shape {found:?}, expected {expected:?}")]
-    WrongShape {
-        path: String,
-        name: String,
-        expected: Vec<usize>,
-        found: Vec<usize>,
-    },
+    WrongShape { path: String, name: String, expected: Vec<usize>, found: Vec<usize> },
     /// A tensor is stored in a dtype other than F32.
     #[error("{path}: tensor {name} has dtype {found}, expected F32")]
-    WrongDtype {
-        path: String,
-        name: String,
-        found: String,
-    },
+    WrongDtype { path: String, name: String, found: String },
     /// The caller asked to write something that cannot be written.
     #[error("{path}: cannot save: {reason}")]
     Invalid { path: String, reason: String },
@@ -133,15 +122,7 @@ pub(crate) fn one_line(s: &str) -> String {
     if !s.chars().any(char::is_control) {
         return s.to_string();
     }
-    s.chars()
-        .map(|c| {
-            if c.is_control() {
-                c.escape_default().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
+    s.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
 }
 
 /// A path as error messages show it.
@@ -158,10 +139,5 @@ pub fn count_non_finite<T: Real>(t: &Tensor<T>) -> usize {
 /// (name, count) of every parameter holding non-finite values, in canonical
 /// order; empty when all values are finite.
 pub fn non_finite_params<T: Real>(cfg: &Config, params: &Params<T>) -> Vec<(String, usize)> {
-    params
-        .named(cfg)
-        .into_iter()
-        .map(|(name, t)| (name, count_non_finite(t)))
-        .filter(|&(_, n)| n > 0)
-        .collect()
+    params.named(cfg).into_iter().map(|(name, t)| (name, count_non_finite(t))).filter(|&(_, n)| n > 0).collect()
 }

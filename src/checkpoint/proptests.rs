@@ -44,23 +44,12 @@ fn load_all(bytes: &[u8]) -> bool {
 
 /// Dimension sizes from tiny to overflowing.
 fn dim() -> impl Strategy<Value = u64> {
-    prop_oneof![
-        0u64..8,
-        Just(1u64 << 31),
-        Just(1u64 << 61),
-        Just(u64::MAX / 2),
-        Just(u64::MAX)
-    ]
+    prop_oneof![0u64..8, Just(1u64 << 31), Just(1u64 << 61), Just(u64::MAX / 2), Just(u64::MAX)]
 }
 
 /// Offsets from plausible to absurd.
 fn offset() -> impl Strategy<Value = u64> {
-    prop_oneof![
-        0u64..64,
-        Just(1u64 << 62),
-        Just(u64::MAX - 3),
-        Just(u64::MAX)
-    ]
+    prop_oneof![0u64..64, Just(1u64 << 62), Just(u64::MAX - 3), Just(u64::MAX)]
 }
 
 fn dtype() -> impl Strategy<Value = &'static str> {

@@ -32,11 +32,7 @@ struct Parsed<'a> {
 /// Reads a whole file, telling a missing file and a directory apart from
 /// other failures.
 fn read_file(path: &Path) -> Result<Vec<u8>, CheckpointError> {
-    let io = |action: &str, source| CheckpointError::Io {
-        path: show(path),
-        action: action.into(),
-        source,
-    };
+    let io = |action: &str, source| CheckpointError::Io { path: show(path), action: action.into(), source };
     match std::fs::metadata(path) {
         Err(e) if e.kind() == ErrorKind::NotFound => {
             return Err(CheckpointError::NotFound { path: show(path) });
@@ -59,8 +55,7 @@ fn parse<'a>(label: &Path, bytes: &'a [u8]) -> Result<Parsed<'a>, CheckpointErro
         return Err(CheckpointError::Empty { path });
     }
     let Some(field) = bytes.first_chunk::<LEN_FIELD>() else {
-        let reason =
-            format!("the file is {len} bytes, shorter than the 8-byte header length field");
+        let reason = format!("the file is {len} bytes, shorter than the 8-byte header length field");
         return Err(CheckpointError::Truncated { path, reason });
     };
     let n = u64::from_le_bytes(*field);
@@ -70,13 +65,10 @@ fn parse<'a>(label: &Path, bytes: &'a [u8]) -> Result<Parsed<'a>, CheckpointErro
         // A header that starts like JSON (or was cut right after the length
         // field) means a cut file; anything else is not safetensors at all.
         return Err(if (opens_json || after == 0) && n <= MAX_HEADER {
-            let reason =
-                format!("the header is {n} bytes, but only {after} bytes follow its length field");
+            let reason = format!("the header is {n} bytes, but only {after} bytes follow its length field");
             CheckpointError::Truncated { path, reason }
         } else {
-            let reason = format!(
-                "its first 8 bytes give a header length of {n}, past the end of the {len}-byte file"
-            );
+            let reason = format!("its first 8 bytes give a header length of {n}, past the end of the {len}-byte file");
             CheckpointError::NotSafetensors { path, reason }
         });
     }
@@ -88,21 +80,12 @@ fn parse<'a>(label: &Path, bytes: &'a [u8]) -> Result<Parsed<'a>, CheckpointErro
         return Err(CheckpointError::NotSafetensors { path, reason });
     }
     let data = &bytes[header_end..];
-    if let Ok(serde_json::Value::Object(map)) = serde_json::from_slice::<serde_json::Value>(header)
-    {
+    if let Ok(serde_json::Value::Object(map)) = serde_json::from_slice::<serde_json::Value>(header) {
         check_extent(&path, &map, data.len())?;
     }
-    let (_, meta) =
-        SafeTensors::read_metadata(bytes).map_err(|source| CheckpointError::Safetensors {
-            path: path.clone(),
-            source,
-        })?;
-    let metadata: Metadata = meta
-        .metadata()
-        .clone()
-        .unwrap_or_default()
-        .into_iter()
-        .collect();
+    let (_, meta) = SafeTensors::read_metadata(bytes)
+        .map_err(|source| CheckpointError::Safetensors { path: path.clone(), source })?;
+    let metadata: Metadata = meta.metadata().clone().unwrap_or_default().into_iter().collect();
     let mut tensors = BTreeMap::new();
     for (name, info) in meta.tensors() {
         let (start, end) = info.data_offsets;
@@ -111,14 +94,7 @@ fn parse<'a>(label: &Path, bytes: &'a [u8]) -> Result<Parsed<'a>, CheckpointErro
             let reason = format!("tensor {} lies outside the file", one_line(&name));
             return Err(CheckpointError::Truncated { path, reason });
         };
-        tensors.insert(
-            name,
-            RawTensor {
-                dtype: info.dtype,
-                shape: info.shape.clone(),
-                data,
-            },
-        );
+        tensors.insert(name, RawTensor { dtype: info.dtype, shape: info.shape.clone(), data });
     }
     Ok(Parsed { metadata, tensors })
 }
@@ -144,21 +120,12 @@ fn check_extent(
             "tensor {} ends at data byte {end}, but only {data_len} data bytes follow the header",
             one_line(name),
         );
-        return Err(CheckpointError::Truncated {
-            path: path.into(),
-            reason,
-        });
+        return Err(CheckpointError::Truncated { path: path.into(), reason });
     }
     let end = last.map_or(0, |&(end, _)| end as usize);
     if ends.iter().all(Option::is_some) && end < data_len {
-        let reason = format!(
-            "{} bytes follow the end of the last tensor's data",
-            data_len - end
-        );
-        return Err(CheckpointError::Corrupt {
-            path: path.into(),
-            reason,
-        });
+        let reason = format!("{} bytes follow the end of the last tensor's data", data_len - end);
+        return Err(CheckpointError::Corrupt { path: path.into(), reason });
     }
     Ok(())
 }
@@ -172,23 +139,14 @@ fn to_f32(label: &Path, name: &str, raw: &RawTensor) -> Result<Tensor<f32>, Chec
             found: raw.dtype.to_string(),
         });
     }
-    let data = raw
-        .data
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect();
-    Ok(Tensor {
-        shape: raw.shape.clone(),
-        data,
-    })
+    let data = raw.data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    Ok(Tensor { shape: raw.shape.clone(), data })
 }
 
 /// Every tensor of the safetensors file `path` (all must be F32) by name, and
 /// the file's metadata. For gradient files, exports, and any other file of
 /// named float tensors.
-pub fn load_tensors(
-    path: &Path,
-) -> Result<(BTreeMap<String, Tensor<f32>>, Metadata), CheckpointError> {
+pub fn load_tensors(path: &Path) -> Result<(BTreeMap<String, Tensor<f32>>, Metadata), CheckpointError> {
     tensors_from_bytes(path, &read_file(path)?)
 }
 
@@ -219,18 +177,13 @@ pub fn load_params(path: &Path) -> Result<(Config, Params<f32>), CheckpointError
 /// `format` metadata, when present, being [`FORMAT`]; no tensor missing; no
 /// tensor unexpected; then each tensor's dtype (F32) and shape. Non-finite
 /// values are accepted (see [`super::count_non_finite`]).
-pub fn load_params_with_meta(
-    path: &Path,
-) -> Result<(Config, Params<f32>, Metadata), CheckpointError> {
+pub fn load_params_with_meta(path: &Path) -> Result<(Config, Params<f32>, Metadata), CheckpointError> {
     params_from_bytes(path, &read_file(path)?)
 }
 
 /// [`load_params_with_meta`] on bytes already in memory; `label` names them
 /// in errors.
-pub fn params_from_bytes(
-    label: &Path,
-    bytes: &[u8],
-) -> Result<(Config, Params<f32>, Metadata), CheckpointError> {
+pub fn params_from_bytes(label: &Path, bytes: &[u8]) -> Result<(Config, Params<f32>, Metadata), CheckpointError> {
     let path = || show(label);
     let parsed = parse(label, bytes)?;
     let Some(json) = parsed.metadata.get(CONFIG_KEY) else {
@@ -241,44 +194,25 @@ pub fn params_from_bytes(
             ConfigError::Invalid(msg) => msg,
             other => other.to_string(),
         };
-        CheckpointError::BadConfig {
-            path: path(),
-            reason: one_line(&reason),
-        }
+        CheckpointError::BadConfig { path: path(), reason: one_line(&reason) }
     })?;
     if let Some(found) = parsed.metadata.get(FORMAT_KEY)
         && found != FORMAT
     {
-        return Err(CheckpointError::WrongFormat {
-            path: path(),
-            found: one_line(found),
-        });
+        return Err(CheckpointError::WrongFormat { path: path(), found: one_line(found) });
     }
 
     let specs = param_specs(&cfg);
-    let missing: Vec<String> = specs
-        .iter()
-        .filter(|(name, _)| !parsed.tensors.contains_key(name))
-        .map(|(name, _)| name.clone())
-        .collect();
+    let missing: Vec<String> =
+        specs.iter().filter(|(name, _)| !parsed.tensors.contains_key(name)).map(|(name, _)| name.clone()).collect();
     if !missing.is_empty() {
-        return Err(CheckpointError::MissingTensors {
-            path: path(),
-            names: missing,
-        });
+        return Err(CheckpointError::MissingTensors { path: path(), names: missing });
     }
     let known: BTreeSet<&str> = specs.iter().map(|(name, _)| name.as_str()).collect();
-    let unexpected: Vec<String> = parsed
-        .tensors
-        .keys()
-        .filter(|name| !known.contains(name.as_str()))
-        .map(|name| one_line(name))
-        .collect();
+    let unexpected: Vec<String> =
+        parsed.tensors.keys().filter(|name| !known.contains(name.as_str())).map(|name| one_line(name)).collect();
     if !unexpected.is_empty() {
-        return Err(CheckpointError::UnexpectedTensors {
-            path: path(),
-            names: unexpected,
-        });
+        return Err(CheckpointError::UnexpectedTensors { path: path(), names: unexpected });
     }
 
     let mut tensors = Vec::with_capacity(specs.len());

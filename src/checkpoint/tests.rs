@@ -10,18 +10,13 @@ use crate::model::{Config, Params, param_specs};
 use crate::tensor::Tensor;
 
 pub(super) fn bits(p: &Params<f32>) -> Vec<u32> {
-    p.tensors()
-        .iter()
-        .flat_map(|t| t.data.iter().map(|x| x.to_bits()))
-        .collect()
+    p.tensors().iter().flat_map(|t| t.data.iter().map(|x| x.to_bits())).collect()
 }
 
 /// Names of the entries of `dir`, sorted.
 pub(super) fn entries(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
+    let mut v: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     v.sort();
     v
 }
@@ -45,10 +40,7 @@ fn hand_file(meta: Option<&Metadata>, tensors: &[(String, &str, Vec<usize>, Vec<
     for (name, dtype, shape, bytes) in tensors {
         let start = data.len();
         data.extend_from_slice(bytes);
-        header.insert(
-            name.clone(),
-            json!({"dtype": dtype, "shape": shape, "data_offsets": [start, data.len()]}),
-        );
+        header.insert(name.clone(), json!({"dtype": dtype, "shape": shape, "data_offsets": [start, data.len()]}));
     }
     frame(&serde_json::Value::Object(header).to_string(), &data)
 }
@@ -67,14 +59,7 @@ fn tiny_entries() -> Vec<(String, &'static str, Vec<usize>, Vec<u8>)> {
     let p = Params::<f32>::init(&cfg, 2);
     p.named(&cfg)
         .into_iter()
-        .map(|(n, t)| {
-            (
-                n,
-                "F32",
-                t.shape.clone(),
-                t.data.iter().flat_map(|x| x.to_le_bytes()).collect(),
-            )
-        })
+        .map(|(n, t)| (n, "F32", t.shape.clone(), t.data.iter().flat_map(|x| x.to_le_bytes()).collect()))
         .collect()
 }
 
@@ -144,11 +129,8 @@ fn extra_metadata_round_trips() {
     let cfg = Config::tiny();
     let (_dir, p) = tmp_file("grads.safetensors");
     let grads = Params::<f32>::init(&cfg, 3);
-    let extra = [
-        ("kind".to_string(), "gradients".to_string()),
-        ("step".into(), "12".into()),
-        ("loss".into(), "5.5".into()),
-    ];
+    let extra =
+        [("kind".to_string(), "gradients".to_string()), ("step".into(), "12".into()), ("loss".into(), "5.5".into())];
     save_params_with(&p, &cfg, &grads, &extra).unwrap();
     let (_, loaded, meta) = load_params_with_meta(&p).unwrap();
     assert_eq!(loaded, grads);
@@ -171,13 +153,7 @@ fn non_finite_values_load_and_are_counted() {
     assert_eq!(bits(&loaded), bits(&params));
     assert_eq!(count_non_finite(&loaded.q), 2);
     assert_eq!(count_non_finite(&loaded.embed), 0);
-    assert_eq!(
-        non_finite_params(&cfg, &loaded),
-        [
-            ("ctx.q.weight".to_string(), 2),
-            ("head.bias".to_string(), 1)
-        ]
-    );
+    assert_eq!(non_finite_params(&cfg, &loaded), [("ctx.q.weight".to_string(), 2), ("head.bias".to_string(), 1)]);
 }
 
 #[test]
@@ -187,11 +163,7 @@ fn generic_tensors_round_trip() {
     let scalar = Tensor::from_vec(&[], vec![42.0f32]);
     let empty = Tensor::<f32>::zeros(&[0, 5]);
     let meta = Metadata::from([("kind".to_string(), "export".to_string())]);
-    let list = [
-        ("a".to_string(), &a),
-        ("s".to_string(), &scalar),
-        ("e".to_string(), &empty),
-    ];
+    let list = [("a".to_string(), &a), ("s".to_string(), &scalar), ("e".to_string(), &empty)];
     save_tensors(&p, &list, &meta).unwrap();
     let (tensors, meta2) = load_tensors(&p).unwrap();
     assert_eq!(meta2, meta);
@@ -209,62 +181,38 @@ fn missing_extra_and_wrong_tensors_are_named() {
     let meta = meta_with_config(&Config::tiny().to_json());
     let mut e = tiny_entries();
     e.retain(|(n, ..)| n != "ctx.q.weight" && n != "gru.bias_hh_l1");
-    assert_has(
-        &load_err(&hand_file(Some(&meta), &e)),
-        "missing tensors gru.bias_hh_l1, ctx.q.weight",
-    );
+    assert_has(&load_err(&hand_file(Some(&meta), &e)), "missing tensors gru.bias_hh_l1, ctx.q.weight");
 
     let mut e = tiny_entries();
     e.retain(|(n, ..)| n != "head.bias");
-    assert_has(
-        &load_err(&hand_file(Some(&meta), &e)),
-        ": missing tensor head.bias",
-    );
+    assert_has(&load_err(&hand_file(Some(&meta), &e)), ": missing tensor head.bias");
 
     let mut e = tiny_entries();
     e.push(("extra.weight".into(), "F32", vec![2], vec![0; 8]));
-    assert_has(
-        &load_err(&hand_file(Some(&meta), &e)),
-        "unexpected tensor extra.weight",
-    );
+    assert_has(&load_err(&hand_file(Some(&meta), &e)), "unexpected tensor extra.weight");
 
     let mut e = tiny_entries();
     let q = e.iter_mut().find(|t| t.0 == "ctx.q.weight").unwrap();
     (q.2, q.3) = (vec![6, 4], vec![0; 6 * 4 * 4]);
-    assert_has(
-        &load_err(&hand_file(Some(&meta), &e)),
-        "tensor ctx.q.weight has shape [6, 4], expected [6, 5]",
-    );
+    assert_has(&load_err(&hand_file(Some(&meta), &e)), "tensor ctx.q.weight has shape [6, 4], expected [6, 5]");
 
     let mut e = tiny_entries();
     let b = e.iter_mut().find(|t| t.0 == "head.bias").unwrap();
     (b.1, b.3) = ("F64", vec![0; 256 * 8]);
-    assert_has(
-        &load_err(&hand_file(Some(&meta), &e)),
-        "tensor head.bias has dtype F64, expected F32",
-    );
+    assert_has(&load_err(&hand_file(Some(&meta), &e)), "tensor head.bias has dtype F64, expected F32");
 
     let mut e = tiny_entries();
     let w = e.iter_mut().find(|t| t.0 == "embed.weight").unwrap();
     (w.1, w.3) = ("F16", vec![0; 256 * 6 * 2]);
-    assert_has(
-        &load_err(&hand_file(Some(&meta), &e)),
-        "tensor embed.weight has dtype F16, expected F32",
-    );
+    assert_has(&load_err(&hand_file(Some(&meta), &e)), "tensor embed.weight has dtype F16, expected F32");
 }
 
 #[test]
 fn config_metadata_problems_are_reported() {
     let entries = tiny_entries();
-    assert_has(
-        &load_err(&hand_file(None, &entries)),
-        "no `config` key in the safetensors metadata",
-    );
+    assert_has(&load_err(&hand_file(None, &entries)), "no `config` key in the safetensors metadata");
     let other = Metadata::from([("kind".to_string(), "x".to_string())]);
-    assert_has(
-        &load_err(&hand_file(Some(&other), &entries)),
-        "no `config` key",
-    );
+    assert_has(&load_err(&hand_file(Some(&other), &entries)), "no `config` key");
 
     let bad = meta_with_config("{not json");
     let e = load_err(&hand_file(Some(&bad), &entries));
@@ -272,14 +220,8 @@ fn config_metadata_problems_are_reported() {
 
     let mut cfg = Config::small();
     cfg.heads = 3;
-    let e = load_err(&hand_file(
-        Some(&meta_with_config(&cfg.to_json())),
-        &entries,
-    ));
-    assert_has(
-        &e,
-        "invalid config metadata: attn_dim (64) is not divisible by heads (3)",
-    );
+    let e = load_err(&hand_file(Some(&meta_with_config(&cfg.to_json())), &entries));
+    assert_has(&e, "invalid config metadata: attn_dim (64) is not divisible by heads (3)");
 
     let multi = meta_with_config("{\n\"vocab\": 256\n}");
     let e = load_err(&hand_file(Some(&multi), &entries));
@@ -287,10 +229,7 @@ fn config_metadata_problems_are_reported() {
 
     let mut meta = meta_with_config(&Config::tiny().to_json());
     meta.insert(FORMAT_KEY.into(), "something-else".into());
-    assert_has(
-        &load_err(&hand_file(Some(&meta), &entries)),
-        "metadata format is \"something-else\"",
-    );
+    assert_has(&load_err(&hand_file(Some(&meta), &entries)), "metadata format is \"something-else\"");
     // Files without `format` (e.g. from the reference) are accepted.
     meta.remove(FORMAT_KEY);
     let dir = tempfile::tempdir().unwrap();
@@ -304,13 +243,8 @@ fn config_metadata_problems_are_reported() {
 fn paths_that_are_not_files() {
     let dir = tempfile::tempdir().unwrap();
     assert_has(&err_at(dir.path()), "is a directory");
-    assert_has(
-        &err_at(&dir.path().join("nope.safetensors")),
-        "no such file",
-    );
-    let e = load_tensors(&dir.path().join("nope"))
-        .unwrap_err()
-        .to_string();
+    assert_has(&err_at(&dir.path().join("nope.safetensors")), "no such file");
+    let e = load_tensors(&dir.path().join("nope")).unwrap_err().to_string();
     assert_has(&e, "no such file");
 }
 
@@ -321,53 +255,27 @@ fn empty_short_and_foreign_files() {
     let e = load_err(b"this is a text file, not a checkpoint\n");
     assert_has(&e, "not a safetensors file");
     let e = load_err(&frame("[1, 2]", b""));
-    assert_has(
-        &e,
-        "not a safetensors file: its header does not start with '{'",
-    );
+    assert_has(&e, "not a safetensors file: its header does not start with '{'");
     let e = load_err(&frame("{\"a\": 1}", b""));
     assert_has(&e, "invalid safetensors file");
-    assert_has(
-        &load_err(&frame("{}", b"xyz")),
-        "3 bytes follow the end of the last tensor's data",
-    );
+    assert_has(&load_err(&frame("{}", b"xyz")), "3 bytes follow the end of the last tensor's data");
     // Framing is fine, the header is not: the safetensors crate's message.
-    let e = load_err(&frame(
-        r#"{"t": {"dtype": "F32", "shape": [2], "data_offsets": [0, 4]}}"#,
-        &[0; 4],
-    ));
-    assert_has(
-        &e,
-        "invalid safetensors file: invalid shape, data type, or offset for tensor",
-    );
+    let e = load_err(&frame(r#"{"t": {"dtype": "F32", "shape": [2], "data_offsets": [0, 4]}}"#, &[0; 4]));
+    assert_has(&e, "invalid safetensors file: invalid shape, data type, or offset for tensor");
 }
 
 #[test]
 fn truncations_say_truncated() {
     let v = valid_bytes(&Config::tiny());
     let header_end = 8 + u64::from_le_bytes(v[..8].try_into().unwrap()) as usize;
-    for cut in [
-        1,
-        7,
-        8,
-        9,
-        header_end / 2,
-        header_end - 1,
-        header_end,
-        header_end + 1,
-        v.len() / 2,
-        v.len() - 1,
-    ] {
+    for cut in [1, 7, 8, 9, header_end / 2, header_end - 1, header_end, header_end + 1, v.len() / 2, v.len() - 1] {
         let e = load_err(&v[..cut]);
         assert_has(&e, "truncated");
     }
     // Bytes past the declared data are an error too.
     let mut long = v.clone();
     long.extend_from_slice(&[0; 4]);
-    assert_has(
-        &load_err(&long),
-        "invalid safetensors file: 4 bytes follow the end of the last tensor's data",
-    );
+    assert_has(&load_err(&long), "invalid safetensors file: 4 bytes follow the end of the last tensor's data");
 }
 
 #[test]
@@ -394,10 +302,7 @@ fn offsets_past_the_end_cannot_overflow() {
     let mut header = serde_json::Map::new();
     for i in 0..8u64 {
         let offsets = json!([i * size, (i + 1) * size]);
-        header.insert(
-            format!("t{i}"),
-            json!({"dtype": "U8", "shape": [size], "data_offsets": offsets}),
-        );
+        header.insert(format!("t{i}"), json!({"dtype": "U8", "shape": [size], "data_offsets": offsets}));
     }
     let bytes = frame(&serde_json::Value::Object(header).to_string(), &[0; 16]);
     let e = load_err(&bytes);
@@ -411,10 +316,7 @@ fn names_in_messages_stay_on_one_line() {
     let meta = meta_with_config(&Config::tiny().to_json());
     let mut e = tiny_entries();
     e.push(("evil\nname".into(), "F32", vec![1], vec![0; 4]));
-    assert_has(
-        &load_err(&hand_file(Some(&meta), &e)),
-        "unexpected tensor evil\\nname",
-    );
+    assert_has(&load_err(&hand_file(Some(&meta), &e)), "unexpected tensor evil\\nname");
 }
 
 #[test]
@@ -424,48 +326,23 @@ fn save_refuses_what_it_could_not_load() {
     let params = Params::<f32>::init(&cfg, 1);
     let e = save_params_with(&p, &cfg, &params, &[("config".into(), "x".into())]).unwrap_err();
     assert_has(&e.to_string(), "metadata key `config` is reserved");
-    let twice = [
-        ("step".to_string(), "1".to_string()),
-        ("step".into(), "2".into()),
-    ];
+    let twice = [("step".to_string(), "1".to_string()), ("step".into(), "2".into())];
     let e = save_params_with(&p, &cfg, &params, &twice).unwrap_err();
     assert_has(&e.to_string(), "metadata key `step` is given twice");
-    let e = save_params(&p, &Config::small(), &params)
-        .unwrap_err()
-        .to_string();
-    assert_has(
-        &e,
-        "tensor embed.weight has shape [256, 6], expected [256, 64]",
-    );
+    let e = save_params(&p, &Config::small(), &params).unwrap_err().to_string();
+    assert_has(&e, "tensor embed.weight has shape [256, 6], expected [256, 64]");
     let mut bad = cfg.clone();
     bad.heads = 4;
     let e = save_params(&p, &bad, &params).unwrap_err().to_string();
-    assert_has(
-        &e,
-        "invalid config: attn_dim (6) is not divisible by heads (4)",
-    );
+    assert_has(&e, "invalid config: attn_dim (6) is not divisible by heads (4)");
 
-    let t = Tensor {
-        shape: vec![2, 2],
-        data: vec![1.0f32; 3],
-    };
+    let t = Tensor { shape: vec![2, 2], data: vec![1.0f32; 3] };
     let e = save_tensors(&p, &[("t".into(), &t)], &Metadata::new()).unwrap_err();
-    assert_has(
-        &e.to_string(),
-        "tensor t holds 3 values, but its shape is [2, 2]",
-    );
-    let huge = Tensor {
-        shape: vec![usize::MAX, 2],
-        data: vec![1.0f32; 3],
-    };
+    assert_has(&e.to_string(), "tensor t holds 3 values, but its shape is [2, 2]");
+    let huge = Tensor { shape: vec![usize::MAX, 2], data: vec![1.0f32; 3] };
     assert!(save_tensors(&p, &[("h".into(), &huge)], &Metadata::new()).is_err());
     let ok = Tensor::from_vec(&[1], vec![1.0f32]);
-    let e = save_tensors(
-        &p,
-        &[("a".into(), &ok), ("a".into(), &ok)],
-        &Metadata::new(),
-    )
-    .unwrap_err();
+    let e = save_tensors(&p, &[("a".into(), &ok), ("a".into(), &ok)], &Metadata::new()).unwrap_err();
     assert_has(&e.to_string(), "tensor a is given twice");
     let e = save_tensors(&p, &[("__metadata__".into(), &ok)], &Metadata::new()).unwrap_err();
     assert_has(&e.to_string(), "reserved by safetensors");

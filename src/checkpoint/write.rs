@@ -38,10 +38,7 @@ fn f32_le_bytes<T: Real>(t: &Tensor<T>) -> Vec<u8> {
     if let Some(data) = (&t.data as &dyn Any).downcast_ref::<Vec<f32>>() {
         return data.iter().flat_map(|x| x.to_le_bytes()).collect();
     }
-    t.data
-        .iter()
-        .flat_map(|x| (x.f64() as f32).to_le_bytes())
-        .collect()
+    t.data.iter().flat_map(|x| (x.f64() as f32).to_le_bytes()).collect()
 }
 
 /// Serializes `tensors` (stored as F32 whatever `T` is) and `metadata` to the
@@ -54,17 +51,12 @@ pub fn encode_tensors<T: Real>(
     tensors: &[(String, &Tensor<T>)],
     metadata: &Metadata,
 ) -> Result<Vec<u8>, CheckpointError> {
-    let invalid = |reason: String| CheckpointError::Invalid {
-        path: show(label),
-        reason,
-    };
+    let invalid = |reason: String| CheckpointError::Invalid { path: show(label), reason };
     let mut seen = BTreeSet::new();
     let mut encoded = Vec::with_capacity(tensors.len());
     for (name, t) in tensors {
         if name == "__metadata__" {
-            return Err(invalid(
-                "the tensor name __metadata__ is reserved by safetensors".into(),
-            ));
+            return Err(invalid("the tensor name __metadata__ is reserved by safetensors".into()));
         }
         if !seen.insert(name.as_str()) {
             return Err(invalid(format!("tensor {name} is given twice")));
@@ -77,20 +69,12 @@ pub fn encode_tensors<T: Real>(
                 t.shape
             )));
         }
-        encoded.push((
-            name.as_str(),
-            F32Bytes {
-                shape: t.shape.clone(),
-                bytes: f32_le_bytes(t),
-            },
-        ));
+        encoded.push((name.as_str(), F32Bytes { shape: t.shape.clone(), bytes: f32_le_bytes(t) }));
     }
     let views = encoded.iter().map(|(name, b)| (*name, b));
     let meta: HashMap<String, String> = metadata.clone().into_iter().collect();
-    safetensors::serialize(views, Some(meta)).map_err(|source| CheckpointError::Safetensors {
-        path: show(label),
-        source,
-    })
+    safetensors::serialize(views, Some(meta))
+        .map_err(|source| CheckpointError::Safetensors { path: show(label), source })
 }
 
 /// Saves `tensors` with `metadata` to `path` atomically (see [`write_atomic`]),
@@ -108,11 +92,7 @@ pub fn save_tensors<T: Real>(
 /// Saves `params` for `cfg` to `path` as the contract's checkpoint: F32
 /// tensors under their canonical names, metadata `config` (the config as
 /// JSON) and `format` = [`FORMAT`]. Written atomically.
-pub fn save_params<T: Real>(
-    path: &Path,
-    cfg: &Config,
-    params: &Params<T>,
-) -> Result<(), CheckpointError> {
+pub fn save_params<T: Real>(path: &Path, cfg: &Config, params: &Params<T>) -> Result<(), CheckpointError> {
     save_params_with(path, cfg, params, &[])
 }
 
@@ -128,10 +108,7 @@ pub fn save_params_with<T: Real>(
     params: &Params<T>,
     extra: &[(String, String)],
 ) -> Result<(), CheckpointError> {
-    let invalid = |reason: String| CheckpointError::Invalid {
-        path: show(path),
-        reason,
-    };
+    let invalid = |reason: String| CheckpointError::Invalid { path: show(path), reason };
     cfg.validate().map_err(|e| match e {
         ConfigError::Invalid(msg) => invalid(format!("invalid config: {msg}")),
         other => invalid(other.to_string()),

@@ -4,8 +4,8 @@ use clap::Args;
 use serde_json::json;
 use std::time::Instant;
 
-use super::common::{CliError, emit, progress, require_cpu};
 use super::EngineArg;
+use super::common::{CliError, emit, progress, require_cpu};
 use crate::cpu::{self, LossScale, OptimState, StepOptions};
 use crate::dataset::synthetic;
 use crate::model::{Config, Params};
@@ -81,8 +81,12 @@ pub fn run(a: &BenchArgs) -> Result<i32, CliError> {
                "tokens_per_s": tokens / (median / 1e3)}),
         || {
             println!("engine cpu, config {} (B={rows}, T={t}), {threads} threads", a.config);
-            println!("{} steps after {} warm-up: median {median:.2} ms/step (p10 {p10:.2}, p90 {p90:.2}), {:.0} tokens/s",
-                a.steps, a.warmup, tokens / (median / 1e3));
+            println!(
+                "{} steps after {} warm-up: median {median:.2} ms/step (p10 {p10:.2}, p90 {p90:.2}), {:.0} tokens/s",
+                a.steps,
+                a.warmup,
+                tokens / (median / 1e3)
+            );
         },
     );
     Ok(0)

@@ -26,10 +26,8 @@ pub fn run(a: &InitArgs) -> Result<i32, CliError> {
     check_output(&a.out, &[])?;
     let params = Params::<f32>::init(&cfg, a.seed);
     crate::checkpoint::save_params(&a.out, &cfg, &params)?;
-    emit(
-        a.json,
-        json!({"out": a.out, "config": cfg, "seed": a.seed, "parameters": params.num_elements()}),
-        || println!("wrote {} ({} parameters, seed {})", a.out.display(), params.num_elements(), a.seed),
-    );
+    emit(a.json, json!({"out": a.out, "config": cfg, "seed": a.seed, "parameters": params.num_elements()}), || {
+        println!("wrote {} ({} parameters, seed {})", a.out.display(), params.num_elements(), a.seed)
+    });
     Ok(0)
 }

@@ -8,7 +8,6 @@ mod init;
 mod train;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use std::path::PathBuf;
 
 pub use common::CliError;
 
@@ -104,5 +103,3 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         Some(Command::Bench(a)) => bench::run(&a),
     }
 }
-
-pub(crate) type Paths = Vec<PathBuf>;

@@ -94,7 +94,11 @@ impl Loop<'_> {
         let mut scale = LossScale::fixed();
         let mut log = Vec::with_capacity(steps);
         for step in 1..=steps {
-            let batch = self.ds.random_windows(self.seed.wrapping_mul(1_000_003).wrapping_add(step as u64), self.rows, self.len)?;
+            let batch = self.ds.random_windows(
+                self.seed.wrapping_mul(1_000_003).wrapping_add(step as u64),
+                self.rows,
+                self.len,
+            )?;
             if step == 1 {
                 check_memory(&self.cfg, &batch, 4)?;
             }
@@ -180,7 +184,11 @@ pub fn run(a: &TrainArgs) -> Result<i32, CliError> {
         || {
             println!(
                 "trained {} steps on {}: mean loss {:.4} over the first 10 steps, {:.4} over the last 10; {} skipped",
-                log.len(), ds.name(), mean_loss(head), mean_loss(tail), skipped
+                log.len(),
+                ds.name(),
+                mean_loss(head),
+                mean_loss(tail),
+                skipped
             );
             if let Some(dir) = &a.out {
                 println!("checkpoint and log in {}", dir.display());
@@ -203,8 +211,22 @@ pub fn demo(a: &DemoArgs) -> Result<i32, CliError> {
     let ds = synthetic::default_dataset();
     let cfg = Config::small();
     println!("dualscope demo: the CPU reference engine trains the `small` dual-stream model");
-    println!("on the embedded synthetic corpus ({}), batch {} × {} tokens, {} threads.", ds.name(), a.batch, a.seq_len, rayon::current_num_threads());
-    let mut lp = Loop { cfg: cfg.clone(), params: Params::init(&cfg, 0), ds: &ds, rows: a.batch.max(1), len: a.seq_len.max(1) + 1, seed: 0, opts: StepOptions::default() };
+    println!(
+        "on the embedded synthetic corpus ({}), batch {} × {} tokens, {} threads.",
+        ds.name(),
+        a.batch,
+        a.seq_len,
+        rayon::current_num_threads()
+    );
+    let mut lp = Loop {
+        cfg: cfg.clone(),
+        params: Params::init(&cfg, 0),
+        ds: &ds,
+        rows: a.batch.max(1),
+        len: a.seq_len.max(1) + 1,
+        seed: 0,
+        opts: StepOptions::default(),
+    };
     let pb = progress(a.steps as u64, "training");
     let mut window = Vec::new();
     let log = lp.run(a.steps.max(1), |e, _| {
@@ -213,7 +235,13 @@ pub fn demo(a: &DemoArgs) -> Result<i32, CliError> {
         if e.step % 10 == 0 || e.step == 1 {
             let mean = window.iter().sum::<f64>() / window.len() as f64;
             window.clear();
-            pb.println(format!("step {:>4}  loss {:.4}  ({:.2} bits/byte)  {:.1} ms/step", e.step, mean, mean / std::f64::consts::LN_2, e.ms));
+            pb.println(format!(
+                "step {:>4}  loss {:.4}  ({:.2} bits/byte)  {:.1} ms/step",
+                e.step,
+                mean,
+                mean / std::f64::consts::LN_2,
+                e.ms
+            ));
         }
         Ok(())
     })?;

@@ -143,7 +143,8 @@ pub fn backward<T: Real>(
     let mut gru_bwd: Vec<GruBwd<T>> = Vec::with_capacity(cfg.layers);
     for l in (0..cfg.layers).rev() {
         let input = if l == 0 { &fwd.emb } else { &fwd.gru[l - 1].h };
-        let gb = gru_layer_backward(&p.gru[l], &mut grads.gru[l], &fwd.gru[l], input, d_above, tt, bb, cfg.gru_in(l), h);
+        let gb =
+            gru_layer_backward(&p.gru[l], &mut grads.gru[l], &fwd.gru[l], input, d_above, tt, bb, cfg.gru_in(l), h);
         d_above = gb.d_in.clone();
         gru_bwd.push(gb);
     }
@@ -254,12 +255,8 @@ pub(crate) fn gru_layer_backward<T: Real>(
         let (r, z, n) = (&f.r[span.clone()], &f.z[span.clone()], &f.n[span.clone()]);
         let gh_t = &f.gh[gspan];
         let d_above = &d_h[span];
-        d_gi_t
-            .par_chunks_mut(g3)
-            .zip(d_gh_t.par_chunks_mut(g3))
-            .zip(dh_prev.par_chunks_mut(h))
-            .enumerate()
-            .for_each(|(b, ((dgi, dgh), dhp))| {
+        d_gi_t.par_chunks_mut(g3).zip(d_gh_t.par_chunks_mut(g3)).zip(dh_prev.par_chunks_mut(h)).enumerate().for_each(
+            |(b, ((dgi, dgh), dhp))| {
                 for j in 0..h {
                     let i = b * h + j;
                     let hp = if t == 0 { T::zero() } else { f.h[(t - 1) * bb * h + i] };
@@ -279,7 +276,8 @@ pub(crate) fn gru_layer_backward<T: Real>(
                     dgh[h + j] = daz;
                     dgh[2 * h + j] = dan * rj;
                 }
-            });
+            },
+        );
         if t > 0 {
             gemm(&mut dh_prev, bb, h, g3, d_gh_t, false, &layer.w_hh.data, false, true);
             std::mem::swap(&mut dh_next, &mut dh_prev);

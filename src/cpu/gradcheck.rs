@@ -151,9 +151,9 @@ fn whole_model_case(cfg: &Config, lens: &[usize], seed: u64) {
     params.embed.data.iter_mut().for_each(|x| *x *= 0.5);
     let batch = batch_of(lens, seed + 100);
     let g = grads(cfg, &params, &batch, None).unwrap();
-    let used: Vec<bool> = (0..256).map(|x| {
-        (0..batch.rows).any(|b| (0..batch.t).any(|t| batch.mask(b, t) && batch.input(b, t) as usize == x))
-    }).collect();
+    let used: Vec<bool> = (0..256)
+        .map(|x| (0..batch.rows).any(|b| (0..batch.t).any(|t| batch.mask(b, t) && batch.input(b, t) as usize == x)))
+        .collect();
     let names: Vec<String> = param_specs(cfg).into_iter().map(|(n, _)| n).collect();
     let n_tensors = names.len();
     for ti in 0..n_tensors {

@@ -19,7 +19,9 @@ use crate::tensor::Real;
 pub enum CpuError {
     #[error("the batch has no target position (every row is shorter than 2 tokens)")]
     NoTargets,
-    #[error("the batch is too large: {need_mib} MiB of activations, over the {limit_mib} MiB limit (use shorter or fewer rows)")]
+    #[error(
+        "the batch is too large: {need_mib} MiB of activations, over the {limit_mib} MiB limit (use shorter or fewer rows)"
+    )]
     TooLarge { need_mib: u64, limit_mib: u64 },
 }
 
@@ -44,14 +46,31 @@ pub struct GradsResult<T> {
 }
 
 /// Forward and backward with S = 1.
-pub fn grads<T: Real>(cfg: &Config, p: &Params<T>, batch: &Batch, token_cap: Option<f64>) -> Result<GradsResult<T>, CpuError> {
+pub fn grads<T: Real>(
+    cfg: &Config,
+    p: &Params<T>,
+    batch: &Batch,
+    token_cap: Option<f64>,
+) -> Result<GradsResult<T>, CpuError> {
     let f = forward(cfg, p, batch)?;
     let g = backward(cfg, p, batch, &f, 1.0, token_cap);
-    Ok(GradsResult { loss: f.loss, n_targets: f.n_targets, grad_norm: g.grads.norm_f64(), capped: g.capped, grads: g.grads })
+    Ok(GradsResult {
+        loss: f.loss,
+        n_targets: f.n_targets,
+        grad_norm: g.grads.norm_f64(),
+        capped: g.capped,
+        grads: g.grads,
+    })
 }
 
 /// Forward and backward with every intermediate recorded.
-pub fn traced<T: Real>(cfg: &Config, p: &Params<T>, batch: &Batch, loss_scale: f64, token_cap: Option<f64>) -> Result<(Forward<T>, Backward<T>, Trace<T>), CpuError> {
+pub fn traced<T: Real>(
+    cfg: &Config,
+    p: &Params<T>,
+    batch: &Batch,
+    loss_scale: f64,
+    token_cap: Option<f64>,
+) -> Result<(Forward<T>, Backward<T>, Trace<T>), CpuError> {
     let f = forward(cfg, p, batch)?;
     let g = backward(cfg, p, batch, &f, loss_scale, token_cap);
     let mut tr = Trace::new();

@@ -55,7 +55,14 @@ pub struct LossScale {
 
 impl LossScale {
     pub fn fixed() -> Self {
-        LossScale { dynamic: false, scale: 1.0, growth_tracker: 0, growth_interval: 2000, growth_factor: 2.0, backoff_factor: 0.5 }
+        LossScale {
+            dynamic: false,
+            scale: 1.0,
+            growth_tracker: 0,
+            growth_interval: 2000,
+            growth_factor: 2.0,
+            backoff_factor: 0.5,
+        }
     }
 
     pub fn dynamic() -> Self {
@@ -149,7 +156,8 @@ pub fn apply_step<T: Real>(
     }
     // 3. Global norm in float64, canonical order.
     let grad_norm = grads.norm_f64();
-    let mut out = OptimOutcome { grad_norm, clipped: false, post_clip_norm: grad_norm, skipped: None, scale: s, next_scale: s };
+    let mut out =
+        OptimOutcome { grad_norm, clipped: false, post_clip_norm: grad_norm, skipped: None, scale: s, next_scale: s };
     // 4. Guard.
     out.skipped = guard(grad_norm, SkipReason::NonFiniteNorm, SkipReason::ZeroNorm);
     if out.skipped.is_none() && grad_norm > opts.clip {
@@ -183,12 +191,8 @@ fn adamw<T: Real>(cfg: &Config, params: &mut Params<T>, grads: &Params<T>, state
     let (ps, gs, ms, vs) = (params.tensors_mut(), grads.tensors(), state.m.tensors_mut(), state.v.tensors_mut());
     for ((((p, g), m), v), (name, shape)) in ps.into_iter().zip(gs).zip(ms).zip(vs).zip(&specs) {
         let wd = decays(name, shape);
-        p.data
-            .par_iter_mut()
-            .zip(&g.data)
-            .zip(m.data.par_iter_mut())
-            .zip(v.data.par_iter_mut())
-            .for_each(|(((p, &g), m), v)| {
+        p.data.par_iter_mut().zip(&g.data).zip(m.data.par_iter_mut()).zip(v.data.par_iter_mut()).for_each(
+            |(((p, &g), m), v)| {
                 if wd {
                     *p *= decay;
                 }
@@ -196,7 +200,8 @@ fn adamw<T: Real>(cfg: &Config, params: &mut Params<T>, grads: &Params<T>, state
                 *v = *v * b2 + w2 * g * g;
                 let denom = v.sqrt() / bc2_sqrt + eps;
                 *p -= step_size * (*m / denom);
-            });
+            },
+        );
     }
 }
 
@@ -271,7 +276,14 @@ mod tests {
     fn below_the_threshold_nothing_is_clipped() {
         let (cfg, mut p, mut g) = setup(4);
         let before = g.clone();
-        let out = apply_step(&cfg, &mut p, &mut g, &mut OptimState::new(&cfg), &mut LossScale::fixed(), &StepOptions::default());
+        let out = apply_step(
+            &cfg,
+            &mut p,
+            &mut g,
+            &mut OptimState::new(&cfg),
+            &mut LossScale::fixed(),
+            &StepOptions::default(),
+        );
         assert!(!out.clipped);
         assert_eq!(g, before);
     }
@@ -286,7 +298,9 @@ mod tests {
         let mut sc = LossScale::fixed();
         apply_step(&cfg, &mut p, &mut g.clone(), &mut st, &mut sc, &o);
         apply_step(&cfg, &mut p, &mut g.clone(), &mut st, &mut sc, &o);
-        for (((name, shape), t0), (t2, gt)) in param_specs(&cfg).iter().zip(p0.tensors()).zip(p.tensors().into_iter().zip(g.tensors())) {
+        for (((name, shape), t0), (t2, gt)) in
+            param_specs(&cfg).iter().zip(p0.tensors()).zip(p.tensors().into_iter().zip(g.tensors()))
+        {
             let wd = if shape.len() == 2 && name != "embed.weight" { o.weight_decay } else { 0.0 };
             for i in 0..t0.len() {
                 let (mut x, mut m, mut v) = (t0.data[i], 0.0, 0.0);
@@ -316,7 +330,14 @@ mod tests {
         let mut sc = LossScale { scale: s, ..LossScale::dynamic() };
         let (mut pa, mut pb) = (p0.clone(), p0.clone());
         let a = apply_step(&cfg, &mut pa, &mut scaled, &mut OptimState::new(&cfg), &mut sc, &StepOptions::default());
-        let b = apply_step(&cfg, &mut pb, &mut g.clone(), &mut OptimState::new(&cfg), &mut LossScale::fixed(), &StepOptions::default());
+        let b = apply_step(
+            &cfg,
+            &mut pb,
+            &mut g.clone(),
+            &mut OptimState::new(&cfg),
+            &mut LossScale::fixed(),
+            &StepOptions::default(),
+        );
         assert_eq!(a.grad_norm, b.grad_norm);
         assert_eq!(pa, pb);
     }

@@ -50,7 +50,8 @@ impl<T: Real> Trace<T> {
     pub fn record_forward(&mut self, cfg: &Config, f: &Forward<T>) {
         let (t, b) = (f.t, f.b);
         let (d, h, a, v) = (cfg.d_embed, cfg.hidden, cfg.attn_dim, cfg.vocab);
-        let mut put = |name: String, shape: &[usize], data: &Vec<T>| self.push(name, Tensor::from_vec(shape, data.clone()));
+        let mut put =
+            |name: String, shape: &[usize], data: &Vec<T>| self.push(name, Tensor::from_vec(shape, data.clone()));
         put("embed.out".into(), &[t, b, d], &f.emb);
         for (l, g) in f.gru.iter().enumerate() {
             put(format!("gru.l{l}.gi"), &[t, b, 3 * h], &g.gi);
@@ -74,7 +75,8 @@ impl<T: Real> Trace<T> {
     pub fn record_backward(&mut self, cfg: &Config, f: &Forward<T>, g: &Backward<T>) {
         let (t, b) = (f.t, f.b);
         let (d, h, a, v) = (cfg.d_embed, cfg.hidden, cfg.attn_dim, cfg.vocab);
-        let mut put = |name: String, shape: &[usize], data: &Vec<T>| self.push(name, Tensor::from_vec(shape, data.clone()));
+        let mut put =
+            |name: String, shape: &[usize], data: &Vec<T>| self.push(name, Tensor::from_vec(shape, data.clone()));
         put("loss.dlogits".into(), &[t, b, v], &g.dlogits);
         put("head.d_s".into(), &[t, b, h], &g.d_s_head);
         put("head.d_c".into(), &[t, b, a], &g.d_c);

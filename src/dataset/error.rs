@@ -29,17 +29,9 @@ pub enum DatasetError {
     #[error("{path}: has no documents (every line is blank)")]
     NoDocuments { path: PathBuf },
     #[error("{path}: line {line}: bad JSON: {message}")]
-    BadJson {
-        path: PathBuf,
-        line: usize,
-        message: String,
-    },
+    BadJson { path: PathBuf, line: usize, message: String },
     #[error("{path}: line {line}: no string `text` field ({problem})")]
-    NoText {
-        path: PathBuf,
-        line: usize,
-        problem: String,
-    },
+    NoText { path: PathBuf, line: usize, problem: String },
     #[error(
         "{path}: all {documents} documents are shorter than 2 bytes; \
          a row needs one input and its target"
@@ -48,42 +40,22 @@ pub enum DatasetError {
 
     #[error("{name}: a batch needs at least one row, got 0")]
     NoRows { name: String },
-    #[error(
-        "{name}: a row of {len} bytes is too short; it needs at least 2: one input and its target"
-    )]
+    #[error("{name}: a row of {len} bytes is too short; it needs at least 2: one input and its target")]
     RowTooShort { name: String, len: usize },
     #[error(
         "{name}: window of {len} bytes at offset {offset} runs past the end \
          ({offset} + {len} > {total} bytes)"
     )]
-    WindowOutOfRange {
-        name: String,
-        offset: usize,
-        len: usize,
-        total: usize,
-    },
+    WindowOutOfRange { name: String, offset: usize, len: usize, total: usize },
     #[error("{name}: no document {index}; there are {count}")]
-    NoSuchDocument {
-        name: String,
-        index: usize,
-        count: usize,
-    },
+    NoSuchDocument { name: String, index: usize, count: usize },
     #[error(
         "{name}: {count} documents from document {start} run past the end \
          (there are {total})"
     )]
-    DocumentsOutOfRange {
-        name: String,
-        start: usize,
-        count: usize,
-        total: usize,
-    },
+    DocumentsOutOfRange { name: String, start: usize, count: usize, total: usize },
     #[error("{name}: the {count} documents from document {start} are all shorter than 2 bytes")]
-    NoUsableDocuments {
-        name: String,
-        start: usize,
-        count: usize,
-    },
+    NoUsableDocuments { name: String, start: usize, count: usize },
     #[error("{name}: the file changed on disk after it was opened ({detail})")]
     Changed { name: String, detail: String },
     #[error(transparent)]

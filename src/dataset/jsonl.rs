@@ -65,41 +65,26 @@ pub(super) fn build_index(path: &Path, bytes: &[u8]) -> Result<Index, DatasetErr
     let mut line_no = 0;
     while pos < bytes.len() {
         line_no += 1;
-        let end = bytes[pos..]
-            .iter()
-            .position(|&b| b == b'\n')
-            .map_or(bytes.len(), |i| pos + i);
+        let end = bytes[pos..].iter().position(|&b| b == b'\n').map_or(bytes.len(), |i| pos + i);
         let line = &bytes[pos..end];
         if !is_blank(line) {
-            let text_len = decode(line)
-                .map_err(|e| line_error(path, line_no, line, e))?
-                .len();
+            let text_len = decode(line).map_err(|e| line_error(path, line_no, line, e))?.len();
             if !index.docs.is_empty() {
                 index.stream_len += 1; // the joining '\n'
             }
             if text_len >= 2 {
                 index.usable.push(index.docs.len());
             }
-            index.docs.push(Doc {
-                start: pos,
-                end,
-                text_start: index.stream_len,
-                text_len,
-            });
+            index.docs.push(Doc { start: pos, end, text_start: index.stream_len, text_len });
             index.stream_len += text_len;
         }
         pos = end + 1;
     }
     if index.docs.is_empty() {
-        return Err(DatasetError::NoDocuments {
-            path: path.to_path_buf(),
-        });
+        return Err(DatasetError::NoDocuments { path: path.to_path_buf() });
     }
     if index.usable.is_empty() {
-        return Err(DatasetError::DocumentsTooShort {
-            path: path.to_path_buf(),
-            documents: index.docs.len(),
-        });
+        return Err(DatasetError::DocumentsTooShort { path: path.to_path_buf(), documents: index.docs.len() });
     }
     Ok(index)
 }
@@ -109,11 +94,7 @@ pub(super) fn build_index(path: &Path, bytes: &[u8]) -> Result<Index, DatasetErr
 fn line_error(path: &Path, line_no: usize, line: &[u8], err: serde_json::Error) -> DatasetError {
     let path = path.to_path_buf();
     match err.classify() {
-        Category::Data => DatasetError::NoText {
-            path,
-            line: line_no,
-            problem: no_text_problem(line, &err),
-        },
+        Category::Data => DatasetError::NoText { path, line: line_no, problem: no_text_problem(line, &err) },
         Category::Syntax | Category::Eof | Category::Io => {
             // serde_json says "at line 1 column N" of the single line it saw.
             let mut message = err.to_string();
@@ -121,11 +102,7 @@ fn line_error(path: &Path, line_no: usize, line: &[u8], err: serde_json::Error) 
                 message.truncate(at);
             }
             message = format!("{message} at column {}", err.column());
-            DatasetError::BadJson {
-                path,
-                line: line_no,
-                message,
-            }
+            DatasetError::BadJson { path, line: line_no, message }
         }
     }
 }
@@ -164,8 +141,7 @@ mod tests {
 
     #[test]
     fn indexes_documents_and_skips_blank_lines() {
-        let ix = index("{\"text\":\"ab\"}\n\n  \r\n{\"id\":3,\"text\":\"cde\"}\r\n{\"text\":\"\"}")
-            .unwrap();
+        let ix = index("{\"text\":\"ab\"}\n\n  \r\n{\"id\":3,\"text\":\"cde\"}\r\n{\"text\":\"\"}").unwrap();
         let lens: Vec<_> = ix.docs.iter().map(|d| d.text_len).collect();
         assert_eq!(lens, [2, 3, 0]);
         let starts: Vec<_> = ix.docs.iter().map(|d| d.text_start).collect();
@@ -178,10 +154,7 @@ mod tests {
     fn decodes_escapes_and_borrows_plain_text() {
         let line = br#"{"text": "a\nb\u00e9\"c"}"#;
         assert_eq!(&*decode(line).unwrap(), "a\nb\u{e9}\"c".as_bytes());
-        assert!(matches!(
-            decode(br#"{"text":"plain"}"#).unwrap(),
-            Cow::Borrowed(b"plain")
-        ));
+        assert!(matches!(decode(br#"{"text":"plain"}"#).unwrap(), Cow::Borrowed(b"plain")));
     }
 
     #[test]
@@ -191,18 +164,9 @@ mod tests {
             msg("{\"text\":\"ok\"}\n{\"text\": \"ab\"\n"),
             "t.jsonl: line 2: bad JSON: EOF while parsing an object at column 13"
         );
-        assert_eq!(
-            msg("\n[1]"),
-            "t.jsonl: line 2: no string `text` field (the line is an array, not an object)"
-        );
-        assert_eq!(
-            msg("{\"txt\":1}"),
-            "t.jsonl: line 1: no string `text` field (the object has no `text` field)"
-        );
-        assert_eq!(
-            msg("{\"text\":5}"),
-            "t.jsonl: line 1: no string `text` field (`text` is a number, not a string)"
-        );
+        assert_eq!(msg("\n[1]"), "t.jsonl: line 2: no string `text` field (the line is an array, not an object)");
+        assert_eq!(msg("{\"txt\":1}"), "t.jsonl: line 1: no string `text` field (the object has no `text` field)");
+        assert_eq!(msg("{\"text\":5}"), "t.jsonl: line 1: no string `text` field (`text` is a number, not a string)");
         assert!(msg("{\"text\":\"a\"} x").contains("line 1: bad JSON: trailing characters"));
     }
 }

@@ -16,15 +16,10 @@ use crate::rng::Rng;
 impl Dataset {
     fn check_row(&self, rows: usize, len: usize) -> Result<(), DatasetError> {
         if rows == 0 {
-            return Err(DatasetError::NoRows {
-                name: self.name().to_string(),
-            });
+            return Err(DatasetError::NoRows { name: self.name().to_string() });
         }
         if len < 2 {
-            return Err(DatasetError::RowTooShort {
-                name: self.name().to_string(),
-                len,
-            });
+            return Err(DatasetError::RowTooShort { name: self.name().to_string(), len });
         }
         Ok(())
     }
@@ -35,16 +30,8 @@ impl Dataset {
     pub fn window(&self, offset: usize, len: usize) -> Result<Vec<u8>, DatasetError> {
         self.check_row(1, len)?;
         let total = self.len_tokens();
-        let out_of_range = || DatasetError::WindowOutOfRange {
-            name: self.name().to_string(),
-            offset,
-            len,
-            total,
-        };
-        let end = offset
-            .checked_add(len)
-            .filter(|&e| e <= total)
-            .ok_or_else(out_of_range)?;
+        let out_of_range = || DatasetError::WindowOutOfRange { name: self.name().to_string(), offset, len, total };
+        let end = offset.checked_add(len).filter(|&e| e <= total).ok_or_else(out_of_range)?;
         match self.kind() {
             DatasetKind::Bytes => Ok(self.bytes()[offset..end].to_vec()),
             DatasetKind::Jsonl => self.joined_window(offset, len),
@@ -55,9 +42,7 @@ impl Dataset {
     fn joined_window(&self, offset: usize, len: usize) -> Result<Vec<u8>, DatasetError> {
         let docs = &self.jsonl_index().docs;
         let first = docs.partition_point(|d| d.text_start <= offset);
-        let mut i = first
-            .checked_sub(1)
-            .ok_or_else(|| self.changed("empty index".into()))?;
+        let mut i = first.checked_sub(1).ok_or_else(|| self.changed("empty index".into()))?;
         let mut at = offset - docs[i].text_start;
         let mut out = Vec::with_capacity(len);
         loop {
@@ -85,12 +70,7 @@ impl Dataset {
     /// row. For JSON lines each row picks a document uniformly among those of
     /// at least 2 bytes, then a window inside it; a document shorter than `len`
     /// is a whole, shorter row (padded and masked in the batch).
-    pub fn random_windows(
-        &self,
-        seed: u64,
-        batch: usize,
-        len: usize,
-    ) -> Result<Batch, DatasetError> {
+    pub fn random_windows(&self, seed: u64, batch: usize, len: usize) -> Result<Batch, DatasetError> {
         self.check_row(batch, len)?;
         let mut rng = Rng::new(seed);
         let mut rows = Vec::with_capacity(batch);
@@ -122,23 +102,13 @@ impl Dataset {
     /// bytes), padded into one batch. Documents of fewer than 2 bytes are
     /// skipped, so the batch may have fewer than `count` rows; it is an error
     /// when none is left.
-    pub fn documents(
-        &self,
-        start: usize,
-        count: usize,
-        max_len: Option<usize>,
-    ) -> Result<Batch, DatasetError> {
+    pub fn documents(&self, start: usize, count: usize, max_len: Option<usize>) -> Result<Batch, DatasetError> {
         self.check_row(count, max_len.unwrap_or(2))?;
         let total = self.num_documents();
         let end = start
             .checked_add(count)
             .filter(|&e| e <= total)
-            .ok_or_else(|| DatasetError::DocumentsOutOfRange {
-                name: self.name().to_string(),
-                start,
-                count,
-                total,
-            })?;
+            .ok_or_else(|| DatasetError::DocumentsOutOfRange { name: self.name().to_string(), start, count, total })?;
         let mut rows = Vec::new();
         for i in start..end {
             let doc = self.document(i)?;
@@ -155,11 +125,7 @@ impl Dataset {
             });
         }
         if rows.is_empty() {
-            return Err(DatasetError::NoUsableDocuments {
-                name: self.name().to_string(),
-                start,
-                count,
-            });
+            return Err(DatasetError::NoUsableDocuments { name: self.name().to_string(), start, count });
         }
         Ok(Batch::from_rows(&rows)?)
     }
@@ -194,10 +160,7 @@ impl RandomWindows {
     }
 
     /// The batches of steps 0, 1, 2, … (endless).
-    pub fn iter<'a>(
-        &self,
-        dataset: &'a Dataset,
-    ) -> impl Iterator<Item = Result<Batch, DatasetError>> + 'a {
+    pub fn iter<'a>(&self, dataset: &'a Dataset) -> impl Iterator<Item = Result<Batch, DatasetError>> + 'a {
         let this = *self;
         (0u64..).map(move |step| this.at(dataset, step))
     }

@@ -58,14 +58,10 @@ pub struct Dataset {
 fn open_regular_file(path: &Path) -> Result<(File, u64), DatasetError> {
     let meta = std::fs::metadata(path).map_err(|e| io_error(path, e))?;
     if meta.is_dir() {
-        return Err(DatasetError::IsDirectory {
-            path: path.to_path_buf(),
-        });
+        return Err(DatasetError::IsDirectory { path: path.to_path_buf() });
     }
     if !meta.is_file() {
-        return Err(DatasetError::NotAFile {
-            path: path.to_path_buf(),
-        });
+        return Err(DatasetError::NotAFile { path: path.to_path_buf() });
     }
     let file = File::open(path).map_err(|e| io_error(path, e))?;
     Ok((file, meta.len()))
@@ -77,16 +73,10 @@ fn open_regular_file(path: &Path) -> Result<(File, u64), DatasetError> {
 pub fn read_row_file(path: &Path) -> Result<Vec<u8>, DatasetError> {
     let (mut file, len) = open_regular_file(path)?;
     let mut bytes = Vec::with_capacity(len.min(1 << 30) as usize);
-    file.read_to_end(&mut bytes)
-        .map_err(|e| io_error(path, e))?;
+    file.read_to_end(&mut bytes).map_err(|e| io_error(path, e))?;
     match bytes.len() {
-        0 => Err(DatasetError::Empty {
-            path: path.to_path_buf(),
-        }),
-        1 => Err(DatasetError::TooShort {
-            path: path.to_path_buf(),
-            len: 1,
-        }),
+        0 => Err(DatasetError::Empty { path: path.to_path_buf() }),
+        1 => Err(DatasetError::TooShort { path: path.to_path_buf(), len: 1 }),
         _ => Ok(bytes),
     }
 }
@@ -102,8 +92,7 @@ impl Dataset {
         let (mut file, len) = open_regular_file(path)?;
         let storage = if len < MMAP_THRESHOLD {
             let mut bytes = Vec::with_capacity(len as usize);
-            file.read_to_end(&mut bytes)
-                .map_err(|e| io_error(path, e))?;
+            file.read_to_end(&mut bytes).map_err(|e| io_error(path, e))?;
             Storage::Owned(bytes)
         } else {
             // SAFETY: `Mmap::map` is unsafe because the mapped pages belong to
@@ -132,44 +121,22 @@ impl Dataset {
     /// summary use in place of a path). Like a file, it is a JSON-lines dataset
     /// when `name` ends in `.jsonl`, and a byte dataset otherwise.
     pub fn from_bytes(name: &str, bytes: Vec<u8>) -> Result<Dataset, DatasetError> {
-        Self::build(
-            name.to_string(),
-            Path::new(name),
-            None,
-            Storage::Owned(bytes),
-        )
+        Self::build(name.to_string(), Path::new(name), None, Storage::Owned(bytes))
     }
 
-    fn build(
-        name: String,
-        err_path: &Path,
-        path: Option<PathBuf>,
-        storage: Storage,
-    ) -> Result<Dataset, DatasetError> {
+    fn build(name: String, err_path: &Path, path: Option<PathBuf>, storage: Storage) -> Result<Dataset, DatasetError> {
         let bytes = storage.as_slice();
         if bytes.is_empty() {
-            return Err(DatasetError::Empty {
-                path: err_path.to_path_buf(),
-            });
+            return Err(DatasetError::Empty { path: err_path.to_path_buf() });
         }
         let (kind, index) = if is_jsonl_name(&name) {
             (DatasetKind::Jsonl, jsonl::build_index(err_path, bytes)?)
         } else if bytes.len() < 2 {
-            return Err(DatasetError::TooShort {
-                path: err_path.to_path_buf(),
-                len: bytes.len(),
-            });
+            return Err(DatasetError::TooShort { path: err_path.to_path_buf(), len: bytes.len() });
         } else {
             (DatasetKind::Bytes, Index::default())
         };
-        Ok(Dataset {
-            name,
-            path,
-            storage,
-            kind,
-            index,
-            hash: OnceLock::new(),
-        })
+        Ok(Dataset { name, path, storage, kind, index, hash: OnceLock::new() })
     }
 
     /// The file name (or the name given to [`Dataset::from_bytes`]).
@@ -226,11 +193,7 @@ impl Dataset {
         match self.kind {
             DatasetKind::Bytes if i == 0 => Ok(Cow::Borrowed(self.bytes())),
             DatasetKind::Jsonl if i < self.index.docs.len() => self.decode(i),
-            _ => Err(DatasetError::NoSuchDocument {
-                name: self.name.clone(),
-                index: i,
-                count: self.num_documents(),
-            }),
+            _ => Err(DatasetError::NoSuchDocument { name: self.name.clone(), index: i, count: self.num_documents() }),
         }
     }
 
@@ -239,11 +202,7 @@ impl Dataset {
         match self.kind {
             DatasetKind::Bytes if i == 0 => Ok(self.len_bytes()),
             DatasetKind::Jsonl if i < self.index.docs.len() => Ok(self.index.docs[i].text_len),
-            _ => Err(DatasetError::NoSuchDocument {
-                name: self.name.clone(),
-                index: i,
-                count: self.num_documents(),
-            }),
+            _ => Err(DatasetError::NoSuchDocument { name: self.name.clone(), index: i, count: self.num_documents() }),
         }
     }
 
@@ -255,10 +214,7 @@ impl Dataset {
     }
 
     pub(super) fn changed(&self, detail: String) -> DatasetError {
-        DatasetError::Changed {
-            name: self.name.clone(),
-            detail,
-        }
+        DatasetError::Changed { name: self.name.clone(), detail }
     }
 
     pub(super) fn jsonl_index(&self) -> &Index {
@@ -281,9 +237,7 @@ impl Dataset {
 pub fn fnv1a64(bytes: &[u8]) -> u64 {
     const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
     const PRIME: u64 = 0x0000_0100_0000_01b3;
-    bytes
-        .iter()
-        .fold(OFFSET, |h, &b| (h ^ b as u64).wrapping_mul(PRIME))
+    bytes.iter().fold(OFFSET, |h, &b| (h ^ b as u64).wrapping_mul(PRIME))
 }
 
 /// `1234567` → `"1.2 MB"` (decimal units).

@@ -36,15 +36,10 @@ pub const DEFAULT_NAME: &str = "embedded:synthetic";
 
 const KEY_CHARS: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
 const DETERMINERS: &[&str] = &["the", "a", "one", "my", "this", "that"];
-const ADJECTIVES: &[&str] = &[
-    "red", "big", "tall", "small", "quiet", "green", "warm", "slow", "bright",
-];
-const NOUNS: &[&str] = &[
-    "dog", "cat", "bird", "tree", "house", "river", "box", "song", "child", "road", "lamp", "boat",
-];
-const VERBS: &[&str] = &[
-    "sees", "finds", "likes", "takes", "hears", "moves", "holds", "paints",
-];
+const ADJECTIVES: &[&str] = &["red", "big", "tall", "small", "quiet", "green", "warm", "slow", "bright"];
+const NOUNS: &[&str] =
+    &["dog", "cat", "bird", "tree", "house", "river", "box", "song", "child", "road", "lamp", "boat"];
+const VERBS: &[&str] = &["sees", "finds", "likes", "takes", "hears", "moves", "holds", "paints"];
 const CONJUNCTIONS: &[&str] = &["and", "then", "but", "so"];
 /// A space, the longest adjective, a space and the longest noun.
 const LONGEST_STEP: usize = 1 + 6 + 1 + 5;
@@ -111,9 +106,7 @@ fn filler(rng: &mut Rng, out: &mut Vec<u8>, min: usize, max: usize) {
 }
 
 fn recall_record(rng: &mut Rng, out: &mut Vec<u8>) {
-    let key: Vec<u8> = (0..4)
-        .map(|_| KEY_CHARS[rng.below(KEY_CHARS.len() as u64) as usize])
-        .collect();
+    let key: Vec<u8> = (0..4).map(|_| KEY_CHARS[rng.below(KEY_CHARS.len() as u64) as usize]).collect();
     out.extend_from_slice(b"key=");
     out.extend_from_slice(&key);
     out.extend_from_slice(b" | ");
@@ -217,11 +210,7 @@ mod tests {
             assert_eq!(&line[8..11], " | ");
             let recalled = at + "recall ".len();
             assert_eq!(&line[recalled..], format!("{key}."), "{line:?}");
-            assert!(
-                (20..=100).contains(&(recalled - 4)),
-                "distance {} in {line:?}",
-                recalled - 4
-            );
+            assert!((20..=100).contains(&(recalled - 4)), "distance {} in {line:?}", recalled - 4);
             recalls += 1;
         }
         // Roughly half the records.
@@ -238,10 +227,7 @@ mod tests {
                 seen[0] += 1;
             } else if let Some(rest) = line.strip_prefix("name: ") {
                 let (name, tail) = rest.split_once(" | ").unwrap();
-                assert!(
-                    tail.ends_with(&format!(" | name again: {name}.")),
-                    "{line:?}"
-                );
+                assert!(tail.ends_with(&format!(" | name again: {name}.")), "{line:?}");
                 seen[1] += 1;
             } else if let Some(rest) = line.strip_prefix("math: ") {
                 for sum in rest.trim_end_matches('.').split(", ") {
@@ -264,10 +250,7 @@ mod tests {
                         b'(' | b'[' | b'{' => stack.push(b),
                         _ => {
                             let open = stack.pop().unwrap();
-                            assert!(matches!(
-                                (open, b),
-                                (b'(', b')') | (b'[', b']') | (b'{', b'}')
-                            ));
+                            assert!(matches!((open, b), (b'(', b')') | (b'[', b']') | (b'{', b'}')));
                         }
                     }
                     assert!(stack.len() <= 6);

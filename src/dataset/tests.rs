@@ -48,39 +48,22 @@ fn open_errors_name_the_path_and_the_problem() {
     assert!(matches!(e, DatasetError::Empty { .. }));
     let (e, msg) = open_err(&write(d, "one.bin", b"x"));
     assert!(matches!(e, DatasetError::TooShort { len: 1, .. }));
-    assert!(
-        msg.contains("needs at least 2 bytes: one input and its target"),
-        "{msg}"
-    );
+    assert!(msg.contains("needs at least 2 bytes: one input and its target"), "{msg}");
 
     let (e, msg) = open_err(&write(d, "blank.jsonl", b"\n  \n\r\n"));
     assert!(matches!(e, DatasetError::NoDocuments { .. }) && msg.contains("no documents"));
-    let (e, msg) = open_err(&write(
-        d,
-        "bad.jsonl",
-        b"{\"text\":\"ok\"}\n\n{\"text\": oops}\n",
-    ));
+    let (e, msg) = open_err(&write(d, "bad.jsonl", b"{\"text\":\"ok\"}\n\n{\"text\": oops}\n"));
     assert!(matches!(e, DatasetError::BadJson { line: 3, .. }), "{msg}");
     assert!(msg.contains("line 3: bad JSON"), "{msg}");
-    let (e, msg) = open_err(&write(
-        d,
-        "notext.jsonl",
-        b"{\"text\":\"ok\"}\n{\"body\":\"x\"}\n",
-    ));
+    let (e, msg) = open_err(&write(d, "notext.jsonl", b"{\"text\":\"ok\"}\n{\"body\":\"x\"}\n"));
     assert!(matches!(e, DatasetError::NoText { line: 2, .. }), "{msg}");
     assert!(msg.contains("line 2: no string `text` field"), "{msg}");
     let (e, msg) = open_err(&write(d, "number.jsonl", b"{\"text\":[\"a\"]}"));
-    assert!(
-        matches!(e, DatasetError::NoText { line: 1, .. }) && msg.contains("an array"),
-        "{msg}"
-    );
+    assert!(matches!(e, DatasetError::NoText { line: 1, .. }) && msg.contains("an array"), "{msg}");
     let (e, msg) = open_err(&write(d, "binary.jsonl", b"{\"text\":\"\xff\xfe\"}\n"));
     assert!(matches!(e, DatasetError::BadJson { line: 1, .. }), "{msg}");
     let (e, msg) = open_err(&write(d, "short.jsonl", &jsonl(&["a", "", "\u{1}"])));
-    assert!(
-        matches!(e, DatasetError::DocumentsTooShort { documents: 3, .. }),
-        "{msg}"
-    );
+    assert!(matches!(e, DatasetError::DocumentsTooShort { documents: 3, .. }), "{msg}");
     assert!(msg.contains("shorter than 2 bytes"), "{msg}");
 }
 
@@ -90,32 +73,17 @@ fn a_row_file_is_all_its_bytes() {
     let d = dir.path();
     let not_json = write(d, "raw.jsonl", b"not json\xff");
     assert_eq!(read_row_file(&not_json).unwrap(), b"not json\xff");
-    assert!(matches!(
-        read_row_file(&write(d, "e", b"")),
-        Err(DatasetError::Empty { .. })
-    ));
-    assert!(matches!(
-        read_row_file(&write(d, "o", b"1")),
-        Err(DatasetError::TooShort { len: 1, .. })
-    ));
-    assert!(matches!(
-        read_row_file(d),
-        Err(DatasetError::IsDirectory { .. })
-    ));
-    assert!(matches!(
-        read_row_file(&d.join("nope")),
-        Err(DatasetError::NotFound { .. })
-    ));
+    assert!(matches!(read_row_file(&write(d, "e", b"")), Err(DatasetError::Empty { .. })));
+    assert!(matches!(read_row_file(&write(d, "o", b"1")), Err(DatasetError::TooShort { len: 1, .. })));
+    assert!(matches!(read_row_file(d), Err(DatasetError::IsDirectory { .. })));
+    assert!(matches!(read_row_file(&d.join("nope")), Err(DatasetError::NotFound { .. })));
 }
 
 #[test]
 fn special_and_unreadable_files_are_errors() {
     let dev_null = Path::new("/dev/null");
     if dev_null.exists() {
-        assert!(matches!(
-            Dataset::open(dev_null),
-            Err(DatasetError::NotAFile { .. })
-        ));
+        assert!(matches!(Dataset::open(dev_null), Err(DatasetError::NotAFile { .. })));
     }
     let e = error::io_error(Path::new("x"), std::io::ErrorKind::PermissionDenied.into());
     assert_eq!(e.to_string(), "x: permission denied");
@@ -139,40 +107,21 @@ fn binary_files_open_and_window() {
     let dir = tempfile::tempdir().unwrap();
     let bytes: Vec<u8> = (0..=255u8).rev().chain([0xff, 0xfe, 0, 0x80]).collect();
     let d = Dataset::open(&write(dir.path(), "blob.bin", &bytes)).unwrap();
-    assert_eq!(
-        (d.kind(), d.name(), d.num_documents()),
-        (DatasetKind::Bytes, "blob.bin", 1)
-    );
+    assert_eq!((d.kind(), d.name(), d.num_documents()), (DatasetKind::Bytes, "blob.bin", 1));
     assert_eq!(d.path(), Some(dir.path().join("blob.bin").as_path()));
     assert_eq!(d.len_bytes(), 260);
     assert_eq!(d.len_tokens(), 260);
     assert!(!d.is_mapped());
     assert_eq!(&*d.document(0).unwrap(), &bytes[..]);
-    assert!(matches!(
-        d.document(1),
-        Err(DatasetError::NoSuchDocument {
-            index: 1,
-            count: 1,
-            ..
-        })
-    ));
+    assert!(matches!(d.document(1), Err(DatasetError::NoSuchDocument { index: 1, count: 1, .. })));
     assert_eq!(d.window(250, 10).unwrap(), &bytes[250..]);
     assert_eq!(d.window(0, 2).unwrap(), [255, 254]);
     assert_eq!(d.to_string(), "blob.bin: 260 B of bytes");
 
     let err = d.window(251, 10).unwrap_err().to_string();
-    assert_eq!(
-        err,
-        "blob.bin: window of 10 bytes at offset 251 runs past the end (251 + 10 > 260 bytes)"
-    );
-    assert!(matches!(
-        d.window(usize::MAX, 2),
-        Err(DatasetError::WindowOutOfRange { .. })
-    ));
-    assert!(matches!(
-        d.window(0, 1),
-        Err(DatasetError::RowTooShort { len: 1, .. })
-    ));
+    assert_eq!(err, "blob.bin: window of 10 bytes at offset 251 runs past the end (251 + 10 > 260 bytes)");
+    assert!(matches!(d.window(usize::MAX, 2), Err(DatasetError::WindowOutOfRange { .. })));
+    assert!(matches!(d.window(0, 1), Err(DatasetError::RowTooShort { len: 1, .. })));
 }
 
 #[test]
@@ -182,10 +131,7 @@ fn jsonl_documents_pad_into_a_batch_with_masks() {
     file.extend_from_slice(b"\n   \n"); // blank lines are not documents
     let d = Dataset::from_bytes("docs.jsonl", file).unwrap();
     assert_eq!((d.kind(), d.num_documents()), (DatasetKind::Jsonl, 5));
-    assert_eq!(
-        d.to_string(),
-        format!("docs.jsonl: 5 documents, {} B", d.len_bytes())
-    );
+    assert_eq!(d.to_string(), format!("docs.jsonl: 5 documents, {} B", d.len_bytes()));
     assert_eq!(d.document_len(3).unwrap(), 5);
 
     let b = d.documents(0, 5, None).unwrap();
@@ -204,33 +150,20 @@ fn jsonl_documents_pad_into_a_batch_with_masks() {
     assert_eq!(cut.row(0), b"hell");
 
     let name = |e: DatasetError| e.to_string();
-    assert!(matches!(
-        d.documents(2, 1, None),
-        Err(DatasetError::NoUsableDocuments { .. })
-    ));
-    assert!(matches!(
-        d.documents(0, 0, None),
-        Err(DatasetError::NoRows { .. })
-    ));
-    assert!(matches!(
-        d.documents(0, 2, Some(1)),
-        Err(DatasetError::RowTooShort { len: 1, .. })
-    ));
+    assert!(matches!(d.documents(2, 1, None), Err(DatasetError::NoUsableDocuments { .. })));
+    assert!(matches!(d.documents(0, 0, None), Err(DatasetError::NoRows { .. })));
+    assert!(matches!(d.documents(0, 2, Some(1)), Err(DatasetError::RowTooShort { len: 1, .. })));
     assert_eq!(
         name(d.documents(3, 3, None).unwrap_err()),
         "docs.jsonl: 3 documents from document 3 run past the end (there are 5)"
     );
-    assert!(matches!(
-        d.documents(usize::MAX, 2, None),
-        Err(DatasetError::DocumentsOutOfRange { .. })
-    ));
+    assert!(matches!(d.documents(usize::MAX, 2, None), Err(DatasetError::DocumentsOutOfRange { .. })));
 }
 
 #[test]
 fn jsonl_escapes_decode() {
     let dir = tempfile::tempdir().unwrap();
-    let line =
-        br#"{"id": 1, "text": "a\nb \u00e9 \"q\" \\ \ud83d\ude00 tab\t", "meta": {"x": [1, 2]}}"#;
+    let line = br#"{"id": 1, "text": "a\nb \u00e9 \"q\" \\ \ud83d\ude00 tab\t", "meta": {"x": [1, 2]}}"#;
     let d = Dataset::open(&write(dir.path(), "esc.jsonl", line)).unwrap();
     let expected = "a\nb \u{e9} \"q\" \\ \u{1f600} tab\t";
     assert_eq!(&*d.document(0).unwrap(), expected.as_bytes());
@@ -245,11 +178,7 @@ fn jsonl_windows_address_documents_joined_by_newlines() {
     assert_eq!(d.len_tokens(), joined.len());
     for offset in 0..joined.len() {
         for len in 2..=joined.len() - offset {
-            assert_eq!(
-                d.window(offset, len).unwrap(),
-                &joined[offset..offset + len],
-                "{offset} {len}"
-            );
+            assert_eq!(d.window(offset, len).unwrap(), &joined[offset..offset + len], "{offset} {len}");
         }
     }
     assert!(d.window(joined.len() - 1, 2).is_err());
@@ -267,14 +196,8 @@ fn random_windows_are_deterministic_and_in_bounds() {
         assert_eq!(a.lens[b], 64);
         assert!(hay.windows(64).any(|w| w == a.row(b)));
     }
-    assert!(matches!(
-        d.random_windows(1, 0, 8),
-        Err(DatasetError::NoRows { .. })
-    ));
-    assert!(matches!(
-        d.random_windows(1, 2, 1),
-        Err(DatasetError::RowTooShort { .. })
-    ));
+    assert!(matches!(d.random_windows(1, 0, 8), Err(DatasetError::NoRows { .. })));
+    assert!(matches!(d.random_windows(1, 2, 1), Err(DatasetError::RowTooShort { .. })));
 
     // Shorter than a row: the whole content in every row.
     let small = Dataset::from_bytes("small", b"abcde".to_vec()).unwrap();
@@ -292,17 +215,11 @@ fn jsonl_random_windows_stay_inside_one_document() {
     for r in 0..b.rows {
         let row = b.row(r);
         assert!(row.len() >= 2 && row.len() <= 8);
-        assert!(
-            docs.iter()
-                .any(|doc| doc.as_bytes().windows(row.len()).any(|w| w == row)),
-            "{row:?}"
-        );
+        assert!(docs.iter().any(|doc| doc.as_bytes().windows(row.len()).any(|w| w == row)), "{row:?}");
         assert_eq!(b.lens[r] == 2, row == b"ab");
     }
     // The short "ab" document is padded and masked.
-    let r = (0..b.rows)
-        .find(|&r| b.lens[r] == 2)
-        .expect("64 rows pick \"ab\" at least once");
+    let r = (0..b.rows).find(|&r| b.lens[r] == 2).expect("64 rows pick \"ab\" at least once");
     assert!(b.mask(r, 0) && !b.mask(r, 1) && b.input(r, 2) == 0);
 }
 
@@ -336,13 +253,7 @@ fn datasets_can_be_shared_across_threads() {
 
 #[test]
 fn human_sizes() {
-    let cases = [
-        (0, "0 B"),
-        (999, "999 B"),
-        (1000, "1.0 kB"),
-        (1_234_567, "1.2 MB"),
-        (999_999, "1.0 MB"),
-    ];
+    let cases = [(0, "0 B"), (999, "999 B"), (1000, "1.0 kB"), (1_234_567, "1.2 MB"), (999_999, "1.0 MB")];
     for (n, s) in cases {
         assert_eq!(human_size(n), s);
     }
@@ -372,19 +283,13 @@ fn a_large_file_is_mapped_not_read() {
 
     let t = Instant::now();
     let h = d.content_hash();
-    assert!(
-        t.elapsed().as_secs_f64() < 5.0,
-        "hashing 50 MB took {:?}",
-        t.elapsed()
-    );
+    assert!(t.elapsed().as_secs_f64() < 5.0, "hashing 50 MB took {:?}", t.elapsed());
     assert_eq!(h, format!("{:016x}", fnv1a64(d.bytes())));
 }
 
 #[test]
 fn a_large_jsonl_file_is_mapped_and_indexed() {
-    let docs: Vec<String> = (0..20_000)
-        .map(|i| format!("document {i}: {}", "z".repeat(i % 50)))
-        .collect();
+    let docs: Vec<String> = (0..20_000).map(|i| format!("document {i}: {}", "z".repeat(i % 50))).collect();
     let refs: Vec<&str> = docs.iter().map(String::as_str).collect();
     let dir = tempfile::tempdir().unwrap();
     let d = Dataset::open(&write(dir.path(), "many.jsonl", &jsonl(&refs))).unwrap();

@@ -32,11 +32,31 @@ const MAX_WIDTH: usize = 1 << 16;
 
 impl Config {
     pub fn small() -> Self {
-        Config { vocab: 256, d_embed: 64, hidden: 128, layers: 2, attn_dim: 64, heads: 4, window: 32, batch: 8, seq_len: 128 }
+        Config {
+            vocab: 256,
+            d_embed: 64,
+            hidden: 128,
+            layers: 2,
+            attn_dim: 64,
+            heads: 4,
+            window: 32,
+            batch: 8,
+            seq_len: 128,
+        }
     }
 
     pub fn bench() -> Self {
-        Config { vocab: 256, d_embed: 256, hidden: 512, layers: 2, attn_dim: 256, heads: 4, window: 128, batch: 32, seq_len: 256 }
+        Config {
+            vocab: 256,
+            d_embed: 256,
+            hidden: 512,
+            layers: 2,
+            attn_dim: 256,
+            heads: 4,
+            window: 128,
+            batch: 32,
+            seq_len: 256,
+        }
     }
 
     /// A tiny configuration for tests and finite differences.
@@ -108,10 +128,7 @@ impl Config {
             return bad(format!("layers = {} is more than the supported 64", self.layers));
         }
         if self.attn_dim % self.heads != 0 {
-            return bad(format!(
-                "attn_dim ({}) is not divisible by heads ({})",
-                self.attn_dim, self.heads
-            ));
+            return bad(format!("attn_dim ({}) is not divisible by heads ({})", self.attn_dim, self.heads));
         }
         Ok(())
     }

@@ -17,14 +17,14 @@ pub struct GruLayer<T> {
 /// Every parameter of the model (also used for gradients and Adam moments).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Params<T> {
-    pub embed: Tensor<T>,       // [V, D]
-    pub gru: Vec<GruLayer<T>>,  // L layers
-    pub q: Tensor<T>,           // [A, H]
-    pub k: Tensor<T>,           // [A, H]
-    pub v: Tensor<T>,           // [A, H]
-    pub head_tok: Tensor<T>,    // [V, H]
-    pub head_ctx: Tensor<T>,    // [V, A]
-    pub head_bias: Tensor<T>,   // [V]
+    pub embed: Tensor<T>,      // [V, D]
+    pub gru: Vec<GruLayer<T>>, // L layers
+    pub q: Tensor<T>,          // [A, H]
+    pub k: Tensor<T>,          // [A, H]
+    pub v: Tensor<T>,          // [A, H]
+    pub head_tok: Tensor<T>,   // [V, H]
+    pub head_ctx: Tensor<T>,   // [V, A]
+    pub head_bias: Tensor<T>,  // [V]
 }
 
 /// Name and shape of every parameter, in canonical order.
@@ -88,9 +88,8 @@ impl<T: Real> Params<T> {
     pub fn from_iter_canonical(cfg: &Config, it: &mut dyn Iterator<Item = Tensor<T>>) -> Self {
         let mut next = || it.next().expect("one tensor per parameter");
         let embed = next();
-        let gru = (0..cfg.layers)
-            .map(|_| GruLayer { w_ih: next(), w_hh: next(), b_ih: next(), b_hh: next() })
-            .collect();
+        let gru =
+            (0..cfg.layers).map(|_| GruLayer { w_ih: next(), w_hh: next(), b_ih: next(), b_hh: next() }).collect();
         Params { embed, gru, q: next(), k: next(), v: next(), head_tok: next(), head_ctx: next(), head_bias: next() }
     }
 
@@ -124,7 +123,12 @@ impl<T: Real> Params<T> {
             gru: self
                 .gru
                 .iter()
-                .map(|l| GruLayer { w_ih: l.w_ih.cast(), w_hh: l.w_hh.cast(), b_ih: l.b_ih.cast(), b_hh: l.b_hh.cast() })
+                .map(|l| GruLayer {
+                    w_ih: l.w_ih.cast(),
+                    w_hh: l.w_hh.cast(),
+                    b_ih: l.b_ih.cast(),
+                    b_hh: l.b_hh.cast(),
+                })
                 .collect(),
             q: self.q.cast(),
             k: self.k.cast(),
