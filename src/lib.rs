@@ -14,5 +14,6 @@ pub mod model;
 pub mod checkpoint;
 
 pub mod cpu;
+pub mod vk;
 
 pub mod cli;
