@@ -3,7 +3,8 @@
 mod vk_support;
 
 use dualscope::rng::Rng;
-use dualscope::vk::ops;
+use dualscope::vk::ops::{self, GemmShape, MatRef};
+use dualscope::vk::{Buffer, Sequence};
 use vk_support::{assert_clean, context, random, reference, rel_l2};
 
 #[test]
@@ -26,4 +27,94 @@ fn gemm_odd_shapes_all_transposes() {
         }
     }
     assert_clean(&ctx, "gemm_odd_shapes_all_transposes");
+}
+
+const GUARD: usize = 37;
+const SENTINEL: f32 = -7.25e30;
+
+/// Two dependent products in one sequence (E = (A·B)·F, E accumulated into a
+/// random C), outputs inside buffers padded with sentinels on both sides.
+#[test]
+fn chained_accumulate_with_sentinels() {
+    let Some(ctx) = context("chained_accumulate_with_sentinels") else { return };
+    let mut rng = Rng::new(5);
+    let (m, k1, k2, n) = (70, 33, 65, 9);
+    let a = random(&mut rng, m * k1);
+    let b = random(&mut rng, k1 * k2);
+    let f = random(&mut rng, n * k2); // stored [n, k2]: used transposed
+    let c0 = random(&mut rng, m * n);
+    let mut c_init = vec![SENTINEL; GUARD + m * n + GUARD];
+    c_init[GUARD..GUARD + m * n].copy_from_slice(&c0);
+    let mut d_init = vec![SENTINEL; GUARD + m * k2 + GUARD];
+    d_init[GUARD..GUARD + m * k2].fill(f32::NAN); // overwritten: accumulate is off
+
+    let up = |name: &str, x: &[f32]| Buffer::upload_f32(&ctx, name, x).unwrap();
+    let (a_up, b_up, f_up, c_up, d_up) = (up("a", &a), up("b", &b), up("f", &f), up("c", &c_init), up("d", &d_init));
+    let dev = |name: &str, n: usize| Buffer::device_f32(&ctx, name, n).unwrap();
+    let (a_d, b_d, f_d, c_d, d_d) =
+        (dev("a", a.len()), dev("b", b.len()), dev("f", f.len()), dev("c", c_init.len()), dev("d", d_init.len()));
+    let c_back = Buffer::readback_f32(&ctx, "c.back", c_init.len()).unwrap();
+    let d_back = Buffer::readback_f32(&ctx, "d.back", d_init.len()).unwrap();
+    let timings = {
+        let mut seq = Sequence::new(&ctx).unwrap();
+        for (u, d) in [(&a_up, &a_d), (&b_up, &b_d), (&f_up, &f_d), (&c_up, &c_d), (&d_up, &d_d)] {
+            seq.copy(u, 0, d, 0, d.bytes()).unwrap();
+        }
+        let s1 = GemmShape { m, n: k2, k: k1, ta: false, tb: false, accumulate: false };
+        let s2 = GemmShape { m, n, k: k2, ta: false, tb: true, accumulate: true };
+        let at = |buf, offset| MatRef { buf, offset };
+        ops::gemm(&ctx, &mut seq, &s1, at(&a_d, 0), at(&b_d, 0), at(&d_d, GUARD)).unwrap();
+        ops::gemm(&ctx, &mut seq, &s2, at(&d_d, GUARD), at(&f_d, 0), at(&c_d, GUARD)).unwrap();
+        seq.copy(&c_d, 0, &c_back, 0, c_d.bytes()).unwrap();
+        seq.copy(&d_d, 0, &d_back, 0, d_d.bytes()).unwrap();
+        seq.submit().unwrap()
+    };
+    let c_got = c_back.read_f32().unwrap();
+    let d_got = d_back.read_f32().unwrap();
+    for (name, got, len) in [("c", &c_got, m * n), ("d", &d_got, m * k2)] {
+        for i in (0..GUARD).chain(GUARD + len..2 * GUARD + len) {
+            assert_eq!(got[i].to_bits(), SENTINEL.to_bits(), "{name}: guard element {i} was overwritten");
+        }
+    }
+    let d_want = reference(m, k2, k1, &a, false, &b, false);
+    assert!(rel_l2(&d_got[GUARD..GUARD + m * k2], &d_want) <= 1e-5);
+    let d_f32: Vec<f32> = d_got[GUARD..GUARD + m * k2].to_vec();
+    let mut c_want = reference(m, n, k2, &d_f32, false, &f, true);
+    c_want.iter_mut().zip(&c0).for_each(|(w, &c)| *w += c as f64);
+    let err = rel_l2(&c_got[GUARD..GUARD + m * n], &c_want);
+    assert!(err <= 1e-5, "accumulated product: rel L2 {err:e}");
+    assert_eq!(timings.dispatches.len(), 2);
+    if ctx.report().timestamps {
+        assert!(timings.dispatches.iter().all(|d| d.1.is_some_and(|ns| ns > 0.0)), "{timings:?}");
+    }
+    assert_clean(&ctx, "chained_accumulate_with_sentinels");
+}
+
+#[test]
+fn work_past_the_group_count_limit_is_a_clear_error() {
+    let Some(ctx) = context("work_past_the_group_count_limit_is_a_clear_error") else { return };
+    let limit = ctx.limits().max_workgroup_count[1] as usize;
+    let e = dualscope::vk::group_counts(&ops::GEMM_F32, ctx.limits(), [1, u64::MAX, 1]).unwrap_err();
+    assert!(e.to_string().contains("maxComputeWorkGroupCount"), "{e}");
+    // A real product one tile row past the limit (when that fits in memory).
+    let m = (limit + 1) * 64;
+    if m * 4 <= ctx.limits().max_storage_buffer_range as usize && m <= 1 << 24 {
+        let a = Buffer::device_f32(&ctx, "tall.a", m).unwrap();
+        let b = Buffer::device_f32(&ctx, "tall.b", 1).unwrap();
+        let c = Buffer::device_f32(&ctx, "tall.c", m).unwrap();
+        let mut seq = Sequence::new(&ctx).unwrap();
+        let s = GemmShape { m, n: 1, k: 1, ta: false, tb: false, accumulate: false };
+        let e = ops::gemm(&ctx, &mut seq, &s, MatRef::whole(&a), MatRef::whole(&b), MatRef::whole(&c)).unwrap_err();
+        assert!(matches!(e, dualscope::vk::VkError::Limit(_)), "{e}");
+        assert!(e.to_string().contains("gemm_f32") && e.to_string().contains("65"), "{e}");
+    }
+    // A matrix that does not fit its buffer is refused before recording.
+    let small = Buffer::device_f32(&ctx, "small", 10).unwrap();
+    let mut seq = Sequence::new(&ctx).unwrap();
+    let s = GemmShape { m: 4, n: 4, k: 4, ta: false, tb: false, accumulate: false };
+    let w = MatRef::whole(&small);
+    let e = ops::gemm(&ctx, &mut seq, &s, w, w, w).unwrap_err();
+    assert!(e.to_string().contains("needs 16 values"), "{e}");
+    drop(seq);
+    assert_clean(&ctx, "work_past_the_group_count_limit_is_a_clear_error");
 }
