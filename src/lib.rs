@@ -16,4 +16,6 @@ pub mod checkpoint;
 pub mod cpu;
 pub mod vk;
 
+pub mod ladder;
+
 pub mod cli;
