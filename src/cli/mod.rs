@@ -3,6 +3,7 @@
 
 mod bench;
 mod common;
+mod gpu;
 mod grads;
 mod init;
 mod train;
@@ -32,6 +33,10 @@ pub enum Command {
     Train(train::TrainArgs),
     /// Milliseconds per training step (median after warm-up).
     Bench(bench::BenchArgs),
+    /// The Vulkan device: name, driver, limits, features (exit 2 without Vulkan).
+    GpuInfo(gpu::GpuInfoArgs),
+    /// CPU-vs-GPU ladder of MODEL.md (exit 0: nothing failed, 1: a rung failed, 2: usage or device error).
+    Ladder(gpu::LadderArgs),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -101,5 +106,7 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         Some(Command::Step(a)) => grads::run_step(&a),
         Some(Command::Train(a)) => train::run(&a),
         Some(Command::Bench(a)) => bench::run(&a),
+        Some(Command::GpuInfo(a)) => gpu::info(&a),
+        Some(Command::Ladder(a)) => gpu::run_ladder(&a),
     }
 }
