@@ -5,9 +5,12 @@
 
 use std::path::{Path, PathBuf};
 
-/// Extra variants: (output name, source file, defines). A `.comp` file that no
-/// entry names is compiled once under its own name with no defines.
-const VARIANTS: &[(&str, &str, &[(&str, &str)])] = &[("gemm_f32", "gemm_f32.comp", &[("DTYPE", "float")])];
+/// A compiled variant: output name (`<name>.spv`), source file, defines.
+type Variant = (&'static str, &'static str, &'static [(&'static str, &'static str)]);
+
+/// Variants by defines. A `.comp` file that no entry names is compiled once
+/// under its own name with no defines.
+const VARIANTS: &[Variant] = &[("gemm_f32", "gemm_f32.comp", &[("DTYPE", "float")])];
 
 fn main() {
     let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());

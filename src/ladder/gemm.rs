@@ -155,7 +155,8 @@ fn run_case(ctx: &Context, c: &GemmCase, rng: &mut Rng) -> Result<CaseResult, Vk
     if gpu.new_non_finite > 0 {
         notes.push(format!("{} non-finite GPU values where the CPU is finite", gpu.new_non_finite));
     }
-    if !(gpu.rel_l2 <= tolerance) {
+    let within = gpu.rel_l2 <= tolerance; // false for a NaN error too
+    if !within {
         notes.push(format!("rel L2 {:.3e} above the tolerance {tolerance:.1e}", gpu.rel_l2));
     }
     let status = if !notes.is_empty() {

@@ -156,12 +156,10 @@ impl Drop for Buffer {
         // SAFETY: sequences that use this buffer borrow it, so they were waited
         // for and dropped before it; the buffer goes first, then its memory.
         unsafe { self.inner.device.destroy_buffer(self.handle, None) };
-        if let Some(a) = self.allocation.take() {
-            if let Some(alloc) = self.inner.allocator.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
-                if let Err(e) = alloc.free(a) {
-                    eprintln!("dualscope: freeing GPU buffer {:?} failed: {e}", self.name);
-                }
-            }
+        let Some(a) = self.allocation.take() else { return };
+        let mut guard = self.inner.allocator.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(Err(e)) = guard.as_mut().map(|alloc| alloc.free(a)) {
+            eprintln!("dualscope: freeing GPU buffer {:?} failed: {e}", self.name);
         }
     }
 }

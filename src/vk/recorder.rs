@@ -158,11 +158,11 @@ impl<'a> Sequence<'a> {
             }
             *p = Pending { write: Some((stage, write)), ..Default::default() };
         } else {
-            if let Some((ws, wa)) = p.write {
-                if !p.visible.contains(stage) {
-                    out.push((buf, ws, wa, read));
-                    p.visible |= stage;
-                }
+            if let Some((ws, wa)) = p.write
+                && !p.visible.contains(stage)
+            {
+                out.push((buf, ws, wa, read));
+                p.visible |= stage;
             }
             p.reads |= stage;
         }
