@@ -78,3 +78,15 @@ fn ladder_usage_errors_are_exit_2() {
     let out = dualscope(&["ladder", "--rungs", "attn_fwd"], &[]);
     assert!(text(&out.stderr).contains("implemented so far: gemm"), "{}", text(&out.stderr));
 }
+
+#[test]
+fn a_missing_validation_layer_is_reported_not_fatal() {
+    if vk_support::context("a_missing_validation_layer_is_reported_not_fatal").is_none() {
+        return;
+    }
+    let out = dualscope(&["gpu-info", "--json"], &[("VK_LAYER_PATH", "/nonexistent"), ("VK_ADD_LAYER_PATH", "")]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(v["validation"], false);
+    assert!(text(&out.stderr).contains("continuing without it"), "{}", text(&out.stderr));
+}

@@ -118,3 +118,35 @@ fn work_past_the_group_count_limit_is_a_clear_error() {
     drop(seq);
     assert_clean(&ctx, "work_past_the_group_count_limit_is_a_clear_error");
 }
+
+/// 300 dependent products in one sequence: more than one descriptor-pool
+/// chunk and more than the timed capacity. Each one adds 1 to the same
+/// element, so a missing barrier or a lost dispatch changes the count.
+#[test]
+fn many_dependent_dispatches_in_one_sequence() {
+    let Some(ctx) = context("many_dependent_dispatches_in_one_sequence") else { return };
+    let steps = 300;
+    // c (1×1) += a·b with a = b = [1]: c counts the dispatches that ran in order.
+    let one = Buffer::upload_f32(&ctx, "one", &[1.0]).unwrap();
+    let c = Buffer::upload_f32(&ctx, "c", &[0.0]).unwrap();
+    let c_dev = Buffer::device_f32(&ctx, "c.dev", 1).unwrap();
+    let back = Buffer::readback_f32(&ctx, "c.back", 1).unwrap();
+    let timings = {
+        let mut seq = Sequence::new(&ctx).unwrap();
+        seq.copy(&c, 0, &c_dev, 0, 4).unwrap();
+        let s = GemmShape { m: 1, n: 1, k: 1, ta: false, tb: false, accumulate: true };
+        for _ in 0..steps {
+            ops::gemm(&ctx, &mut seq, &s, MatRef::whole(&one), MatRef::whole(&one), MatRef::whole(&c_dev)).unwrap();
+        }
+        seq.copy(&c_dev, 0, &back, 0, 4).unwrap();
+        seq.submit().unwrap()
+    };
+    assert_eq!(back.read_f32().unwrap(), vec![steps as f32]);
+    assert_eq!(timings.dispatches.len(), steps);
+    if ctx.report().timestamps {
+        let timed = timings.dispatches.iter().filter(|d| d.1.is_some()).count();
+        assert!(timed > 0 && timed < steps, "{timed} of {steps} timed");
+        assert!(timings.total_ms().unwrap() > 0.0);
+    }
+    assert_clean(&ctx, "many_dependent_dispatches_in_one_sequence");
+}

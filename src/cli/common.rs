@@ -42,12 +42,12 @@ impl CliError {
     }
 }
 
-/// Until the Vulkan engine lands, `--engine gpu` is a clear error.
+/// Until the Vulkan engine runs the whole step, `--engine gpu` is a clear error.
 pub fn require_cpu(engine: EngineArg) -> Result<(), CliError> {
     match engine {
         EngineArg::Cpu => Ok(()),
         EngineArg::Gpu => Err(CliError::Engine(
-            "--engine gpu: the Vulkan engine is not part of this build yet; use --engine cpu".into(),
+            "--engine gpu: the Vulkan engine runs only matrix products so far (see `dualscope ladder --rungs gemm`); use --engine cpu".into(),
         )),
     }
 }

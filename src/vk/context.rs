@@ -371,3 +371,30 @@ fn create_device(instance: &ash::Instance, c: &Candidate) -> VkResult<ash::Devic
     // enabled are ones the device reported (see `rank_devices`).
     unsafe { instance.create_device(c.physical, &info, None) }.map_err(call("vkCreateDevice"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_messenger_counts_by_severity() {
+        let counters = Counters::default();
+        let user = &counters as *const Counters as *mut c_void;
+        let data = vk::DebugUtilsMessengerCallbackDataEXT::default().message(c"test message");
+        let ty = vk::DebugUtilsMessageTypeFlagsEXT::VALIDATION;
+        for sev in [
+            vk::DebugUtilsMessageSeverityFlagsEXT::ERROR,
+            vk::DebugUtilsMessageSeverityFlagsEXT::ERROR,
+            vk::DebugUtilsMessageSeverityFlagsEXT::WARNING,
+            vk::DebugUtilsMessageSeverityFlagsEXT::INFO,
+        ] {
+            // SAFETY: `user` points to live counters and `data` to a valid struct, as the layer guarantees.
+            let r = unsafe { on_message(sev, ty, &data, user) };
+            assert_eq!(r, vk::FALSE, "the callback never aborts the call");
+        }
+        // SAFETY: a null callback-data pointer is tolerated.
+        unsafe { on_message(vk::DebugUtilsMessageSeverityFlagsEXT::VERBOSE, ty, std::ptr::null(), user) };
+        let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        assert_eq!((n(&counters.error), n(&counters.warning), n(&counters.info), n(&counters.verbose)), (2, 1, 1, 1));
+    }
+}
