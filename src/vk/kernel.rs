@@ -79,6 +79,17 @@ impl Kernel {
         };
         let code = ash::util::read_spv(&mut std::io::Cursor::new(spec.spirv))
             .map_err(|e| VkError::Invalid(format!("kernel {}: bad SPIR-V: {e}", spec.name)))?;
+        // The Rust push-constant struct is asserted against `push_size`; this
+        // holds `push_size` to the shader's own block.
+        match super::spirv::push_constant_size(&code) {
+            Some(n) if n == spec.push_size => {}
+            found => {
+                return Err(VkError::Invalid(format!(
+                    "kernel {}: push_size is {} bytes but the shader's push-constant block is {found:?}",
+                    spec.name, spec.push_size
+                )));
+            }
+        }
         let device = &k.inner.device;
         // SAFETY: `code` is SPIR-V that build.rs compiled and validated; each
         // create-info points into locals that outlive its call; the handles

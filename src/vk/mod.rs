@@ -12,6 +12,7 @@ mod kernel;
 pub mod ops;
 mod recorder;
 mod shaders;
+mod spirv;
 
 pub use buffer::{Buffer, MemoryKind};
 pub use context::{Context, ContextOptions, MessageCounts};
