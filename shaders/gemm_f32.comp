@@ -5,7 +5,8 @@
 //   B holds [K, N] (row p at b_off + p*ldb), or [N, K] when tb != 0.
 // Tiling: a workgroup of 16×16 threads computes a BM×BN = 64×64 tile of C,
 // walking K in BK = 16 slices staged through shared memory; each thread owns a
-// 4×4 micro-tile (rows ty + 16·i, columns tx + 16·j). Loads outside the matrix
+// 4×4 micro-tile (rows ty + 16·i, columns tx + 16·j), summing each K-slice
+// apart before adding it to its total. Loads outside the matrix
 // read zero, stores outside it are skipped: any M, N, K is correct.
 // The push-constant block is 12 × u32 = 48 bytes (src/vk/ops.rs asserts it).
 #include "common.glsl"
@@ -73,6 +74,13 @@ void main() {
         }
         barrier();
 
+        // Two-level summation: each K-slice is summed on its own, then added
+        // to the running total, so the rounding error grows like that of a
+        // blocked sum (as the CPU engine's) rather than a K-long chain.
+        float part[TM][TN];
+        for (uint i = 0; i < TM; ++i)
+            for (uint j = 0; j < TN; ++j)
+                part[i][j] = 0.0;
         for (uint p = 0; p < BK; ++p) {
             float av[TM];
             float bv[TN];
@@ -80,8 +88,11 @@ void main() {
             for (uint j = 0; j < TN; ++j) bv[j] = Bs[p][tx + WG_X * j];
             for (uint i = 0; i < TM; ++i)
                 for (uint j = 0; j < TN; ++j)
-                    acc[i][j] = fma(av[i], bv[j], acc[i][j]);
+                    part[i][j] = fma(av[i], bv[j], part[i][j]);
         }
+        for (uint i = 0; i < TM; ++i)
+            for (uint j = 0; j < TN; ++j)
+                acc[i][j] += part[i][j];
         barrier();
     }
 
