@@ -28,6 +28,9 @@ pub struct BenchArgs {
     pub steps: usize,
     #[arg(long, default_value_t = 3)]
     pub warmup: usize,
+    /// Also report the time per phase of the step (CPU engine).
+    #[arg(long)]
+    pub breakdown: bool,
     #[arg(long)]
     pub json: bool,
 }
@@ -62,6 +65,9 @@ pub fn run(a: &BenchArgs) -> Result<i32, CliError> {
     let pb = progress((a.warmup + a.steps) as u64, "benchmark");
     let mut times = Vec::with_capacity(a.steps);
     for i in 0..a.warmup + a.steps {
+        if i == a.warmup {
+            crate::cpu::profile::enable(a.breakdown);
+        }
         let t0 = Instant::now();
         cpu::train_step(&cfg, &mut params, &mut state, &mut scale, &batch, &opts)?;
         let ms = t0.elapsed().as_secs_f64() * 1e3;
@@ -71,6 +77,9 @@ pub fn run(a: &BenchArgs) -> Result<i32, CliError> {
         pb.inc(1);
     }
     pb.finish_and_clear();
+    let phases: Vec<(&str, f64)> =
+        crate::cpu::profile::take().into_iter().map(|(n, ms)| (n, ms / a.steps as f64)).collect();
+    crate::cpu::profile::enable(false);
     let (median, p10, p90) = percentiles(&mut times);
     let tokens = (rows * t) as f64;
     let threads = rayon::current_num_threads();
@@ -78,7 +87,8 @@ pub fn run(a: &BenchArgs) -> Result<i32, CliError> {
         a.json,
         json!({"engine": "cpu", "config": a.config, "batch": rows, "seq_len": t, "threads": threads,
                "warmup": a.warmup, "steps": a.steps, "median_ms": median, "p10_ms": p10, "p90_ms": p90,
-               "tokens_per_s": tokens / (median / 1e3)}),
+               "tokens_per_s": tokens / (median / 1e3),
+               "breakdown_ms": phases.iter().map(|(n, ms)| json!({"phase": n, "ms": ms})).collect::<Vec<_>>()}),
         || {
             println!("engine cpu, config {} (B={rows}, T={t}), {threads} threads", a.config);
             println!(
@@ -87,6 +97,9 @@ pub fn run(a: &BenchArgs) -> Result<i32, CliError> {
                 a.warmup,
                 tokens / (median / 1e3)
             );
+            for (name, ms) in &phases {
+                println!("  {name:<22} {ms:9.2} ms/step (mean)");
+            }
         },
     );
     Ok(0)

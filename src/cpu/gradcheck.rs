@@ -1,8 +1,9 @@
 //! Finite-difference checks in float64 of every backward op and of the whole
 //! model, plus the invariants the contract states (padding, loss scale).
 
-use super::backward::{attention_backward, dlogits, gru_layer_backward};
-use super::forward::{attention, gru_layer, token_losses};
+use super::attention::{attention, attention_backward};
+use super::backward::{dlogits, gru_layer_backward};
+use super::forward::{gru_layer, token_losses};
 use super::*;
 use crate::model::{GruLayer, param_specs};
 use crate::rng::Rng;

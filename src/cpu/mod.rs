@@ -1,9 +1,11 @@
 //! The CPU reference engine: MODEL.md computed exactly, in f32 or f64,
 //! multi-threaded (rayon) with vectorised GEMMs (the `gemm` crate).
 
+mod attention;
 mod backward;
 mod forward;
 mod optim;
+pub mod profile;
 mod trace;
 
 pub use backward::{Backward, GruBwd, backward};
