@@ -5,7 +5,7 @@
 use rayon::prelude::*;
 
 use super::attention::attention_backward;
-use super::forward::{Forward, dot, rows_per_task};
+use super::forward::{Forward, dot};
 use super::profile;
 use crate::dataset::Batch;
 use crate::model::{Config, GruLayer, Params};
@@ -191,50 +191,9 @@ pub(crate) fn gru_layer_backward<T: Real>(
     let g3 = 3 * h;
     let mut d_gi = vec![T::zero(); rows * g3];
     let mut d_gh = vec![T::zero(); rows * g3];
-    let mut dh_next = vec![T::zero(); bb * h];
-    let mut dh_prev = vec![T::zero(); bb * h];
-    let one = T::one();
     let sp = profile::span("gru_bwd_recurrence");
-    for t in (0..tt).rev() {
-        let span = t * bb * h..(t + 1) * bb * h;
-        let gspan = t * bb * g3..(t + 1) * bb * g3;
-        let d_gi_t = &mut d_gi[gspan.clone()];
-        let d_gh_t = &mut d_gh[gspan.clone()];
-        let (r, z, n) = (&f.r[span.clone()], &f.z[span.clone()], &f.n[span.clone()]);
-        let gh_t = &f.gh[gspan];
-        let d_above = &d_h[span];
-        d_gi_t
-            .par_chunks_mut(g3)
-            .zip(d_gh_t.par_chunks_mut(g3))
-            .zip(dh_prev.par_chunks_mut(h))
-            .with_min_len(rows_per_task(8 * h))
-            .enumerate()
-            .for_each(|(b, ((dgi, dgh), dhp))| {
-                for j in 0..h {
-                    let i = b * h + j;
-                    let hp = if t == 0 { T::zero() } else { f.h[(t - 1) * bb * h + i] };
-                    let dh = d_above[i] + dh_next[i];
-                    let (rj, zj, nj) = (r[i], z[i], n[i]);
-                    let dn = dh * (one - zj);
-                    let dz = dh * (hp - nj);
-                    dhp[j] = dh * zj;
-                    let dan = dn * (one - nj * nj);
-                    let dr = dan * gh_t[b * g3 + 2 * h + j];
-                    let dar = dr * rj * (one - rj);
-                    let daz = dz * zj * (one - zj);
-                    dgi[j] = dar;
-                    dgi[h + j] = daz;
-                    dgi[2 * h + j] = dan;
-                    dgh[j] = dar;
-                    dgh[h + j] = daz;
-                    dgh[2 * h + j] = dan * rj;
-                }
-            });
-        if t > 0 {
-            gemm(&mut dh_prev, bb, h, g3, d_gh_t, false, &layer.w_hh.data, false, true);
-            std::mem::swap(&mut dh_next, &mut dh_prev);
-        }
-    }
+    let fin = super::recurrence::RecurrenceIn { gh: &f.gh, r: &f.r, z: &f.z, n: &f.n, h: &f.h };
+    super::recurrence::backward(&layer.w_hh.data, fin, &d_h, tt, bb, h, &mut d_gi, &mut d_gh);
     drop(sp);
     let _sp = profile::span("gru_bwd_weight_gemm");
     gemm(&mut grad.w_ih.data, g3, n_in, rows, &d_gi, true, input, false, false);

@@ -145,41 +145,17 @@ pub(crate) fn gru_layer<T: Real>(
     let mut z = vec![T::zero(); rows * h];
     let mut n = vec![T::zero(); rows * h];
     let mut hs = vec![T::zero(); rows * h];
-    let zeros = vec![T::zero(); bb * h];
     drop(sp);
     let _sp = profile::span("gru_fwd_recurrence");
-    for t in 0..tt {
-        let (done, rest) = hs.split_at_mut(t * bb * h);
-        let hprev: &[T] = if t == 0 { &zeros } else { &done[(t - 1) * bb * h..] };
-        let h_t = &mut rest[..bb * h];
-        let gh_t = &mut gh[t * bb * g3..(t + 1) * bb * g3];
-        if t > 0 {
-            gemm(gh_t, bb, g3, h, hprev, false, &layer.w_hh.data, true, false);
-        }
-        add_bias(gh_t, &layer.b_hh.data);
-        let gi_t = &gi[t * bb * g3..(t + 1) * bb * g3];
-        let span = t * bb * h..(t + 1) * bb * h;
-        h_t.par_chunks_mut(h)
-            .zip(r[span.clone()].par_chunks_mut(h))
-            .zip(z[span.clone()].par_chunks_mut(h))
-            .zip(n[span].par_chunks_mut(h))
-            .with_min_len(rows_per_task(4 * h))
-            .enumerate()
-            .for_each(|(b, (((h_row, r_row), z_row), n_row))| {
-                let gi_b = &gi_t[b * g3..(b + 1) * g3];
-                let gh_b = &gh_t[b * g3..(b + 1) * g3];
-                let hp = &hprev[b * h..(b + 1) * h];
-                for j in 0..h {
-                    let rj = sigmoid(gi_b[j] + gh_b[j]);
-                    let zj = sigmoid(gi_b[h + j] + gh_b[h + j]);
-                    let nj = (gi_b[2 * h + j] + rj * gh_b[2 * h + j]).tanh();
-                    r_row[j] = rj;
-                    z_row[j] = zj;
-                    n_row[j] = nj;
-                    h_row[j] = (T::one() - zj) * nj + zj * hp[j];
-                }
-            });
-    }
+    super::recurrence::forward(
+        &layer.w_hh.data,
+        &layer.b_hh.data,
+        &gi,
+        tt,
+        bb,
+        h,
+        super::recurrence::RecurrenceOut { gh: &mut gh, r: &mut r, z: &mut z, n: &mut n, h: &mut hs },
+    );
     GruFwd { gi, gh, r, z, n, h: hs }
 }
 

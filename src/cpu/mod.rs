@@ -3,9 +3,10 @@
 
 mod attention;
 mod backward;
-mod forward;
+pub(crate) mod forward;
 mod optim;
 pub mod profile;
+mod recurrence;
 mod trace;
 
 pub use backward::{Backward, GruBwd, backward};
