@@ -68,7 +68,20 @@ fn grads_of_rows_of_different_lengths() {
     let a = d.file("a.txt", b"The quick brown fox jumps over the lazy dog.");
     let b = d.file("b.bin", &[0u8, 255, 7, 128, 10, 13, 0xC3, 0x28]);
     let out = d.path("g.safetensors");
-    let o = run(&["grads", "--checkpoint", s(&ck), "--data", s(&a), "--data", s(&b), "--engine", "cpu", "--out", s(&out), "--json"]);
+    let o = run(&[
+        "grads",
+        "--checkpoint",
+        s(&ck),
+        "--data",
+        s(&a),
+        "--data",
+        s(&b),
+        "--engine",
+        "cpu",
+        "--out",
+        s(&out),
+        "--json",
+    ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("one JSON object on stdout");
     let loss = v["loss"].as_f64().unwrap();
@@ -82,12 +95,26 @@ fn grads_of_rows_of_different_lengths() {
     }
     assert_eq!(meta.get("kind").map(String::as_str), Some("gradients"));
     // The norm printed is the norm of the file's gradients.
-    let norm: f64 = tensors.values().map(|t| t.data.iter().map(|&x| (x as f64).powi(2)).sum::<f64>()).sum::<f64>().sqrt();
+    let norm: f64 =
+        tensors.values().map(|t| t.data.iter().map(|&x| (x as f64).powi(2)).sum::<f64>()).sum::<f64>().sqrt();
     assert!((norm - v["grad_norm"].as_f64().unwrap()).abs() < 1e-5 * norm);
 
     // float64 arithmetic agrees with float32 closely.
     let out64 = d.path("g64.safetensors");
-    let o = run(&["grads", "--checkpoint", s(&ck), "--data", s(&a), "--data", s(&b), "--out", s(&out64), "--precision", "f64", "--json"]);
+    let o = run(&[
+        "grads",
+        "--checkpoint",
+        s(&ck),
+        "--data",
+        s(&a),
+        "--data",
+        s(&b),
+        "--out",
+        s(&out64),
+        "--precision",
+        "f64",
+        "--json",
+    ]);
     let v64: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!((v64["loss"].as_f64().unwrap() - loss).abs() < 1e-5);
 }
@@ -118,8 +145,24 @@ fn train_on_jsonl_writes_checkpoint_and_log() {
     let data = d.file("docs.jsonl", docs.as_bytes());
     let out = d.path("run");
     let o = run(&[
-        "train", "--data", s(&data), "--config", "tiny", "--steps", "6", "--batch", "3", "--seq-len", "20", "--engine", "cpu",
-        "--out", s(&out), "--save-every", "3", "--json",
+        "train",
+        "--data",
+        s(&data),
+        "--config",
+        "tiny",
+        "--steps",
+        "6",
+        "--batch",
+        "3",
+        "--seq-len",
+        "20",
+        "--engine",
+        "cpu",
+        "--out",
+        s(&out),
+        "--save-every",
+        "3",
+        "--json",
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();

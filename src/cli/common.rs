@@ -109,10 +109,10 @@ pub fn check_output(out: &Path, inputs: &[&Path]) -> Result<(), CliError> {
         return Err(CliError::Usage(format!("--out {}: is a directory", out.display())));
     }
     for i in inputs {
-        if let (Ok(a), Ok(b)) = (out.canonicalize(), i.canonicalize()) {
-            if a == b {
-                return Err(CliError::Usage(format!("--out {} would overwrite an input", out.display())));
-            }
+        if let (Ok(a), Ok(b)) = (out.canonicalize(), i.canonicalize())
+            && a == b
+        {
+            return Err(CliError::Usage(format!("--out {} would overwrite an input", out.display())));
         }
     }
     Ok(())
