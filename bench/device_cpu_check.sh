@@ -20,7 +20,8 @@ for cfg in small bench; do
     python3 bench/torch_reference.py grads $W/c$i.st $W/h$i.st $W/prose $W/code $W/binary $W/two \
       | python3 -c "import json,sys; r=json.load(sys.stdin); r['config']='$cfg'; r['seed']=$seed; r['precision']='f64'; print(json.dumps(r))" >> "$OUT/grads_check.jsonl"
     $BIN step --checkpoint $W/c$i.st --data $W/prose --data $W/code --out $W/s$i.st --json > $W/st$i.json
-    python3 bench/torch_reference.py step $W/c$i.st $W/s$i.st $W/prose $W/code \
+    $BIN grads --checkpoint $W/c$i.st --data $W/prose --data $W/code --out $W/sg$i.st --json > /dev/null
+    python3 bench/torch_reference.py step $W/c$i.st $W/s$i.st $W/sg$i.st $W/prose $W/code \
       | python3 -c "import json,sys; r=json.load(sys.stdin); r['config']='$cfg'; r['seed']=$seed; print(json.dumps(r))" >> "$OUT/step_check.jsonl"
   done
 done

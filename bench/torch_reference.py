@@ -2,7 +2,8 @@
 """An independent PyTorch implementation of MODEL.md, used to check dualscope.
 
     torch_reference.py grads CKPT GRADS DATA [DATA ...]   compare `dualscope grads` output
-    torch_reference.py step  CKPT CKPT2 DATA [DATA ...]   compare `dualscope step` output
+    torch_reference.py step  CKPT CKPT2 GRADS DATA [...]  compare `dualscope step` output
+                                                        (GRADS: `dualscope grads` of the same rows)
 
 It reads safetensors with its own small reader (no extra packages), runs the
 model with torch.nn.GRU in float64 on the CPU (or float32 for the AdamW step,
@@ -100,13 +101,10 @@ def cmd_grads(ckpt, grads_path, data):
     print(json.dumps(out))
 
 
-def cmd_step(ckpt, ckpt2, data, lr=3e-3, clip=1.0, wd=0.01):
-    P, meta = read_safetensors(ckpt)
-    cfg = json.loads(meta["config"])
-    P = {k: v.float().requires_grad_(True) for k, v in P.items()}
-    x, mask = batch(data)
-    loss = loss_fn(P, cfg, x, mask)
-    loss.backward()
+def adamw_step(P, grads, lr, clip, wd):
+    """torch.optim.AdamW with MODEL.md's groups, after clip_grad_norm_."""
+    for k, p in P.items():
+        p.grad = grads[k].clone()
     decay = [p for k, p in P.items() if p.dim() == 2 and k != "embed.weight"]
     rest = [p for k, p in P.items() if not (p.dim() == 2 and k != "embed.weight")]
     opt = torch.optim.AdamW(
@@ -115,15 +113,47 @@ def cmd_step(ckpt, ckpt2, data, lr=3e-3, clip=1.0, wd=0.01):
     )
     norm = torch.nn.utils.clip_grad_norm_(list(P.values()), clip)
     opt.step()
+    return norm.item()
+
+
+def cmd_step(ckpt, ckpt2, grads_path, data, lr=3e-3, clip=1.0, wd=0.01):
+    """Two comparisons with dualscope's `step` output CKPT2:
+    own: torch computes its own float32 gradients, then AdamW;
+    same_grads: torch's AdamW is fed dualscope's gradients (GRADS), which
+    isolates the optimizer from gradient rounding."""
+    P0, meta = read_safetensors(ckpt)
+    cfg = json.loads(meta["config"])
     Q, _ = read_safetensors(ckpt2)
-    errs = {k: (Q[k].double() - P[k].detach().double()).abs().max().item() for k in P}
-    moved = {k: (Q[k].double() - read_safetensors(ckpt)[0][k].double()).abs().max().item() for k in P}
-    print(json.dumps({"loss_torch": loss.item(), "grad_norm_torch": norm.item(),
-                      "max_abs_diff": max(errs.values()), "max_abs_update": max(moved.values()),
-                      "abs_diff": errs}))
+    P = {k: v.float().clone().requires_grad_(True) for k, v in P0.items()}
+    x, mask = batch(data)
+    loss = loss_fn(P, cfg, x, mask)
+    loss.backward()
+    own = {k: p.grad.clone() for k, p in P.items()}
+    with torch.no_grad():
+        norm_own = adamw_step(P, own, lr, clip, wd)
+    diff_own = {k: (Q[k].double() - P[k].detach().double()).abs().max().item() for k in P}
+    G, _ = read_safetensors(grads_path)
+    R = {k: v.float().clone().requires_grad_(True) for k, v in P0.items()}
+    with torch.no_grad():
+        adamw_step(R, {k: G[k].float() for k in R}, lr, clip, wd)
+    diff_same = {k: (Q[k].double() - R[k].detach().double()).abs().max().item() for k in R}
+    ulp = {k: (Q[k].double() - R[k].detach().double()).abs().div(
+        torch.finfo(torch.float32).eps * R[k].detach().double().abs().clamp_min(1e-30)).max().item() for k in R}
+    moved = max((Q[k].double() - P0[k].double()).abs().max().item() for k in P0)
+    print(json.dumps({"loss_torch": loss.item(), "grad_norm_torch": norm_own,
+                      "max_abs_update": moved,
+                      "own_grads_max_abs_diff": max(diff_own.values()),
+                      "same_grads_max_abs_diff": max(diff_same.values()),
+                      "same_grads_max_rel_eps": max(ulp.values()),
+                      "same_grads_abs_diff": diff_same}))
 
 
 if __name__ == "__main__":
     torch.set_num_threads(max(1, torch.get_num_threads()))
-    cmd, a, b, *data = sys.argv[1:]
-    {"grads": cmd_grads, "step": cmd_step}[cmd](a, b, data)
+    cmd, *args = sys.argv[1:]
+    if cmd == "grads":
+        cmd_grads(args[0], args[1], args[2:])
+    elif cmd == "step":
+        cmd_step(args[0], args[1], args[2], args[3:])
+    else:
+        sys.exit(f"unknown command {cmd}")

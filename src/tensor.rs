@@ -121,6 +121,38 @@ pub fn gemm<T: Real>(
     tb: bool,
     accumulate: bool,
 ) {
+    gemm_in(c, m, n, k, a, ta, b, tb, accumulate, true)
+}
+
+/// `gemm` on the calling thread only, for small products inside parallel tasks.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_serial<T: Real>(
+    c: &mut [T],
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[T],
+    ta: bool,
+    b: &[T],
+    tb: bool,
+    accumulate: bool,
+) {
+    gemm_in(c, m, n, k, a, ta, b, tb, accumulate, false)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn gemm_in<T: Real>(
+    c: &mut [T],
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[T],
+    ta: bool,
+    b: &[T],
+    tb: bool,
+    accumulate: bool,
+    parallel: bool,
+) {
     assert_eq!(c.len(), m * n, "gemm: c has {} elements, expected {m}×{n}", c.len());
     assert_eq!(a.len(), m * k, "gemm: a has {} elements, expected {m}×{k}", a.len());
     assert_eq!(b.len(), k * n, "gemm: b has {} elements, expected {k}×{n}", b.len());
@@ -158,7 +190,7 @@ pub fn gemm<T: Real>(
             false,
             false,
             false,
-            gemm::Parallelism::Rayon(0),
+            if parallel { gemm::Parallelism::Rayon(0) } else { gemm::Parallelism::None },
         );
     }
 }

@@ -73,6 +73,16 @@ pub fn progress(len: u64, what: &str) -> ProgressBar {
     pb
 }
 
+/// Prints a log line above the progress bar, or plainly when the bar is hidden
+/// (stderr is not a terminal), so that logs survive redirection.
+pub fn log_line(pb: &ProgressBar, line: String) {
+    if pb.is_hidden() {
+        println!("{line}");
+    } else {
+        pb.println(line);
+    }
+}
+
 /// Each file is one row made of all its bytes.
 pub fn rows_from_files(paths: &[std::path::PathBuf]) -> Result<Batch, CliError> {
     if paths.is_empty() {
@@ -109,10 +119,10 @@ pub fn check_output(out: &Path, inputs: &[&Path]) -> Result<(), CliError> {
         return Err(CliError::Usage(format!("--out {}: is a directory", out.display())));
     }
     for i in inputs {
-        if let (Ok(a), Ok(b)) = (out.canonicalize(), i.canonicalize()) {
-            if a == b {
-                return Err(CliError::Usage(format!("--out {} would overwrite an input", out.display())));
-            }
+        if let (Ok(a), Ok(b)) = (out.canonicalize(), i.canonicalize())
+            && a == b
+        {
+            return Err(CliError::Usage(format!("--out {} would overwrite an input", out.display())));
         }
     }
     Ok(())

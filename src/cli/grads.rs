@@ -49,17 +49,13 @@ pub struct StepArgs {
     pub json: bool,
 }
 
-fn inputs<'a>(ckpt: &'a PathBuf, data: &'a [PathBuf]) -> Vec<&'a std::path::Path> {
-    std::iter::once(ckpt.as_path()).chain(data.iter().map(|p| p.as_path())).collect()
+fn inputs<'a>(ckpt: &'a std::path::Path, data: &'a [PathBuf]) -> Vec<&'a std::path::Path> {
+    std::iter::once(ckpt).chain(data.iter().map(|p| p.as_path())).collect()
 }
 
 pub fn run_grads(a: &GradsArgs) -> Result<i32, CliError> {
     require_cpu(a.engine)?;
-    if let Some(t) = a.token_cap {
-        if !(t.is_finite() && t > 0.0) {
-            return Err(CliError::Usage(format!("--token-cap must be a finite positive number, got {t}")));
-        }
-    }
+    super::validate_token_cap(a.token_cap)?;
     check_output(&a.out, &inputs(&a.checkpoint, &a.data))?;
     let (cfg, params) = load_params(&a.checkpoint)?;
     let batch = rows_from_files(&a.data)?;

@@ -80,11 +80,7 @@ impl OptimArgs {
         if !(self.wd.is_finite() && self.wd >= 0.0) {
             return bad(format!("--wd must be a finite non-negative number, got {}", self.wd));
         }
-        if let Some(t) = self.token_cap {
-            if !(t.is_finite() && t > 0.0) {
-                return bad(format!("--token-cap must be a finite positive number, got {t}"));
-            }
-        }
+        validate_token_cap(self.token_cap)?;
         Ok(dualscope_cpu::StepOptions {
             lr: self.lr,
             clip: self.clip,
@@ -96,6 +92,16 @@ impl OptimArgs {
 }
 
 use crate::cpu as dualscope_cpu;
+
+/// The per-token guard's cap must be a finite positive number.
+pub(crate) fn validate_token_cap(cap: Option<f64>) -> Result<(), CliError> {
+    match cap {
+        Some(t) if !(t.is_finite() && t > 0.0) => {
+            Err(CliError::Usage(format!("--token-cap must be a finite positive number, got {t}")))
+        }
+        _ => Ok(()),
+    }
+}
 
 pub fn run(cli: Cli) -> Result<i32, CliError> {
     match cli.command {

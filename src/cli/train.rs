@@ -5,7 +5,7 @@ use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use super::common::{CliError, check_memory, emit, progress, require_cpu};
+use super::common::{CliError, check_memory, emit, log_line, progress, require_cpu};
 use super::{EngineArg, OptimArgs};
 use crate::checkpoint::{load_params, save_params, write_atomic};
 use crate::cpu::{self, LossScale, OptimState, StepOptions, StepReport};
@@ -149,17 +149,23 @@ pub fn run(a: &TrainArgs) -> Result<i32, CliError> {
     let pb = progress(a.steps as u64, "training");
     let (log_every, save_every, json) = (a.log_every.max(1), a.save_every, a.json);
     let mut window: Vec<f64> = Vec::new();
+    let mut skips = 0usize;
     let log = lp.run(a.steps, |e, params| {
         pb.inc(1);
         window.push(e.report.loss);
-        if !json && (e.step % log_every == 0 || e.step == 1) {
+        skips += e.report.optim.skipped.is_some() as usize;
+        // A skipped step is always logged, with its reason.
+        if !json && (e.step % log_every == 0 || e.step == 1 || e.report.optim.skipped.is_some()) {
             let mean = window.iter().sum::<f64>() / window.len() as f64;
             window.clear();
             let skip = e.report.optim.skipped.map(|s| format!("  SKIPPED: {s}")).unwrap_or_default();
-            pb.println(format!(
-                "step {:>6}  loss {:.4} (mean {:.4})  grad_norm {:.4}  {:.1} ms/step{skip}",
-                e.step, e.report.loss, mean, e.report.optim.grad_norm, e.ms
-            ));
+            log_line(
+                &pb,
+                format!(
+                    "step {:>6}  loss {:.4} (mean {:.4})  grad_norm {:.4}  skipped {skips}  {:.1} ms/step{skip}",
+                    e.step, e.report.loss, mean, e.report.optim.grad_norm, e.ms
+                ),
+            );
         }
         if let (Some(dir), true) = (&a.out, save_every > 0 && e.step % save_every == 0) {
             save_params(&dir.join(format!("step_{:06}.safetensors", e.step)), &cfg, params)?;
@@ -235,13 +241,16 @@ pub fn demo(a: &DemoArgs) -> Result<i32, CliError> {
         if e.step % 10 == 0 || e.step == 1 {
             let mean = window.iter().sum::<f64>() / window.len() as f64;
             window.clear();
-            pb.println(format!(
-                "step {:>4}  loss {:.4}  ({:.2} bits/byte)  {:.1} ms/step",
-                e.step,
-                mean,
-                mean / std::f64::consts::LN_2,
-                e.ms
-            ));
+            log_line(
+                &pb,
+                format!(
+                    "step {:>4}  loss {:.4}  ({:.2} bits/byte)  {:.1} ms/step",
+                    e.step,
+                    mean,
+                    mean / std::f64::consts::LN_2,
+                    e.ms
+                ),
+            );
         }
         Ok(())
     })?;

@@ -4,7 +4,9 @@
 
 use rayon::prelude::*;
 
+use super::attention::attention_backward;
 use super::forward::{Forward, dot};
+use super::profile;
 use crate::dataset::Batch;
 use crate::model::{Config, GruLayer, Params};
 use crate::tensor::{Real, gemm};
@@ -98,9 +100,12 @@ pub fn backward<T: Real>(
     let s = fwd.s();
 
     // ∂(S·loss)/∂logits = S/N · (softmax − onehot) on masked positions.
+    let sp = profile::span("loss_bwd");
     let dlogits = dlogits(&fwd.logits, batch, v, loss_scale / fwd.n_targets as f64);
 
+    drop(sp);
     // Classifier.
+    let sp = profile::span("head_bwd");
     gemm(&mut grads.head_tok.data, v, h, rows, &dlogits, true, s, false, false);
     grads.head_bias.data = col_sum(&dlogits, v);
     let unscale = 1.0 / loss_scale;
@@ -128,8 +133,12 @@ pub fn backward<T: Real>(
     let mut d_c = vec![T::zero(); rows * a];
     gemm(&mut d_c, rows, a, v, &dlogits, false, &p.head_ctx.data, false, false);
 
+    drop(sp);
     // Context stream.
+    let sp = profile::span("attn_bwd");
     let (d_q, d_k, d_v) = attention_backward(cfg, &fwd.q, &fwd.k, &fwd.v, &fwd.attn, &d_c, tt, bb);
+    drop(sp);
+    let sp = profile::span("qkv_bwd");
     gemm(&mut grads.q.data, a, h, rows, &d_q, true, s, false, false);
     gemm(&mut grads.k.data, a, h, rows, &d_k, true, s, false, false);
     gemm(&mut grads.v.data, a, h, rows, &d_v, true, s, false, false);
@@ -138,6 +147,7 @@ pub fn backward<T: Real>(
     gemm(&mut d_s_ctx, rows, h, a, &d_k, false, &p.k.data, false, true);
     gemm(&mut d_s_ctx, rows, h, a, &d_v, false, &p.v.data, false, true);
 
+    drop(sp);
     // GRU layers, top to bottom.
     let mut d_above: Vec<T> = d_s_head.iter().zip(&d_s_ctx).map(|(&x, &y)| x + y).collect();
     let mut gru_bwd: Vec<GruBwd<T>> = Vec::with_capacity(cfg.layers);
@@ -151,6 +161,7 @@ pub fn backward<T: Real>(
     gru_bwd.reverse();
     let d_emb = d_above;
 
+    let _sp = profile::span("embed_bwd");
     // Embedding: a deterministic scatter-add in position order.
     for t in 0..tt {
         for b in 0..bb {
@@ -161,70 +172,6 @@ pub fn backward<T: Real>(
     }
 
     Backward { dlogits, d_s_head, d_c, d_q, d_k, d_v, d_s_ctx, gru: gru_bwd, d_emb, ctx_token_norm, capped, grads }
-}
-
-/// Gradients of q, k, v given `∂/∂c`. Each (row, head) pair is one task that
-/// owns its slice of dq, dk, dv for every position, so no two tasks write the
-/// same element and the order of every sum is fixed.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn attention_backward<T: Real>(
-    cfg: &Config,
-    q: &[T],
-    k: &[T],
-    v: &[T],
-    attn: &[T],
-    d_c: &[T],
-    tt: usize,
-    bb: usize,
-) -> (Vec<T>, Vec<T>, Vec<T>) {
-    let (a, nh, w, dh) = (cfg.attn_dim, cfg.heads, cfg.window, cfg.head_dim());
-    let scale = T::of(1.0 / (dh as f64).sqrt());
-    let at = |t: usize, b: usize, hd: usize| (t * bb + b) * a + hd * dh;
-    let parts: Vec<(Vec<T>, Vec<T>, Vec<T>)> = (0..bb * nh)
-        .into_par_iter()
-        .map(|task| {
-            let (b, hd) = (task / nh, task % nh);
-            let mut dq = vec![T::zero(); tt * dh];
-            let mut dk = vec![T::zero(); tt * dh];
-            let mut dv = vec![T::zero(); tt * dh];
-            let mut da = vec![T::zero(); w];
-            for t in 0..tt {
-                let j0 = (t + 1).saturating_sub(w);
-                let cnt = t + 1 - j0;
-                let weights = &attn[((t * bb + b) * nh + hd) * w..((t * bb + b) * nh + hd + 1) * w];
-                let dc = &d_c[at(t, b, hd)..at(t, b, hd) + dh];
-                let mut sum = T::zero();
-                for (i, j) in (j0..=t).enumerate() {
-                    let aw = weights[w - cnt + i];
-                    let vh = &v[at(j, b, hd)..at(j, b, hd) + dh];
-                    da[i] = dot(dc, vh);
-                    sum += aw * da[i];
-                    dv[j * dh..(j + 1) * dh].iter_mut().zip(dc).for_each(|(g, &x)| *g += aw * x);
-                }
-                let qh = &q[at(t, b, hd)..at(t, b, hd) + dh];
-                for (i, j) in (j0..=t).enumerate() {
-                    let ds = weights[w - cnt + i] * (da[i] - sum) * scale;
-                    let kh = &k[at(j, b, hd)..at(j, b, hd) + dh];
-                    dq[t * dh..(t + 1) * dh].iter_mut().zip(kh).for_each(|(g, &x)| *g += ds * x);
-                    dk[j * dh..(j + 1) * dh].iter_mut().zip(qh).for_each(|(g, &x)| *g += ds * x);
-                }
-            }
-            (dq, dk, dv)
-        })
-        .collect();
-    let mut d_q = vec![T::zero(); tt * bb * a];
-    let mut d_k = vec![T::zero(); tt * bb * a];
-    let mut d_v = vec![T::zero(); tt * bb * a];
-    for (task, (dq, dk, dv)) in parts.iter().enumerate() {
-        let (b, hd) = (task / nh, task % nh);
-        for t in 0..tt {
-            let o = at(t, b, hd);
-            d_q[o..o + dh].copy_from_slice(&dq[t * dh..(t + 1) * dh]);
-            d_k[o..o + dh].copy_from_slice(&dk[t * dh..(t + 1) * dh]);
-            d_v[o..o + dh].copy_from_slice(&dv[t * dh..(t + 1) * dh]);
-        }
-    }
-    (d_q, d_k, d_v)
 }
 
 /// Backpropagation through time for one layer.
@@ -244,45 +191,11 @@ pub(crate) fn gru_layer_backward<T: Real>(
     let g3 = 3 * h;
     let mut d_gi = vec![T::zero(); rows * g3];
     let mut d_gh = vec![T::zero(); rows * g3];
-    let mut dh_next = vec![T::zero(); bb * h];
-    let mut dh_prev = vec![T::zero(); bb * h];
-    let one = T::one();
-    for t in (0..tt).rev() {
-        let span = t * bb * h..(t + 1) * bb * h;
-        let gspan = t * bb * g3..(t + 1) * bb * g3;
-        let d_gi_t = &mut d_gi[gspan.clone()];
-        let d_gh_t = &mut d_gh[gspan.clone()];
-        let (r, z, n) = (&f.r[span.clone()], &f.z[span.clone()], &f.n[span.clone()]);
-        let gh_t = &f.gh[gspan];
-        let d_above = &d_h[span];
-        d_gi_t.par_chunks_mut(g3).zip(d_gh_t.par_chunks_mut(g3)).zip(dh_prev.par_chunks_mut(h)).enumerate().for_each(
-            |(b, ((dgi, dgh), dhp))| {
-                for j in 0..h {
-                    let i = b * h + j;
-                    let hp = if t == 0 { T::zero() } else { f.h[(t - 1) * bb * h + i] };
-                    let dh = d_above[i] + dh_next[i];
-                    let (rj, zj, nj) = (r[i], z[i], n[i]);
-                    let dn = dh * (one - zj);
-                    let dz = dh * (hp - nj);
-                    dhp[j] = dh * zj;
-                    let dan = dn * (one - nj * nj);
-                    let dr = dan * gh_t[b * g3 + 2 * h + j];
-                    let dar = dr * rj * (one - rj);
-                    let daz = dz * zj * (one - zj);
-                    dgi[j] = dar;
-                    dgi[h + j] = daz;
-                    dgi[2 * h + j] = dan;
-                    dgh[j] = dar;
-                    dgh[h + j] = daz;
-                    dgh[2 * h + j] = dan * rj;
-                }
-            },
-        );
-        if t > 0 {
-            gemm(&mut dh_prev, bb, h, g3, d_gh_t, false, &layer.w_hh.data, false, true);
-            std::mem::swap(&mut dh_next, &mut dh_prev);
-        }
-    }
+    let sp = profile::span("gru_bwd_recurrence");
+    let fin = super::recurrence::RecurrenceIn { gh: &f.gh, r: &f.r, z: &f.z, n: &f.n, h: &f.h };
+    super::recurrence::backward(&layer.w_hh.data, fin, &d_h, tt, bb, h, &mut d_gi, &mut d_gh);
+    drop(sp);
+    let _sp = profile::span("gru_bwd_weight_gemm");
     gemm(&mut grad.w_ih.data, g3, n_in, rows, &d_gi, true, input, false, false);
     grad.b_ih.data = col_sum(&d_gi, g3);
     if tt > 1 {

@@ -6,7 +6,8 @@
 
 use rayon::prelude::*;
 
-use super::CpuError;
+use super::attention::attention;
+use super::{CpuError, profile};
 use crate::dataset::Batch;
 use crate::model::{Config, Params};
 use crate::tensor::{Real, gemm};
@@ -64,7 +65,9 @@ pub(crate) fn sigmoid<T: Real>(x: T) -> T {
 
 /// Adds `bias` to every row of `x` (`[rows, bias.len()]`).
 pub(crate) fn add_bias<T: Real>(x: &mut [T], bias: &[T]) {
-    x.par_chunks_mut(bias.len()).for_each(|row| row.iter_mut().zip(bias).for_each(|(a, &b)| *a += b));
+    x.par_chunks_mut(bias.len())
+        .with_min_len(rows_per_task(bias.len()))
+        .for_each(|row| row.iter_mut().zip(bias).for_each(|(a, &b)| *a += b));
 }
 
 pub fn forward<T: Real>(cfg: &Config, p: &Params<T>, batch: &Batch) -> Result<Forward<T>, CpuError> {
@@ -77,6 +80,7 @@ pub fn forward<T: Real>(cfg: &Config, p: &Params<T>, batch: &Batch) -> Result<Fo
     let (d, h, a, v) = (cfg.d_embed, cfg.hidden, cfg.attn_dim, cfg.vocab);
 
     // Embedding gather.
+    let sp = profile::span("embed_fwd");
     let mut emb = vec![T::zero(); rows * d];
     emb.par_chunks_mut(d).enumerate().for_each(|(i, row)| {
         let (t, b) = (i / bb, i % bb);
@@ -84,6 +88,7 @@ pub fn forward<T: Real>(cfg: &Config, p: &Params<T>, batch: &Batch) -> Result<Fo
         row.copy_from_slice(&p.embed.data[x * d..(x + 1) * d]);
     });
 
+    drop(sp);
     // Stacked GRU.
     let mut gru: Vec<GruFwd<T>> = Vec::with_capacity(cfg.layers);
     for (l, layer) in p.gru.iter().enumerate() {
@@ -93,20 +98,27 @@ pub fn forward<T: Real>(cfg: &Config, p: &Params<T>, batch: &Batch) -> Result<Fo
     let s = &gru.last().expect("layers >= 1").h;
 
     // Context stream.
+    let sp = profile::span("qkv_fwd");
     let mut q = vec![T::zero(); rows * a];
     let mut k = vec![T::zero(); rows * a];
     let mut vv = vec![T::zero(); rows * a];
     gemm(&mut q, rows, a, h, s, false, &p.q.data, true, false);
     gemm(&mut k, rows, a, h, s, false, &p.k.data, true, false);
     gemm(&mut vv, rows, a, h, s, false, &p.v.data, true, false);
+    drop(sp);
+    let sp = profile::span("attn_fwd");
     let (attn, c) = attention(cfg, &q, &k, &vv, tt, bb);
 
+    drop(sp);
     // Classifier.
+    let sp = profile::span("head_fwd");
     let mut logits = vec![T::zero(); rows * v];
     gemm(&mut logits, rows, v, h, s, false, &p.head_tok.data, true, false);
     gemm(&mut logits, rows, v, a, &c, false, &p.head_ctx.data, true, true);
     add_bias(&mut logits, &p.head_bias.data);
 
+    drop(sp);
+    let _sp = profile::span("loss_fwd");
     let token_loss = token_losses(&logits, batch, v);
     let loss = token_loss.iter().map(|x| x.f64()).sum::<f64>() / n_targets as f64;
 
@@ -123,6 +135,7 @@ pub(crate) fn gru_layer<T: Real>(
 ) -> GruFwd<T> {
     let rows = tt * bb;
     let g3 = 3 * h;
+    let sp = profile::span("gru_fwd_input_gemm");
     let mut gi = vec![T::zero(); rows * g3];
     gemm(&mut gi, rows, g3, n_in, input, false, &layer.w_ih.data, true, false);
     add_bias(&mut gi, &layer.b_ih.data);
@@ -132,80 +145,18 @@ pub(crate) fn gru_layer<T: Real>(
     let mut z = vec![T::zero(); rows * h];
     let mut n = vec![T::zero(); rows * h];
     let mut hs = vec![T::zero(); rows * h];
-    let zeros = vec![T::zero(); bb * h];
-    for t in 0..tt {
-        let (done, rest) = hs.split_at_mut(t * bb * h);
-        let hprev: &[T] = if t == 0 { &zeros } else { &done[(t - 1) * bb * h..] };
-        let h_t = &mut rest[..bb * h];
-        let gh_t = &mut gh[t * bb * g3..(t + 1) * bb * g3];
-        if t > 0 {
-            gemm(gh_t, bb, g3, h, hprev, false, &layer.w_hh.data, true, false);
-        }
-        add_bias(gh_t, &layer.b_hh.data);
-        let gi_t = &gi[t * bb * g3..(t + 1) * bb * g3];
-        let span = t * bb * h..(t + 1) * bb * h;
-        h_t.par_chunks_mut(h)
-            .zip(r[span.clone()].par_chunks_mut(h))
-            .zip(z[span.clone()].par_chunks_mut(h))
-            .zip(n[span].par_chunks_mut(h))
-            .enumerate()
-            .for_each(|(b, (((h_row, r_row), z_row), n_row))| {
-                let gi_b = &gi_t[b * g3..(b + 1) * g3];
-                let gh_b = &gh_t[b * g3..(b + 1) * g3];
-                let hp = &hprev[b * h..(b + 1) * h];
-                for j in 0..h {
-                    let rj = sigmoid(gi_b[j] + gh_b[j]);
-                    let zj = sigmoid(gi_b[h + j] + gh_b[h + j]);
-                    let nj = (gi_b[2 * h + j] + rj * gh_b[2 * h + j]).tanh();
-                    r_row[j] = rj;
-                    z_row[j] = zj;
-                    n_row[j] = nj;
-                    h_row[j] = (T::one() - zj) * nj + zj * hp[j];
-                }
-            });
-    }
+    drop(sp);
+    let _sp = profile::span("gru_fwd_recurrence");
+    super::recurrence::forward(
+        &layer.w_hh.data,
+        &layer.b_hh.data,
+        &gi,
+        tt,
+        bb,
+        h,
+        super::recurrence::RecurrenceOut { gh: &mut gh, r: &mut r, z: &mut z, n: &mut n, h: &mut hs },
+    );
     GruFwd { gi, gh, r, z, n, h: hs }
-}
-
-/// Multi-head attention over the sliding window `J_t = {max(0, t-W+1) … t}`.
-/// Returns the weights `[T, B, NH, W]` and the context vectors `[T, B, A]`.
-pub(crate) fn attention<T: Real>(cfg: &Config, q: &[T], k: &[T], v: &[T], tt: usize, bb: usize) -> (Vec<T>, Vec<T>) {
-    let (a, nh, w, dh) = (cfg.attn_dim, cfg.heads, cfg.window, cfg.head_dim());
-    let scale = T::of(1.0 / (dh as f64).sqrt());
-    let mut attn = vec![T::zero(); tt * bb * nh * w];
-    let mut c = vec![T::zero(); tt * bb * a];
-    attn.par_chunks_mut(bb * nh * w).zip(c.par_chunks_mut(bb * a)).enumerate().for_each(|(t, (attn_t, c_t))| {
-        let j0 = (t + 1).saturating_sub(w);
-        let mut scores = vec![T::zero(); w];
-        for b in 0..bb {
-            let qrow = &q[(t * bb + b) * a..(t * bb + b + 1) * a];
-            for hd in 0..nh {
-                let qh = &qrow[hd * dh..(hd + 1) * dh];
-                let mut m = T::neg_infinity();
-                for (i, j) in (j0..=t).enumerate() {
-                    let kh = &k[(j * bb + b) * a + hd * dh..(j * bb + b) * a + (hd + 1) * dh];
-                    let s = dot(qh, kh) * scale;
-                    scores[i] = s;
-                    m = m.max(s);
-                }
-                let cnt = t + 1 - j0;
-                let mut sum = T::zero();
-                for s in &mut scores[..cnt] {
-                    *s = (*s - m).exp();
-                    sum += *s;
-                }
-                let weights = &mut attn_t[(b * nh + hd) * w..(b * nh + hd + 1) * w];
-                let ch = &mut c_t[b * a + hd * dh..b * a + (hd + 1) * dh];
-                for (i, j) in (j0..=t).enumerate() {
-                    let aw = scores[i] / sum;
-                    weights[w - cnt + i] = aw;
-                    let vh = &v[(j * bb + b) * a + hd * dh..(j * bb + b) * a + (hd + 1) * dh];
-                    ch.iter_mut().zip(vh).for_each(|(cv, &x)| *cv += aw * x);
-                }
-            }
-        }
-    });
-    (attn, c)
 }
 
 /// Per-position cross-entropy by log-sum-exp with the maximum subtracted;
@@ -227,7 +178,33 @@ pub(crate) fn token_losses<T: Real>(logits: &[T], batch: &Batch, v: usize) -> Ve
         .collect()
 }
 
+/// Dot product with eight independent accumulators, so that the compiler can
+/// keep them in vector registers (a single running sum cannot be reordered).
 #[inline]
 pub(crate) fn dot<T: Real>(x: &[T], y: &[T]) -> T {
-    x.iter().zip(y).fold(T::zero(), |s, (&a, &b)| s + a * b)
+    let n = x.len().min(y.len());
+    let (x, y) = (&x[..n], &y[..n]);
+    let mut acc = [T::zero(); 8];
+    let (xc, yc) = (x.chunks_exact(8), y.chunks_exact(8));
+    let (xr, yr) = (xc.remainder(), yc.remainder());
+    for (a, b) in xc.zip(yc) {
+        for i in 0..8 {
+            acc[i] += a[i] * b[i];
+        }
+    }
+    let mut tail = T::zero();
+    for (&a, &b) in xr.iter().zip(yr) {
+        tail += a * b;
+    }
+    ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail
+}
+
+/// Smallest number of elements a parallel task should get: below this the
+/// fork-join costs more than the work.
+pub(crate) const MIN_TASK: usize = 8192;
+
+/// Rows of `width` elements per parallel task.
+#[inline]
+pub(crate) fn rows_per_task(width: usize) -> usize {
+    (MIN_TASK / width.max(1)).max(1)
 }

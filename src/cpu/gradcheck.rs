@@ -1,8 +1,9 @@
 //! Finite-difference checks in float64 of every backward op and of the whole
 //! model, plus the invariants the contract states (padding, loss scale).
 
-use super::backward::{attention_backward, dlogits, gru_layer_backward};
-use super::forward::{attention, gru_layer, token_losses};
+use super::attention::{attention, attention_backward};
+use super::backward::{dlogits, gru_layer_backward};
+use super::forward::{gru_layer, token_losses};
 use super::*;
 use crate::model::{GruLayer, param_specs};
 use crate::rng::Rng;
@@ -155,8 +156,7 @@ fn whole_model_case(cfg: &Config, lens: &[usize], seed: u64) {
         .map(|x| (0..batch.rows).any(|b| (0..batch.t).any(|t| batch.mask(b, t) && batch.input(b, t) as usize == x)))
         .collect();
     let names: Vec<String> = param_specs(cfg).into_iter().map(|(n, _)| n).collect();
-    let n_tensors = names.len();
-    for ti in 0..n_tensors {
+    for (ti, name) in names.iter().enumerate() {
         let analytic = g.grads.tensors()[ti].data.clone();
         let mut x = params.tensors()[ti].data.clone();
         for i in 0..x.len() {
@@ -173,7 +173,7 @@ fn whole_model_case(cfg: &Config, lens: &[usize], seed: u64) {
             };
             let num = (eval(keep + EPS) - eval(keep - EPS)) / (2.0 * EPS);
             x[i] = keep;
-            close(&names[ti], i, analytic[i], num);
+            close(name, i, analytic[i], num);
         }
     }
 }
@@ -197,7 +197,7 @@ fn padding_does_not_change_valid_positions() {
     let cfg = Config::tiny();
     let p = Params::<f64>::init(&cfg, 3);
     let a: Vec<u8> = b"hello".to_vec();
-    let alone = forward(&cfg, &p, &Batch::from_rows(&[a.clone()]).unwrap()).unwrap();
+    let alone = forward(&cfg, &p, &Batch::from_rows(std::slice::from_ref(&a)).unwrap()).unwrap();
     let padded = forward(&cfg, &p, &Batch::from_rows(&[a.clone(), b"a much longer row".to_vec()]).unwrap()).unwrap();
     let v = cfg.vocab;
     for t in 0..a.len() - 1 {

@@ -1,9 +1,12 @@
 //! The CPU reference engine: MODEL.md computed exactly, in f32 or f64,
 //! multi-threaded (rayon) with vectorised GEMMs (the `gemm` crate).
 
+mod attention;
 mod backward;
-mod forward;
+pub(crate) mod forward;
 mod optim;
+pub mod profile;
+mod recurrence;
 mod trace;
 
 pub use backward::{Backward, GruBwd, backward};
@@ -63,6 +66,9 @@ pub fn grads<T: Real>(
     })
 }
 
+/// A forward pass, its backward pass, and the trace of both.
+pub type Traced<T> = (Forward<T>, Backward<T>, Trace<T>);
+
 /// Forward and backward with every intermediate recorded.
 pub fn traced<T: Real>(
     cfg: &Config,
@@ -70,7 +76,7 @@ pub fn traced<T: Real>(
     batch: &Batch,
     loss_scale: f64,
     token_cap: Option<f64>,
-) -> Result<(Forward<T>, Backward<T>, Trace<T>), CpuError> {
+) -> Result<Traced<T>, CpuError> {
     let f = forward(cfg, p, batch)?;
     let g = backward(cfg, p, batch, &f, loss_scale, token_cap);
     let mut tr = Trace::new();

@@ -149,6 +149,7 @@ pub fn apply_step<T: Real>(
     scale: &mut LossScale,
     opts: &StepOptions,
 ) -> OptimOutcome {
+    let _sp = super::profile::span("optimizer");
     let s = scale.scale;
     // 2. Unscale before any norm is taken. S is a power of two, so this is exact.
     if s != 1.0 {

@@ -127,7 +127,7 @@ impl Config {
         if self.layers > 64 {
             return bad(format!("layers = {} is more than the supported 64", self.layers));
         }
-        if self.attn_dim % self.heads != 0 {
+        if !self.attn_dim.is_multiple_of(self.heads) {
             return bad(format!("attn_dim ({}) is not divisible by heads ({})", self.attn_dim, self.heads));
         }
         Ok(())
