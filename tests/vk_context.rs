@@ -32,3 +32,14 @@ fn a_missing_device_index_is_a_clear_error() {
     assert!(matches!(e, VkError::BadDeviceIndex { index: 99, .. }), "{e}");
     assert!(e.to_string().contains("device 99 does not exist"), "{e}");
 }
+
+/// The engine's handles can move to a worker thread (the UI runs long work there).
+#[test]
+fn handles_are_send_and_sync() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Context>();
+    send_sync::<dualscope::vk::Buffer>();
+    send_sync::<dualscope::vk::Kernel>();
+    fn send<T: Send>() {}
+    send::<dualscope::vk::Sequence<'static>>();
+}

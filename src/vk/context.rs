@@ -55,14 +55,14 @@ impl ContextOptions {
 
 /// Validation messages seen so far, by severity.
 #[derive(Debug, Default)]
-pub struct Counters {
+pub(crate) struct Counters {
     pub error: AtomicU64,
     pub warning: AtomicU64,
     pub info: AtomicU64,
     pub verbose: AtomicU64,
 }
 
-/// A snapshot of [`Counters`].
+/// How many validation messages of each severity a context has seen.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct MessageCounts {
     pub error: u64,
