@@ -43,3 +43,18 @@ fn handles_are_send_and_sync() {
     fn send<T: Send>() {}
     send::<dualscope::vk::Sequence<'static>>();
 }
+
+#[test]
+fn an_impossible_allocation_is_an_error_not_a_panic() {
+    if context("an_impossible_allocation_is_an_error_not_a_panic").is_none() {
+        return;
+    }
+    // Validation off: asking for more than the heap holds is itself invalid usage.
+    let ctx = Context::new(&ContextOptions { device: None, validation: Some(false) }).unwrap();
+    let e = dualscope::vk::Buffer::new(&ctx, "too.big", 1 << 44, dualscope::vk::MemoryKind::Device).unwrap_err();
+    eprintln!("{e}");
+    assert!(matches!(e, VkError::Alloc { .. }), "{e}");
+    assert!(e.to_string().contains("too.big"), "{e}");
+    // The context still works afterwards.
+    dualscope::vk::Buffer::device_f32(&ctx, "fine", 16).unwrap();
+}
