@@ -150,3 +150,63 @@ fn many_dependent_dispatches_in_one_sequence() {
     }
     assert_clean(&ctx, "many_dependent_dispatches_in_one_sequence");
 }
+
+/// Random shapes, transposes, accumulate flags and buffer offsets for all three
+/// matrices, many products recorded into one sequence.
+#[test]
+fn random_shapes_and_offsets_in_one_sequence() {
+    let Some(ctx) = context("random_shapes_and_offsets_in_one_sequence") else { return };
+    let mut rng = Rng::new(2026);
+    struct Case {
+        s: GemmShape,
+        offs: [usize; 3],
+        a: Vec<f32>,
+        b: Vec<f32>,
+        c0: Vec<f32>,
+        bufs: [Buffer; 3],
+        back: Buffer,
+    }
+    let mut cases = Vec::new();
+    for _ in 0..24 {
+        let dim = |rng: &mut Rng| 1 + rng.below(140) as usize;
+        let (m, n, k) = (dim(&mut rng), dim(&mut rng), dim(&mut rng));
+        let s = GemmShape { m, n, k, ta: rng.below(2) == 1, tb: rng.below(2) == 1, accumulate: rng.below(2) == 1 };
+        let offs = [rng.below(50) as usize, rng.below(50) as usize, rng.below(50) as usize];
+        let (a, b, c0) = (random(&mut rng, m * k), random(&mut rng, k * n), random(&mut rng, m * n));
+        let padded = |x: &[f32], off: usize| {
+            let mut v = vec![SENTINEL; off + x.len() + GUARD];
+            v[off..off + x.len()].copy_from_slice(x);
+            v
+        };
+        let bufs = [
+            Buffer::upload_f32(&ctx, "a", &padded(&a, offs[0])).unwrap(),
+            Buffer::upload_f32(&ctx, "b", &padded(&b, offs[1])).unwrap(),
+            Buffer::upload_f32(&ctx, "c", &padded(&c0, offs[2])).unwrap(),
+        ];
+        let back = Buffer::readback_f32(&ctx, "c.back", bufs[2].len_f32()).unwrap();
+        cases.push(Case { s, offs, a, b, c0, bufs, back });
+    }
+    {
+        let mut seq = Sequence::new(&ctx).unwrap();
+        for c in &cases {
+            let at = |i: usize| MatRef { buf: &c.bufs[i], offset: c.offs[i] };
+            ops::gemm(&ctx, &mut seq, &c.s, at(0), at(1), at(2)).unwrap();
+            seq.copy(&c.bufs[2], 0, &c.back, 0, c.back.bytes()).unwrap();
+        }
+        seq.submit().unwrap();
+    }
+    for c in &cases {
+        let GemmShape { m, n, k, ta, tb, accumulate } = c.s;
+        let got = c.back.read_f32().unwrap();
+        let off = c.offs[2];
+        let mut want = reference(m, n, k, &c.a, ta, &c.b, tb);
+        if accumulate {
+            want.iter_mut().zip(&c.c0).for_each(|(w, &x)| *w += x as f64);
+        }
+        let err = rel_l2(&got[off..off + m * n], &want);
+        assert!(err <= 1e-5, "{:?} offsets {:?}: rel L2 {err:e}", c.s, c.offs);
+        let guards = got[..off].iter().chain(&got[off + m * n..]);
+        assert!(guards.into_iter().all(|x| x.to_bits() == SENTINEL.to_bits()), "{:?}: guard overwritten", c.s);
+    }
+    assert_clean(&ctx, "random_shapes_and_offsets_in_one_sequence");
+}
