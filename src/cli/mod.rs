@@ -37,6 +37,8 @@ pub enum Command {
     GpuInfo(gpu::GpuInfoArgs),
     /// CPU-vs-GPU ladder of MODEL.md (exit 0: nothing failed, 1: a rung failed, 2: usage or device error).
     Ladder(gpu::LadderArgs),
+    /// Device-timed f32 GEMM rates on the Vulkan engine.
+    GemmBench(gpu::GemmBenchArgs),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -114,5 +116,6 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         Some(Command::Bench(a)) => bench::run(&a),
         Some(Command::GpuInfo(a)) => gpu::info(&a),
         Some(Command::Ladder(a)) => gpu::run_ladder(&a),
+        Some(Command::GemmBench(a)) => gpu::gemm_bench(&a),
     }
 }

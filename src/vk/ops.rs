@@ -175,3 +175,31 @@ pub fn gemm_host(
 ) -> VkResult<Vec<f32>> {
     gemm_host_timed(ctx, m, n, k, a, ta, b, tb).map(|r| r.0)
 }
+
+/// Device milliseconds of each of `reps` identical `m×n×k` products recorded
+/// into one sequence (random inputs; the outputs are not read back).
+pub fn gemm_throughput(ctx: &Context, s: &GemmShape, reps: usize) -> VkResult<Vec<f64>> {
+    let mut rng = crate::rng::Rng::new(42);
+    let a: Vec<f32> = (0..s.m * s.k).map(|_| rng.normal() as f32).collect();
+    let b: Vec<f32> = (0..s.k * s.n).map(|_| rng.normal() as f32).collect();
+    let a_up = Buffer::upload_f32(ctx, "gemm_bench.a.upload", &a)?;
+    let b_up = Buffer::upload_f32(ctx, "gemm_bench.b.upload", &b)?;
+    let a_dev = Buffer::device_f32(ctx, "gemm_bench.a", a.len())?;
+    let b_dev = Buffer::device_f32(ctx, "gemm_bench.b", b.len())?;
+    let c_dev = Buffer::device_f32(ctx, "gemm_bench.c", s.m * s.n)?;
+    let timings = {
+        let mut seq = Sequence::new(ctx)?;
+        seq.copy(&a_up, 0, &a_dev, 0, a_dev.bytes())?;
+        seq.copy(&b_up, 0, &b_dev, 0, b_dev.bytes())?;
+        for _ in 0..reps {
+            gemm(ctx, &mut seq, s, MatRef::whole(&a_dev), MatRef::whole(&b_dev), MatRef::whole(&c_dev))?;
+        }
+        seq.submit()?
+    };
+    let ms: Vec<f64> =
+        timings.dispatches.iter().filter_map(|(l, ns)| ns.filter(|_| l.starts_with("gemm")).map(|x| x / 1e6)).collect();
+    if ms.is_empty() {
+        return Err(VkError::Invalid("the device reported no timestamps for the products".into()));
+    }
+    Ok(ms)
+}
