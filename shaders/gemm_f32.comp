@@ -9,7 +9,16 @@
 // apart before adding it to its total. Loads outside the matrix
 // read zero, stores outside it are skipped: any M, N, K is correct.
 // The push-constant block is 12 × u32 = 48 bytes (src/vk/ops.rs asserts it).
+// ROUND_F16: round every staged input to f16 (the f16 precision of the ladder
+// on devices without cooperative matrices); accumulation stays f32.
+#ifdef ROUND_F16
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#define STAGE(v) float(float16_t(v))
+#else
+#define STAGE(v) (v)
+#endif
 #include "common.glsl"
+
 
 #define BM 64
 #define BN 64
@@ -59,7 +68,7 @@ void main() {
             if (gr < pc.m && gp < pc.k) {
                 v = float(pc.ta != 0u ? a[pc.a_off + gp * pc.lda + gr] : a[pc.a_off + gr * pc.lda + gp]);
             }
-            As[p][r] = v;
+            As[p][r] = STAGE(v);
         }
         // Stage B: BK×BN values.
         for (uint e = tid; e < BK * BN; e += THREADS) {
@@ -70,7 +79,7 @@ void main() {
             if (gq < pc.n && gp < pc.k) {
                 v = float(pc.tb != 0u ? b[pc.b_off + gq * pc.ldb + gp] : b[pc.b_off + gp * pc.ldb + gq]);
             }
-            Bs[p][q] = v;
+            Bs[p][q] = STAGE(v);
         }
         barrier();
 

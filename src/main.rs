@@ -4,6 +4,13 @@
 use clap::Parser;
 
 fn main() {
+    // Like other Unix tools, end quietly when the reader of our output goes
+    // away (`dualscope … | head`) instead of failing on a broken pipe.
+    // SAFETY: restoring the default disposition of one signal at start-up,
+    // before any thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = dualscope::cli::Cli::parse();
     match dualscope::cli::run(cli) {
         Ok(code) => std::process::exit(code),

@@ -9,7 +9,8 @@ use vk_support::{assert_clean, context};
 #[test]
 fn gemm_rung_passes_on_the_tiny_config() {
     let Some(ctx) = context("gemm_rung_passes_on_the_tiny_config") else { return };
-    let r = ladder::run_rung(&ctx, "gemm", &Config::tiny(), Precision::F32, 1).unwrap();
+    let r = ladder::run_rung(&ctx, "gemm", &Config::tiny(), Precision::F32, 1, dualscope::vk::ops::GemmChoice::Auto)
+        .unwrap();
     for c in &r.cases {
         eprintln!(
             "{:?} {} {}: rel_l2 {:.2e} (cpu f32 {:.2e}) {:?}",
@@ -52,4 +53,34 @@ fn unknown_and_unimplemented_rungs_are_errors() {
     assert!(e.contains("not implemented") && e.contains("gemm"), "{e}");
     let e = ladder::check_rungs(&["nope".to_string()]).unwrap_err().to_string();
     assert!(e.contains("unknown rung") && e.contains("embed_fwd"), "{e}");
+}
+
+/// The f16 precision on every device: cooperative matrices where the device
+/// has them (`auto`), else the tiled kernel with its inputs rounded to f16.
+#[test]
+fn gemm_rung_passes_in_f16_on_every_path_the_device_has() {
+    use dualscope::vk::ops::{GemmChoice, coopmat_f16_unavailable};
+    let Some(ctx) = context("gemm_rung_passes_in_f16_on_every_path_the_device_has") else { return };
+    let mut choices = vec![GemmChoice::Tiled];
+    match coopmat_f16_unavailable(&ctx) {
+        None => choices.push(GemmChoice::CoopMat),
+        Some(why) => {
+            eprintln!("SKIPPED the cooperative-matrix path: {why}");
+            let e = ladder::run_rung(&ctx, "gemm", &Config::tiny(), Precision::F16, 2, GemmChoice::CoopMat);
+            assert!(e.is_err(), "forcing an unavailable path is an error");
+        }
+    }
+    for choice in choices {
+        let r = ladder::run_rung(&ctx, "gemm", &Config::tiny(), Precision::F16, 2, choice).unwrap();
+        let bad: Vec<_> = r.cases.iter().filter(|c| c.status != Status::Pass).collect();
+        assert_eq!(r.status, Status::Pass, "{choice:?}: {bad:#?}");
+        assert!(r.sentinel_ok);
+        // Rounding the inputs to f16 is visible: far above f32 rounding, within the f16 bound.
+        assert!(r.rel_l2 > 1e-5 && r.rel_l2 <= ladder::f16_tolerance(), "{choice:?}: {}", r.rel_l2);
+        // The kernel does what f32 arithmetic on the rounded inputs does.
+        for c in &r.cases {
+            assert!(c.rel_l2 <= 2.0 * c.rel_l2_cpu_f32 + 1e-5, "{choice:?} {} {}: {c:?}", c.name, c.params);
+        }
+    }
+    assert_clean(&ctx, "gemm_rung_passes_in_f16_on_every_path_the_device_has");
 }

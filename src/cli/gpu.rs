@@ -7,7 +7,7 @@ use serde_json::json;
 use super::common::{CliError, emit};
 use crate::ladder::{self, Precision, RungResult, Status};
 use crate::model::Config;
-use crate::vk::{Context, ContextOptions, DeviceReport};
+use crate::vk::{Context, ContextOptions, DeviceReport, VkError};
 
 #[derive(Args, Debug)]
 pub struct GpuInfoArgs {
@@ -21,6 +21,30 @@ pub struct GpuInfoArgs {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum LadderPrecision {
     F32,
+    /// f16 inputs, f32 accumulation.
+    F16,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum GemmPathArg {
+    /// Cooperative matrices where the device has them (f16), else tiled.
+    Auto,
+    Tiled,
+    /// Force the cooperative-matrix kernel (an error where it cannot run).
+    Coopmat,
+}
+
+impl GemmPathArg {
+    /// The flag when given, else `DUALSCOPE_GEMM_PATH`, else auto.
+    fn choice(arg: Option<GemmPathArg>) -> Result<crate::vk::ops::GemmChoice, CliError> {
+        use crate::vk::ops::GemmChoice;
+        match arg {
+            Some(GemmPathArg::Auto) => Ok(GemmChoice::Auto),
+            Some(GemmPathArg::Tiled) => Ok(GemmChoice::Tiled),
+            Some(GemmPathArg::Coopmat) => Ok(GemmChoice::CoopMat),
+            None => GemmChoice::from_env().map_err(|e| CliError::Usage(format!("DUALSCOPE_GEMM_PATH: {e}"))),
+        }
+    }
 }
 
 #[derive(Args, Debug)]
@@ -33,6 +57,9 @@ pub struct LadderArgs {
     pub config: String,
     #[arg(long, value_enum, default_value_t = LadderPrecision::F32)]
     pub precision: LadderPrecision,
+    /// GEMM kernel for f16 precision (default: DUALSCOPE_GEMM_PATH, else auto).
+    #[arg(long, value_enum)]
+    pub gemm_path: Option<GemmPathArg>,
     /// Device index in the ranked list (default: DUALSCOPE_VK_DEVICE, else 0).
     #[arg(long)]
     pub device: Option<usize>,
@@ -51,6 +78,9 @@ pub struct GemmBenchArgs {
     /// Timed products per shape (one sequence; the median is reported).
     #[arg(long, default_value_t = 20)]
     pub reps: usize,
+    /// Kernel: tiled (f32), tiled-f16 (inputs rounded to f16) or coopmat (f16 cooperative matrices).
+    #[arg(long, default_value = "tiled")]
+    pub path: String,
     #[arg(long)]
     pub device: Option<usize>,
     #[arg(long)]
@@ -80,17 +110,24 @@ pub fn gemm_bench(a: &GemmBenchArgs) -> Result<i32, CliError> {
         return Err(CliError::Usage("--reps must be at least 1".into()));
     }
     let ctx = open(a.device)?;
+    use crate::vk::ops::{GemmChoice, GemmPath, pick_path};
+    let path = match a.path.as_str() {
+        "tiled" => GemmPath::TiledF32,
+        "tiled-f16" => GemmPath::TiledF16In,
+        "coopmat" => pick_path(&ctx, true, GemmChoice::CoopMat).map_err(|e| CliError::Engine(e.to_string()))?,
+        other => return Err(CliError::Usage(format!("--path {other}: expected tiled, tiled-f16 or coopmat"))),
+    };
     let mut rows = Vec::new();
     for (m, n, k) in shapes {
         let shape = crate::vk::ops::GemmShape { m, n, k, ta: false, tb: false, accumulate: false };
         let mut ms =
-            crate::vk::ops::gemm_throughput(&ctx, &shape, a.reps).map_err(|e| CliError::Engine(e.to_string()))?;
+            crate::vk::ops::gemm_throughput(&ctx, path, &shape, a.reps).map_err(|e| CliError::Engine(e.to_string()))?;
         let (median, _, _) = super::bench::percentiles(&mut ms);
         let tflops = 2.0 * (m * n * k) as f64 / (median / 1e3) / 1e12;
         rows.push(json!({"m": m, "n": n, "k": k, "median_ms": median, "tflops": tflops, "reps": a.reps}));
     }
-    emit(a.json, json!({"device": ctx.report().name, "path": "f32 tiled", "shapes": rows}), || {
-        println!("{}: f32 tiled GEMM, device timestamps, median of {}", ctx.report().name, a.reps);
+    emit(a.json, json!({"device": ctx.report().name, "path": path.name(), "shapes": rows}), || {
+        println!("{}: {} GEMM, device timestamps, median of {}", ctx.report().name, path.name(), a.reps);
         for r in &rows {
             println!(
                 "  {:>5}x{:<5}x{:<5} {:9.3} ms  {:8.3} TFLOP/s",
@@ -139,8 +176,9 @@ fn print_report(r: &DeviceReport) {
     }
     let f = &r.features;
     println!(
-        "  features     cooperative matrix {}, 16-bit storage {}, float16 {}, bfloat16 {}",
+        "  features     cooperative matrix {} (f16 16×16×16 path: {}), 16-bit storage {}, float16 {}, bfloat16 {}",
         yes(f.cooperative_matrix),
+        yes(f.coopmat_f16_16x16x16),
         yes(f.storage_16bit),
         yes(f.float16),
         yes(f.bfloat16)
@@ -168,11 +206,16 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
     let cfg = Config::resolve(&a.config)?;
     let precision = match a.precision {
         LadderPrecision::F32 => Precision::F32,
+        LadderPrecision::F16 => Precision::F16,
     };
+    let choice = GemmPathArg::choice(a.gemm_path)?;
     let ctx = open(a.device)?;
     let mut results: Vec<RungResult> = Vec::new();
     for id in &rungs {
-        let r = ladder::run_rung(&ctx, id, &cfg, precision, a.seed).map_err(|e| CliError::Failed(e.to_string()))?;
+        let r = ladder::run_rung(&ctx, id, &cfg, precision, a.seed, choice).map_err(|e| match e {
+            ladder::LadderError::Vk(VkError::Unsupported(why) | VkError::Invalid(why)) => CliError::Engine(why),
+            e => CliError::Failed(e.to_string()),
+        })?;
         results.push(r);
     }
     let validation_errors = ctx.validation_errors();

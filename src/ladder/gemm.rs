@@ -9,7 +9,7 @@ use super::{CaseResult, LadderError, Precision, RungResult, Status};
 use crate::model::Config;
 use crate::rng::Rng;
 use crate::tensor;
-use crate::vk::ops::{self, GemmShape, MatRef};
+use crate::vk::ops::{self, GemmChoice, GemmPath, GemmShape, MatRef};
 use crate::vk::{Buffer, Context, Sequence, VkError};
 
 /// Guard elements on each side of every GPU output.
@@ -36,6 +36,21 @@ const WARN_FLOOR: f64 = 1e-6;
 /// transpose gives errors of order 1) and grows as sqrt(k) beyond.
 pub fn f32_tolerance(k: usize) -> f64 {
     1e-5 * (k as f64 / 4096.0).sqrt().max(1.0)
+}
+
+/// The relative L2 tolerance of a product whose inputs are rounded to f16 and
+/// accumulated in f32, against the f64 product of the unrounded inputs.
+///
+/// Rounding to f16 gives each input a relative error of at most `2^-11 ≈
+/// 4.9e-4` (about 2.8e-4 rms for random mantissas), so each term of a dot
+/// product carries about 4e-4 rms; terms of random sign add up like the
+/// signal itself, so the result's rel L2 stays near 4e-4 whatever `k` is (the
+/// f32 accumulation adds the `f32_tolerance` scale on top, negligible here).
+/// The bound is 2e-3: five times that, while a wrong tile, index or transpose
+/// gives errors of order 1. The rung's CPU column computes with the same
+/// rounded inputs, so that it shows what the rounding alone costs.
+pub fn f16_tolerance() -> f64 {
+    2e-3
 }
 
 /// One product of the rung: where the model uses it, and its shape.
@@ -93,16 +108,23 @@ fn params(s: &GemmShape) -> String {
     format!("m={} n={} k={}{}{}{}", s.m, s.n, s.k, flag(s.ta, "ta"), flag(s.tb, "tb"), flag(s.accumulate, "acc"))
 }
 
-pub fn run(ctx: &Context, cfg: &Config, precision: Precision, seed: u64) -> Result<RungResult, LadderError> {
+pub fn run(
+    ctx: &Context,
+    cfg: &Config,
+    precision: Precision,
+    seed: u64,
+    choice: GemmChoice,
+) -> Result<RungResult, LadderError> {
+    let path = ops::pick_path(ctx, precision == Precision::F16, choice)?;
     let mut rng = Rng::new(seed);
     let mut results = Vec::new();
     for c in gemm_cases(cfg) {
-        results.push(run_case(ctx, &c, &mut rng)?);
+        results.push(run_case(ctx, &c, &mut rng, path)?);
     }
     Ok(RungResult::from_cases("gemm", precision, results))
 }
 
-fn run_case(ctx: &Context, c: &GemmCase, rng: &mut Rng) -> Result<CaseResult, VkError> {
+fn run_case(ctx: &Context, c: &GemmCase, rng: &mut Rng, path: GemmPath) -> Result<CaseResult, VkError> {
     let s = c.shape;
     let (m, n, k) = (s.m, s.n, s.k);
     let mut draw = |len: usize| -> Vec<f32> { (0..len).map(|_| rng.normal() as f32).collect() };
@@ -114,9 +136,15 @@ fn run_case(ctx: &Context, c: &GemmCase, rng: &mut Rng) -> Result<CaseResult, Vk
     let wide = |x: &[f32]| -> Vec<f64> { x.iter().map(|&v| v as f64).collect() };
     let mut want = wide(&c0);
     tensor::gemm(&mut want, m, n, k, &wide(&a), s.ta, &wide(&b), s.tb, s.accumulate);
+    // The CPU column: f32 arithmetic on the inputs the kernel actually sees.
+    let f16 = path != GemmPath::TiledF32;
+    let seen = |x: &[f32]| -> Vec<f32> {
+        if f16 { x.iter().map(|&v| gemm::f16::from_f32(v).to_f32()).collect() } else { x.to_vec() }
+    };
+    let (a_seen, b_seen) = (seen(&a), seen(&b));
     let mut cpu = c0.clone();
     let t0 = Instant::now();
-    tensor::gemm(&mut cpu, m, n, k, &a, s.ta, &b, s.tb, s.accumulate);
+    tensor::gemm(&mut cpu, m, n, k, &a_seen, s.ta, &b_seen, s.tb, s.accumulate);
     let cpu_ms = t0.elapsed().as_secs_f64() * 1e3;
 
     let sentinel = f32::from_bits(SENTINEL_BITS);
@@ -137,7 +165,7 @@ fn run_case(ctx: &Context, c: &GemmCase, rng: &mut Rng) -> Result<CaseResult, Vk
         seq.copy(&b_up, 0, &b_dev, 0, b_dev.bytes())?;
         seq.copy(&c_up, 0, &c_dev, 0, c_dev.bytes())?;
         let cm = MatRef { buf: &c_dev, offset: GUARD };
-        ops::gemm(ctx, &mut seq, &s, MatRef::whole(&a_dev), MatRef::whole(&b_dev), cm)?;
+        ops::gemm_with(ctx, &mut seq, path, &s, MatRef::whole(&a_dev), MatRef::whole(&b_dev), cm)?;
         seq.copy(&c_dev, 0, &c_back, 0, c_dev.bytes())?;
         seq.submit()?
     };
@@ -147,7 +175,7 @@ fn run_case(ctx: &Context, c: &GemmCase, rng: &mut Rng) -> Result<CaseResult, Vk
     let gpu = compare(&got[GUARD..GUARD + m * n], &want);
     let cpu_cmp = compare(&cpu, &want);
 
-    let tolerance = f32_tolerance(k);
+    let tolerance = if f16 { f16_tolerance() } else { f32_tolerance(k) };
     let mut notes = Vec::new();
     if !sentinel_ok {
         notes.push("the kernel wrote outside its output (a guard value changed)".to_string());
@@ -172,7 +200,7 @@ fn run_case(ctx: &Context, c: &GemmCase, rng: &mut Rng) -> Result<CaseResult, Vk
     };
     Ok(CaseResult {
         name: c.name.clone(),
-        params: params(&s),
+        params: format!("{} [{}]", params(&s), path.name()),
         status,
         rel_l2: gpu.rel_l2,
         rel_l2_cpu_f32: cpu_cmp.rel_l2,

@@ -11,7 +11,7 @@ use crate::model::Config;
 use crate::vk::{Context, VkError};
 
 pub use compare::{Comparison, compare};
-pub use gemm::{GemmCase, f32_tolerance, gemm_cases};
+pub use gemm::{GemmCase, f16_tolerance, f32_tolerance, gemm_cases};
 
 /// Every rung of MODEL.md, in order.
 pub const ALL_RUNGS: [&str; 11] = [
@@ -54,6 +54,8 @@ impl Status {
 #[serde(rename_all = "lowercase")]
 pub enum Precision {
     F32,
+    /// f16 inputs, f32 accumulation (cooperative matrices where available).
+    F16,
 }
 
 /// One comparison inside a rung (for `gemm`: one matrix product).
@@ -158,10 +160,11 @@ pub fn run_rung(
     cfg: &Config,
     precision: Precision,
     seed: u64,
+    gemm_path: crate::vk::ops::GemmChoice,
 ) -> Result<RungResult, LadderError> {
     check_rungs(&[id.to_string()])?;
     match id {
-        "gemm" => gemm::run(ctx, cfg, precision, seed),
+        "gemm" => gemm::run(ctx, cfg, precision, seed, gemm_path),
         other => Err(LadderError::NotImplemented(other.to_string())),
     }
 }

@@ -242,7 +242,7 @@ impl Context {
             guard.debug = Some((utils, m));
         }
 
-        let candidates = rank_devices(instance_ref)?;
+        let candidates = rank_devices(&entry, instance_ref)?;
         if candidates.is_empty() {
             return Err(VkError::NoDevice(
                 "the Vulkan loader lists no device with a compute queue and Vulkan 1.1 (for a software device install mesa-vulkan-drivers and set VK_DRIVER_FILES=/usr/share/vulkan/icd.d/lvp_icd.x86_64.json)"
@@ -362,10 +362,17 @@ fn create_device(instance: &ash::Instance, c: &Candidate) -> VkResult<ash::Devic
     let queues =
         [vk::DeviceQueueCreateInfo::default().queue_family_index(c.queue_family).queue_priorities(&priorities)];
     let mut v11 = vk::PhysicalDeviceVulkan11Features::default().storage_buffer16_bit_access(c.features.storage_16bit);
-    let mut v12 = vk::PhysicalDeviceVulkan12Features::default().shader_float16(c.features.float16);
+    let coop = c.features.coopmat_f16_16x16x16;
+    let mut v12 =
+        vk::PhysicalDeviceVulkan12Features::default().shader_float16(c.features.float16).vulkan_memory_model(coop);
+    let mut fcm = vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default().cooperative_matrix(true);
+    let extensions = [ash::khr::cooperative_matrix::NAME.as_ptr()];
     let mut info = vk::DeviceCreateInfo::default().queue_create_infos(&queues);
     if c.api_version >= vk::API_VERSION_1_2 {
         info = info.push_next(&mut v11).push_next(&mut v12);
+    }
+    if coop {
+        info = info.enabled_extension_names(&extensions).push_next(&mut fcm);
     }
     // SAFETY: `info` points into locals that outlive the call; the features
     // enabled are ones the device reported (see `rank_devices`).

@@ -20,10 +20,15 @@ pub struct Limits {
 }
 
 /// Optional features the device supports. Of these, 16-bit storage and float16
-/// are switched on when present; cooperative matrices stay off (not used yet).
+/// are switched on when present, and cooperative matrices when the device also
+/// offers what the f16 GEMM path needs (`coopmat_f16_16x16x16`).
 #[derive(Clone, Copy, Debug, Default, Serialize)]
 pub struct Features {
     pub cooperative_matrix: bool,
+    /// `VK_KHR_cooperative_matrix` with a subgroup-scope 16×16×16
+    /// f16 × f16 → f32 configuration, plus float16 arithmetic and the Vulkan
+    /// memory model: everything `shaders/gemm_f16_coopmat.comp` uses.
+    pub coopmat_f16_16x16x16: bool,
     pub storage_16bit: bool,
     pub float16: bool,
     pub bfloat16: bool,
@@ -150,19 +155,19 @@ impl Candidate {
 
 /// Every device with Vulkan ≥ 1.1 and a compute queue, best first (stable
 /// within a type, so indices follow the loader's order).
-pub(crate) fn rank_devices(instance: &ash::Instance) -> VkResult<Vec<Candidate>> {
+pub(crate) fn rank_devices(entry: &ash::Entry, instance: &ash::Instance) -> VkResult<Vec<Candidate>> {
     // SAFETY: a plain query on a live instance.
     let physicals = match unsafe { instance.enumerate_physical_devices() } {
         Ok(p) => p,
         Err(vk::Result::ERROR_INITIALIZATION_FAILED) => Vec::new(),
         Err(e) => return Err(call("vkEnumeratePhysicalDevices")(e)),
     };
-    let mut out: Vec<Candidate> = physicals.into_iter().filter_map(|p| describe(instance, p)).collect();
+    let mut out: Vec<Candidate> = physicals.into_iter().filter_map(|p| describe(entry, instance, p)).collect();
     out.sort_by_key(|c| type_rank(c.device_type));
     Ok(out)
 }
 
-fn describe(instance: &ash::Instance, physical: vk::PhysicalDevice) -> Option<Candidate> {
+fn describe(entry: &ash::Entry, instance: &ash::Instance, physical: vk::PhysicalDevice) -> Option<Candidate> {
     // SAFETY: plain queries on a physical device of a live instance; the
     // chained structs live on this stack frame for the duration of each call.
     unsafe {
@@ -194,12 +199,34 @@ fn describe(instance: &ash::Instance, physical: vk::PhysicalDevice) -> Option<Ca
         let has = |n: &CStr| exts.iter().any(|e| e.extension_name_as_c_str() == Ok(n));
         let mut f11 = vk::PhysicalDeviceVulkan11Features::default();
         let mut f12 = vk::PhysicalDeviceVulkan12Features::default();
+        let mut fcm = vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default();
+        let coop_ext = has(ash::khr::cooperative_matrix::NAME);
         if v12 {
             let mut f2 = vk::PhysicalDeviceFeatures2::default().push_next(&mut f11).push_next(&mut f12);
+            if coop_ext {
+                f2 = f2.push_next(&mut fcm);
+            }
             instance.get_physical_device_features2(physical, &mut f2);
         }
+        let f16_config = coop_ext
+            && ash::khr::cooperative_matrix::Instance::new(entry, instance)
+                .get_physical_device_cooperative_matrix_properties(physical)
+                .unwrap_or_default()
+                .iter()
+                .any(|c| {
+                    (c.m_size, c.n_size, c.k_size) == (16, 16, 16)
+                        && c.a_type == vk::ComponentTypeKHR::FLOAT16
+                        && c.b_type == vk::ComponentTypeKHR::FLOAT16
+                        && c.c_type == vk::ComponentTypeKHR::FLOAT32
+                        && c.result_type == vk::ComponentTypeKHR::FLOAT32
+                        && c.scope == vk::ScopeKHR::SUBGROUP
+                });
         let features = Features {
-            cooperative_matrix: has(ash::khr::cooperative_matrix::NAME),
+            cooperative_matrix: coop_ext,
+            coopmat_f16_16x16x16: f16_config
+                && fcm.cooperative_matrix == vk::TRUE
+                && f12.shader_float16 == vk::TRUE
+                && f12.vulkan_memory_model == vk::TRUE,
             storage_16bit: f11.storage_buffer16_bit_access == vk::TRUE,
             float16: f12.shader_float16 == vk::TRUE,
             bfloat16: has(c"VK_KHR_shader_bfloat16"),

@@ -29,6 +29,9 @@ pub enum VkError {
     /// A caller mistake the engine can name: wrong lengths, mismatched sizes.
     #[error("{0}")]
     Invalid(String),
+    /// The device or this build lacks what an optional path needs.
+    #[error("{0}")]
+    Unsupported(String),
     #[error("timed out after {secs} s waiting for the GPU ({what})")]
     Timeout { what: &'static str, secs: u64 },
 }

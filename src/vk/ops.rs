@@ -39,6 +39,116 @@ pub static GEMM_F32: KernelSpec = KernelSpec {
     shared_bytes: 2 * 16 * 65 * 4,
 };
 
+/// The tiled kernel with every staged input rounded to f16 (f32 accumulation):
+/// the f16 precision on devices without cooperative matrices.
+pub static GEMM_F16IN_TILED: KernelSpec =
+    KernelSpec { name: "gemm_f16in_tiled", spirv: shaders::GEMM_F16IN_TILED, ..GEMM_F32 };
+
+/// 64×64 output tile per workgroup of 4 subgroups of 32; A and B staged as f16
+/// (64×40 and 32×72 halves), C through a 64×64 f32 block.
+pub static GEMM_F16_COOPMAT: KernelSpec = KernelSpec {
+    name: "gemm_f16_coopmat",
+    spirv: match shaders::GEMM_F16_COOPMAT {
+        Some(s) => s,
+        None => &[],
+    },
+    bindings: &[Access::Read, Access::Read, Access::ReadWrite],
+    push_size: 48,
+    local_size: [128, 1, 1],
+    items_per_group: [64, 64, 1],
+    shared_bytes: 64 * 40 * 2 + 32 * 72 * 2 + 64 * 64 * 4,
+};
+
+/// Which kernel computes a product.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GemmPath {
+    /// f32 inputs, f32 accumulation, tiled through shared memory.
+    TiledF32,
+    /// The tiled kernel with its inputs rounded to f16.
+    TiledF16In,
+    /// `VK_KHR_cooperative_matrix` 16×16×16, f16 inputs, f32 accumulation.
+    CoopMatF16,
+}
+
+impl GemmPath {
+    fn spec(self) -> &'static KernelSpec {
+        match self {
+            GemmPath::TiledF32 => &GEMM_F32,
+            GemmPath::TiledF16In => &GEMM_F16IN_TILED,
+            GemmPath::CoopMatF16 => &GEMM_F16_COOPMAT,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            GemmPath::TiledF32 => "tiled f32",
+            GemmPath::TiledF16In => "tiled f16-in",
+            GemmPath::CoopMatF16 => "coopmat f16",
+        }
+    }
+}
+
+/// What the user asked for; `DUALSCOPE_GEMM_PATH` or `--gemm-path`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GemmChoice {
+    /// Cooperative matrices where the device has them (f16 precision only).
+    Auto,
+    Tiled,
+    CoopMat,
+}
+
+impl GemmChoice {
+    pub fn parse(s: &str) -> VkResult<GemmChoice> {
+        match s {
+            "auto" => Ok(GemmChoice::Auto),
+            "tiled" => Ok(GemmChoice::Tiled),
+            "coopmat" => Ok(GemmChoice::CoopMat),
+            other => Err(VkError::Invalid(format!("gemm path {other:?}: expected auto, tiled or coopmat"))),
+        }
+    }
+
+    /// `DUALSCOPE_GEMM_PATH`, default `auto`.
+    pub fn from_env() -> VkResult<GemmChoice> {
+        std::env::var("DUALSCOPE_GEMM_PATH").map_or(Ok(GemmChoice::Auto), |s| GemmChoice::parse(&s))
+    }
+}
+
+/// Why the cooperative-matrix kernel cannot run here, if it cannot.
+pub fn coopmat_f16_unavailable(ctx: &Context) -> Option<String> {
+    let r = ctx.report();
+    if shaders::GEMM_F16_COOPMAT.is_none() {
+        Some(
+            "this build has no cooperative-matrix shader (glslang 13 was missing at build time: run scripts/setup.sh)"
+                .into(),
+        )
+    } else if !r.features.coopmat_f16_16x16x16 {
+        Some(format!("{} offers no subgroup 16×16×16 f16×f16→f32 cooperative matrix", r.name))
+    } else if r.subgroup_size != 32 {
+        Some(format!("the kernel needs subgroup size 32; {} has {}", r.name, r.subgroup_size))
+    } else {
+        None
+    }
+}
+
+/// The kernel for products in f16 (`f16`) or f32 precision under `choice`.
+pub fn pick_path(ctx: &Context, f16: bool, choice: GemmChoice) -> VkResult<GemmPath> {
+    match (f16, choice) {
+        (false, GemmChoice::CoopMat) => {
+            Err(VkError::Invalid("the cooperative-matrix path takes f16 inputs: use precision f16".into()))
+        }
+        (false, _) => Ok(GemmPath::TiledF32),
+        (true, GemmChoice::Tiled) => Ok(GemmPath::TiledF16In),
+        (true, GemmChoice::Auto) => {
+            Ok(if coopmat_f16_unavailable(ctx).is_none() { GemmPath::CoopMatF16 } else { GemmPath::TiledF16In })
+        }
+        (true, GemmChoice::CoopMat) => match coopmat_f16_unavailable(ctx) {
+            None => Ok(GemmPath::CoopMatF16),
+            Some(why) => Err(VkError::Unsupported(why)),
+        },
+    }
+}
+
 /// The shape of one matrix product `C[m×n] (+)= op(A)·op(B)`, all row-major
 /// and packed (as `crate::tensor::gemm`): A is `[m,k]` (`[k,m]` when `ta`),
 /// B is `[k,n]` (`[n,k]` when `tb`).
@@ -83,7 +193,7 @@ fn dim(what: &str, x: usize) -> VkResult<u32> {
     u32::try_from(x).map_err(|_| VkError::Limit(format!("gemm: {what} = {x} does not fit in 32 bits")))
 }
 
-/// Records `c (+)= op(a)·op(b)` into `seq`.
+/// Records `c (+)= op(a)·op(b)` into `seq` with the f32 tiled kernel.
 pub fn gemm<'a>(
     ctx: &Context,
     seq: &mut Sequence<'a>,
@@ -92,6 +202,24 @@ pub fn gemm<'a>(
     b: MatRef<'a>,
     c: MatRef<'a>,
 ) -> VkResult<()> {
+    gemm_with(ctx, seq, GemmPath::TiledF32, s, a, b, c)
+}
+
+/// Records `c (+)= op(a)·op(b)` into `seq` with the kernel of `path`.
+pub fn gemm_with<'a>(
+    ctx: &Context,
+    seq: &mut Sequence<'a>,
+    path: GemmPath,
+    s: &GemmShape,
+    a: MatRef<'a>,
+    b: MatRef<'a>,
+    c: MatRef<'a>,
+) -> VkResult<()> {
+    if path == GemmPath::CoopMatF16
+        && let Some(why) = coopmat_f16_unavailable(ctx)
+    {
+        return Err(VkError::Unsupported(why));
+    }
     let push = GemmPush {
         m: dim("m", s.m)?,
         n: dim("n", s.n)?,
@@ -106,7 +234,7 @@ pub fn gemm<'a>(
         tb: s.tb as u32,
         accumulate: s.accumulate as u32,
     };
-    let kernel = ctx.kernel(&GEMM_F32)?;
+    let kernel = ctx.kernel(path.spec())?;
     let label = format!(
         "gemm {}x{}x{}{}{}{}",
         s.m,
@@ -178,7 +306,7 @@ pub fn gemm_host(
 
 /// Device milliseconds of each of `reps` identical `m×n×k` products recorded
 /// into one sequence (random inputs; the outputs are not read back).
-pub fn gemm_throughput(ctx: &Context, s: &GemmShape, reps: usize) -> VkResult<Vec<f64>> {
+pub fn gemm_throughput(ctx: &Context, path: GemmPath, s: &GemmShape, reps: usize) -> VkResult<Vec<f64>> {
     let mut rng = crate::rng::Rng::new(42);
     let a: Vec<f32> = (0..s.m * s.k).map(|_| rng.normal() as f32).collect();
     let b: Vec<f32> = (0..s.k * s.n).map(|_| rng.normal() as f32).collect();
@@ -192,7 +320,7 @@ pub fn gemm_throughput(ctx: &Context, s: &GemmShape, reps: usize) -> VkResult<Ve
         seq.copy(&a_up, 0, &a_dev, 0, a_dev.bytes())?;
         seq.copy(&b_up, 0, &b_dev, 0, b_dev.bytes())?;
         for _ in 0..reps {
-            gemm(ctx, &mut seq, s, MatRef::whole(&a_dev), MatRef::whole(&b_dev), MatRef::whole(&c_dev))?;
+            gemm_with(ctx, &mut seq, path, s, MatRef::whole(&a_dev), MatRef::whole(&b_dev), MatRef::whole(&c_dev))?;
         }
         seq.submit()?
     };
