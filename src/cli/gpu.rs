@@ -184,6 +184,9 @@ fn print_report(r: &DeviceReport) {
         yes(f.bfloat16)
     );
     println!("  validation   {}", if r.validation { "on" } else { "off" });
+    if let Some(why) = &r.coopmat_off {
+        println!("  coopmat      {why}");
+    }
     if r.devices.len() > 1 {
         println!("devices (best first; pick with --device N or DUALSCOPE_VK_DEVICE):");
         for d in &r.devices {

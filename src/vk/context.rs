@@ -159,7 +159,9 @@ impl Context {
 
         // SAFETY: plain queries on a loaded entry.
         let layers = unsafe { entry.enumerate_instance_layer_properties() }.map_err(call("enumerate layers"))?;
-        let has_layer = layers.iter().any(|l| l.layer_name_as_c_str() == Ok(VALIDATION_LAYER));
+        let layer = layers.iter().find(|l| l.layer_name_as_c_str() == Ok(VALIDATION_LAYER));
+        let has_layer = layer.is_some();
+        let layer_version = layer.map_or(0, |l| l.spec_version);
         let validation = want_validation && has_layer;
         if want_validation && !has_layer {
             eprintln!(
@@ -249,13 +251,26 @@ impl Context {
                     .into(),
             ));
         }
-        let Some(picked) = candidates.get(index) else {
+        let Some(picked) = candidates.get(index).cloned() else {
             return Err(VkError::BadDeviceIndex {
                 index,
                 count: candidates.len(),
                 names: candidates.iter().map(|c| c.summary()).collect::<Vec<_>>().join("; "),
             });
         };
+        // A validation layer older than VK_KHR_cooperative_matrix (Vulkan
+        // 1.3.255) rejects its structures as errors, so with such a layer
+        // the cooperative-matrix path stays off, and the report says why.
+        let mut picked = picked;
+        let mut coopmat_off = None;
+        if validation && picked.features.coopmat_f16_16x16x16 && layer_version < vk::make_api_version(0, 1, 3, 255) {
+            picked.features.coopmat_f16_16x16x16 = false;
+            coopmat_off = Some(format!(
+                "off because the validation layer ({}) predates VK_KHR_cooperative_matrix; run without validation to use it",
+                super::device::version_string(layer_version)
+            ));
+        }
+        let picked = &picked;
         let device = create_device(instance_ref, picked)?;
         let (instance, debug) = guard.release();
 
@@ -285,7 +300,8 @@ impl Context {
         let allocator =
             allocator.map_err(|e| VkError::Alloc { name: "allocator".into(), bytes: 0, msg: e.to_string() })?;
         *inner.allocator.lock().unwrap() = Some(allocator);
-        let report = picked.report(index, &candidates, validation);
+        let mut report = picked.report(index, &candidates, validation);
+        report.coopmat_off = coopmat_off;
         Ok(Context { kernels: Mutex::new(HashMap::new()), inner: Arc::new(inner), report })
     }
 

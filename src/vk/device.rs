@@ -65,10 +65,13 @@ pub struct DeviceReport {
     pub features: Features,
     /// Whether the Khronos validation layer is on.
     pub validation: bool,
+    /// Why the cooperative-matrix path is off although the device has it.
+    pub coopmat_off: Option<String>,
     /// Every usable device, best first; `index` picks from this list.
     pub devices: Vec<DeviceSummary>,
 }
 
+#[derive(Clone)]
 pub(crate) struct Candidate {
     pub physical: vk::PhysicalDevice,
     pub name: String,
@@ -140,6 +143,7 @@ impl Candidate {
             timestamps: self.timestamps,
             features: self.features,
             validation,
+            coopmat_off: None,
             devices: all
                 .iter()
                 .enumerate()

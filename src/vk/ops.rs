@@ -117,7 +117,9 @@ impl GemmChoice {
 /// Why the cooperative-matrix kernel cannot run here, if it cannot.
 pub fn coopmat_f16_unavailable(ctx: &Context) -> Option<String> {
     let r = ctx.report();
-    if shaders::GEMM_F16_COOPMAT.is_none() {
+    if let Some(why) = &r.coopmat_off {
+        Some(format!("cooperative matrices on {}: {why}", r.name))
+    } else if shaders::GEMM_F16_COOPMAT.is_none() {
         Some(
             "this build has no cooperative-matrix shader (glslang 13 was missing at build time: run scripts/setup.sh)"
                 .into(),
