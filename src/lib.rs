@@ -16,3 +16,5 @@ pub mod checkpoint;
 pub mod cpu;
 
 pub mod cli;
+
+pub mod ui;
