@@ -286,3 +286,56 @@ fn snapshot_tiny_view() {
     mask_timings(&mut h);
     h.snapshot("main_view_tiny");
 }
+
+#[test]
+fn session_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cli.ron");
+    let want = State { seed: 4, cursor: 9, head: 1, offset: 100, ..tiny(30) };
+    session::save(&path, &want).unwrap();
+    init_env();
+    let app = App::new(LaunchOptions { session: Some(path.clone()), state: Some(tiny(40)), ..Default::default() });
+    let mut h =
+        Harness::builder().with_size(egui::vec2(1400.0, 900.0)).build_ui_state(|ui, app: &mut App| app.show(ui), app);
+    wait_for_trace(&mut h);
+    let got = &h.state().state;
+    assert_eq!((got.seed, got.cursor, got.head, got.offset, got.len), (4, 9, 1, 100, 30));
+    assert_eq!(h.state().computed().unwrap().spec.offset, 100);
+    assert_eq!(h.state().session_path, path.display().to_string());
+}
+
+#[test]
+fn file_dialog_without_a_portal_says_so() {
+    let mut h = harness(tiny(20), (1400.0, 900.0));
+    wait_for_trace(&mut h);
+    h.get_by_label("Open dataset…").click();
+    for _ in 0..2000 {
+        h.step();
+        if message(&h).contains("no file chosen") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // With a desktop portal a real dialog would be open; this machine has none.
+    assert!(message(&h).contains("no file chosen"), "{}", message(&h));
+    h.key_press(Key::ArrowRight);
+    h.run_steps(2);
+    assert_eq!(h.state().state.cursor, 1, "the app stays usable");
+}
+
+#[test]
+fn long_sequences_stay_responsive() {
+    let mut h = harness(State { len: 4097, ..State::default() }, (1600.0, 1000.0));
+    wait_for_trace(&mut h);
+    assert_eq!(h.state().computed().unwrap().t, 4096);
+    let start = std::time::Instant::now();
+    for _ in 0..20 {
+        h.key_press(Key::ArrowRight);
+        h.step();
+    }
+    let per_frame = start.elapsed() / 20;
+    eprintln!("4096 positions (small): {per_frame:?} per frame while stepping");
+    assert_eq!(h.state().state.cursor, 20);
+    assert_eq!(h.state().texture_builds(), (1, 1));
+    assert!(per_frame < Duration::from_millis(500), "{per_frame:?} per frame");
+}

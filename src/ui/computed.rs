@@ -123,7 +123,8 @@ impl Computed {
     pub fn worst_loss(&self) -> Option<usize> {
         let losses = self.series("loss.token");
         let key = |v: f32| if v.is_nan() { f32::INFINITY } else { v };
-        (0..losses.len()).max_by(|&a, &b| key(losses[a]).total_cmp(&key(losses[b])))
+        // `rev`: among equal losses `max_by` keeps the last, i.e. the first position.
+        (0..losses.len()).rev().max_by(|&a, &b| key(losses[a]).total_cmp(&key(losses[b])))
     }
 
     /// The `k` most likely next bytes at `pos`: (byte, probability), by softmax of `head.logits`.
@@ -151,4 +152,35 @@ fn ctx_grad_matrix(trace: &Trace<f32>, t: usize, v: usize, a: usize) -> Matrix {
         data.extend(c.data[pos * a..(pos + 1) * a].iter().map(|&x| norm * x.abs()));
     }
     Matrix { rows: t, cols: a, data }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tensor::Tensor;
+
+    /// A trace with only the per-position scalars, some of them non-finite.
+    fn computed(losses: &[f32]) -> Computed {
+        let t = losses.len();
+        let mut trace = Trace::new();
+        trace.push("loss.token", Tensor::from_vec(&[t, 1], losses.to_vec()));
+        trace.push("ctx.token_norm", Tensor::from_vec(&[t, 1], vec![1.0; t]));
+        trace.push("grad.head.bias", Tensor::from_vec(&[t, 1], vec![f32::NAN; t]));
+        let spec = JobSpec { dataset_name: "x".into(), config: ConfigName::Tiny, seed: 0, offset: 0, len: t + 1 };
+        Computed::new(1, spec, Config::tiny(), vec![b'a'; t + 1], trace, Duration::ZERO)
+    }
+
+    #[test]
+    fn non_finite_positions_and_worst_loss() {
+        let c = computed(&[1.0, f32::NAN, 2.0, f32::INFINITY, 0.5]);
+        // Parameter gradients are not per position and do not count.
+        assert_eq!(c.non_finite, [false, true, false, true, false]);
+        assert_eq!(c.next_non_finite(0), Some(1));
+        assert_eq!(c.next_non_finite(1), Some(3));
+        assert_eq!(c.next_non_finite(3), Some(1), "wraps around");
+        assert_eq!(c.worst_loss(), Some(1), "a NaN loss is the worst");
+        let clean = computed(&[1.0, 3.0, 2.0]);
+        assert_eq!(clean.next_non_finite(0), None);
+        assert_eq!(clean.worst_loss(), Some(1));
+    }
 }

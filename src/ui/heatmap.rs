@@ -47,6 +47,8 @@ pub struct HeatmapStyle<'a> {
 }
 
 const GUTTER: f32 = 44.0;
+const HINT: &str =
+    "scroll: zoom positions · ctrl+scroll: zoom columns · drag: pan · double-click: reset · click: move the cursor";
 const BAR: f32 = 78.0;
 
 impl Heatmap {
@@ -75,7 +77,6 @@ impl Heatmap {
         let (lo, hi) = colormap::robust_range(&m.data);
         let mut counts = [0usize; 3];
         let mut rows = Vec::new();
-        let mut pixels = Vec::with_capacity(m.data.len());
         for r in 0..m.rows {
             let mut bad = false;
             for &v in &m.data[r * m.cols..(r + 1) * m.cols] {
@@ -89,13 +90,18 @@ impl Heatmap {
                         2
                     }] += 1;
                 }
-                pixels.push(self.colormap.color(v, lo, hi));
             }
             if bad {
                 rows.push(r);
             }
         }
-        let size = [m.cols.max(1), m.rows.max(1)];
+        // Larger than a texture may be: pool blocks of cells into one texel each.
+        let max_side = ctx.input(|i| i.max_texture_side).max(64);
+        let pooled = pool(&m, m.rows.div_ceil(max_side).max(1), m.cols.div_ceil(max_side).max(1));
+        let src = pooled.as_ref().unwrap_or(&m);
+        let pixels: Vec<Color32> = src.data.iter().map(|&v| self.colormap.color(v, lo, hi)).collect();
+        let size = [src.cols.max(1), src.rows.max(1)];
+        let mut pixels = pixels;
         pixels.resize(size[0] * size[1], Color32::BLACK);
         let image = egui::ColorImage::new(size, pixels);
         let options = TextureOptions { magnification: egui::TextureFilter::Nearest, ..TextureOptions::LINEAR };
@@ -130,6 +136,7 @@ impl Heatmap {
         let (outer, response) = ui.allocate_exact_size(vec2(width, style.height), Sense::click_and_drag());
         let name = self.name.clone();
         response.widget_info(|| egui::WidgetInfo::labeled(egui::Role::Image, true, &name));
+        let response = response.on_hover_text(HINT);
         let (Some(m), Some(tex)) = (self.matrix.clone(), self.texture.as_ref()) else {
             ui.painter().text(outer.center(), Align2::CENTER_CENTER, "no data", FontId::default(), Color32::GRAY);
             return HeatmapResponse { clicked: None, response };
@@ -248,7 +255,7 @@ impl Heatmap {
         if nan + pinf + ninf > 0 {
             s += &format!("; NaN {nan} (magenta), +Inf {pinf} (white), -Inf {ninf} (cyan)");
         }
-        s + "  · scroll/ctrl+scroll: zoom, drag: pan, double-click: reset"
+        s
     }
 
     fn draw_bar(&self, painter: &egui::Painter, area: Rect, font: &FontId, text: Color32) {
@@ -269,6 +276,36 @@ impl Heatmap {
         painter.text(bar.right_top() + vec2(3.0, 0.0), Align2::LEFT_TOP, top, font.clone(), text);
         painter.text(bar.right_bottom() + vec2(3.0, 0.0), Align2::LEFT_BOTTOM, fmt_short(lo), font.clone(), text);
     }
+}
+
+/// Pools `kr × kc` blocks into one cell each, keeping the value of largest
+/// magnitude, and any non-finite value over finite ones (so that a NaN stays
+/// visible however far the map is shrunk). `None` when there is nothing to pool.
+fn pool(m: &Matrix, kr: usize, kc: usize) -> Option<Matrix> {
+    if kr == 1 && kc == 1 {
+        return None;
+    }
+    let (rows, cols) = (m.rows.div_ceil(kr), m.cols.div_ceil(kc));
+    let rank = |v: f32| {
+        if v.is_nan() {
+            f32::INFINITY
+        } else if v.is_infinite() {
+            f32::MAX
+        } else {
+            v.abs()
+        }
+    };
+    let mut data = vec![0.0f32; rows * cols];
+    for r in 0..m.rows {
+        for c in 0..m.cols {
+            let v = m.get(r, c);
+            let slot = &mut data[(r / kr) * cols + c / kc];
+            if (r % kr == 0 && c % kc == 0) || rank(v) > rank(*slot) {
+                *slot = v;
+            }
+        }
+    }
+    Some(Matrix { rows, cols, data })
 }
 
 fn to_cell(map: Rect, view: Rect, p: Pos2) -> Pos2 {
@@ -336,5 +373,45 @@ mod tests {
         assert_eq!(out, full);
         let shifted = clamp_view(v.translate(vec2(0.0, 60.0)), full);
         assert_eq!((shifted.min.y, shifted.max.y), (50.0, 100.0));
+    }
+}
+
+#[cfg(test)]
+mod texture_tests {
+    use super::*;
+
+    #[test]
+    fn builds_once_per_key_and_counts_non_finite() {
+        let ctx = egui::Context::default();
+        let (rows, cols) = (4096, 128);
+        let mut data: Vec<f32> = (0..rows * cols).map(|i| (i % 97) as f32).collect();
+        data[5 * cols + 3] = f32::NAN;
+        data[7 * cols] = f32::INFINITY;
+        data[7 * cols + 1] = f32::NEG_INFINITY;
+        let m = Arc::new(Matrix { rows, cols, data });
+        let mut h = Heatmap::new("test", ColorMap::Sequential);
+        let start = std::time::Instant::now();
+        h.set_data(&ctx, 1, || m.clone());
+        let built = start.elapsed();
+        for _ in 0..10 {
+            h.set_data(&ctx, 1, || panic!("the same key must not rebuild"));
+        }
+        assert_eq!(h.builds(), 1);
+        assert_eq!(h.non_finite_rows, [5, 7]);
+        assert_eq!(h.counts, [1, 1, 1]);
+        assert!(built.as_secs_f32() < 2.0, "building a 4096 × 128 texture took {built:?}");
+        h.set_data(&ctx, 2, || m.clone());
+        assert_eq!(h.builds(), 2);
+    }
+
+    #[test]
+    fn pooling_keeps_the_largest_and_non_finite() {
+        let m = Matrix { rows: 4, cols: 3, data: vec![1., -5., 2., 0., 3., f32::NAN, 1., 1., 1., 9., 1., 1.] };
+        let p = pool(&m, 2, 2).unwrap();
+        assert_eq!((p.rows, p.cols), (2, 2));
+        assert_eq!(p.data[0], -5.0);
+        assert!(p.data[1].is_nan());
+        assert_eq!(&p.data[2..], &[9.0, 1.0]);
+        assert!(pool(&m, 1, 1).is_none());
     }
 }
