@@ -339,3 +339,55 @@ fn long_sequences_stay_responsive() {
     assert_eq!(h.state().texture_builds(), (1, 1));
     assert!(per_frame < Duration::from_millis(500), "{per_frame:?} per frame");
 }
+
+#[test]
+fn heatmap_zooms_and_pans() {
+    let mut h = harness(tiny(200), (1400.0, 900.0));
+    wait_for_trace(&mut h);
+    let full = h.state().attention_map().view().unwrap();
+    assert_eq!((full.min.y, full.max.y), (0.0, 199.0));
+    let centre = h.get_by_label("attention heatmap").rect().center();
+    h.hover_at(centre);
+    h.event(egui::Event::MouseWheel {
+        unit: egui::MouseWheelUnit::Point,
+        delta: egui::vec2(0.0, 200.0),
+        phase: egui::TouchPhase::Move,
+        modifiers: egui::Modifiers::NONE,
+        source: egui::MouseWheelSource::Wheel,
+    });
+    // egui smooths wheel scrolling over a few frames.
+    h.run_steps(30);
+    let zoomed = h.state().attention_map().view().unwrap();
+    assert!(zoomed.height() < full.height() * 0.8, "scrolling zooms in on positions: {zoomed:?}");
+    assert_eq!((zoomed.min.x, zoomed.max.x), (full.min.x, full.max.x), "columns keep their zoom");
+
+    // Drag upwards: the view moves down the sequence.
+    h.drag_at(centre);
+    h.hover_at(centre - egui::vec2(0.0, 60.0));
+    h.run_steps(1);
+    h.drop_at(centre - egui::vec2(0.0, 60.0));
+    h.run_steps(2);
+    let panned = h.state().attention_map().view().unwrap();
+    assert!(panned.min.y > zoomed.min.y, "{zoomed:?} -> {panned:?}");
+    assert!((panned.height() - zoomed.height()).abs() < 1e-3);
+    let cursor = h.state().state.cursor;
+    assert_eq!(cursor, 0, "a drag is not a click");
+}
+
+#[test]
+fn run_recomputes_with_new_settings() {
+    let mut h = harness(tiny(40), (1400.0, 900.0));
+    wait_for_trace(&mut h);
+    h.state_mut().queue(Command::SetSeed(11));
+    h.state_mut().queue(Command::SetLen(25));
+    h.state_mut().queue(Command::SetOffset(1000));
+    h.run_steps(2);
+    h.get_by_label_contains("settings changed");
+    assert_eq!(h.state().computed().unwrap().spec.seed, 0, "nothing recomputes before Run");
+    h.get_by_label("Run").click();
+    h.run_steps(1);
+    wait_for_trace(&mut h);
+    let spec = &h.state().computed().unwrap().spec;
+    assert_eq!((spec.seed, spec.len, spec.offset), (11, 25, 1000));
+    assert_eq!(h.state().computed().unwrap().t, 24);
+}

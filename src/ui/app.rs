@@ -131,6 +131,11 @@ impl App {
         (self.attention_map.builds(), self.gradient_map.builds())
     }
 
+    /// The attention heatmap (its view, for tests).
+    pub fn attention_map(&self) -> &Heatmap {
+        &self.attention_map
+    }
+
     /// Queues a command as if a panel had issued it.
     pub fn queue(&mut self, cmd: Command) {
         self.pending.push(cmd);

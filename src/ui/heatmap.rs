@@ -122,6 +122,11 @@ impl Heatmap {
         self.builds += 1;
     }
 
+    /// The visible part in cell units (x: columns, y: rows); `None` before the first frame.
+    pub fn view(&self) -> Option<Rect> {
+        self.view
+    }
+
     /// How many times the texture was built (for tests: once per data change).
     pub fn builds(&self) -> u64 {
         self.builds

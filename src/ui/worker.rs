@@ -61,10 +61,10 @@ impl Worker {
 
 impl Drop for Worker {
     fn drop(&mut self) {
+        // Closing the job channel ends the thread after its current job; it is
+        // not joined, so that closing the window never waits for a long trace.
         self.jobs.take();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        self.thread.take();
     }
 }
 
