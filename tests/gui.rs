@@ -391,3 +391,31 @@ fn run_recomputes_with_new_settings() {
     assert_eq!((spec.seed, spec.len, spec.offset), (11, 25, 1000));
     assert_eq!(h.state().computed().unwrap().t, 24);
 }
+
+/// The heatmap widget alone, on data with NaN and ±Inf: their own colours,
+/// the gutter marks, the colour bar and the cursor row.
+#[test]
+fn snapshot_heatmap_non_finite() {
+    use dualscope::ui::colormap::ColorMap;
+    use dualscope::ui::computed::Matrix;
+    use dualscope::ui::heatmap::{Heatmap, HeatmapStyle};
+    init_env();
+    let (rows, cols) = (300, 40);
+    let mut data: Vec<f32> =
+        (0..rows * cols).map(|i| ((i % cols) as f32 * 0.3 + (i / cols) as f32 * 0.05).sin()).collect();
+    for c in 0..cols {
+        data[50 * cols + c] = f32::NAN;
+    }
+    data[120 * cols + 7] = f32::INFINITY;
+    data[121 * cols + 7] = f32::NEG_INFINITY;
+    data[200 * cols + 30] = f32::NAN;
+    let m = Arc::new(Matrix { rows, cols, data });
+    let mut map = Heatmap::new("test heatmap", ColorMap::Diverging);
+    let mut h = Harness::builder().with_size(egui::vec2(520.0, 330.0)).wgpu().build_ui(move |ui| {
+        map.set_data(ui.ctx(), 1, || m.clone());
+        let describe = |r: usize, c: usize| format!("row {r}, column {c}");
+        map.show(ui, &HeatmapStyle { height: 290.0, cursor_row: Some(150), describe: &describe });
+    });
+    h.run_steps(2);
+    h.snapshot("heatmap_non_finite");
+}

@@ -114,7 +114,8 @@ impl Heatmap {
             self.view = None;
         }
         self.key = Some(key);
-        self.saturated = colormap::finite_range(&m.data).1 > hi;
+        // Saturated when the 99.5th percentile cut off a visibly larger maximum.
+        self.saturated = colormap::finite_range(&m.data).1 > hi + 1e-3 * hi.abs();
         self.matrix = Some(m);
         self.range = (lo, hi);
         self.non_finite_rows = rows;
