@@ -419,3 +419,22 @@ fn snapshot_heatmap_non_finite() {
     h.run_steps(2);
     h.snapshot("heatmap_non_finite");
 }
+
+/// The sessions shipped in `sessions/` parse, and name the embedded corpus as it is.
+#[test]
+fn shipped_sessions_load() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("sessions");
+    let hash = dualscope::dataset::default_dataset().content_hash();
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "ron") {
+            let s = session::load(&path).unwrap_or_else(|e| panic!("{e}"));
+            if s.dataset.path.is_none() {
+                assert_eq!(s.dataset.hash.as_deref(), Some(hash.as_str()), "{}", path.display());
+            }
+            n += 1;
+        }
+    }
+    assert!(n > 0, "no session in {}", dir.display());
+}
