@@ -341,7 +341,7 @@ fn long_sequences_stay_responsive() {
 }
 
 #[test]
-fn heatmap_zooms_and_pans() {
+fn heatmap_zooms_pans_and_resets() {
     let mut h = harness(tiny(200), (1400.0, 900.0));
     wait_for_trace(&mut h);
     let full = h.state().attention_map().view().unwrap();
@@ -372,6 +372,16 @@ fn heatmap_zooms_and_pans() {
     assert!((panned.height() - zoomed.height()).abs() < 1e-3);
     let cursor = h.state().state.cursor;
     assert_eq!(cursor, 0, "a drag is not a click");
+
+    // A double-click shows everything again. (The clicks carry explicit times:
+    // the harness's own clock does not put two clicks within egui's 0.3 s.)
+    for t in [1e6, 1e6 + 0.1] {
+        h.input_mut().time = Some(t);
+        h.get_by_label("attention heatmap").click();
+        h.run_steps(1);
+    }
+    h.run_steps(1);
+    assert_eq!(h.state().attention_map().view().unwrap(), full);
 }
 
 #[test]

@@ -168,7 +168,8 @@ impl Heatmap {
             let cells = vec2(-d.x * view.width() / map.width(), -d.y * view.height() / map.height());
             view = clamp_view(view.translate(cells), full);
         }
-        if response.double_clicked() {
+        let double_clicked = response.double_clicked();
+        if double_clicked {
             view = full;
         }
         self.view = Some(view);
@@ -243,7 +244,7 @@ impl Heatmap {
             None => self.summary(&m),
         };
         ui.label(egui::RichText::new(hover_text).monospace().size(11.0));
-        let clicked = if response.clicked() && !response.double_clicked() {
+        let clicked = if response.clicked() && !double_clicked {
             response.interact_pointer_pos().filter(|p| map.contains(*p)).and_then(|p| cell(to_cell(map, view, p)))
         } else {
             None
