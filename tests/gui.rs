@@ -150,7 +150,8 @@ fn bad_datasets_show_in_the_status_bar_and_the_app_keeps_working() {
 
     // A directory dropped on the window.
     h.input_mut().dropped_files.push(Arc::new(Dropped(dir.path().to_path_buf())));
-    h.run_steps(2);
+    h.run_steps(1);
+    wait_for_trace(&mut h);
     assert!(message(&h).contains("is a directory"), "{}", message(&h));
     assert_eq!(h.state().message().unwrap().level, Level::Error);
     h.get_by_label_contains("is a directory");
@@ -161,7 +162,8 @@ fn bad_datasets_show_in_the_status_bar_and_the_app_keeps_working() {
     h.state_mut().data_path = empty.display().to_string();
     h.run_steps(1);
     h.get_by_label("Open").click();
-    h.run_steps(2);
+    h.run_steps(1);
+    wait_for_trace(&mut h);
     assert!(message(&h).contains("is empty"), "{}", message(&h));
     assert_eq!(h.state().dataset().name(), "embedded:synthetic");
 
@@ -447,4 +449,26 @@ fn shipped_sessions_load() {
         }
     }
     assert!(n > 0, "no session in {}", dir.display());
+}
+
+#[test]
+fn data_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("corpus.txt");
+    std::fs::write(&good, "the quick brown fox jumps over the lazy dog\n".repeat(10)).unwrap();
+    for (data, name, error) in
+        [(good.clone(), "corpus.txt", None), (dir.path().join("nope.txt"), "embedded:synthetic", Some("no such file"))]
+    {
+        init_env();
+        let app = App::new(LaunchOptions { data: Some(data), state: Some(tiny(40)), ..Default::default() });
+        let mut h = Harness::builder()
+            .with_size(egui::vec2(1400.0, 900.0))
+            .build_ui_state(|ui, app: &mut App| app.show(ui), app);
+        wait_for_trace(&mut h);
+        assert_eq!(h.state().dataset().name(), name);
+        assert_eq!(h.state().computed().unwrap().spec.dataset_name, name);
+        if let Some(e) = error {
+            assert!(message(&h).contains(e), "{}", message(&h));
+        }
+    }
 }

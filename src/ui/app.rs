@@ -13,6 +13,7 @@ use super::colormap::ColorMap;
 use super::command::Command;
 use super::computed::Computed;
 use super::heatmap::Heatmap;
+use super::loader::{AfterOpen, Loader, Opened};
 use super::panels::{self, status::Level, status::Message};
 use super::session;
 use super::state::{DatasetRef, MAX_LEN, PanelId, State};
@@ -58,6 +59,7 @@ pub struct App {
     pub data_path: String,
     /// The path typed in the side panel's session field.
     pub session_path: String,
+    loader: Loader,
     dialogs_tx: Sender<(DialogPurpose, Option<PathBuf>)>,
     dialogs_rx: Receiver<(DialogPurpose, Option<PathBuf>)>,
     newline: Option<&'static str>,
@@ -92,6 +94,7 @@ impl App {
                 .as_ref()
                 .map(|p| p.display().to_string())
                 .unwrap_or_else(|| "sessions/session.ron".to_string()),
+            loader: Loader::default(),
             dialogs_tx,
             dialogs_rx,
             newline: None,
@@ -111,9 +114,9 @@ impl App {
         self.computed.as_deref()
     }
 
-    /// True while the worker computes.
+    /// True while the worker computes or a dataset is being opened.
     pub fn is_busy(&self) -> bool {
-        self.running.is_some() || self.needs_run
+        self.running.is_some() || self.needs_run || self.loader.is_busy()
     }
 
     /// The status bar's message.
@@ -151,6 +154,7 @@ impl App {
         }
         self.poll_worker();
         self.poll_dialogs();
+        self.poll_loader();
         let mut cmds = std::mem::take(&mut self.pending);
         self.keyboard(&ctx, &mut cmds);
         self.dropped_files(&ctx, &mut cmds);
@@ -182,8 +186,8 @@ impl App {
         if std::mem::take(&mut self.needs_run) {
             self.run();
         }
-        if self.running.is_some() {
-            // The worker wakes us on progress; this is a fallback.
+        if self.running.is_some() || self.loader.is_busy() {
+            // The threads wake us when they report; this is a fallback.
             ctx.request_repaint_after(std::time::Duration::from_millis(100));
         }
     }
@@ -417,7 +421,7 @@ impl App {
             Command::OpenDatasetDialog => self.dialog(DialogPurpose::OpenDataset),
             Command::SaveSessionDialog => self.dialog(DialogPurpose::SaveSession),
             Command::LoadSessionDialog => self.dialog(DialogPurpose::LoadSession),
-            Command::OpenDataset(path) => self.open_dataset(&path),
+            Command::OpenDataset(path) => self.open_dataset(&path, AfterOpen::Plain),
             Command::UseEmbeddedDataset => {
                 self.set_dataset(Arc::new(synthetic::default_dataset()), None);
                 self.say(Level::Info, "Using the embedded dataset");
@@ -439,14 +443,37 @@ impl App {
         self.needs_run = true;
     }
 
-    fn open_dataset(&mut self, path: &Path) {
-        match Dataset::open(path) {
-            Ok(ds) => {
-                let text = format!("Opened {} ({} tokens)", ds.name(), ds.len_tokens());
-                self.set_dataset(Arc::new(ds), Some(path.to_path_buf()));
-                self.say(Level::Info, text);
+    /// Opens `path` on a loader thread; [`Self::poll_loader`] takes the result.
+    fn open_dataset(&mut self, path: &Path, after: AfterOpen) {
+        let ctx = self.ctx_slot.lock().ok().and_then(|c| c.clone());
+        let wake = move || {
+            if let Some(ctx) = &ctx {
+                ctx.request_repaint();
             }
-            Err(e) => self.say(Level::Error, format!("cannot open the dataset: {e}")),
+        };
+        if let Err(e) = self.loader.open(path.to_path_buf(), after, wake) {
+            self.say(Level::Error, e);
+        }
+    }
+
+    fn poll_loader(&mut self) {
+        for Opened { path, result, after } in self.loader.poll() {
+            match (after, result) {
+                (AfterOpen::Plain, Ok(ds)) => {
+                    let text = format!("Opened {} ({} tokens)", ds.name(), ds.len_tokens());
+                    self.set_dataset(Arc::new(ds), Some(path));
+                    self.say(Level::Info, text);
+                }
+                (AfterOpen::Plain, Err(e)) => self.say(Level::Error, format!("cannot open the dataset: {e}")),
+                (AfterOpen::Session { state, session }, Ok(ds)) => {
+                    self.set_dataset(Arc::new(ds), Some(path));
+                    self.restore_session(*state, &session, None);
+                }
+                (AfterOpen::Session { state, session }, Err(e)) => {
+                    let problem = format!("the session's dataset cannot be opened ({e}); kept {}", self.dataset.name());
+                    self.restore_session(*state, &session, Some(problem));
+                }
+            }
         }
     }
 
@@ -469,21 +496,24 @@ impl App {
             Err(e) => return self.say(Level::Error, e.to_string()),
         };
         self.session_path = path.display().to_string();
-        let mut problem = None;
-        match &loaded.dataset.path {
+        match loaded.dataset.path.clone() {
             None => {
                 if self.state.dataset.path.is_some() {
                     self.set_dataset(Arc::new(synthetic::default_dataset()), None);
                 }
+                self.restore_session(loaded, path, None);
             }
-            Some(p) => match Dataset::open(p) {
-                Ok(ds) => self.set_dataset(Arc::new(ds), Some(p.clone())),
-                Err(e) => {
-                    problem =
-                        Some(format!("the session's dataset cannot be opened ({e}); kept {}", self.dataset.name()))
-                }
-            },
+            Some(p) => {
+                self.say(Level::Info, format!("Opening the session's dataset {}", p.display()));
+                let after = AfterOpen::Session { state: Box::new(loaded), session: path.to_path_buf() };
+                self.open_dataset(&p, after);
+            }
         }
+    }
+
+    /// Applies a loaded session over the current dataset; `problem` says why
+    /// its own dataset could not be used.
+    fn restore_session(&mut self, loaded: State, path: &Path, mut problem: Option<String>) {
         let now = self.dataset.content_hash();
         if problem.is_none()
             && let Some(saved) = &loaded.dataset.hash
