@@ -472,3 +472,20 @@ fn data_from_the_command_line() {
         }
     }
 }
+
+#[test]
+fn hovering_a_file_says_what_dropping_does() {
+    let mut h = harness(tiny(20), (1000.0, 700.0));
+    wait_for_trace(&mut h);
+    let brightness = |h: &mut Harness<'static, App>| {
+        let shot = h.render().expect("render");
+        shot.pixels().map(|p| p.0[..3].iter().map(|&c| c as f64).sum::<f64>()).sum::<f64>()
+            / (shot.width() * shot.height()) as f64
+    };
+    let before = brightness(&mut h);
+    h.input_mut().hovered_files.push(egui::HoveredFile { path: Some("/tmp/corpus.txt".into()), ..Default::default() });
+    h.run_steps(1);
+    // The overlay dims the whole window.
+    let during = brightness(&mut h);
+    assert!(during < 0.6 * before, "brightness {before} -> {during}");
+}

@@ -158,6 +158,7 @@ impl App {
         let mut cmds = std::mem::take(&mut self.pending);
         self.keyboard(&ctx, &mut cmds);
         self.dropped_files(&ctx, &mut cmds);
+        Self::hovered_files(&ctx);
         let newline = *self.newline.get_or_insert_with(|| panels::text::newline_glyph(&ctx));
 
         egui::Panel::bottom("status_bar").show(ui, |ui| {
@@ -257,6 +258,24 @@ impl App {
             {
                 cmds.push(cmd);
             }
+        }
+    }
+
+    /// While files hover over the window, says what dropping them does.
+    fn hovered_files(ctx: &egui::Context) {
+        let hovered = ctx.input(|i| i.raw.hovered_files.first().and_then(|f| f.path.clone()));
+        if let Some(path) = hovered {
+            let painter =
+                ctx.layer_painter(egui::LayerId::new(egui::Order::Foreground, egui::Id::unique("drop_overlay")));
+            let rect = ctx.content_rect();
+            painter.rect_filled(rect, 0.0, egui::Color32::from_black_alpha(180));
+            painter.text(
+                rect.center(),
+                egui::Align2::CENTER_CENTER,
+                format!("Drop to open {} as the dataset", path.display()),
+                egui::FontId::proportional(22.0),
+                egui::Color32::WHITE,
+            );
         }
     }
 
