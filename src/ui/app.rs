@@ -165,7 +165,7 @@ impl App {
             let progress = self
                 .running
                 .as_ref()
-                .map(|r| panels::status::Progress { stage: r.stage, elapsed: r.started.elapsed() });
+                .map(|r| panels::status::Progress { stage: r.stage, elapsed: Some(r.started.elapsed()) });
             panels::status::show(ui, self.message.as_ref(), progress);
         });
         egui::Panel::left("controls").default_size(270.0).resizable(true).show(ui, |ui| {

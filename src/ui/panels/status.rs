@@ -21,14 +21,18 @@ pub struct Message {
 /// What the worker is doing, if anything.
 pub struct Progress<'a> {
     pub stage: &'a str,
-    pub elapsed: Duration,
+    /// Time since the work started, where it is known.
+    pub elapsed: Option<Duration>,
 }
 
 pub fn show(ui: &mut egui::Ui, message: Option<&Message>, progress: Option<Progress<'_>>) {
     ui.horizontal(|ui| {
         if let Some(p) = progress {
             ui.spinner();
-            ui.label(format!("Computing: {} ({:.1} s)", p.stage, p.elapsed.as_secs_f32()));
+            match p.elapsed {
+                Some(t) => ui.label(format!("Working: {} ({:.1} s)", p.stage, t.as_secs_f32())),
+                None => ui.label(format!("Working: {}", p.stage)),
+            };
             ui.separator();
         }
         match message {
