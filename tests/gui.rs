@@ -489,3 +489,29 @@ fn hovering_a_file_says_what_dropping_does() {
     let during = brightness(&mut h);
     assert!(during < 0.6 * before, "brightness {before} -> {during}");
 }
+
+/// While the worker computes a heavier trace, frames stay fast and the status
+/// bar says what is going on.
+#[test]
+fn ui_stays_responsive_while_the_worker_computes() {
+    let mut h = harness(State { config: ConfigName::Bench, len: 600, ..State::default() }, (1400.0, 900.0));
+    h.step();
+    h.step();
+    assert!(h.state().is_busy());
+    h.get_by_label_contains("Working:");
+    let mut slowest = Duration::ZERO;
+    let mut frames = 0;
+    while h.state().is_busy() {
+        let start = std::time::Instant::now();
+        h.step();
+        slowest = slowest.max(start.elapsed());
+        frames += 1;
+        std::thread::sleep(Duration::from_millis(10));
+        assert!(frames < 20_000, "the worker never finished");
+    }
+    eprintln!("{frames} frames while computing, slowest {slowest:?}");
+    assert!(frames > 1);
+    assert!(slowest < Duration::from_millis(250), "slowest frame {slowest:?}");
+    h.run_steps(2);
+    assert_eq!(h.state().computed().unwrap().t, 599);
+}
