@@ -147,7 +147,8 @@ impl Heatmap {
             ui.painter().text(outer.center(), Align2::CENTER_CENTER, "no data", FontId::default(), Color32::GRAY);
             return HeatmapResponse { clicked: None, response };
         };
-        let map = Rect::from_min_max(outer.min + vec2(GUTTER, 0.0), pos2(outer.max.x - BAR, outer.max.y));
+        // Above the map: a line for the column range.
+        let map = Rect::from_min_max(outer.min + vec2(GUTTER, 12.0), pos2(outer.max.x - BAR, outer.max.y));
         let full = Self::full_view(&m);
         let mut view = self.view.unwrap_or(full);
 
@@ -227,6 +228,20 @@ impl Heatmap {
             map.left_bottom() + vec2(-8.0, 0.0),
             Align2::RIGHT_BOTTOM,
             format!("{}", (view.max.y.ceil() as usize).saturating_sub(1)),
+            small.clone(),
+            dim,
+        );
+        painter.text(
+            map.left_top() - vec2(0.0, 1.0),
+            Align2::LEFT_BOTTOM,
+            format!("{}", view.min.x as usize),
+            small.clone(),
+            dim,
+        );
+        painter.text(
+            map.right_top() - vec2(0.0, 1.0),
+            Align2::RIGHT_BOTTOM,
+            format!("{}", (view.max.x.ceil() as usize).saturating_sub(1)),
             small.clone(),
             dim,
         );
