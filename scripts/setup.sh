@@ -29,5 +29,25 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# shaderc: Debian's libshaderc.so leaves glslang symbols undefined and its
+# libshaderc_combined.a holds only shaderc itself, so neither links. Merge the
+# static archives into one real combined archive, in a folder with no .so;
+# .cargo/config.toml points SHADERC_LIB_DIR here (see docs / GPU.md).
+SHADERC_DIR=/opt/shaderc-combined
+if [ ! -s "$SHADERC_DIR/libshaderc_combined.a" ]; then
+  echo "setup: merging shaderc static archives into $SHADERC_DIR" >&2
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "setup: need root or sudo to write $SHADERC_DIR" >&2; exit 1; }
+    SUDO=sudo
+  fi
+  L=/usr/lib/x86_64-linux-gnu
+  $SUDO mkdir -p "$SHADERC_DIR"
+  { echo "CREATE $SHADERC_DIR/libshaderc_combined.a"
+    for a in shaderc_combined glslang MachineIndependent GenericCodeGen OSDependent OGLCompiler \
+             HLSL SPIRV glslang-default-resource-limits SPIRV-Tools-opt SPIRV-Tools; do
+      echo "ADDLIB $L/lib$a.a"; done; echo SAVE; echo END; } | $SUDO ar -M
+fi
+
 command -v cargo >/dev/null || { echo "setup: cargo is not on PATH (install Rust with rustup)" >&2; exit 1; }
 echo "setup: system packages ready" >&2

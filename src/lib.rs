@@ -14,6 +14,9 @@ pub mod model;
 pub mod checkpoint;
 
 pub mod cpu;
+pub mod vk;
+
+pub mod ladder;
 
 pub mod cli;
 

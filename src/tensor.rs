@@ -238,3 +238,24 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod throughput {
+    /// Prints the GEMM rate of the model's big products (run with --ignored).
+    #[test]
+    #[ignore]
+    fn gemm_throughput() {
+        for &(m, n, k, ta) in &[(8192, 1536, 512, false), (1536, 512, 8192, true), (2048, 2048, 2048, false)] {
+            let a = vec![0.5f32; m * k];
+            let b = vec![0.25f32; k * n];
+            let mut c = vec![0f32; m * n];
+            super::gemm(&mut c, m, n, k, &a, ta, &b, false, false);
+            let t0 = std::time::Instant::now();
+            for _ in 0..5 {
+                super::gemm(&mut c, m, n, k, &a, ta, &b, false, false);
+            }
+            let s = t0.elapsed().as_secs_f64() / 5.0;
+            println!("gemm {m}x{n}x{k} ta={ta}: {:.1} ms, {:.0} GFLOP/s", s * 1e3, 2.0 * (m * n * k) as f64 / s / 1e9);
+        }
+    }
+}

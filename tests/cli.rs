@@ -193,6 +193,21 @@ fn bad_data_files() {
     }
 }
 
+#[test]
+fn a_huge_row_is_refused_before_it_is_read() {
+    let d = Dir::new();
+    let ck = d.ckpt("tiny");
+    let huge = d.path("huge.bin");
+    // Sparse: 64 GiB of zeros that take no disk space.
+    std::fs::File::create(&huge).unwrap().set_len(64 << 30).unwrap();
+    let out = d.path("g.safetensors");
+    let t0 = std::time::Instant::now();
+    let o = run(&["grads", "--checkpoint", s(&ck), "--data", s(&huge), "--out", s(&out)]);
+    let err = fails(&o, &out, 1);
+    assert!(err.contains("too long") && err.contains("huge.bin"), "{err}");
+    assert!(t0.elapsed().as_secs() < 10, "refused without reading the file");
+}
+
 fn write_params_with(d: &Dir, name: &str, edit: impl FnOnce(&mut Vec<(String, Tensor<f32>)>)) -> PathBuf {
     let cfg = Config::tiny();
     let p = Params::<f32>::init(&cfg, 1);

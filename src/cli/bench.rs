@@ -31,6 +31,13 @@ pub struct BenchArgs {
     /// Also report the time per phase of the step (CPU engine).
     #[arg(long)]
     pub breakdown: bool,
+    /// Write the benchmark's batch (JSON: `tokens` per row and `lens`), so that
+    /// a peer implementation can time the very same step.
+    #[arg(long)]
+    pub save_batch: Option<std::path::PathBuf>,
+    /// Write the benchmark's initial checkpoint.
+    #[arg(long)]
+    pub save_checkpoint: Option<std::path::PathBuf>,
     #[arg(long)]
     pub json: bool,
 }
@@ -59,17 +66,27 @@ pub fn run(a: &BenchArgs) -> Result<i32, CliError> {
     let batch = ds.random_windows(1, rows, t + 1)?;
     super::common::check_memory(&cfg, &batch, 4)?;
     let mut params = Params::<f32>::init(&cfg, 0);
+    if let Some(path) = &a.save_checkpoint {
+        crate::checkpoint::save_params(path, &cfg, &params)?;
+    }
+    if let Some(path) = &a.save_batch {
+        let rows_json: Vec<&[u8]> = (0..batch.rows).map(|b| batch.row(b)).collect();
+        let body = json!({"tokens": rows_json, "lens": batch.lens}).to_string();
+        crate::checkpoint::write_atomic(path, body.as_bytes())?;
+    }
     let mut state = OptimState::new(&cfg);
     let mut scale = LossScale::fixed();
     let opts = StepOptions::default();
     let pb = progress((a.warmup + a.steps) as u64, "benchmark");
     let mut times = Vec::with_capacity(a.steps);
+    let mut first_loss = None;
     for i in 0..a.warmup + a.steps {
         if i == a.warmup {
             crate::cpu::profile::enable(a.breakdown);
         }
         let t0 = Instant::now();
-        cpu::train_step(&cfg, &mut params, &mut state, &mut scale, &batch, &opts)?;
+        let r = cpu::train_step(&cfg, &mut params, &mut state, &mut scale, &batch, &opts)?;
+        first_loss.get_or_insert(r.loss);
         let ms = t0.elapsed().as_secs_f64() * 1e3;
         if i >= a.warmup {
             times.push(ms);
@@ -87,7 +104,7 @@ pub fn run(a: &BenchArgs) -> Result<i32, CliError> {
         a.json,
         json!({"engine": "cpu", "config": a.config, "batch": rows, "seq_len": t, "threads": threads,
                "warmup": a.warmup, "steps": a.steps, "median_ms": median, "p10_ms": p10, "p90_ms": p90,
-               "tokens_per_s": tokens / (median / 1e3),
+               "tokens_per_s": tokens / (median / 1e3), "first_loss": first_loss,
                "breakdown_ms": phases.iter().map(|(n, ms)| json!({"phase": n, "ms": ms})).collect::<Vec<_>>()}),
         || {
             println!("engine cpu, config {} (B={rows}, T={t}), {threads} threads", a.config);

@@ -42,12 +42,12 @@ impl CliError {
     }
 }
 
-/// Until the Vulkan engine lands, `--engine gpu` is a clear error.
+/// Until the Vulkan engine runs the whole step, `--engine gpu` is a clear error.
 pub fn require_cpu(engine: EngineArg) -> Result<(), CliError> {
     match engine {
         EngineArg::Cpu => Ok(()),
         EngineArg::Gpu => Err(CliError::Engine(
-            "--engine gpu: the Vulkan engine is not part of this build yet; use --engine cpu".into(),
+            "--engine gpu: the Vulkan engine runs only matrix products so far (see `dualscope ladder --rungs gemm`); use --engine cpu".into(),
         )),
     }
 }
@@ -83,25 +83,38 @@ pub fn log_line(pb: &ProgressBar, line: String) {
     }
 }
 
-/// Each file is one row made of all its bytes.
-pub fn rows_from_files(paths: &[std::path::PathBuf]) -> Result<Batch, CliError> {
+/// Each file is one row made of all its bytes. The sizes are checked against
+/// the memory the step would need before any file is read, so that a huge file
+/// is refused at once instead of being read in full.
+pub fn rows_from_files(paths: &[std::path::PathBuf], cfg: &Config, elem: usize) -> Result<Batch, CliError> {
     if paths.is_empty() {
         return Err(CliError::Usage("at least one --data FILE is needed".into()));
     }
+    // Unreadable files are left to `read_row_file`, which names the problem.
+    let longest =
+        paths.iter().filter_map(|p| std::fs::metadata(p).ok().filter(|m| m.is_file()).map(|m| (m.len(), p))).max();
+    if let Some((len, path)) = longest {
+        let t = usize::try_from(len).unwrap_or(usize::MAX).saturating_sub(1);
+        fits_in_memory(cfg, paths.len(), t, elem)
+            .map_err(|e| CliError::Failed(format!("{}: a row of {len} bytes is too long: {e}", path.display())))?;
+    }
     let mut rows = Vec::with_capacity(paths.len());
     for p in paths {
-        let bytes = crate::dataset::read_row_file(p)?;
-        rows.push(bytes);
+        rows.push(crate::dataset::read_row_file(p)?);
     }
     Ok(Batch::from_rows(&rows)?)
 }
 
 /// Refuses a batch whose activations would not fit in memory.
 pub fn check_memory(cfg: &Config, batch: &Batch, elem: usize) -> Result<(), CliError> {
-    let need = crate::cpu::activation_bytes(cfg, batch.rows, batch.t, elem);
+    Ok(fits_in_memory(cfg, batch.rows, batch.t, elem)?)
+}
+
+fn fits_in_memory(cfg: &Config, rows: usize, t: usize, elem: usize) -> Result<(), CpuError> {
+    let need = crate::cpu::activation_bytes(cfg, rows, t, elem);
     let limit = available_memory().unwrap_or(8 << 30) * 7 / 10;
     if need > limit {
-        return Err(CpuError::TooLarge { need_mib: need >> 20, limit_mib: limit >> 20 }.into());
+        return Err(CpuError::TooLarge { need_mib: need >> 20, limit_mib: limit >> 20 });
     }
     Ok(())
 }

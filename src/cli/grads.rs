@@ -4,7 +4,7 @@ use clap::Args;
 use serde_json::json;
 use std::path::PathBuf;
 
-use super::common::{CliError, check_memory, check_output, emit, require_cpu, rows_from_files};
+use super::common::{CliError, check_output, emit, require_cpu, rows_from_files};
 use super::{EngineArg, OptimArgs, PrecisionArg};
 use crate::checkpoint::{load_params, save_params, save_params_with};
 use crate::cpu::{self, LossScale, OptimState};
@@ -58,15 +58,17 @@ pub fn run_grads(a: &GradsArgs) -> Result<i32, CliError> {
     super::validate_token_cap(a.token_cap)?;
     check_output(&a.out, &inputs(&a.checkpoint, &a.data))?;
     let (cfg, params) = load_params(&a.checkpoint)?;
-    let batch = rows_from_files(&a.data)?;
+    let elem = match a.precision {
+        PrecisionArg::F32 => 4,
+        PrecisionArg::F64 => 8,
+    };
+    let batch = rows_from_files(&a.data, &cfg, elem)?;
     let r = match a.precision {
         PrecisionArg::F32 => {
-            check_memory(&cfg, &batch, 4)?;
             let r = cpu::grads(&cfg, &params, &batch, a.token_cap)?;
             (r.loss, r.grad_norm, r.n_targets, r.capped, r.grads)
         }
         PrecisionArg::F64 => {
-            check_memory(&cfg, &batch, 8)?;
             let r = cpu::grads(&cfg, &params.cast::<f64>(), &batch, a.token_cap)?;
             (r.loss, r.grad_norm, r.n_targets, r.capped, r.grads.cast::<f32>())
         }
@@ -107,8 +109,7 @@ pub fn run_step(a: &StepArgs) -> Result<i32, CliError> {
     let opts = a.optim.options()?;
     check_output(&a.out, &inputs(&a.checkpoint, &a.data))?;
     let (cfg, mut params) = load_params(&a.checkpoint)?;
-    let batch = rows_from_files(&a.data)?;
-    check_memory(&cfg, &batch, 4)?;
+    let batch = rows_from_files(&a.data, &cfg, 4)?;
     let mut state = OptimState::new(&cfg);
     let mut scale = LossScale::fixed();
     let r = cpu::train_step(&cfg, &mut params, &mut state, &mut scale, &batch, &opts)?;

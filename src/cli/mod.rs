@@ -3,6 +3,7 @@
 
 mod bench;
 mod common;
+mod gpu;
 mod grads;
 mod gui;
 mod init;
@@ -35,6 +36,12 @@ pub enum Command {
     Train(train::TrainArgs),
     /// Milliseconds per training step (median after warm-up).
     Bench(bench::BenchArgs),
+    /// The Vulkan device: name, driver, limits, features (exit 2 without Vulkan).
+    GpuInfo(gpu::GpuInfoArgs),
+    /// CPU-vs-GPU ladder of MODEL.md (exit 0: nothing failed, 1: a rung failed, 2: usage or device error).
+    Ladder(gpu::LadderArgs),
+    /// Device-timed f32 GEMM rates on the Vulkan engine.
+    GemmBench(gpu::GemmBenchArgs),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -111,5 +118,8 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         Some(Command::Step(a)) => grads::run_step(&a),
         Some(Command::Train(a)) => train::run(&a),
         Some(Command::Bench(a)) => bench::run(&a),
+        Some(Command::GpuInfo(a)) => gpu::info(&a),
+        Some(Command::Ladder(a)) => gpu::run_ladder(&a),
+        Some(Command::GemmBench(a)) => gpu::gemm_bench(&a),
     }
 }

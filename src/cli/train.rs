@@ -159,10 +159,14 @@ pub fn run(a: &TrainArgs) -> Result<i32, CliError> {
             let mean = window.iter().sum::<f64>() / window.len() as f64;
             window.clear();
             let skip = e.report.optim.skipped.map(|s| format!("  SKIPPED: {s}")).unwrap_or_default();
+            let capped = match a.optim.token_cap {
+                Some(_) => format!("  capped {}", e.report.capped_tokens),
+                None => String::new(),
+            };
             log_line(
                 &pb,
                 format!(
-                    "step {:>6}  loss {:.4} (mean {:.4})  grad_norm {:.4}  skipped {skips}  {:.1} ms/step{skip}",
+                    "step {:>6}  loss {:.4} (mean {:.4})  grad_norm {:.4}  skipped {skips}{capped}  {:.1} ms/step{skip}",
                     e.step, e.report.loss, mean, e.report.optim.grad_norm, e.ms
                 ),
             );

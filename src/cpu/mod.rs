@@ -34,7 +34,7 @@ pub fn activation_bytes(cfg: &Config, rows: usize, t: usize, elem: usize) -> u64
     let (d, h, a, v) = (cfg.d_embed, cfg.hidden, cfg.attn_dim, cfg.vocab);
     let fwd = d + cfg.layers * (6 * h + 4 * h) + 4 * a + cfg.heads * cfg.window + v + 1;
     let bwd = v + 2 * h + 4 * a + 1 + cfg.layers * (h + 6 * h + h) + d;
-    (rows as u64) * (t as u64) * ((fwd + bwd) as u64) * elem as u64
+    (rows as u64).saturating_mul(t as u64).saturating_mul((fwd + bwd) as u64).saturating_mul(elem as u64)
 }
 
 /// Loss and gradients of one batch (no optimizer step).

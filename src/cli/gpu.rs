@@ -1,0 +1,241 @@
+//! `dualscope gpu-info` and `dualscope ladder`: the Vulkan device and the
+//! CPU-vs-GPU ladder of MODEL.md.
+
+use clap::{Args, ValueEnum};
+use serde_json::json;
+
+use super::common::{CliError, emit};
+use crate::ladder::{self, Precision, RungResult, Status};
+use crate::model::Config;
+use crate::vk::{Context, ContextOptions, DeviceReport};
+
+#[derive(Args, Debug)]
+pub struct GpuInfoArgs {
+    /// Device index in the ranked list (default: DUALSCOPE_VK_DEVICE, else 0).
+    #[arg(long)]
+    pub device: Option<usize>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LadderPrecision {
+    F32,
+}
+
+#[derive(Args, Debug)]
+pub struct LadderArgs {
+    /// Rungs to run, comma-separated (default: every implemented rung).
+    #[arg(long, value_delimiter = ',')]
+    pub rungs: Vec<String>,
+    /// small, bench, tiny, or a JSON config file: the shapes to check.
+    #[arg(long, default_value = "small")]
+    pub config: String,
+    #[arg(long, value_enum, default_value_t = LadderPrecision::F32)]
+    pub precision: LadderPrecision,
+    /// Device index in the ranked list (default: DUALSCOPE_VK_DEVICE, else 0).
+    #[arg(long)]
+    pub device: Option<usize>,
+    /// Seed of the random inputs.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct GemmBenchArgs {
+    /// Shapes as MxNxK (repeatable); default: the `bench` config's big products and 4096³.
+    #[arg(long = "shape")]
+    pub shapes: Vec<String>,
+    /// Timed products per shape (one sequence; the median is reported).
+    #[arg(long, default_value_t = 20)]
+    pub reps: usize,
+    #[arg(long)]
+    pub device: Option<usize>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_shape(s: &str) -> Result<(usize, usize, usize), CliError> {
+    let dims: Vec<usize> = s
+        .split('x')
+        .map(|d| d.trim().parse())
+        .collect::<Result<_, _>>()
+        .map_err(|_| CliError::Usage(format!("--shape {s}: expected MxNxK with positive integers")))?;
+    match dims[..] {
+        [m, n, k] if m > 0 && n > 0 && k > 0 => Ok((m, n, k)),
+        _ => Err(CliError::Usage(format!("--shape {s}: expected MxNxK with positive integers"))),
+    }
+}
+
+/// `dualscope gemm-bench`: device-timed GEMM rates (median of `reps`).
+pub fn gemm_bench(a: &GemmBenchArgs) -> Result<i32, CliError> {
+    let shapes: Vec<(usize, usize, usize)> = if a.shapes.is_empty() {
+        vec![(8192, 1536, 512), (8192, 256, 768), (1536, 512, 8192), (4096, 4096, 4096)]
+    } else {
+        a.shapes.iter().map(|s| parse_shape(s)).collect::<Result<_, _>>()?
+    };
+    if a.reps == 0 {
+        return Err(CliError::Usage("--reps must be at least 1".into()));
+    }
+    let ctx = open(a.device)?;
+    let mut rows = Vec::new();
+    for (m, n, k) in shapes {
+        let shape = crate::vk::ops::GemmShape { m, n, k, ta: false, tb: false, accumulate: false };
+        let mut ms =
+            crate::vk::ops::gemm_throughput(&ctx, &shape, a.reps).map_err(|e| CliError::Engine(e.to_string()))?;
+        let (median, _, _) = super::bench::percentiles(&mut ms);
+        let tflops = 2.0 * (m * n * k) as f64 / (median / 1e3) / 1e12;
+        rows.push(json!({"m": m, "n": n, "k": k, "median_ms": median, "tflops": tflops, "reps": a.reps}));
+    }
+    emit(a.json, json!({"device": ctx.report().name, "path": "f32 tiled", "shapes": rows}), || {
+        println!("{}: f32 tiled GEMM, device timestamps, median of {}", ctx.report().name, a.reps);
+        for r in &rows {
+            println!(
+                "  {:>5}x{:<5}x{:<5} {:9.3} ms  {:8.3} TFLOP/s",
+                r["m"],
+                r["n"],
+                r["k"],
+                r["median_ms"].as_f64().unwrap_or(0.0),
+                r["tflops"].as_f64().unwrap_or(0.0)
+            );
+        }
+    });
+    Ok(0)
+}
+
+/// Opens the device; any failure to do so is an engine error (exit 2).
+fn open(device: Option<usize>) -> Result<Context, CliError> {
+    Context::new(&ContextOptions { device, validation: None }).map_err(|e| CliError::Engine(e.to_string()))
+}
+
+pub fn info(a: &GpuInfoArgs) -> Result<i32, CliError> {
+    let ctx = open(a.device)?;
+    let r = ctx.report();
+    emit(a.json, serde_json::to_value(r).expect("report serializes"), || print_report(r));
+    Ok(0)
+}
+
+fn yes(b: bool) -> &'static str {
+    if b { "yes" } else { "no" }
+}
+
+fn print_report(r: &DeviceReport) {
+    println!("device {}: {} ({})", r.index, r.name, r.device_type);
+    println!("  driver       {} — {}", r.driver_name, r.driver_info);
+    println!("  Vulkan       {}", r.api_version);
+    println!("  subgroup     {}", r.subgroup_size);
+    println!("  shared mem   {} bytes per workgroup", r.max_shared_memory);
+    println!(
+        "  workgroup    ≤ {} invocations, size ≤ {:?}, count ≤ {:?}",
+        r.max_workgroup_invocations, r.max_workgroup_size, r.max_workgroup_count
+    );
+    println!("  buffers      ≤ {} bytes per storage binding", r.max_storage_buffer_range);
+    if r.timestamps {
+        println!("  timestamps   {} ns per tick", r.timestamp_period_ns);
+    } else {
+        println!("  timestamps   not on the compute queue");
+    }
+    let f = &r.features;
+    println!(
+        "  features     cooperative matrix {}, 16-bit storage {}, float16 {}, bfloat16 {}",
+        yes(f.cooperative_matrix),
+        yes(f.storage_16bit),
+        yes(f.float16),
+        yes(f.bfloat16)
+    );
+    println!("  validation   {}", if r.validation { "on" } else { "off" });
+    if r.devices.len() > 1 {
+        println!("devices (best first; pick with --device N or DUALSCOPE_VK_DEVICE):");
+        for d in &r.devices {
+            let mark = if d.index == r.index { " (picked)" } else { "" };
+            println!("  {}: {} ({}){mark}", d.index, d.name, d.device_type);
+        }
+    }
+}
+
+pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
+    let rungs: Vec<String> = if a.rungs.is_empty() {
+        ladder::IMPLEMENTED.iter().map(|s| s.to_string()).collect()
+    } else {
+        a.rungs.iter().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()
+    };
+    if rungs.is_empty() {
+        return Err(CliError::Usage(format!("--rungs is empty; implemented: {}", ladder::IMPLEMENTED.join(", "))));
+    }
+    ladder::check_rungs(&rungs).map_err(|e| CliError::Usage(format!("--rungs: {e}")))?;
+    let cfg = Config::resolve(&a.config)?;
+    let precision = match a.precision {
+        LadderPrecision::F32 => Precision::F32,
+    };
+    let ctx = open(a.device)?;
+    let mut results: Vec<RungResult> = Vec::new();
+    for id in &rungs {
+        let r = ladder::run_rung(&ctx, id, &cfg, precision, a.seed).map_err(|e| CliError::Failed(e.to_string()))?;
+        results.push(r);
+    }
+    let validation_errors = ctx.validation_errors();
+    let failed = results.iter().any(|r| r.status == Status::Fail) || validation_errors > 0;
+    let value = json!({
+        "device": ctx.report().name,
+        "config": a.config,
+        "precision": precision,
+        "validation": { "on": ctx.validation(), "errors": validation_errors },
+        "rungs": results,
+    });
+    emit(a.json, value, || print_table(ctx.report(), &results, validation_errors));
+    Ok(if failed { 1 } else { 0 })
+}
+
+fn ms(x: Option<f64>) -> String {
+    x.map_or("-".into(), |v| format!("{v:.3}"))
+}
+
+fn print_table(r: &DeviceReport, results: &[RungResult], validation_errors: u64) {
+    println!(
+        "device {}: {} ({}), validation {}",
+        r.index,
+        r.name,
+        r.driver_name,
+        if r.validation { "on" } else { "off" }
+    );
+    for rung in results {
+        println!(
+            "\n{:<10} {:<5} rel_l2 {:.3e}  max_abs {:.3e} [{}]  tol {:.1e}  sentinels {}  gpu {} ms  cpu {:.3} ms",
+            rung.id,
+            rung.status.as_str(),
+            rung.rel_l2,
+            rung.max_abs_err,
+            rung.max_abs_case,
+            rung.tolerance,
+            if rung.sentinel_ok { "ok" } else { "BROKEN" },
+            ms(rung.gpu_ms),
+            rung.cpu_ms
+        );
+        println!(
+            "  {:<5} {:<42} {:<26} {:>10} {:>10} {:>10} {:>8} {:>9} {:>9}",
+            "", "case", "shape", "rel_l2", "cpu_f32", "max_abs", "nonfin", "gpu_ms", "cpu_ms"
+        );
+        for c in &rung.cases {
+            println!(
+                "  {:<5} {:<42} {:<26} {:>10.3e} {:>10.3e} {:>10.3e} {:>8} {:>9} {:>9.3}",
+                c.status.as_str(),
+                c.name,
+                c.params,
+                c.rel_l2,
+                c.rel_l2_cpu_f32,
+                c.max_abs_err,
+                format!("{}/{}", c.non_finite_cpu, c.non_finite_gpu),
+                ms(c.gpu_ms),
+                c.cpu_ms
+            );
+            for n in &c.notes {
+                println!("        {n}");
+            }
+        }
+    }
+    if validation_errors > 0 {
+        println!("\n{validation_errors} Vulkan validation error(s) (see stderr): the run counts as failed");
+    }
+}

@@ -1,0 +1,167 @@
+//! The ladder of MODEL.md: each rung runs one stage on the CPU reference and on
+//! the Vulkan engine from the same inputs and compares them under a numerical
+//! contract. Rung 1 (`gemm`) exists; the others follow the engine's kernels.
+
+mod compare;
+mod gemm;
+
+use serde::Serialize;
+
+use crate::model::Config;
+use crate::vk::{Context, VkError};
+
+pub use compare::{Comparison, compare};
+pub use gemm::{GemmCase, f32_tolerance, gemm_cases};
+
+/// Every rung of MODEL.md, in order.
+pub const ALL_RUNGS: [&str; 11] = [
+    "gemm",
+    "embed_fwd",
+    "gru_fwd",
+    "attn_fwd",
+    "head_fwd",
+    "loss",
+    "head_bwd",
+    "attn_bwd",
+    "gru_bwd",
+    "embed_bwd",
+    "optim",
+];
+
+/// The rungs this build implements.
+pub const IMPLEMENTED: [&str; 1] = ["gemm"];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Pass,
+    Warn,
+    Fail,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pass => "pass",
+            Status::Warn => "warn",
+            Status::Fail => "fail",
+        }
+    }
+}
+
+/// The precision the GPU side runs in (the CPU reference is always f64).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    F32,
+}
+
+/// One comparison inside a rung (for `gemm`: one matrix product).
+#[derive(Clone, Debug, Serialize)]
+pub struct CaseResult {
+    pub name: String,
+    /// What was computed, e.g. `m=1024 n=384 k=64 tb`.
+    pub params: String,
+    pub status: Status,
+    /// ‖gpu − ref‖ / ‖ref‖ with the f64 CPU reference, in f64.
+    pub rel_l2: f64,
+    /// The same for the f32 CPU engine: what f32 arithmetic costs anyway.
+    pub rel_l2_cpu_f32: f64,
+    pub max_abs_err: f64,
+    pub max_abs_index: usize,
+    pub non_finite_cpu: usize,
+    pub non_finite_gpu: usize,
+    pub sentinel_ok: bool,
+    pub tolerance: f64,
+    pub gpu_ms: Option<f64>,
+    pub cpu_ms: f64,
+    /// Why the case did not pass, if it did not.
+    pub notes: Vec<String>,
+}
+
+/// A rung's verdict: the worst of its cases, with their details.
+#[derive(Clone, Debug, Serialize)]
+pub struct RungResult {
+    pub id: String,
+    pub status: Status,
+    pub precision: Precision,
+    /// The largest relative L2 error over the cases.
+    pub rel_l2: f64,
+    pub max_abs_err: f64,
+    /// Flat index of the largest absolute error, in the case `max_abs_case`.
+    pub max_abs_index: usize,
+    pub max_abs_case: String,
+    pub non_finite_cpu: usize,
+    pub non_finite_gpu: usize,
+    pub sentinel_ok: bool,
+    /// The tolerance of the case with the largest error relative to its own.
+    pub tolerance: f64,
+    /// Device time of all cases (timestamp queries); `None` without timestamps.
+    pub gpu_ms: Option<f64>,
+    /// Time of the f32 CPU engine on the same cases.
+    pub cpu_ms: f64,
+    pub cases: Vec<CaseResult>,
+}
+
+impl RungResult {
+    pub fn from_cases(id: &str, precision: Precision, cases: Vec<CaseResult>) -> RungResult {
+        let status = cases.iter().map(|c| c.status).max().unwrap_or(Status::Pass);
+        let worst_rel = cases.iter().max_by(|a, b| (a.rel_l2 / a.tolerance).total_cmp(&(b.rel_l2 / b.tolerance)));
+        let worst_abs = cases.iter().max_by(|a, b| a.max_abs_err.total_cmp(&b.max_abs_err));
+        let gpu: Vec<f64> = cases.iter().filter_map(|c| c.gpu_ms).collect();
+        RungResult {
+            id: id.to_string(),
+            status,
+            precision,
+            rel_l2: cases.iter().map(|c| c.rel_l2).fold(0.0, f64::max),
+            max_abs_err: worst_abs.map_or(0.0, |c| c.max_abs_err),
+            max_abs_index: worst_abs.map_or(0, |c| c.max_abs_index),
+            max_abs_case: worst_abs.map_or(String::new(), |c| c.name.clone()),
+            non_finite_cpu: cases.iter().map(|c| c.non_finite_cpu).sum(),
+            non_finite_gpu: cases.iter().map(|c| c.non_finite_gpu).sum(),
+            sentinel_ok: cases.iter().all(|c| c.sentinel_ok),
+            tolerance: worst_rel.map_or(0.0, |c| c.tolerance),
+            gpu_ms: (gpu.len() == cases.len() && !gpu.is_empty()).then(|| gpu.iter().sum()),
+            cpu_ms: cases.iter().map(|c| c.cpu_ms).sum(),
+            cases,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LadderError {
+    #[error("unknown rung {0:?}: the rungs are {all}; implemented so far: {done}", all = ALL_RUNGS.join(", "), done = IMPLEMENTED.join(", "))]
+    Unknown(String),
+    #[error("rung {0:?} is not implemented yet; implemented so far: {done}", done = IMPLEMENTED.join(", "))]
+    NotImplemented(String),
+    #[error(transparent)]
+    Vk(#[from] VkError),
+}
+
+/// Checks that every id names an implemented rung.
+pub fn check_rungs(ids: &[String]) -> Result<(), LadderError> {
+    for id in ids {
+        if !ALL_RUNGS.contains(&id.as_str()) {
+            return Err(LadderError::Unknown(id.clone()));
+        }
+        if !IMPLEMENTED.contains(&id.as_str()) {
+            return Err(LadderError::NotImplemented(id.clone()));
+        }
+    }
+    Ok(())
+}
+
+/// Runs one rung for `cfg` with inputs drawn from `seed`.
+pub fn run_rung(
+    ctx: &Context,
+    id: &str,
+    cfg: &Config,
+    precision: Precision,
+    seed: u64,
+) -> Result<RungResult, LadderError> {
+    check_rungs(&[id.to_string()])?;
+    match id {
+        "gemm" => gemm::run(ctx, cfg, precision, seed),
+        other => Err(LadderError::NotImplemented(other.to_string())),
+    }
+}

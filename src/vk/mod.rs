@@ -1,0 +1,22 @@
+//! The Vulkan engine: a context (instance, device, queue, allocator), buffers,
+//! kernels (pipeline + layouts + push constants) and sequences (record many
+//! dispatches, submit once, wait, read timestamps). It knows nothing of the CLI
+//! or the UI; Vulkan is loaded at run time, so a machine without it gets a
+//! clear [`VkError::NoLoader`] / [`VkError::NoDevice`], not a link failure.
+
+mod buffer;
+mod context;
+mod device;
+mod error;
+mod kernel;
+pub mod ops;
+mod recorder;
+mod shaders;
+mod spirv;
+
+pub use buffer::{Buffer, MemoryKind};
+pub use context::{Context, ContextOptions, MessageCounts};
+pub use device::{DeviceReport, DeviceSummary, Features, Limits};
+pub use error::{VkError, VkResult};
+pub use kernel::{Access, Kernel, KernelSpec, PushConstants, group_counts};
+pub use recorder::{Sequence, Timings};

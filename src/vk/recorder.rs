@@ -1,0 +1,453 @@
+//! A sequence: many dispatches and copies recorded into one command buffer,
+//! with buffer barriers wherever one command depends on another, submitted
+//! once, waited for on a fence, and timed per dispatch with timestamp queries.
+
+use std::collections::HashMap;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use ash::vk;
+
+use super::buffer::Buffer;
+use super::context::{Context, Inner};
+use super::error::{VkError, VkResult, call};
+use super::kernel::{Kernel, PushConstants};
+
+/// Dispatches timed per sequence; later ones run untimed.
+const MAX_TIMED: u32 = 256;
+/// Descriptor sets per descriptor pool chunk.
+const SETS_PER_POOL: u32 = 64;
+const DESCRIPTORS_PER_SET: u32 = 8;
+/// How long `submit` waits for the device (lavapipe is slow).
+const FENCE_TIMEOUT_S: u64 = 300;
+
+/// Per-dispatch device times of a finished sequence.
+#[derive(Clone, Debug, Default)]
+pub struct Timings {
+    /// `(label, nanoseconds)`; `None` when the device has no timestamps or the
+    /// dispatch was past the timed capacity.
+    pub dispatches: Vec<(String, Option<f64>)>,
+}
+
+impl Timings {
+    /// Sum of the timed dispatches, in milliseconds (`None` if none was timed).
+    pub fn total_ms(&self) -> Option<f64> {
+        let timed: Vec<f64> = self.dispatches.iter().filter_map(|d| d.1).collect();
+        (!timed.is_empty()).then(|| timed.iter().sum::<f64>() / 1e6)
+    }
+}
+
+/// Pending accesses to one buffer since its last barrier.
+#[derive(Clone, Copy, Default)]
+struct Pending {
+    /// Last write: its stage and access.
+    write: Option<(vk::PipelineStageFlags, vk::AccessFlags)>,
+    /// Stages the last write was made visible to.
+    visible: vk::PipelineStageFlags,
+    /// Stages that read since the last write.
+    reads: vk::PipelineStageFlags,
+}
+
+/// One command buffer being recorded. Buffers used are borrowed for `'a`, so
+/// they outlive the work; kernels are kept alive by `Arc`.
+pub struct Sequence<'a> {
+    inner: Arc<Inner>,
+    pool: vk::CommandPool,
+    cmd: vk::CommandBuffer,
+    fence: vk::Fence,
+    queries: vk::QueryPool,
+    desc_pools: Vec<vk::DescriptorPool>,
+    sets_left: u32,
+    pending: HashMap<vk::Buffer, Pending>,
+    labels: Vec<(String, Option<u32>)>,
+    timed: u32,
+    kernels: Vec<Arc<Kernel>>,
+    submitted: bool,
+    _buffers: PhantomData<&'a Buffer>,
+}
+
+impl<'a> Sequence<'a> {
+    pub fn new(ctx: &Context) -> VkResult<Sequence<'a>> {
+        let inner = ctx.inner.clone();
+        let mut s = Sequence {
+            inner,
+            pool: vk::CommandPool::null(),
+            cmd: vk::CommandBuffer::null(),
+            fence: vk::Fence::null(),
+            queries: vk::QueryPool::null(),
+            desc_pools: Vec::new(),
+            sets_left: 0,
+            pending: HashMap::new(),
+            labels: Vec::new(),
+            timed: 0,
+            kernels: Vec::new(),
+            submitted: false,
+            _buffers: PhantomData,
+        };
+        let d = &s.inner.device;
+        // SAFETY: create-infos point into locals; every handle is owned by `s`,
+        // whose `Drop` destroys it, also when a later step fails.
+        unsafe {
+            s.pool = d
+                .create_command_pool(
+                    &vk::CommandPoolCreateInfo::default()
+                        .queue_family_index(s.inner.queue_family)
+                        .flags(vk::CommandPoolCreateFlags::TRANSIENT),
+                    None,
+                )
+                .map_err(call("vkCreateCommandPool"))?;
+            s.cmd = d
+                .allocate_command_buffers(
+                    &vk::CommandBufferAllocateInfo::default()
+                        .command_pool(s.pool)
+                        .level(vk::CommandBufferLevel::PRIMARY)
+                        .command_buffer_count(1),
+                )
+                .map_err(call("vkAllocateCommandBuffers"))?[0];
+            s.fence = d.create_fence(&vk::FenceCreateInfo::default(), None).map_err(call("vkCreateFence"))?;
+            d.begin_command_buffer(
+                s.cmd,
+                &vk::CommandBufferBeginInfo::default().flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
+            )
+            .map_err(call("vkBeginCommandBuffer"))?;
+            if s.inner.timestamp_period.is_some() {
+                s.queries = d
+                    .create_query_pool(
+                        &vk::QueryPoolCreateInfo::default()
+                            .query_type(vk::QueryType::TIMESTAMP)
+                            .query_count(2 * MAX_TIMED),
+                        None,
+                    )
+                    .map_err(call("vkCreateQueryPool"))?;
+                d.cmd_reset_query_pool(s.cmd, s.queries, 0, 2 * MAX_TIMED);
+            }
+        }
+        Ok(s)
+    }
+
+    fn check_buffer(&self, b: &Buffer) -> VkResult<()> {
+        if !b.same_context(&self.inner) {
+            return Err(VkError::Invalid(format!("buffer {:?} belongs to another Vulkan context", b.name())));
+        }
+        let range = self.inner.limits.max_storage_buffer_range as u64;
+        if b.bytes() > range {
+            return Err(VkError::Limit(format!(
+                "buffer {:?} is {} bytes, past the device's maxStorageBufferRange {range}",
+                b.name(),
+                b.bytes()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Records the access of `buf` at `stage`, queueing the barrier it needs
+    /// after earlier commands (read after write, write after read or write).
+    fn access(
+        &mut self,
+        buf: vk::Buffer,
+        stage: vk::PipelineStageFlags,
+        read: vk::AccessFlags,
+        write: vk::AccessFlags,
+        out: &mut Vec<(vk::Buffer, vk::PipelineStageFlags, vk::AccessFlags, vk::AccessFlags)>,
+    ) {
+        let p = self.pending.entry(buf).or_default();
+        if !write.is_empty() {
+            if p.write.is_some() || !p.reads.is_empty() {
+                let (ws, wa) = p.write.unwrap_or_default();
+                out.push((buf, ws | p.reads, wa, read | write));
+            }
+            *p = Pending { write: Some((stage, write)), ..Default::default() };
+        } else {
+            if let Some((ws, wa)) = p.write
+                && !p.visible.contains(stage)
+            {
+                out.push((buf, ws, wa, read));
+                p.visible |= stage;
+            }
+            p.reads |= stage;
+        }
+    }
+
+    fn barrier(
+        &self,
+        dst_stage: vk::PipelineStageFlags,
+        list: &[(vk::Buffer, vk::PipelineStageFlags, vk::AccessFlags, vk::AccessFlags)],
+    ) {
+        if list.is_empty() {
+            return;
+        }
+        let src_stage = list.iter().fold(vk::PipelineStageFlags::empty(), |s, b| s | b.1);
+        let src_stage = if src_stage.is_empty() { vk::PipelineStageFlags::TOP_OF_PIPE } else { src_stage };
+        let barriers: Vec<vk::BufferMemoryBarrier> = list
+            .iter()
+            .map(|&(buffer, _, src, dst)| {
+                vk::BufferMemoryBarrier::default()
+                    .src_access_mask(src)
+                    .dst_access_mask(dst)
+                    .src_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
+                    .dst_queue_family_index(vk::QUEUE_FAMILY_IGNORED)
+                    .buffer(buffer)
+                    .offset(0)
+                    .size(vk::WHOLE_SIZE)
+            })
+            .collect();
+        // SAFETY: recording into our command buffer, which is in the recording
+        // state; the buffers are borrowed for `'a` and so stay alive.
+        unsafe {
+            self.inner.device.cmd_pipeline_barrier(
+                self.cmd,
+                src_stage,
+                dst_stage,
+                vk::DependencyFlags::empty(),
+                &[],
+                &barriers,
+                &[],
+            )
+        };
+    }
+
+    /// Copies `bytes` bytes from `src` at `src_offset` to `dst` at `dst_offset`.
+    pub fn copy(
+        &mut self,
+        src: &'a Buffer,
+        src_offset: u64,
+        dst: &'a Buffer,
+        dst_offset: u64,
+        bytes: u64,
+    ) -> VkResult<()> {
+        if src_offset + bytes > src.bytes() || dst_offset + bytes > dst.bytes() {
+            return Err(VkError::Invalid(format!(
+                "copy of {bytes} bytes from {:?}+{src_offset} ({} bytes) to {:?}+{dst_offset} ({} bytes) is out of range",
+                src.name(),
+                src.bytes(),
+                dst.name(),
+                dst.bytes()
+            )));
+        }
+        if bytes == 0 {
+            return Ok(());
+        }
+        let t = vk::PipelineStageFlags::TRANSFER;
+        let mut list = Vec::new();
+        self.access(src.handle, t, vk::AccessFlags::TRANSFER_READ, vk::AccessFlags::empty(), &mut list);
+        self.access(dst.handle, t, vk::AccessFlags::empty(), vk::AccessFlags::TRANSFER_WRITE, &mut list);
+        self.barrier(t, &list);
+        let region = [vk::BufferCopy { src_offset, dst_offset, size: bytes }];
+        // SAFETY: both buffers are live, of this device, borrowed for `'a`,
+        // and the region lies inside both (checked above).
+        unsafe { self.inner.device.cmd_copy_buffer(self.cmd, src.handle, dst.handle, &region) };
+        Ok(())
+    }
+
+    /// Records one dispatch of `kernel` over `work` items with `buffers` bound
+    /// to its bindings in order. Checks the group counts against the device.
+    pub fn dispatch<P: PushConstants>(
+        &mut self,
+        kernel: &Arc<Kernel>,
+        buffers: &[&'a Buffer],
+        push: &P,
+        work: [u64; 3],
+        label: &str,
+    ) -> VkResult<()> {
+        let spec = kernel.spec;
+        if buffers.len() != spec.bindings.len() {
+            return Err(VkError::Invalid(format!(
+                "kernel {} takes {} buffers, {} given",
+                spec.name,
+                spec.bindings.len(),
+                buffers.len()
+            )));
+        }
+        if std::mem::size_of::<P>() != spec.push_size as usize {
+            return Err(VkError::Invalid(format!(
+                "kernel {}: push constants of {} bytes, the shader's block is {}",
+                spec.name,
+                std::mem::size_of::<P>(),
+                spec.push_size
+            )));
+        }
+        for b in buffers {
+            self.check_buffer(b)?;
+        }
+        let groups = kernel.group_counts(&self.inner.limits, work)?;
+        let set = self.descriptor_set(kernel)?;
+        let infos: Vec<[vk::DescriptorBufferInfo; 1]> = buffers
+            .iter()
+            .map(|b| [vk::DescriptorBufferInfo { buffer: b.handle, offset: 0, range: vk::WHOLE_SIZE }])
+            .collect();
+        let writes: Vec<vk::WriteDescriptorSet> = infos
+            .iter()
+            .enumerate()
+            .map(|(i, info)| {
+                vk::WriteDescriptorSet::default()
+                    .dst_set(set)
+                    .dst_binding(i as u32)
+                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                    .buffer_info(info)
+            })
+            .collect();
+        let cs = vk::PipelineStageFlags::COMPUTE_SHADER;
+        let mut list = Vec::new();
+        for (b, acc) in buffers.iter().zip(spec.bindings) {
+            let r = if acc.reads() { vk::AccessFlags::SHADER_READ } else { vk::AccessFlags::empty() };
+            let w = if acc.writes() { vk::AccessFlags::SHADER_WRITE } else { vk::AccessFlags::empty() };
+            self.access(b.handle, cs, r, w, &mut list);
+        }
+        self.barrier(cs, &list);
+        let slot = (self.timed < MAX_TIMED && self.queries != vk::QueryPool::null()).then_some(self.timed);
+        let d = &self.inner.device;
+        // SAFETY: the set is fresh from our pool and not in use; the command
+        // buffer is recording; pipeline, layouts and set match (one kernel);
+        // the push bytes have the size of the layout's range (checked above).
+        unsafe {
+            d.update_descriptor_sets(&writes, &[]);
+            if let Some(q) = slot {
+                d.cmd_write_timestamp(self.cmd, cs, self.queries, 2 * q);
+            }
+            d.cmd_bind_pipeline(self.cmd, vk::PipelineBindPoint::COMPUTE, kernel.pipeline);
+            d.cmd_bind_descriptor_sets(
+                self.cmd,
+                vk::PipelineBindPoint::COMPUTE,
+                kernel.pipeline_layout,
+                0,
+                &[set],
+                &[],
+            );
+            if spec.push_size > 0 {
+                d.cmd_push_constants(
+                    self.cmd,
+                    kernel.pipeline_layout,
+                    vk::ShaderStageFlags::COMPUTE,
+                    0,
+                    push.as_bytes(),
+                );
+            }
+            d.cmd_dispatch(self.cmd, groups[0], groups[1], groups[2]);
+            if let Some(q) = slot {
+                d.cmd_write_timestamp(self.cmd, cs, self.queries, 2 * q + 1);
+            }
+        }
+        if slot.is_some() {
+            self.timed += 1;
+        }
+        self.labels.push((label.to_string(), slot));
+        if !self.kernels.iter().any(|k| Arc::ptr_eq(k, kernel)) {
+            self.kernels.push(kernel.clone());
+        }
+        Ok(())
+    }
+
+    fn descriptor_set(&mut self, kernel: &Kernel) -> VkResult<vk::DescriptorSet> {
+        let d = &self.inner.device;
+        if self.sets_left == 0 {
+            let sizes = [vk::DescriptorPoolSize {
+                ty: vk::DescriptorType::STORAGE_BUFFER,
+                descriptor_count: SETS_PER_POOL * DESCRIPTORS_PER_SET,
+            }];
+            // SAFETY: a valid create-info; the pool is owned by `self`.
+            let pool = unsafe {
+                d.create_descriptor_pool(
+                    &vk::DescriptorPoolCreateInfo::default().max_sets(SETS_PER_POOL).pool_sizes(&sizes),
+                    None,
+                )
+            }
+            .map_err(call("vkCreateDescriptorPool"))?;
+            self.desc_pools.push(pool);
+            self.sets_left = SETS_PER_POOL;
+        }
+        if kernel.spec.bindings.len() as u32 > DESCRIPTORS_PER_SET {
+            return Err(VkError::Invalid(format!(
+                "kernel {} has more than {DESCRIPTORS_PER_SET} bindings",
+                kernel.spec.name
+            )));
+        }
+        let layouts = [kernel.set_layout];
+        let pool = *self.desc_pools.last().expect("pushed above");
+        // SAFETY: the pool has room (counted by `sets_left`); the layout is live.
+        let set = unsafe {
+            d.allocate_descriptor_sets(
+                &vk::DescriptorSetAllocateInfo::default().descriptor_pool(pool).set_layouts(&layouts),
+            )
+        }
+        .map_err(call("vkAllocateDescriptorSets"))?[0];
+        self.sets_left -= 1;
+        Ok(set)
+    }
+
+    /// Ends recording, submits, waits, and returns the per-dispatch times.
+    /// Host-visible buffers written by the sequence can be read afterwards.
+    pub fn submit(mut self) -> VkResult<Timings> {
+        // Make every pending write visible to the host.
+        let host = vk::PipelineStageFlags::HOST;
+        let mut list = Vec::new();
+        let bufs: Vec<vk::Buffer> = self.pending.keys().copied().collect();
+        for b in bufs {
+            self.access(b, host, vk::AccessFlags::HOST_READ, vk::AccessFlags::empty(), &mut list);
+        }
+        self.barrier(host, &list);
+        let d = &self.inner.device;
+        // SAFETY: the command buffer is recording and is ended once; the queue
+        // is used under its mutex; the fence is unsignalled and ours.
+        unsafe {
+            d.end_command_buffer(self.cmd).map_err(call("vkEndCommandBuffer"))?;
+            let cmds = [self.cmd];
+            let info = [vk::SubmitInfo::default().command_buffers(&cmds)];
+            let queue = self.inner.queue.lock().unwrap_or_else(|p| p.into_inner());
+            d.queue_submit(*queue, &info, self.fence).map_err(call("vkQueueSubmit"))?;
+            self.submitted = true;
+            drop(queue);
+            match d.wait_for_fences(&[self.fence], true, FENCE_TIMEOUT_S * 1_000_000_000) {
+                Ok(()) => {}
+                Err(vk::Result::TIMEOUT) => {
+                    return Err(VkError::Timeout { what: "a submitted sequence", secs: FENCE_TIMEOUT_S });
+                }
+                Err(e) => return Err(call("vkWaitForFences")(e)),
+            }
+        }
+        let mut stamps = vec![0u64; 2 * self.timed as usize];
+        if self.timed > 0 {
+            // SAFETY: the fence signalled, so every written query is available.
+            unsafe {
+                d.get_query_pool_results(
+                    self.queries,
+                    0,
+                    &mut stamps,
+                    vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT,
+                )
+            }
+            .map_err(call("vkGetQueryPoolResults"))?;
+        }
+        let period = self.inner.timestamp_period.unwrap_or(0.0);
+        let dispatches = std::mem::take(&mut self.labels)
+            .into_iter()
+            .map(|(label, slot)| {
+                let ns = slot.map(|q| {
+                    let (a, b) = (stamps[2 * q as usize], stamps[2 * q as usize + 1]);
+                    b.wrapping_sub(a) as f64 * period
+                });
+                (label, ns)
+            })
+            .collect();
+        Ok(Timings { dispatches })
+    }
+}
+
+impl Drop for Sequence<'_> {
+    fn drop(&mut self) {
+        let d = &self.inner.device;
+        // SAFETY: if the work was submitted we wait for it (or, failing that,
+        // for the whole device) before destroying what it uses; then every
+        // handle owned here is destroyed, null ones being no-ops.
+        unsafe {
+            if self.submitted && d.wait_for_fences(&[self.fence], true, FENCE_TIMEOUT_S * 1_000_000_000).is_err() {
+                let _ = d.device_wait_idle();
+            }
+            for p in self.desc_pools.drain(..) {
+                d.destroy_descriptor_pool(p, None);
+            }
+            d.destroy_query_pool(self.queries, None);
+            d.destroy_fence(self.fence, None);
+            d.destroy_command_pool(self.pool, None);
+        }
+    }
+}

@@ -1,0 +1,92 @@
+//! `dualscope gpu-info` and `dualscope ladder` end to end: output and exit codes.
+
+mod vk_support;
+
+use std::process::{Command, Output};
+
+fn dualscope(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_dualscope"));
+    cmd.args(args).env("DUALSCOPE_VK_VALIDATION", "1");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("runs the binary")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn gpu_info_prints_the_device_or_a_clear_error() {
+    let Some(ctx) = vk_support::context("gpu_info_prints_the_device_or_a_clear_error") else {
+        let out = dualscope(&["gpu-info"], &[]);
+        assert_eq!(out.status.code(), Some(2));
+        assert!(text(&out.stderr).contains("no Vulkan"), "{}", text(&out.stderr));
+        return;
+    };
+    let out = dualscope(&["gpu-info", "--json"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(v["name"], ctx.report().name.as_str());
+    assert_eq!(v["validation"], true);
+    let out = dualscope(&["gpu-info"], &[]);
+    assert!(text(&out.stdout).contains("subgroup"), "{}", text(&out.stdout));
+}
+
+#[test]
+fn no_vulkan_driver_is_exit_2_with_a_clear_message() {
+    let out = dualscope(
+        &["gpu-info"],
+        &[("VK_DRIVER_FILES", "/nonexistent/icd.json"), ("VK_ICD_FILENAMES", "/nonexistent/icd.json")],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(err.contains("no Vulkan"), "{err}");
+    let out = dualscope(&["gpu-info", "--device", "99"], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+}
+
+#[test]
+fn ladder_gemm_passes_and_reports_json() {
+    if vk_support::context("ladder_gemm_passes_and_reports_json").is_none() {
+        return;
+    }
+    let out = dualscope(&["ladder", "--rungs", "gemm", "--config", "tiny", "--precision", "f32", "--json"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}\n{}", text(&out.stdout), text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let rung = &v["rungs"][0];
+    assert_eq!(rung["id"], "gemm");
+    assert_eq!(rung["status"], "pass");
+    for key in ["rel_l2", "max_abs_err", "tolerance", "sentinel_ok", "cases"] {
+        assert!(rung.get(key).is_some(), "{key} missing in {rung}");
+    }
+    assert_eq!(v["validation"]["errors"], 0);
+    let out = dualscope(&["ladder", "--rungs", "gemm", "--config", "tiny"], &[]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(text(&out.stdout).contains("gemm") && text(&out.stdout).contains("pass"));
+}
+
+#[test]
+fn ladder_usage_errors_are_exit_2() {
+    for args in
+        [&["ladder", "--rungs", "gru_fwd"][..], &["ladder", "--rungs", "nope"], &["ladder", "--precision", "f16"]]
+    {
+        let out = dualscope(args, &[]);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out.stderr));
+    }
+    let out = dualscope(&["ladder", "--rungs", "attn_fwd"], &[]);
+    assert!(text(&out.stderr).contains("implemented so far: gemm"), "{}", text(&out.stderr));
+}
+
+#[test]
+fn a_missing_validation_layer_is_reported_not_fatal() {
+    if vk_support::context("a_missing_validation_layer_is_reported_not_fatal").is_none() {
+        return;
+    }
+    let out = dualscope(&["gpu-info", "--json"], &[("VK_LAYER_PATH", "/nonexistent"), ("VK_ADD_LAYER_PATH", "")]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(v["validation"], false);
+    assert!(text(&out.stderr).contains("continuing without it"), "{}", text(&out.stderr));
+}
