@@ -214,23 +214,19 @@ impl Heatmap {
                 );
             }
         }
-        // Row range of the view.
+        // Row range of the view, where the cursor's label does not cover it.
         let small = FontId::monospace(10.0);
         let dim = ui.visuals().weak_text_color();
-        painter.text(
-            map.left_top() + vec2(-8.0, 0.0),
-            Align2::RIGHT_TOP,
-            format!("{}", view.min.y as usize),
-            small.clone(),
-            dim,
-        );
-        painter.text(
-            map.left_bottom() + vec2(-8.0, 0.0),
-            Align2::RIGHT_BOTTOM,
-            format!("{}", (view.max.y.ceil() as usize).saturating_sub(1)),
-            small.clone(),
-            dim,
-        );
+        let cursor_y = style.cursor_row.map(|r| to_screen_y(map, view, r as f32 + 0.5));
+        let clear = |y: f32| cursor_y.is_none_or(|c| (c - y).abs() > 12.0);
+        if clear(map.min.y + 5.0) {
+            let top = format!("{}", view.min.y as usize);
+            painter.text(map.left_top() + vec2(-8.0, 0.0), Align2::RIGHT_TOP, top, small.clone(), dim);
+        }
+        if clear(map.max.y - 5.0) {
+            let bottom = format!("{}", (view.max.y.ceil() as usize).saturating_sub(1));
+            painter.text(map.left_bottom() + vec2(-8.0, 0.0), Align2::RIGHT_BOTTOM, bottom, small.clone(), dim);
+        }
         painter.text(
             map.left_top() - vec2(0.0, 1.0),
             Align2::LEFT_BOTTOM,

@@ -39,7 +39,8 @@ pub fn rows(ui: &mut egui::Ui, c: &Computed, pos: usize, selected: usize, out: &
                     .allow_scroll(false)
                     .allow_boxed_zoom(false)
                     .include_y(0.0)
-                    .include_x((pos as f64 - w as f64 + 0.5).max(-0.5))
+                    // The whole window, also where it reaches before the sequence's start.
+                    .include_x(pos as f64 - w as f64 + 0.5)
                     .include_x(pos as f64 + 0.5)
                     .show(ui, |p| p.bar_chart(BarChart::new(format!("head {h}"), bars)));
             }
