@@ -19,3 +19,5 @@ pub mod vk;
 pub mod ladder;
 
 pub mod cli;
+
+pub mod ui;

@@ -5,6 +5,7 @@ mod bench;
 mod common;
 mod gpu;
 mod grads;
+mod gui;
 mod init;
 mod train;
 
@@ -21,7 +22,9 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Train on the embedded synthetic corpus and show the loss falling (the default).
+    /// Open the visual debugger (the default when no command is given).
+    Gui(gui::GuiArgs),
+    /// Train on the embedded synthetic corpus and show the loss falling.
     Demo(train::DemoArgs),
     /// Write a freshly initialised checkpoint.
     Init(init::InitArgs),
@@ -107,7 +110,8 @@ pub(crate) fn validate_token_cap(cap: Option<f64>) -> Result<(), CliError> {
 
 pub fn run(cli: Cli) -> Result<i32, CliError> {
     match cli.command {
-        None => train::demo(&train::DemoArgs::default()),
+        None => gui::run(&gui::GuiArgs::default()),
+        Some(Command::Gui(a)) => gui::run(&a),
         Some(Command::Demo(a)) => train::demo(&a),
         Some(Command::Init(a)) => init::run(&a),
         Some(Command::Grads(a)) => grads::run_grads(&a),

@@ -1,0 +1,561 @@
+//! The app: owns the live data (dataset, worker, computed trace, heatmap
+//! textures, status) around the saved [`State`], draws the panels, and applies
+//! the frame's [`Command`]s at its end.
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use crate::dataset::{Dataset, synthetic};
+
+use super::colormap::ColorMap;
+use super::command::Command;
+use super::computed::Computed;
+use super::heatmap::Heatmap;
+use super::loader::{AfterOpen, Loader, Opened};
+use super::panels::{self, status::Level, status::Message};
+use super::session;
+use super::state::{DatasetRef, MAX_LEN, PanelId, State};
+use super::worker::{Job, Report, Worker};
+
+/// What the command line asks for.
+#[derive(Clone, Debug, Default)]
+pub struct LaunchOptions {
+    pub data: Option<PathBuf>,
+    pub session: Option<PathBuf>,
+    /// Initial settings (tests start on a tiny config); `None`: the defaults.
+    pub state: Option<State>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum DialogPurpose {
+    OpenDataset,
+    SaveSession,
+    LoadSession,
+}
+
+struct Running {
+    generation: u64,
+    stage: &'static str,
+    started: Instant,
+}
+
+pub struct App {
+    pub state: State,
+    dataset: Arc<Dataset>,
+    worker: Worker,
+    /// The context, known from the first frame on, for the worker to wake the UI.
+    ctx_slot: Arc<Mutex<Option<egui::Context>>>,
+    generation: u64,
+    running: Option<Running>,
+    computed: Option<Arc<Computed>>,
+    attention_map: Heatmap,
+    gradient_map: Heatmap,
+    message: Option<Message>,
+    pending: Vec<Command>,
+    needs_run: bool,
+    /// The path typed in the side panel's dataset field.
+    pub data_path: String,
+    /// The path typed in the side panel's session field.
+    pub session_path: String,
+    loader: Loader,
+    dialogs_tx: Sender<(DialogPurpose, Option<PathBuf>)>,
+    dialogs_rx: Receiver<(DialogPurpose, Option<PathBuf>)>,
+    newline: Option<&'static str>,
+}
+
+impl App {
+    pub fn new(opts: LaunchOptions) -> App {
+        let ctx_slot: Arc<Mutex<Option<egui::Context>>> = Arc::default();
+        let wake_slot = ctx_slot.clone();
+        let worker = Worker::spawn(Box::new(move || {
+            if let Some(ctx) = wake_slot.lock().ok().and_then(|c| c.clone()) {
+                ctx.request_repaint();
+            }
+        }));
+        let (dialogs_tx, dialogs_rx) = channel();
+        let mut app = App {
+            state: opts.state.unwrap_or_default(),
+            dataset: Arc::new(synthetic::default_dataset()),
+            worker,
+            ctx_slot,
+            generation: 0,
+            running: None,
+            computed: None,
+            attention_map: Heatmap::new("attention heatmap", ColorMap::Sequential),
+            gradient_map: Heatmap::new("context gradient heatmap", ColorMap::Sequential),
+            message: None,
+            pending: Vec::new(),
+            needs_run: true,
+            data_path: String::new(),
+            session_path: opts
+                .session
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|| "sessions/session.ron".to_string()),
+            loader: Loader::default(),
+            dialogs_tx,
+            dialogs_rx,
+            newline: None,
+        };
+        app.state.dataset = DatasetRef { path: None, hash: Some(app.dataset.content_hash()) };
+        if let Some(p) = opts.session {
+            app.pending.push(Command::LoadSession(p));
+        }
+        if let Some(p) = opts.data {
+            app.pending.push(Command::OpenDataset(p));
+        }
+        app
+    }
+
+    /// The last computed sequence, if any.
+    pub fn computed(&self) -> Option<&Computed> {
+        self.computed.as_deref()
+    }
+
+    /// True while the worker computes or a dataset is being opened.
+    pub fn is_busy(&self) -> bool {
+        self.running.is_some() || self.needs_run || self.loader.is_busy()
+    }
+
+    /// The status bar's message.
+    pub fn message(&self) -> Option<&Message> {
+        self.message.as_ref()
+    }
+
+    /// The current dataset.
+    pub fn dataset(&self) -> &Dataset {
+        &self.dataset
+    }
+
+    /// How many times each heatmap texture was built: (attention, gradient).
+    pub fn texture_builds(&self) -> (u64, u64) {
+        (self.attention_map.builds(), self.gradient_map.builds())
+    }
+
+    /// The attention heatmap (its view, for tests).
+    pub fn attention_map(&self) -> &Heatmap {
+        &self.attention_map
+    }
+
+    /// Queues a command as if a panel had issued it.
+    pub fn queue(&mut self, cmd: Command) {
+        self.pending.push(cmd);
+    }
+
+    /// Draws one frame and applies its commands.
+    pub fn show(&mut self, ui: &mut egui::Ui) {
+        let ctx = ui.ctx().clone();
+        if let Ok(mut slot) = self.ctx_slot.lock()
+            && slot.is_none()
+        {
+            *slot = Some(ctx.clone());
+        }
+        self.poll_worker();
+        self.poll_dialogs();
+        self.poll_loader();
+        let mut cmds = std::mem::take(&mut self.pending);
+        self.keyboard(&ctx, &mut cmds);
+        self.dropped_files(&ctx, &mut cmds);
+        Self::hovered_files(&ctx);
+        let newline = *self.newline.get_or_insert_with(|| panels::text::newline_glyph(&ctx));
+
+        egui::Panel::bottom("status_bar").show(ui, |ui| {
+            let progress = self
+                .running
+                .as_ref()
+                .map(|r| panels::status::Progress { stage: r.stage, elapsed: Some(r.started.elapsed()) });
+            panels::status::show(ui, self.message.as_ref(), progress);
+        });
+        egui::Panel::left("controls").default_size(270.0).resizable(true).show(ui, |ui| {
+            let stale = self.is_stale();
+            let controls = panels::controls::Controls {
+                state: &self.state,
+                dataset: &self.dataset,
+                data_path: &mut self.data_path,
+                session_path: &mut self.session_path,
+                stale,
+            };
+            panels::controls::show(ui, controls, &mut cmds);
+        });
+        egui::CentralPanel::default().show(ui, |ui| self.central(ui, newline, &mut cmds));
+
+        for cmd in cmds {
+            self.apply(cmd);
+        }
+        if std::mem::take(&mut self.needs_run) {
+            self.run();
+        }
+        if self.running.is_some() || self.loader.is_busy() {
+            // The threads wake us when they report; this is a fallback.
+            ctx.request_repaint_after(std::time::Duration::from_millis(100));
+        }
+    }
+
+    fn central(&mut self, ui: &mut egui::Ui, newline: &str, cmds: &mut Vec<Command>) {
+        let Some(c) = self.computed.clone() else {
+            ui.centered_and_justified(|ui| {
+                ui.label(if self.running.is_some() {
+                    "Computing the trace…"
+                } else {
+                    "Nothing computed yet: press Run"
+                });
+            });
+            return;
+        };
+        let cursor = self.state.cursor.min(c.t.saturating_sub(1));
+        let p = self.state.panels.clone();
+        ui.horizontal(|ui| {
+            ui.heading(format!("{} · {} · seed {}", c.spec.dataset_name, c.spec.config.label(), c.spec.seed));
+            ui.label(format!(
+                "tokens {}..{} ({} positions), loss {:.4}, computed in {:.2} s on the CPU",
+                c.spec.offset,
+                c.spec.offset + c.spec.len,
+                c.t,
+                c.loss,
+                c.elapsed.as_secs_f32()
+            ));
+        });
+        if p.stepper {
+            panels::stepper::show(ui, &c, cursor, newline, cmds);
+        }
+        ui.separator();
+        egui::ScrollArea::vertical().id_salt("central_scroll").show(ui, |ui| {
+            ui.columns(2, |cols| {
+                let (left, right) = cols.split_at_mut(1);
+                let (left, right) = (&mut left[0], &mut right[0]);
+                if p.gru {
+                    left.strong(PanelId::Gru.label());
+                    panels::gru::show(left, &c, cursor);
+                    left.separator();
+                }
+                if p.attention_rows {
+                    left.strong(PanelId::AttentionRows.label());
+                    panels::attention::rows(left, &c, cursor, self.state.head, cmds);
+                }
+                if p.attention_heatmap {
+                    right.strong(PanelId::AttentionHeatmap.label());
+                    panels::attention::heatmap(right, &c, &mut self.attention_map, self.state.head, cursor, cmds);
+                    right.separator();
+                }
+                if p.gradient_heatmap {
+                    right.strong(PanelId::GradientHeatmap.label());
+                    panels::gradient::heatmap(right, &c, &mut self.gradient_map, cursor, cmds);
+                    panels::gradient::norm_plot(right, &c, cursor, cmds);
+                }
+            });
+        });
+    }
+
+    fn keyboard(&self, ctx: &egui::Context, cmds: &mut Vec<Command>) {
+        if ctx.text_edit_focused() {
+            return;
+        }
+        for cmd in Command::KEYED {
+            if let Some(key) = cmd.shortcut()
+                && ctx.input_mut(|i| i.consume_key(egui::Modifiers::NONE, key))
+            {
+                cmds.push(cmd);
+            }
+        }
+    }
+
+    /// While files hover over the window, says what dropping them does.
+    fn hovered_files(ctx: &egui::Context) {
+        let hovered = ctx.input(|i| i.raw.hovered_files.first().and_then(|f| f.path.clone()));
+        if let Some(path) = hovered {
+            let painter =
+                ctx.layer_painter(egui::LayerId::new(egui::Order::Foreground, egui::Id::unique("drop_overlay")));
+            let rect = ctx.content_rect();
+            painter.rect_filled(rect, 0.0, egui::Color32::from_black_alpha(180));
+            painter.text(
+                rect.center(),
+                egui::Align2::CENTER_CENTER,
+                format!("Drop to open {} as the dataset", path.display()),
+                egui::FontId::proportional(22.0),
+                egui::Color32::WHITE,
+            );
+        }
+    }
+
+    fn dropped_files(&mut self, ctx: &egui::Context, cmds: &mut Vec<Command>) {
+        let dropped = ctx.input(|i| i.raw.dropped_files.first().map(|f| f.path().to_path_buf()));
+        if let Some(path) = dropped {
+            cmds.push(Command::OpenDataset(path));
+        }
+    }
+
+    fn is_stale(&self) -> bool {
+        match &self.computed {
+            Some(c) => {
+                let s = &self.state;
+                let spec = &c.spec;
+                spec.config != s.config
+                    || spec.seed != s.seed
+                    || spec.offset != s.offset
+                    || spec.len != s.len
+                    || spec.dataset_name != self.dataset.name()
+            }
+            None => false,
+        }
+    }
+
+    fn say(&mut self, level: Level, text: impl Into<String>) {
+        let text = text.into();
+        if level != Level::Info {
+            eprintln!("dualscope: {text}");
+        }
+        self.message = Some(Message { level, text });
+    }
+
+    fn poll_worker(&mut self) {
+        for report in self.worker.poll() {
+            match report {
+                Report::Progress { generation, stage } => {
+                    if let Some(r) = self.running.as_mut().filter(|r| r.generation == generation) {
+                        r.stage = stage;
+                    }
+                }
+                Report::Done { generation, result } => {
+                    if self.running.as_ref().is_none_or(|r| r.generation != generation) {
+                        continue; // superseded
+                    }
+                    self.running = None;
+                    match result {
+                        Ok(c) => {
+                            self.state.cursor = self.state.cursor.min(c.t.saturating_sub(1));
+                            self.state.head = self.state.head.min(c.cfg.heads.saturating_sub(1));
+                            if self.message.as_ref().is_none_or(|m| m.level == Level::Info) {
+                                let text = format!("Computed {} positions in {:.2} s", c.t, c.elapsed.as_secs_f32());
+                                self.say(Level::Info, text);
+                            }
+                            self.computed = Some(Arc::from(c));
+                        }
+                        Err(e) => self.say(Level::Error, format!("cannot compute the trace: {e}")),
+                    }
+                }
+            }
+        }
+    }
+
+    fn poll_dialogs(&mut self) {
+        while let Ok((purpose, path)) = self.dialogs_rx.try_recv() {
+            let Some(path) = path else {
+                self.say(
+                    Level::Warning,
+                    "no file chosen (without a desktop portal the file dialog cannot open: \
+                     use --data, drop a file on the window, or type a path)",
+                );
+                continue;
+            };
+            self.pending.push(match purpose {
+                DialogPurpose::OpenDataset => Command::OpenDataset(path),
+                DialogPurpose::SaveSession => Command::SaveSession(path),
+                DialogPurpose::LoadSession => Command::LoadSession(path),
+            });
+        }
+    }
+
+    /// Runs a file dialog on its own thread: the portal may take a while to
+    /// answer (or never appear), and the UI keeps drawing meanwhile.
+    fn dialog(&mut self, purpose: DialogPurpose) {
+        let tx = self.dialogs_tx.clone();
+        let ctx = self.ctx_slot.lock().ok().and_then(|c| c.clone());
+        let spawned = std::thread::Builder::new().name("dualscope-dialog".into()).spawn(move || {
+            let d = rfd::FileDialog::new();
+            let path = match purpose {
+                DialogPurpose::OpenDataset => d.set_title("Open a dataset").pick_file(),
+                DialogPurpose::LoadSession => d.add_filter("session", &["ron"]).pick_file(),
+                DialogPurpose::SaveSession => {
+                    d.add_filter("session", &["ron"]).set_file_name("session.ron").save_file()
+                }
+            };
+            let _ = tx.send((purpose, path));
+            if let Some(ctx) = ctx {
+                ctx.request_repaint();
+            }
+        });
+        if let Err(e) = spawned {
+            self.say(Level::Error, format!("cannot start the file dialog: {e}"));
+        }
+    }
+
+    /// Submits the current settings to the worker.
+    fn run(&mut self) {
+        self.generation += 1;
+        self.running = Some(Running { generation: self.generation, stage: "queued", started: Instant::now() });
+        self.worker.submit(Job {
+            generation: self.generation,
+            dataset: self.dataset.clone(),
+            config: self.state.config,
+            seed: self.state.seed,
+            offset: self.state.offset,
+            len: self.state.len,
+        });
+    }
+
+    fn set_cursor(&mut self, pos: usize) {
+        if let Some(c) = &self.computed {
+            self.state.cursor = pos.min(c.t.saturating_sub(1));
+        }
+    }
+
+    /// Keeps offset and length inside the dataset.
+    fn clamp_sequence(&mut self) {
+        let total = self.dataset.len_tokens();
+        self.state.offset = self.state.offset.min(total.saturating_sub(2));
+        self.state.len = self.state.len.clamp(2, MAX_LEN).min(total - self.state.offset);
+    }
+
+    pub fn apply(&mut self, cmd: Command) {
+        let cursor = self.state.cursor;
+        match cmd {
+            Command::Run => self.needs_run = true,
+            Command::SetCursor(p) => self.set_cursor(p),
+            Command::StepCursor(d) => self.set_cursor(cursor.saturating_add_signed(d)),
+            Command::CursorFirst => self.set_cursor(0),
+            Command::CursorLast => self.set_cursor(usize::MAX),
+            Command::NextNonFinite => match self.computed.as_ref().map(|c| c.next_non_finite(cursor)) {
+                Some(Some(p)) => self.set_cursor(p),
+                Some(None) => self.say(Level::Info, "no non-finite value in this sequence"),
+                None => {}
+            },
+            Command::WorstLoss => {
+                if let Some(p) = self.computed.as_ref().and_then(|c| c.worst_loss()) {
+                    self.set_cursor(p);
+                }
+            }
+            Command::SelectHead(h) => self.state.head = h,
+            Command::SetConfig(c) => self.state.config = c,
+            Command::SetSeed(s) => self.state.seed = s,
+            Command::SetOffset(o) => {
+                self.state.offset = o;
+                self.clamp_sequence();
+            }
+            Command::SetLen(l) => {
+                self.state.len = l;
+                self.clamp_sequence();
+            }
+            Command::OpenDatasetDialog => self.dialog(DialogPurpose::OpenDataset),
+            Command::SaveSessionDialog => self.dialog(DialogPurpose::SaveSession),
+            Command::LoadSessionDialog => self.dialog(DialogPurpose::LoadSession),
+            Command::OpenDataset(path) => self.open_dataset(&path, AfterOpen::Plain),
+            Command::UseEmbeddedDataset => {
+                self.set_dataset(Arc::new(synthetic::default_dataset()), None);
+                self.say(Level::Info, "Using the embedded dataset");
+            }
+            Command::SaveSession(path) => self.save_session(&path),
+            Command::LoadSession(path) => self.load_session(&path),
+            Command::TogglePanel(p) => {
+                let on = self.state.panels.get_mut(p);
+                *on = !*on;
+            }
+        }
+    }
+
+    fn set_dataset(&mut self, ds: Arc<Dataset>, path: Option<PathBuf>) {
+        self.state.dataset = DatasetRef { path: path.clone(), hash: Some(ds.content_hash()) };
+        self.data_path = path.map(|p| p.display().to_string()).unwrap_or_default();
+        self.dataset = ds;
+        self.clamp_sequence();
+        self.needs_run = true;
+    }
+
+    /// Opens `path` on a loader thread; [`Self::poll_loader`] takes the result.
+    fn open_dataset(&mut self, path: &Path, after: AfterOpen) {
+        let ctx = self.ctx_slot.lock().ok().and_then(|c| c.clone());
+        let wake = move || {
+            if let Some(ctx) = &ctx {
+                ctx.request_repaint();
+            }
+        };
+        if let Err(e) = self.loader.open(path.to_path_buf(), after, wake) {
+            self.say(Level::Error, e);
+        }
+    }
+
+    fn poll_loader(&mut self) {
+        for Opened { path, result, after } in self.loader.poll() {
+            match (after, result) {
+                (AfterOpen::Plain, Ok(ds)) => {
+                    let text = format!("Opened {} ({} tokens)", ds.name(), ds.len_tokens());
+                    self.set_dataset(Arc::new(ds), Some(path));
+                    self.say(Level::Info, text);
+                }
+                (AfterOpen::Plain, Err(e)) => self.say(Level::Error, format!("cannot open the dataset: {e}")),
+                (AfterOpen::Session { state, session }, Ok(ds)) => {
+                    self.set_dataset(Arc::new(ds), Some(path));
+                    self.restore_session(*state, &session, None);
+                }
+                (AfterOpen::Session { state, session }, Err(e)) => {
+                    let problem = format!("the session's dataset cannot be opened ({e}); kept {}", self.dataset.name());
+                    self.restore_session(*state, &session, Some(problem));
+                }
+            }
+        }
+    }
+
+    fn save_session(&mut self, path: &Path) {
+        self.state.dataset.hash = Some(self.dataset.content_hash());
+        match session::save(path, &self.state) {
+            Ok(()) => {
+                self.session_path = path.display().to_string();
+                self.say(Level::Info, format!("Saved the session to {}", path.display()));
+            }
+            Err(e) => self.say(Level::Error, e.to_string()),
+        }
+    }
+
+    /// Loads a session: a file that does not parse changes nothing; a session
+    /// whose dataset is missing or changed still restores everything else.
+    fn load_session(&mut self, path: &Path) {
+        let loaded = match session::load(path) {
+            Ok(s) => s,
+            Err(e) => return self.say(Level::Error, e.to_string()),
+        };
+        self.session_path = path.display().to_string();
+        match loaded.dataset.path.clone() {
+            None => {
+                if self.state.dataset.path.is_some() {
+                    self.set_dataset(Arc::new(synthetic::default_dataset()), None);
+                }
+                self.restore_session(loaded, path, None);
+            }
+            Some(p) => {
+                self.say(Level::Info, format!("Opening the session's dataset {}", p.display()));
+                let after = AfterOpen::Session { state: Box::new(loaded), session: path.to_path_buf() };
+                self.open_dataset(&p, after);
+            }
+        }
+    }
+
+    /// Applies a loaded session over the current dataset; `problem` says why
+    /// its own dataset could not be used.
+    fn restore_session(&mut self, loaded: State, path: &Path, mut problem: Option<String>) {
+        let now = self.dataset.content_hash();
+        if problem.is_none()
+            && let Some(saved) = &loaded.dataset.hash
+            && *saved != now
+        {
+            problem = Some(format!(
+                "the session's dataset {} changed since it was saved (content hash {saved}, now {now})",
+                self.dataset.name()
+            ));
+        }
+        let dataset = self.state.dataset.clone();
+        self.state = State { dataset, ..loaded };
+        self.clamp_sequence();
+        self.needs_run = true;
+        match problem {
+            Some(p) => self.say(Level::Warning, format!("session {}: {p}; the rest is restored", path.display())),
+            None => self.say(Level::Info, format!("Loaded the session {}", path.display())),
+        }
+    }
+}
+
+impl eframe::App for App {
+    fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
+        self.show(ui);
+    }
+}

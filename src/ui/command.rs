@@ -1,0 +1,115 @@
+//! Every user action is one [`Command`]. Panels push commands while they draw;
+//! the app applies them at the end of the frame. Labels, tooltips and keyboard
+//! shortcuts come from one `match` each.
+
+use std::path::PathBuf;
+
+use egui::Key;
+
+use super::state::{ConfigName, PanelId};
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Command {
+    /// Recompute the trace of the chosen sequence on the worker.
+    Run,
+    SetCursor(usize),
+    StepCursor(isize),
+    CursorFirst,
+    CursorLast,
+    NextNonFinite,
+    WorstLoss,
+    SelectHead(usize),
+    SetConfig(ConfigName),
+    SetSeed(u64),
+    SetOffset(usize),
+    SetLen(usize),
+    OpenDatasetDialog,
+    OpenDataset(PathBuf),
+    UseEmbeddedDataset,
+    SaveSession(PathBuf),
+    LoadSession(PathBuf),
+    SaveSessionDialog,
+    LoadSessionDialog,
+    TogglePanel(PanelId),
+}
+
+impl Command {
+    /// The text of the button or menu entry that issues the command.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Command::Run => "Run",
+            Command::SetCursor(_) => "Go to position",
+            Command::StepCursor(d) if *d < 0 => "< Prev",
+            Command::StepCursor(_) => "Next >",
+            Command::CursorFirst => "<< First",
+            Command::CursorLast => "Last >>",
+            Command::NextNonFinite => "Next non-finite",
+            Command::WorstLoss => "Worst loss",
+            Command::SelectHead(_) => "Head",
+            Command::SetConfig(_) => "Config",
+            Command::SetSeed(_) => "Seed",
+            Command::SetOffset(_) => "Offset",
+            Command::SetLen(_) => "Length",
+            Command::OpenDatasetDialog => "Open dataset…",
+            Command::OpenDataset(_) => "Open",
+            Command::UseEmbeddedDataset => "Use embedded",
+            Command::SaveSession(_) => "Save session",
+            Command::LoadSession(_) => "Load session",
+            Command::SaveSessionDialog => "Save session as…",
+            Command::LoadSessionDialog => "Load session…",
+            Command::TogglePanel(p) => p.label(),
+        }
+    }
+
+    pub fn tooltip(&self) -> &'static str {
+        match self {
+            Command::Run => "Recompute the CPU trace of the chosen sequence (on a worker thread)",
+            Command::SetCursor(_) => "Move the cursor to a position",
+            Command::StepCursor(d) if *d < 0 => "Previous position (left arrow)",
+            Command::StepCursor(_) => "Next position (right arrow)",
+            Command::CursorFirst => "First position (Home)",
+            Command::CursorLast => "Last position (End)",
+            Command::NextNonFinite => "Jump to the next position where any per-position value is NaN or Inf",
+            Command::WorstLoss => "Jump to the position with the largest per-token loss",
+            Command::SelectHead(_) => "Attention head the heatmap shows",
+            Command::SetConfig(_) => "Model configuration (parameters initialised from the seed)",
+            Command::SetSeed(_) => "Seed of the parameter initialisation",
+            Command::SetOffset(_) => "First token of the sequence in the dataset",
+            Command::SetLen(_) => "Tokens in the sequence (one row)",
+            Command::OpenDatasetDialog => {
+                "Choose a dataset file (needs a desktop portal; or drop a file on the window)"
+            }
+            Command::OpenDataset(_) => "Open the dataset file at this path",
+            Command::UseEmbeddedDataset => "Go back to the embedded synthetic corpus",
+            Command::SaveSession(_) => "Write the session (RON) to this path, atomically",
+            Command::LoadSession(_) => "Read the session (RON) at this path",
+            Command::SaveSessionDialog => "Choose where to save the session (needs a desktop portal)",
+            Command::LoadSessionDialog => "Choose a session file to load (needs a desktop portal)",
+            Command::TogglePanel(_) => "Show or hide this panel",
+        }
+    }
+
+    /// The key that issues the command, where there is one.
+    pub fn shortcut(&self) -> Option<Key> {
+        match self {
+            Command::StepCursor(d) if *d < 0 => Some(Key::ArrowLeft),
+            Command::StepCursor(_) => Some(Key::ArrowRight),
+            Command::CursorFirst => Some(Key::Home),
+            Command::CursorLast => Some(Key::End),
+            _ => None,
+        }
+    }
+
+    /// Commands bound to a key, checked once per frame.
+    pub const KEYED: [Command; 4] =
+        [Command::StepCursor(-1), Command::StepCursor(1), Command::CursorFirst, Command::CursorLast];
+}
+
+/// A button for `cmd` with its label and tooltip; pushes `cmd` when clicked.
+pub fn button(ui: &mut egui::Ui, cmd: Command, enabled: bool, out: &mut Vec<Command>) -> egui::Response {
+    let r = ui.add_enabled(enabled, egui::Button::new(cmd.label())).on_hover_text(cmd.tooltip());
+    if r.clicked() {
+        out.push(cmd);
+    }
+    r
+}

@@ -1,0 +1,435 @@
+//! A reusable heatmap: a colour-mapped texture of a [`Matrix`] (rows down,
+//! columns across) with a colour bar, the value under the pointer, zoom (scroll:
+//! rows; ctrl+scroll: columns), pan (drag), reset (double-click), and NaN/±Inf
+//! in their own colours. The texture is built once per data change (`key`), not
+//! per frame, so a 4096 × 128 tensor costs nothing while the cursor moves.
+
+use std::sync::Arc;
+
+use egui::{Align2, Color32, FontId, Pos2, Rect, Sense, Stroke, TextureHandle, TextureOptions, Vec2, pos2, vec2};
+
+use super::colormap::{self, ColorMap};
+use super::computed::Matrix;
+
+/// The data a heatmap shows, its texture and its view. One per heatmap on screen.
+pub struct Heatmap {
+    name: String,
+    colormap: ColorMap,
+    key: Option<u64>,
+    matrix: Option<Arc<Matrix>>,
+    texture: Option<TextureHandle>,
+    range: (f32, f32),
+    /// Rows holding any non-finite value, marked beside the map (a row thinner
+    /// than a pixel would otherwise vanish when the map is zoomed out).
+    non_finite_rows: Vec<usize>,
+    counts: [usize; 3],
+    /// The visible part, in cell units (x: columns, y: rows).
+    view: Option<Rect>,
+    builds: u64,
+    /// Values above the colour range's top exist (it is the 99.5th percentile).
+    saturated: bool,
+}
+
+/// What happened to a heatmap this frame.
+pub struct HeatmapResponse {
+    /// The cell clicked (row, column).
+    pub clicked: Option<(usize, usize)>,
+    pub response: egui::Response,
+}
+
+/// How to draw and describe one heatmap.
+pub struct HeatmapStyle<'a> {
+    pub height: f32,
+    /// Highlighted row (the cursor).
+    pub cursor_row: Option<usize>,
+    /// Describes a cell for the hover line: (row, column) → text.
+    pub describe: &'a dyn Fn(usize, usize) -> String,
+}
+
+const GUTTER: f32 = 44.0;
+const HINT: &str =
+    "scroll: zoom positions · ctrl+scroll: zoom columns · drag: pan · double-click: reset · click: move the cursor";
+const BAR: f32 = 78.0;
+
+impl Heatmap {
+    pub fn new(name: impl Into<String>, colormap: ColorMap) -> Self {
+        Heatmap {
+            name: name.into(),
+            colormap,
+            key: None,
+            matrix: None,
+            texture: None,
+            range: (0.0, 0.0),
+            non_finite_rows: Vec::new(),
+            counts: [0; 3],
+            view: None,
+            builds: 0,
+            saturated: false,
+        }
+    }
+
+    /// Sets the data; `build` runs (and the texture is rebuilt) only when `key` changed.
+    pub fn set_data(&mut self, ctx: &egui::Context, key: u64, build: impl FnOnce() -> Arc<Matrix>) {
+        if self.key == Some(key) && self.texture.is_some() {
+            return;
+        }
+        let m = build();
+        let (lo, hi) = colormap::robust_range(&m.data);
+        let mut counts = [0usize; 3];
+        let mut rows = Vec::new();
+        for r in 0..m.rows {
+            let mut bad = false;
+            for &v in &m.data[r * m.cols..(r + 1) * m.cols] {
+                if !v.is_finite() {
+                    bad = true;
+                    counts[if v.is_nan() {
+                        0
+                    } else if v > 0.0 {
+                        1
+                    } else {
+                        2
+                    }] += 1;
+                }
+            }
+            if bad {
+                rows.push(r);
+            }
+        }
+        // Larger than a texture may be: pool blocks of cells into one texel each.
+        let max_side = ctx.input(|i| i.max_texture_side).max(64);
+        let pooled = pool(&m, m.rows.div_ceil(max_side).max(1), m.cols.div_ceil(max_side).max(1));
+        let src = pooled.as_ref().unwrap_or(&m);
+        let pixels: Vec<Color32> = src.data.iter().map(|&v| self.colormap.color(v, lo, hi)).collect();
+        let size = [src.cols.max(1), src.rows.max(1)];
+        let mut pixels = pixels;
+        pixels.resize(size[0] * size[1], Color32::BLACK);
+        let image = egui::ColorImage::new(size, pixels);
+        let options = TextureOptions { magnification: egui::TextureFilter::Nearest, ..TextureOptions::LINEAR };
+        match &mut self.texture {
+            Some(t) => t.set(image, options),
+            None => self.texture = Some(ctx.load_texture(format!("heatmap:{}", self.name), image, options)),
+        }
+        let same_shape = self.matrix.as_ref().is_some_and(|old| old.rows == m.rows && old.cols == m.cols);
+        if !same_shape {
+            self.view = None;
+        }
+        self.key = Some(key);
+        // Saturated when the 99.5th percentile cut off a visibly larger maximum.
+        self.saturated = colormap::finite_range(&m.data).1 > hi + 1e-3 * hi.abs();
+        self.matrix = Some(m);
+        self.range = (lo, hi);
+        self.non_finite_rows = rows;
+        self.counts = counts;
+        self.builds += 1;
+    }
+
+    /// The visible part in cell units (x: columns, y: rows); `None` before the first frame.
+    pub fn view(&self) -> Option<Rect> {
+        self.view
+    }
+
+    /// How many times the texture was built (for tests: once per data change).
+    pub fn builds(&self) -> u64 {
+        self.builds
+    }
+
+    fn full_view(m: &Matrix) -> Rect {
+        Rect::from_min_max(Pos2::ZERO, pos2(m.cols as f32, m.rows as f32))
+    }
+
+    pub fn show(&mut self, ui: &mut egui::Ui, style: &HeatmapStyle<'_>) -> HeatmapResponse {
+        let width = ui.available_width().max(GUTTER + BAR + 40.0);
+        let (outer, response) = ui.allocate_exact_size(vec2(width, style.height), Sense::click_and_drag());
+        let name = self.name.clone();
+        response.widget_info(|| egui::WidgetInfo::labeled(egui::Role::Image, true, &name));
+        let response = response.on_hover_text(HINT);
+        let (Some(m), Some(tex)) = (self.matrix.clone(), self.texture.as_ref()) else {
+            ui.painter().text(outer.center(), Align2::CENTER_CENTER, "no data", FontId::default(), Color32::GRAY);
+            return HeatmapResponse { clicked: None, response };
+        };
+        // Above the map: a line for the column range.
+        let map = Rect::from_min_max(outer.min + vec2(GUTTER, 12.0), pos2(outer.max.x - BAR, outer.max.y));
+        let full = Self::full_view(&m);
+        let mut view = self.view.unwrap_or(full);
+
+        // Zoom around the pointer, pan by dragging, reset by double-clicking.
+        if let Some(p) = response.hover_pos().filter(|p| map.contains(*p)) {
+            let (scroll, zoom) = ui.input(|i| (i.smooth_scroll_delta, i.zoom_delta()));
+            let at = to_cell(map, view, p);
+            if scroll.y != 0.0 {
+                view = zoom_axis(view, at, (-scroll.y * 0.004).exp(), false, full);
+                ui.input_mut(|i| i.smooth_scroll_delta = Vec2::ZERO);
+            }
+            if zoom != 1.0 {
+                view = zoom_axis(view, at, 1.0 / zoom, true, full);
+            }
+        }
+        if response.dragged() {
+            let d = response.drag_delta();
+            let cells = vec2(-d.x * view.width() / map.width(), -d.y * view.height() / map.height());
+            view = clamp_view(view.translate(cells), full);
+        }
+        let double_clicked = response.double_clicked();
+        if double_clicked {
+            view = full;
+        }
+        self.view = Some(view);
+
+        let painter = ui.painter_at(outer);
+        let uv = Rect::from_min_max(
+            pos2(view.min.x / full.max.x, view.min.y / full.max.y),
+            pos2(view.max.x / full.max.x, view.max.y / full.max.y),
+        );
+        painter.image(tex.id(), map, uv, Color32::WHITE);
+        painter.rect_stroke(map, 0.0, Stroke::new(1.0, Color32::DARK_GRAY), egui::StrokeKind::Outside);
+
+        // Non-finite rows, marked in the gutter.
+        for &r in &self.non_finite_rows {
+            let y = to_screen_y(map, view, r as f32 + 0.5);
+            if y >= map.min.y && y <= map.max.y {
+                painter.line_segment(
+                    [pos2(map.min.x - 6.0, y), pos2(map.min.x - 1.0, y)],
+                    Stroke::new(2.0, colormap::NAN),
+                );
+            }
+        }
+        // The cursor row.
+        if let Some(r) = style.cursor_row {
+            let y0 = to_screen_y(map, view, r as f32);
+            let y1 = to_screen_y(map, view, r as f32 + 1.0).max(y0 + 2.0);
+            if y1 >= map.min.y && y0 <= map.max.y {
+                let row = Rect::from_min_max(pos2(map.min.x, y0), pos2(map.max.x, y1));
+                painter.rect_stroke(
+                    row,
+                    0.0,
+                    Stroke::new(1.5, Color32::from_rgb(255, 140, 0)),
+                    egui::StrokeKind::Outside,
+                );
+                painter.text(
+                    pos2(map.min.x - 8.0, (y0 + y1) / 2.0),
+                    Align2::RIGHT_CENTER,
+                    format!("{r}"),
+                    FontId::monospace(10.0),
+                    Color32::from_rgb(255, 140, 0),
+                );
+            }
+        }
+        // Row range of the view, where the cursor's label does not cover it.
+        let small = FontId::monospace(10.0);
+        let dim = ui.visuals().weak_text_color();
+        let cursor_y = style.cursor_row.map(|r| to_screen_y(map, view, r as f32 + 0.5));
+        let clear = |y: f32| cursor_y.is_none_or(|c| (c - y).abs() > 12.0);
+        if clear(map.min.y + 5.0) {
+            let top = format!("{}", view.min.y as usize);
+            painter.text(map.left_top() + vec2(-8.0, 0.0), Align2::RIGHT_TOP, top, small.clone(), dim);
+        }
+        if clear(map.max.y - 5.0) {
+            let bottom = format!("{}", (view.max.y.ceil() as usize).saturating_sub(1));
+            painter.text(map.left_bottom() + vec2(-8.0, 0.0), Align2::RIGHT_BOTTOM, bottom, small.clone(), dim);
+        }
+        painter.text(
+            map.left_top() - vec2(0.0, 1.0),
+            Align2::LEFT_BOTTOM,
+            format!("{}", view.min.x as usize),
+            small.clone(),
+            dim,
+        );
+        painter.text(
+            map.right_top() - vec2(0.0, 1.0),
+            Align2::RIGHT_BOTTOM,
+            format!("{}", (view.max.x.ceil() as usize).saturating_sub(1)),
+            small.clone(),
+            dim,
+        );
+        let text = ui.visuals().text_color();
+        self.draw_bar(&painter, Rect::from_min_max(pos2(map.max.x + 8.0, map.min.y), outer.max), &small, text);
+
+        // The value under the pointer.
+        let hovered = response.hover_pos().filter(|p| map.contains(*p)).map(|p| to_cell(map, view, p));
+        let cell = |c: Pos2| {
+            let (r, col) = (c.y.floor() as usize, c.x.floor() as usize);
+            (r < m.rows && col < m.cols).then_some((r, col))
+        };
+        let hover_text = match hovered.and_then(cell) {
+            Some((r, c)) => format!("{}: {}", (style.describe)(r, c), fmt_value(m.get(r, c))),
+            None => self.summary(&m),
+        };
+        ui.label(egui::RichText::new(hover_text).monospace().size(11.0));
+        let clicked = if response.clicked() && !double_clicked {
+            response.interact_pointer_pos().filter(|p| map.contains(*p)).and_then(|p| cell(to_cell(map, view, p)))
+        } else {
+            None
+        };
+        HeatmapResponse { clicked, response }
+    }
+
+    fn summary(&self, m: &Matrix) -> String {
+        let [nan, pinf, ninf] = self.counts;
+        let (lo, hi) = colormap::finite_range(&m.data);
+        let mut s = format!("{} × {}, range [{}, {}]", m.rows, m.cols, fmt_value(lo), fmt_value(hi));
+        if self.saturated {
+            s += &format!(", colours saturate at {}", fmt_short(self.range.1));
+        }
+        if nan + pinf + ninf > 0 {
+            s += &format!("; NaN {nan} (magenta), +Inf {pinf} (white), -Inf {ninf} (cyan)");
+        }
+        s
+    }
+
+    fn draw_bar(&self, painter: &egui::Painter, area: Rect, font: &FontId, text: Color32) {
+        let bar = Rect::from_min_size(area.min, vec2(14.0, area.height()));
+        let (lo, hi) = self.colormap.bar_range(self.range.0, self.range.1);
+        let steps = 64;
+        for i in 0..steps {
+            let f0 = i as f32 / steps as f32;
+            let f1 = (i + 1) as f32 / steps as f32;
+            let v = hi - (hi - lo) * (f0 + f1) / 2.0;
+            let r = Rect::from_min_max(
+                pos2(bar.min.x, bar.lerp_inside(vec2(0.0, f0)).y),
+                pos2(bar.max.x, bar.lerp_inside(vec2(0.0, f1)).y),
+            );
+            painter.rect_filled(r, 0.0, self.colormap.color(v, self.range.0, self.range.1));
+        }
+        let top = if self.saturated { format!("≥{}", fmt_short(hi)) } else { fmt_short(hi) };
+        painter.text(bar.right_top() + vec2(3.0, 0.0), Align2::LEFT_TOP, top, font.clone(), text);
+        painter.text(bar.right_bottom() + vec2(3.0, 0.0), Align2::LEFT_BOTTOM, fmt_short(lo), font.clone(), text);
+    }
+}
+
+/// Pools `kr × kc` blocks into one cell each, keeping the value of largest
+/// magnitude, and any non-finite value over finite ones (so that a NaN stays
+/// visible however far the map is shrunk). `None` when there is nothing to pool.
+fn pool(m: &Matrix, kr: usize, kc: usize) -> Option<Matrix> {
+    if kr == 1 && kc == 1 {
+        return None;
+    }
+    let (rows, cols) = (m.rows.div_ceil(kr), m.cols.div_ceil(kc));
+    let rank = |v: f32| {
+        if v.is_nan() {
+            f32::INFINITY
+        } else if v.is_infinite() {
+            f32::MAX
+        } else {
+            v.abs()
+        }
+    };
+    let mut data = vec![0.0f32; rows * cols];
+    for r in 0..m.rows {
+        for c in 0..m.cols {
+            let v = m.get(r, c);
+            let slot = &mut data[(r / kr) * cols + c / kc];
+            if (r % kr == 0 && c % kc == 0) || rank(v) > rank(*slot) {
+                *slot = v;
+            }
+        }
+    }
+    Some(Matrix { rows, cols, data })
+}
+
+fn to_cell(map: Rect, view: Rect, p: Pos2) -> Pos2 {
+    pos2(
+        view.min.x + (p.x - map.min.x) / map.width() * view.width(),
+        view.min.y + (p.y - map.min.y) / map.height() * view.height(),
+    )
+}
+
+fn to_screen_y(map: Rect, view: Rect, row: f32) -> f32 {
+    map.min.y + (row - view.min.y) / view.height() * map.height()
+}
+
+/// Scales one axis of `view` by `factor` around `at`, keeping at least one cell.
+fn zoom_axis(view: Rect, at: Pos2, factor: f32, columns: bool, full: Rect) -> Rect {
+    let (lo, hi, c, max) =
+        if columns { (view.min.x, view.max.x, at.x, full.max.x) } else { (view.min.y, view.max.y, at.y, full.max.y) };
+    let span = ((hi - lo) * factor).clamp(1.0_f32.min(max), max);
+    let t = if hi > lo { (c - lo) / (hi - lo) } else { 0.5 };
+    let new_lo = c - t * span;
+    let mut v = view;
+    if columns {
+        v.min.x = new_lo;
+        v.max.x = new_lo + span;
+    } else {
+        v.min.y = new_lo;
+        v.max.y = new_lo + span;
+    }
+    clamp_view(v, full)
+}
+
+/// Moves `view` back inside `full` without changing its size.
+fn clamp_view(view: Rect, full: Rect) -> Rect {
+    let dx = if view.min.x < 0.0 { -view.min.x } else { (full.max.x - view.max.x).min(0.0) };
+    let dy = if view.min.y < 0.0 { -view.min.y } else { (full.max.y - view.max.y).min(0.0) };
+    view.translate(vec2(dx, dy))
+}
+
+/// A value in at most 8 characters, for the colour bar.
+fn fmt_short(v: f32) -> String {
+    let a = v.abs();
+    if !v.is_finite() || a == 0.0 || (0.01..1000.0).contains(&a) { format!("{v:.3}") } else { format!("{v:.1e}") }
+}
+
+/// A value in a short, fixed form.
+pub fn fmt_value(v: f32) -> String {
+    if !v.is_finite() {
+        return format!("{v}");
+    }
+    let a = v.abs();
+    if a != 0.0 && !(1e-3..1e4).contains(&a) { format!("{v:.3e}") } else { format!("{v:.4}") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zoom_keeps_point_and_bounds() {
+        let full = Rect::from_min_max(Pos2::ZERO, pos2(10.0, 100.0));
+        let v = zoom_axis(full, pos2(5.0, 50.0), 0.5, false, full);
+        assert_eq!((v.min.y, v.max.y), (25.0, 75.0));
+        assert_eq!((v.min.x, v.max.x), (0.0, 10.0));
+        let out = zoom_axis(v, pos2(5.0, 50.0), 100.0, false, full);
+        assert_eq!(out, full);
+        let shifted = clamp_view(v.translate(vec2(0.0, 60.0)), full);
+        assert_eq!((shifted.min.y, shifted.max.y), (50.0, 100.0));
+    }
+}
+
+#[cfg(test)]
+mod texture_tests {
+    use super::*;
+
+    #[test]
+    fn builds_once_per_key_and_counts_non_finite() {
+        let ctx = egui::Context::default();
+        let (rows, cols) = (4096, 128);
+        let mut data: Vec<f32> = (0..rows * cols).map(|i| (i % 97) as f32).collect();
+        data[5 * cols + 3] = f32::NAN;
+        data[7 * cols] = f32::INFINITY;
+        data[7 * cols + 1] = f32::NEG_INFINITY;
+        let m = Arc::new(Matrix { rows, cols, data });
+        let mut h = Heatmap::new("test", ColorMap::Sequential);
+        let start = std::time::Instant::now();
+        h.set_data(&ctx, 1, || m.clone());
+        let built = start.elapsed();
+        for _ in 0..10 {
+            h.set_data(&ctx, 1, || panic!("the same key must not rebuild"));
+        }
+        assert_eq!(h.builds(), 1);
+        assert_eq!(h.non_finite_rows, [5, 7]);
+        assert_eq!(h.counts, [1, 1, 1]);
+        assert!(built.as_secs_f32() < 2.0, "building a 4096 × 128 texture took {built:?}");
+        h.set_data(&ctx, 2, || m.clone());
+        assert_eq!(h.builds(), 2);
+    }
+
+    #[test]
+    fn pooling_keeps_the_largest_and_non_finite() {
+        let m = Matrix { rows: 4, cols: 3, data: vec![1., -5., 2., 0., 3., f32::NAN, 1., 1., 1., 9., 1., 1.] };
+        let p = pool(&m, 2, 2).unwrap();
+        assert_eq!((p.rows, p.cols), (2, 2));
+        assert_eq!(p.data[0], -5.0);
+        assert!(p.data[1].is_nan());
+        assert_eq!(&p.data[2..], &[9.0, 1.0]);
+        assert!(pool(&m, 1, 1).is_none());
+    }
+}

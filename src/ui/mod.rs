@@ -1,0 +1,33 @@
+//! The visual debugger: an eframe app over the CPU trace of one sequence.
+//!
+//! `state` is what a session saves; `command` every user action; `worker` the
+//! thread that computes traces; `computed` what it hands back; `heatmap` the
+//! reusable colour-mapped view; `panels` the small functions that draw;
+//! `app` ties them together and applies commands at the end of each frame.
+
+pub mod app;
+pub mod colormap;
+pub mod command;
+pub mod computed;
+pub mod engines;
+pub mod heatmap;
+pub mod loader;
+pub mod panels;
+pub mod session;
+pub mod state;
+pub mod worker;
+
+pub use app::{App, LaunchOptions};
+
+/// Opens the window and runs until it is closed.
+pub fn run(opts: LaunchOptions) -> Result<(), String> {
+    let native = eframe::NativeOptions {
+        viewport: egui::ViewportBuilder::default()
+            .with_title("dualscope")
+            .with_inner_size([1600.0, 1000.0])
+            .with_drag_and_drop(true),
+        ..Default::default()
+    };
+    eframe::run_native("dualscope", native, Box::new(move |_cc| Ok(Box::new(App::new(opts)))))
+        .map_err(|e| format!("cannot open the window: {e}"))
+}

@@ -1,0 +1,131 @@
+//! The side panel: dataset, sequence and model, engines, panels, session.
+
+use egui::{DragValue, RichText};
+
+use crate::dataset::{Dataset, human_size};
+use crate::ui::command::{Command, button};
+use crate::ui::engines::{self, Engine};
+use crate::ui::state::{ConfigName, MAX_LEN, PanelId, State};
+
+pub struct Controls<'a> {
+    pub state: &'a State,
+    pub dataset: &'a Dataset,
+    /// The path typed in the dataset field.
+    pub data_path: &'a mut String,
+    /// The path typed in the session field.
+    pub session_path: &'a mut String,
+    /// The settings differ from what was last computed.
+    pub stale: bool,
+}
+
+pub fn show(ui: &mut egui::Ui, c: Controls<'_>, out: &mut Vec<Command>) {
+    egui::ScrollArea::vertical().show(ui, |ui| {
+        dataset_section(ui, &c, out);
+        let Controls { data_path, session_path, .. } = c;
+        ui.horizontal(|ui| {
+            ui.add(egui::TextEdit::singleline(data_path).hint_text("dataset file path").desired_width(170.0));
+            button(ui, Command::OpenDataset(data_path.trim().into()), !data_path.trim().is_empty(), out);
+        });
+        ui.separator();
+        sequence_section(ui, c.state, c.dataset, c.stale, out);
+        ui.separator();
+        engines_section(ui);
+        ui.separator();
+        panels_section(ui, c.state, out);
+        ui.separator();
+        session_section(ui, session_path, out);
+    });
+}
+
+fn dataset_section(ui: &mut egui::Ui, c: &Controls<'_>, out: &mut Vec<Command>) {
+    ui.heading("Dataset");
+    ui.label(RichText::new(c.dataset.name()).strong());
+    ui.label(format!("{}, {} tokens", human_size(c.dataset.len_bytes()), c.dataset.len_tokens()));
+    ui.horizontal(|ui| {
+        button(ui, Command::OpenDatasetDialog, true, out);
+        button(ui, Command::UseEmbeddedDataset, c.state.dataset.path.is_some(), out);
+    });
+    ui.label(RichText::new("or drop a file on the window").weak().small());
+}
+
+fn sequence_section(ui: &mut egui::Ui, s: &State, ds: &Dataset, stale: bool, out: &mut Vec<Command>) {
+    ui.heading("Sequence and model");
+    egui::ComboBox::from_label("Config").selected_text(s.config.label()).show_ui(ui, |ui| {
+        for name in ConfigName::ALL {
+            if ui.selectable_label(s.config == name, name.label()).clicked() && s.config != name {
+                out.push(Command::SetConfig(name));
+            }
+        }
+    });
+    egui::Grid::new("sequence_grid").num_columns(2).show(ui, |ui| {
+        let mut seed = s.seed;
+        ui.label("Seed");
+        if ui.add(DragValue::new(&mut seed)).on_hover_text(Command::SetSeed(0).tooltip()).changed() {
+            out.push(Command::SetSeed(seed));
+        }
+        ui.end_row();
+
+        let total = ds.len_tokens();
+        let mut offset = s.offset;
+        ui.label("Offset");
+        let r = ui.add(DragValue::new(&mut offset).range(0..=total.saturating_sub(2)));
+        if r.on_hover_text(Command::SetOffset(0).tooltip()).changed() {
+            out.push(Command::SetOffset(offset));
+        }
+        ui.end_row();
+
+        let mut len = s.len;
+        ui.label("Length");
+        let max_len = MAX_LEN.min(total.saturating_sub(s.offset)).max(2);
+        let r = ui.add(DragValue::new(&mut len).range(2..=max_len).speed(4.0));
+        if r.on_hover_text(Command::SetLen(0).tooltip()).changed() {
+            out.push(Command::SetLen(len));
+        }
+        ui.end_row();
+    });
+    ui.horizontal(|ui| {
+        button(ui, Command::Run, true, out);
+        if stale {
+            ui.label(RichText::new("settings changed: press Run").weak());
+        }
+    });
+}
+
+fn engines_section(ui: &mut egui::Ui) {
+    ui.heading("Engines");
+    for engine in [Engine::Cpu, Engine::Vulkan] {
+        ui.horizontal_wrapped(|ui| match engines::availability(engine) {
+            Ok(what) => {
+                ui.label(RichText::new(format!("{}: available", engine.label())).color(egui::Color32::LIGHT_GREEN));
+                ui.label(RichText::new(what).weak());
+            }
+            Err(why) => {
+                ui.label(RichText::new(format!("{}: {why}", engine.label())).weak());
+            }
+        });
+    }
+}
+
+fn panels_section(ui: &mut egui::Ui, s: &State, out: &mut Vec<Command>) {
+    ui.heading("Panels");
+    for p in PanelId::ALL {
+        let mut on = s.panels.get(p);
+        if ui.checkbox(&mut on, p.label()).changed() {
+            out.push(Command::TogglePanel(p));
+        }
+    }
+}
+
+fn session_section(ui: &mut egui::Ui, path: &mut String, out: &mut Vec<Command>) {
+    ui.heading("Session");
+    ui.add(egui::TextEdit::singleline(path).hint_text("session file (.ron)").desired_width(230.0));
+    let ok = !path.trim().is_empty();
+    ui.horizontal(|ui| {
+        button(ui, Command::SaveSession(path.trim().into()), ok, out);
+        button(ui, Command::LoadSession(path.trim().into()), ok, out);
+    });
+    ui.horizontal(|ui| {
+        button(ui, Command::SaveSessionDialog, true, out);
+        button(ui, Command::LoadSessionDialog, true, out);
+    });
+}

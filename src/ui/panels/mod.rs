@@ -1,0 +1,10 @@
+//! Panels: small functions over the state they draw. Each pushes the
+//! [`Command`](super::command::Command)s of the user's actions; none mutates the app.
+
+pub mod attention;
+pub mod controls;
+pub mod gradient;
+pub mod gru;
+pub mod status;
+pub mod stepper;
+pub mod text;

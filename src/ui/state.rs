@@ -1,0 +1,152 @@
+//! What a session saves: the serde [`State`]. Everything live (the dataset's
+//! bytes, the computed trace, textures, the worker) lives in the app, not here.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::Config;
+
+/// The session file format this build writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// The longest sequence the GUI computes (tokens, one row). Heatmap textures
+/// hold one texel row per position, and GPUs allow at least 8192.
+pub const MAX_LEN: usize = 8192;
+
+/// The model configurations the GUI offers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ConfigName {
+    #[default]
+    Small,
+    Bench,
+    Tiny,
+}
+
+impl ConfigName {
+    pub const ALL: [ConfigName; 3] = [ConfigName::Small, ConfigName::Bench, ConfigName::Tiny];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            ConfigName::Small => "small",
+            ConfigName::Bench => "bench",
+            ConfigName::Tiny => "tiny",
+        }
+    }
+
+    pub fn config(self) -> Config {
+        match self {
+            ConfigName::Small => Config::small(),
+            ConfigName::Bench => Config::bench(),
+            ConfigName::Tiny => Config::tiny(),
+        }
+    }
+}
+
+/// Which dataset the session looked at: a file, or the embedded default
+/// (`path: None`), with the content hash it had when saved.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DatasetRef {
+    pub path: Option<PathBuf>,
+    pub hash: Option<String>,
+}
+
+/// Panels that can be shown or hidden.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PanelId {
+    Stepper,
+    Gru,
+    AttentionRows,
+    AttentionHeatmap,
+    GradientHeatmap,
+}
+
+impl PanelId {
+    pub const ALL: [PanelId; 5] =
+        [PanelId::Stepper, PanelId::Gru, PanelId::AttentionRows, PanelId::AttentionHeatmap, PanelId::GradientHeatmap];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            PanelId::Stepper => "Token stepper",
+            PanelId::Gru => "GRU state at cursor",
+            PanelId::AttentionRows => "Attention at cursor",
+            PanelId::AttentionHeatmap => "Attention heatmap",
+            PanelId::GradientHeatmap => "Context gradient heatmap",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Panels {
+    pub stepper: bool,
+    pub gru: bool,
+    pub attention_rows: bool,
+    pub attention_heatmap: bool,
+    pub gradient_heatmap: bool,
+}
+
+impl Default for Panels {
+    fn default() -> Self {
+        Panels { stepper: true, gru: true, attention_rows: true, attention_heatmap: true, gradient_heatmap: true }
+    }
+}
+
+impl Panels {
+    pub fn get(&self, p: PanelId) -> bool {
+        match p {
+            PanelId::Stepper => self.stepper,
+            PanelId::Gru => self.gru,
+            PanelId::AttentionRows => self.attention_rows,
+            PanelId::AttentionHeatmap => self.attention_heatmap,
+            PanelId::GradientHeatmap => self.gradient_heatmap,
+        }
+    }
+
+    pub fn get_mut(&mut self, p: PanelId) -> &mut bool {
+        match p {
+            PanelId::Stepper => &mut self.stepper,
+            PanelId::Gru => &mut self.gru,
+            PanelId::AttentionRows => &mut self.attention_rows,
+            PanelId::AttentionHeatmap => &mut self.attention_heatmap,
+            PanelId::GradientHeatmap => &mut self.gradient_heatmap,
+        }
+    }
+}
+
+/// The saved part of the app. Missing fields take their defaults when a
+/// session is read, so older files of the same format version still load.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct State {
+    pub format_version: u32,
+    pub dataset: DatasetRef,
+    pub config: ConfigName,
+    pub seed: u64,
+    /// First token of the sequence in the dataset.
+    pub offset: usize,
+    /// Tokens in the sequence (positions = `len - 1`).
+    pub len: usize,
+    /// The position the stepper shows.
+    pub cursor: usize,
+    /// The attention head the heatmap shows.
+    pub head: usize,
+    pub panels: Panels,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        State {
+            format_version: FORMAT_VERSION,
+            dataset: DatasetRef::default(),
+            config: ConfigName::Small,
+            seed: 0,
+            offset: 0,
+            len: 512,
+            cursor: 0,
+            head: 0,
+            panels: Panels::default(),
+        }
+    }
+}

@@ -1,0 +1,519 @@
+//! The GUI driven through egui_kittest: the real app, its worker thread and its
+//! panels, headless, rendered with wgpu on lavapipe for the snapshots.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Once};
+use std::time::Duration;
+
+use dualscope::ui::command::Command;
+use dualscope::ui::panels::status::Level;
+use dualscope::ui::state::{ConfigName, State};
+use dualscope::ui::{App, LaunchOptions, session};
+use egui::Key;
+use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable;
+
+/// Pins the renderer so snapshots match: Vulkan through Mesa's lavapipe, and a
+/// private runtime folder so Mesa stays quiet.
+fn init_env() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let runtime = std::env::temp_dir().join(format!("dualscope-xdg-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&runtime);
+        // SAFETY: every test here calls `init_env` before it starts anything that
+        // reads the environment (the app, wgpu); `Once` makes the others wait
+        // until these writes are done, and nothing else in this binary runs threads yet.
+        unsafe {
+            std::env::set_var("WGPU_BACKEND", "vulkan");
+            if Path::new("/usr/share/vulkan/icd.d/lvp_icd.x86_64.json").exists() {
+                std::env::set_var("VK_DRIVER_FILES", "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json");
+            }
+            std::env::set_var("XDG_RUNTIME_DIR", &runtime);
+        }
+    });
+}
+
+fn tiny(len: usize) -> State {
+    State { config: ConfigName::Tiny, len, ..State::default() }
+}
+
+fn harness(state: State, size: (f32, f32)) -> Harness<'static, App> {
+    init_env();
+    let app = App::new(LaunchOptions { state: Some(state), ..Default::default() });
+    Harness::builder()
+        .with_size(egui::vec2(size.0, size.1))
+        .with_context_setup(|ctx| ctx.all_styles_mut(|s| s.animation_time = 0.0))
+        .wgpu()
+        .build_ui_state(|ui, app: &mut App| app.show(ui), app)
+}
+
+/// Steps until the worker has delivered the trace.
+fn wait_for_trace(h: &mut Harness<'static, App>) {
+    for _ in 0..3000 {
+        h.step();
+        if !h.state().is_busy() && h.state().computed().is_some() {
+            h.run_steps(2);
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    panic!("the worker did not finish; status: {:?}", h.state().message());
+}
+
+fn message(h: &Harness<'static, App>) -> String {
+    h.state().message().map(|m| m.text.clone()).unwrap_or_default()
+}
+
+#[test]
+fn starts_computes_and_steps_with_keys() {
+    let mut h = harness(tiny(40), (1400.0, 900.0));
+    wait_for_trace(&mut h);
+    assert_eq!(h.state().computed().unwrap().t, 39);
+    assert_eq!(h.state().state.cursor, 0);
+    // The engines are listed, the GPU honestly absent.
+    h.get_by_label_contains("Vulkan engine not in this build yet");
+
+    h.key_press(Key::ArrowRight);
+    h.run_steps(2);
+    assert_eq!(h.state().state.cursor, 1);
+    h.key_press(Key::End);
+    h.run_steps(2);
+    assert_eq!(h.state().state.cursor, 38);
+    h.key_press(Key::ArrowRight);
+    h.run_steps(2);
+    assert_eq!(h.state().state.cursor, 38, "the cursor stays on the last position");
+    h.key_press(Key::Home);
+    h.run_steps(2);
+    assert_eq!(h.state().state.cursor, 0);
+
+    h.get_by_label("Next >").click();
+    h.run_steps(2);
+    assert_eq!(h.state().state.cursor, 1);
+
+    h.get_by_label("Worst loss").click();
+    h.run_steps(2);
+    let c = h.state().computed().unwrap();
+    let worst = c.series("loss.token").iter().cloned().fold(f32::MIN, f32::max);
+    assert_eq!(c.scalar("loss.token", h.state().state.cursor), worst);
+    // Moving the cursor never rebuilds the heatmap textures.
+    assert_eq!(h.state().texture_builds(), (1, 1));
+}
+
+#[test]
+fn heatmap_click_and_slider_move_the_cursor() {
+    let mut h = harness(tiny(40), (1400.0, 900.0));
+    wait_for_trace(&mut h);
+    // The centre of the attention heatmap's widget (the map, a line of column
+    // labels above it): one of the middle rows of 39.
+    h.get_by_label("attention heatmap").click();
+    h.run_steps(2);
+    let c = h.state().state.cursor;
+    assert!((16..=22).contains(&c), "a click in the map's middle moves the cursor to the middle, got {c}");
+
+    h.key_press(Key::Home);
+    h.run_steps(2);
+    assert_eq!(h.state().state.cursor, 0);
+    h.get_by_label("context gradient heatmap").click();
+    h.run_steps(2);
+    let c = h.state().state.cursor;
+    assert!((10..=28).contains(&c), "a click in the gradient map's middle moves the cursor to the middle, got {c}");
+
+    h.key_press(Key::Home);
+    h.run_steps(2);
+    h.get_by_role(egui::accesskit::Role::Slider).click();
+    h.run_steps(2);
+    let c = h.state().state.cursor;
+    assert!((10..=28).contains(&c), "a click in the slider's middle moves the cursor to the middle, got {c}");
+
+    // Another head: a new texture, once.
+    h.get_by_label("head 1").click();
+    h.run_steps(2);
+    assert_eq!(h.state().state.head, 1);
+    assert_eq!(h.state().texture_builds(), (2, 1));
+}
+
+#[derive(Debug)]
+struct Dropped(PathBuf);
+
+impl egui::DroppedFile for Dropped {
+    fn path(&self) -> &Path {
+        &self.0
+    }
+    fn bytes(&self) -> Result<Vec<u8>, String> {
+        std::fs::read(&self.0).map_err(|e| e.to_string())
+    }
+}
+
+#[test]
+fn bad_datasets_show_in_the_status_bar_and_the_app_keeps_working() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(tiny(40), (1400.0, 900.0));
+    wait_for_trace(&mut h);
+
+    // A directory dropped on the window.
+    h.input_mut().dropped_files.push(Arc::new(Dropped(dir.path().to_path_buf())));
+    h.run_steps(1);
+    wait_for_trace(&mut h);
+    assert!(message(&h).contains("is a directory"), "{}", message(&h));
+    assert_eq!(h.state().message().unwrap().level, Level::Error);
+    h.get_by_label_contains("is a directory");
+
+    // An empty file, typed into the dataset field.
+    let empty = dir.path().join("empty.txt");
+    std::fs::write(&empty, b"").unwrap();
+    h.state_mut().data_path = empty.display().to_string();
+    h.run_steps(1);
+    h.get_by_label("Open").click();
+    h.run_steps(1);
+    wait_for_trace(&mut h);
+    assert!(message(&h).contains("is empty"), "{}", message(&h));
+    assert_eq!(h.state().dataset().name(), "embedded:synthetic");
+
+    // Still usable.
+    h.key_press(Key::ArrowRight);
+    h.run_steps(2);
+    assert_eq!(h.state().state.cursor, 1);
+
+    // A good (binary) file opens and is computed.
+    let bin = dir.path().join("data.bin");
+    std::fs::write(&bin, (0..=255u8).cycle().take(300).collect::<Vec<_>>()).unwrap();
+    h.input_mut().dropped_files.push(Arc::new(Dropped(bin.clone())));
+    h.run_steps(1);
+    wait_for_trace(&mut h);
+    assert_eq!(h.state().dataset().name(), "data.bin");
+    assert_eq!(h.state().state.dataset.path.as_deref(), Some(bin.as_path()));
+    assert_eq!(h.state().computed().unwrap().tokens[..3], [0, 1, 2]);
+}
+
+#[test]
+fn sessions_save_and_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.ron");
+    let mut h = harness(State { seed: 3, ..tiny(40) }, (1400.0, 900.0));
+    wait_for_trace(&mut h);
+    for _ in 0..5 {
+        h.key_press(Key::ArrowRight);
+    }
+    h.run_steps(2);
+    h.get_by_label("head 1").click();
+    h.run_steps(2);
+    h.state_mut().session_path = path.display().to_string();
+    h.run_steps(1);
+    h.get_by_label("Save session").click();
+    h.run_steps(2);
+    assert!(message(&h).contains("Saved"), "{}", message(&h));
+    let saved = h.state().state.clone();
+    assert_eq!(session::load(&path).unwrap(), saved);
+    assert_eq!((saved.cursor, saved.head, saved.seed), (5, 1, 3));
+
+    // Change things, then load the session back.
+    h.key_press(Key::End);
+    h.state_mut().queue(Command::SetSeed(9));
+    h.state_mut().queue(Command::SelectHead(0));
+    h.run_steps(2);
+    assert_ne!(h.state().state, saved);
+    h.get_by_label("Load session").click();
+    h.run_steps(1);
+    wait_for_trace(&mut h);
+    assert_eq!(h.state().state, saved);
+    assert_eq!(h.state().computed().unwrap().spec.seed, 3);
+
+    // A corrupt file changes nothing and says where it broke.
+    std::fs::write(&path, "(format_version: 1, seed: [").unwrap();
+    h.state_mut().queue(Command::LoadSession(path.clone()));
+    h.run_steps(2);
+    assert_eq!(h.state().message().unwrap().level, Level::Error);
+    assert!(message(&h).contains("s.ron"), "{}", message(&h));
+    assert_eq!(h.state().state, saved);
+
+    // Another format version is named.
+    let other = State { format_version: 2, ..saved.clone() };
+    std::fs::write(&path, session::to_ron(&other).unwrap()).unwrap();
+    h.state_mut().queue(Command::LoadSession(path.clone()));
+    h.run_steps(2);
+    assert!(message(&h).contains("format version 2"), "{}", message(&h));
+
+    // A missing dataset: a warning, and the rest still loads.
+    let gone = State {
+        dataset: dualscope::ui::state::DatasetRef { path: Some(dir.path().join("gone.txt")), hash: None },
+        cursor: 7,
+        ..saved.clone()
+    };
+    std::fs::write(&path, session::to_ron(&gone).unwrap()).unwrap();
+    h.state_mut().queue(Command::LoadSession(path.clone()));
+    h.run_steps(1);
+    wait_for_trace(&mut h);
+    assert_eq!(h.state().message().unwrap().level, Level::Warning);
+    assert!(message(&h).contains("gone.txt"), "{}", message(&h));
+    assert_eq!(h.state().state.cursor, 7);
+    assert_eq!(h.state().dataset().name(), "embedded:synthetic");
+
+    // A changed dataset: a warning naming the hashes, the session restored.
+    let data = dir.path().join("d.txt");
+    std::fs::write(&data, "hello world, hello dualscope\n".repeat(4)).unwrap();
+    let changed = State {
+        dataset: dualscope::ui::state::DatasetRef { path: Some(data.clone()), hash: Some("0000000000000000".into()) },
+        ..saved.clone()
+    };
+    std::fs::write(&path, session::to_ron(&changed).unwrap()).unwrap();
+    h.state_mut().queue(Command::LoadSession(path.clone()));
+    h.run_steps(1);
+    wait_for_trace(&mut h);
+    assert!(message(&h).contains("changed since it was saved"), "{}", message(&h));
+    assert_eq!(h.state().dataset().name(), "d.txt");
+    assert_eq!(h.state().state.cursor, 5);
+}
+
+/// Hides the labels that show how long the computation took.
+fn mask_timings(h: &mut Harness<'static, App>) {
+    let rects: Vec<egui::Rect> =
+        ["computed in", "positions in"].iter().map(|t| h.get_by_label_contains(t).rect()).collect();
+    for r in rects {
+        h.mask(r);
+    }
+}
+
+#[test]
+fn snapshot_main_view() {
+    let mut h = harness(State { len: 300, cursor: 120, ..State::default() }, (1600.0, 1000.0));
+    wait_for_trace(&mut h);
+    h.run_steps(2);
+    mask_timings(&mut h);
+    h.snapshot("main_view_small");
+}
+
+#[test]
+fn snapshot_tiny_view() {
+    let mut h = harness(State { cursor: 20, ..tiny(60) }, (1400.0, 900.0));
+    wait_for_trace(&mut h);
+    h.run_steps(2);
+    mask_timings(&mut h);
+    h.snapshot("main_view_tiny");
+}
+
+#[test]
+fn session_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cli.ron");
+    let want = State { seed: 4, cursor: 9, head: 1, offset: 100, ..tiny(30) };
+    session::save(&path, &want).unwrap();
+    init_env();
+    let app = App::new(LaunchOptions { session: Some(path.clone()), state: Some(tiny(40)), ..Default::default() });
+    let mut h =
+        Harness::builder().with_size(egui::vec2(1400.0, 900.0)).build_ui_state(|ui, app: &mut App| app.show(ui), app);
+    wait_for_trace(&mut h);
+    let got = &h.state().state;
+    assert_eq!((got.seed, got.cursor, got.head, got.offset, got.len), (4, 9, 1, 100, 30));
+    assert_eq!(h.state().computed().unwrap().spec.offset, 100);
+    assert_eq!(h.state().session_path, path.display().to_string());
+}
+
+#[test]
+fn file_dialog_without_a_portal_says_so() {
+    let mut h = harness(tiny(20), (1400.0, 900.0));
+    wait_for_trace(&mut h);
+    h.get_by_label("Open dataset…").click();
+    for _ in 0..2000 {
+        h.step();
+        if message(&h).contains("no file chosen") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // With a desktop portal a real dialog would be open; this machine has none.
+    assert!(message(&h).contains("no file chosen"), "{}", message(&h));
+    h.key_press(Key::ArrowRight);
+    h.run_steps(2);
+    assert_eq!(h.state().state.cursor, 1, "the app stays usable");
+}
+
+#[test]
+fn long_sequences_stay_responsive() {
+    let mut h = harness(State { len: 4097, ..State::default() }, (1600.0, 1000.0));
+    wait_for_trace(&mut h);
+    assert_eq!(h.state().computed().unwrap().t, 4096);
+    let start = std::time::Instant::now();
+    for _ in 0..20 {
+        h.key_press(Key::ArrowRight);
+        h.step();
+    }
+    let per_frame = start.elapsed() / 20;
+    eprintln!("4096 positions (small): {per_frame:?} per frame while stepping");
+    assert_eq!(h.state().state.cursor, 20);
+    assert_eq!(h.state().texture_builds(), (1, 1));
+    assert!(per_frame < Duration::from_millis(500), "{per_frame:?} per frame");
+}
+
+#[test]
+fn heatmap_zooms_pans_and_resets() {
+    let mut h = harness(tiny(200), (1400.0, 900.0));
+    wait_for_trace(&mut h);
+    let full = h.state().attention_map().view().unwrap();
+    assert_eq!((full.min.y, full.max.y), (0.0, 199.0));
+    let centre = h.get_by_label("attention heatmap").rect().center();
+    h.hover_at(centre);
+    h.event(egui::Event::MouseWheel {
+        unit: egui::MouseWheelUnit::Point,
+        delta: egui::vec2(0.0, 200.0),
+        phase: egui::TouchPhase::Move,
+        modifiers: egui::Modifiers::NONE,
+        source: egui::MouseWheelSource::Wheel,
+    });
+    // egui smooths wheel scrolling over a few frames.
+    h.run_steps(30);
+    let zoomed = h.state().attention_map().view().unwrap();
+    assert!(zoomed.height() < full.height() * 0.8, "scrolling zooms in on positions: {zoomed:?}");
+    assert_eq!((zoomed.min.x, zoomed.max.x), (full.min.x, full.max.x), "columns keep their zoom");
+
+    // Drag upwards: the view moves down the sequence.
+    h.drag_at(centre);
+    h.hover_at(centre - egui::vec2(0.0, 60.0));
+    h.run_steps(1);
+    h.drop_at(centre - egui::vec2(0.0, 60.0));
+    h.run_steps(2);
+    let panned = h.state().attention_map().view().unwrap();
+    assert!(panned.min.y > zoomed.min.y, "{zoomed:?} -> {panned:?}");
+    assert!((panned.height() - zoomed.height()).abs() < 1e-3);
+    let cursor = h.state().state.cursor;
+    assert_eq!(cursor, 0, "a drag is not a click");
+
+    // A double-click shows everything again. (The clicks carry explicit times:
+    // the harness's own clock does not put two clicks within egui's 0.3 s.)
+    for t in [1e6, 1e6 + 0.1] {
+        h.input_mut().time = Some(t);
+        h.get_by_label("attention heatmap").click();
+        h.run_steps(1);
+    }
+    h.run_steps(1);
+    assert_eq!(h.state().attention_map().view().unwrap(), full);
+}
+
+#[test]
+fn run_recomputes_with_new_settings() {
+    let mut h = harness(tiny(40), (1400.0, 900.0));
+    wait_for_trace(&mut h);
+    h.state_mut().queue(Command::SetSeed(11));
+    h.state_mut().queue(Command::SetLen(25));
+    h.state_mut().queue(Command::SetOffset(1000));
+    h.run_steps(2);
+    h.get_by_label_contains("settings changed");
+    assert_eq!(h.state().computed().unwrap().spec.seed, 0, "nothing recomputes before Run");
+    h.get_by_label("Run").click();
+    h.run_steps(1);
+    wait_for_trace(&mut h);
+    let spec = &h.state().computed().unwrap().spec;
+    assert_eq!((spec.seed, spec.len, spec.offset), (11, 25, 1000));
+    assert_eq!(h.state().computed().unwrap().t, 24);
+}
+
+/// The heatmap widget alone, on data with NaN and ±Inf: their own colours,
+/// the gutter marks, the colour bar and the cursor row.
+#[test]
+fn snapshot_heatmap_non_finite() {
+    use dualscope::ui::colormap::ColorMap;
+    use dualscope::ui::computed::Matrix;
+    use dualscope::ui::heatmap::{Heatmap, HeatmapStyle};
+    init_env();
+    let (rows, cols) = (300, 40);
+    let mut data: Vec<f32> =
+        (0..rows * cols).map(|i| ((i % cols) as f32 * 0.3 + (i / cols) as f32 * 0.05).sin()).collect();
+    for c in 0..cols {
+        data[50 * cols + c] = f32::NAN;
+    }
+    data[120 * cols + 7] = f32::INFINITY;
+    data[121 * cols + 7] = f32::NEG_INFINITY;
+    data[200 * cols + 30] = f32::NAN;
+    let m = Arc::new(Matrix { rows, cols, data });
+    let mut map = Heatmap::new("test heatmap", ColorMap::Diverging);
+    let mut h = Harness::builder().with_size(egui::vec2(520.0, 330.0)).wgpu().build_ui(move |ui| {
+        map.set_data(ui.ctx(), 1, || m.clone());
+        let describe = |r: usize, c: usize| format!("row {r}, column {c}");
+        map.show(ui, &HeatmapStyle { height: 290.0, cursor_row: Some(150), describe: &describe });
+    });
+    h.run_steps(2);
+    h.snapshot("heatmap_non_finite");
+}
+
+/// The sessions shipped in `sessions/` parse, and name the embedded corpus as it is.
+#[test]
+fn shipped_sessions_load() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("sessions");
+    let hash = dualscope::dataset::default_dataset().content_hash();
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "ron") {
+            let s = session::load(&path).unwrap_or_else(|e| panic!("{e}"));
+            if s.dataset.path.is_none() {
+                assert_eq!(s.dataset.hash.as_deref(), Some(hash.as_str()), "{}", path.display());
+            }
+            n += 1;
+        }
+    }
+    assert!(n > 0, "no session in {}", dir.display());
+}
+
+#[test]
+fn data_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("corpus.txt");
+    std::fs::write(&good, "the quick brown fox jumps over the lazy dog\n".repeat(10)).unwrap();
+    for (data, name, error) in
+        [(good.clone(), "corpus.txt", None), (dir.path().join("nope.txt"), "embedded:synthetic", Some("no such file"))]
+    {
+        init_env();
+        let app = App::new(LaunchOptions { data: Some(data), state: Some(tiny(40)), ..Default::default() });
+        let mut h = Harness::builder()
+            .with_size(egui::vec2(1400.0, 900.0))
+            .build_ui_state(|ui, app: &mut App| app.show(ui), app);
+        wait_for_trace(&mut h);
+        assert_eq!(h.state().dataset().name(), name);
+        assert_eq!(h.state().computed().unwrap().spec.dataset_name, name);
+        if let Some(e) = error {
+            assert!(message(&h).contains(e), "{}", message(&h));
+        }
+    }
+}
+
+#[test]
+fn hovering_a_file_says_what_dropping_does() {
+    let mut h = harness(tiny(20), (1000.0, 700.0));
+    wait_for_trace(&mut h);
+    let brightness = |h: &mut Harness<'static, App>| {
+        let shot = h.render().expect("render");
+        shot.pixels().map(|p| p.0[..3].iter().map(|&c| c as f64).sum::<f64>()).sum::<f64>()
+            / (shot.width() * shot.height()) as f64
+    };
+    let before = brightness(&mut h);
+    h.input_mut().hovered_files.push(egui::HoveredFile { path: Some("/tmp/corpus.txt".into()), ..Default::default() });
+    h.run_steps(1);
+    // The overlay dims the whole window.
+    let during = brightness(&mut h);
+    assert!(during < 0.6 * before, "brightness {before} -> {during}");
+}
+
+/// While the worker computes a heavier trace, frames stay fast and the status
+/// bar says what is going on.
+#[test]
+fn ui_stays_responsive_while_the_worker_computes() {
+    let mut h = harness(State { config: ConfigName::Bench, len: 600, ..State::default() }, (1400.0, 900.0));
+    h.step();
+    h.step();
+    assert!(h.state().is_busy());
+    h.get_by_label_contains("Working:");
+    let mut slowest = Duration::ZERO;
+    let mut frames = 0;
+    while h.state().is_busy() {
+        let start = std::time::Instant::now();
+        h.step();
+        slowest = slowest.max(start.elapsed());
+        frames += 1;
+        std::thread::sleep(Duration::from_millis(10));
+        assert!(frames < 20_000, "the worker never finished");
+    }
+    eprintln!("{frames} frames while computing, slowest {slowest:?}");
+    assert!(frames > 1);
+    assert!(slowest < Duration::from_millis(250), "slowest frame {slowest:?}");
+    h.run_steps(2);
+    assert_eq!(h.state().computed().unwrap().t, 599);
+}
