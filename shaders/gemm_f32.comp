@@ -9,11 +9,21 @@
 // apart before adding it to its total. Loads outside the matrix
 // read zero, stores outside it are skipped: any M, N, K is correct.
 // The push-constant block is 12 × u32 = 48 bytes (src/vk/ops.rs asserts it).
-// ROUND_F16: round every staged input to f16 (the f16 precision of the ladder
-// on devices without cooperative matrices); accumulation stays f32.
+// ROUND_F16: round every staged input to f16 precision (the f16 precision of
+// the ladder on devices without cooperative matrices); accumulation stays f32.
+// The rounding is done on the bits (to nearest, ties to even, at f16's 10
+// mantissa bits): NVIDIA's driver was seen to drop both float(float16_t(v))
+// and unpackHalf2x16(packHalf2x16(v)) round trips, leaving inputs unrounded.
+// f16's exponent range is not modelled (no overflow to Inf, no f16
+// subnormals); for the rung's unit-normal inputs that changes nothing visible.
 #ifdef ROUND_F16
-#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
-#define STAGE(v) float(float16_t(v))
+float round_f16_mantissa(float v) {
+    uint u = floatBitsToUint(v);
+    if ((u & 0x7f800000u) == 0x7f800000u) return v; // Inf and NaN stay
+    u += 0x0fffu + ((u >> 13) & 1u);
+    return uintBitsToFloat(u & 0xffffe000u);
+}
+#define STAGE(v) round_f16_mantissa(v)
 #else
 #define STAGE(v) (v)
 #endif
