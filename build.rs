@@ -13,6 +13,7 @@ type Variant = (&'static str, &'static str, &'static [(&'static str, &'static st
 const VARIANTS: &[Variant] = &[
     ("gemm_f32", "gemm_f32.comp", &[("DTYPE", "float")]),
     ("gemm_f16in_tiled", "gemm_f32.comp", &[("DTYPE", "float"), ("ROUND_F16", "1")]),
+    ("gemm_bf16in_tiled", "gemm_f32.comp", &[("DTYPE", "float"), ("ROUND_BF16", "1")]),
 ];
 
 /// Shaders that need `GL_KHR_cooperative_matrix`, which Debian 12's shaderc

@@ -24,6 +24,15 @@ float round_f16_mantissa(float v) {
     return uintBitsToFloat(u & 0xffffe000u);
 }
 #define STAGE(v) round_f16_mantissa(v)
+#elif defined(ROUND_BF16)
+// ROUND_BF16: the same at bfloat16's 7 mantissa bits (its range is f32's).
+float round_bf16(float v) {
+    uint u = floatBitsToUint(v);
+    if ((u & 0x7f800000u) == 0x7f800000u) return v;
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return uintBitsToFloat(u & 0xffff0000u);
+}
+#define STAGE(v) round_bf16(v)
 #else
 #define STAGE(v) (v)
 #endif

@@ -84,3 +84,30 @@ fn gemm_rung_passes_in_f16_on_every_path_the_device_has() {
     }
     assert_clean(&ctx, "gemm_rung_passes_in_f16_on_every_path_the_device_has");
 }
+
+/// bfloat16 inputs on the tiled kernel; no cooperative-matrix kernel for them.
+#[test]
+fn gemm_rung_passes_in_bf16_on_the_tiled_kernel() {
+    use dualscope::vk::ops::GemmChoice;
+    let Some(ctx) = context("gemm_rung_passes_in_bf16_on_the_tiled_kernel") else { return };
+    let r = ladder::run_rung(&ctx, "gemm", &Config::tiny(), Precision::Bf16, 3, GemmChoice::Auto).unwrap();
+    let bad: Vec<_> = r.cases.iter().filter(|c| c.status != Status::Pass).collect();
+    assert_eq!(r.status, Status::Pass, "{bad:#?}");
+    // bf16 rounding shows: well above f16's level, within the bf16 bound.
+    assert!(r.rel_l2 > 1e-3 && r.rel_l2 <= ladder::bf16_tolerance(), "{}", r.rel_l2);
+    for c in &r.cases {
+        assert!(c.rel_l2 <= 2.0 * c.rel_l2_cpu_f32 + 1e-5, "{} {}: {c:?}", c.name, c.params);
+    }
+    assert!(ladder::run_rung(&ctx, "gemm", &Config::tiny(), Precision::Bf16, 3, GemmChoice::CoopMat).is_err());
+    assert_clean(&ctx, "gemm_rung_passes_in_bf16_on_the_tiled_kernel");
+}
+
+#[test]
+fn bf16_rounding_matches_the_definition() {
+    for (x, want) in [(1.0f32, 1.0f32), (1.0 + 1.0 / 256.0, 1.0), (1.0 + 3.0 / 256.0, 1.0 + 4.0 / 256.0), (-2.5, -2.5)]
+    {
+        assert_eq!(ladder::round_bf16(x), want, "{x}");
+    }
+    assert!(ladder::round_bf16(f32::NAN).is_nan());
+    assert_eq!(ladder::round_bf16(f32::INFINITY), f32::INFINITY);
+}

@@ -23,6 +23,8 @@ pub enum LadderPrecision {
     F32,
     /// f16 inputs, f32 accumulation.
     F16,
+    /// bfloat16 inputs, f32 accumulation (tiled kernel).
+    Bf16,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -114,8 +116,11 @@ pub fn gemm_bench(a: &GemmBenchArgs) -> Result<i32, CliError> {
     let path = match a.path.as_str() {
         "tiled" => GemmPath::TiledF32,
         "tiled-f16" => GemmPath::TiledF16In,
+        "tiled-bf16" => GemmPath::TiledBf16In,
         "coopmat" => pick_path(&ctx, true, GemmChoice::CoopMat).map_err(|e| CliError::Engine(e.to_string()))?,
-        other => return Err(CliError::Usage(format!("--path {other}: expected tiled, tiled-f16 or coopmat"))),
+        other => {
+            return Err(CliError::Usage(format!("--path {other}: expected tiled, tiled-f16, tiled-bf16 or coopmat")));
+        }
     };
     let mut rows = Vec::new();
     for (m, n, k) in shapes {
@@ -210,6 +215,7 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
     let precision = match a.precision {
         LadderPrecision::F32 => Precision::F32,
         LadderPrecision::F16 => Precision::F16,
+        LadderPrecision::Bf16 => Precision::Bf16,
     };
     let choice = GemmPathArg::choice(a.gemm_path)?;
     let ctx = open(a.device)?;

@@ -53,6 +53,23 @@ pub fn f16_tolerance() -> f64 {
     2e-3
 }
 
+/// The same for bfloat16 inputs: 7 mantissa bits, so at most `2^-8 ≈ 3.9e-3`
+/// per input (about 2.3e-3 rms), about 3.2e-3 per term; the bound is five
+/// times that.
+pub fn bf16_tolerance() -> f64 {
+    1.6e-2
+}
+
+/// Rounds to bfloat16 (to nearest, ties to even), as the kernel does.
+pub fn round_bf16(v: f32) -> f32 {
+    let u = v.to_bits();
+    if u & 0x7f80_0000 == 0x7f80_0000 {
+        return v;
+    }
+    let r = u.wrapping_add(0x7fff + ((u >> 16) & 1));
+    f32::from_bits(r & 0xffff_0000)
+}
+
 /// One product of the rung: where the model uses it, and its shape.
 #[derive(Clone, Debug)]
 pub struct GemmCase {
@@ -115,7 +132,19 @@ pub fn run(
     seed: u64,
     choice: GemmChoice,
 ) -> Result<RungResult, LadderError> {
-    let path = ops::pick_path(ctx, precision == Precision::F16, choice)?;
+    let path = match precision {
+        Precision::Bf16 => match choice {
+            GemmChoice::CoopMat => {
+                return Err(VkError::Unsupported(
+                    "there is no bfloat16 cooperative-matrix kernel (glslang 13 has no bfloat16 types); use --gemm-path tiled"
+                        .into(),
+                )
+                .into());
+            }
+            _ => GemmPath::TiledBf16In,
+        },
+        p => ops::pick_path(ctx, p == Precision::F16, choice)?,
+    };
     let mut rng = Rng::new(seed);
     let mut results = Vec::new();
     for c in gemm_cases(cfg) {
@@ -137,9 +166,12 @@ fn run_case(ctx: &Context, c: &GemmCase, rng: &mut Rng, path: GemmPath) -> Resul
     let mut want = wide(&c0);
     tensor::gemm(&mut want, m, n, k, &wide(&a), s.ta, &wide(&b), s.tb, s.accumulate);
     // The CPU column: f32 arithmetic on the inputs the kernel actually sees.
-    let f16 = path != GemmPath::TiledF32;
     let seen = |x: &[f32]| -> Vec<f32> {
-        if f16 { x.iter().map(|&v| gemm::f16::from_f32(v).to_f32()).collect() } else { x.to_vec() }
+        match path {
+            GemmPath::TiledF32 => x.to_vec(),
+            GemmPath::TiledBf16In => x.iter().map(|&v| round_bf16(v)).collect(),
+            GemmPath::TiledF16In | GemmPath::CoopMatF16 => x.iter().map(|&v| gemm::f16::from_f32(v).to_f32()).collect(),
+        }
     };
     let (a_seen, b_seen) = (seen(&a), seen(&b));
     let mut cpu = c0.clone();
@@ -175,7 +207,11 @@ fn run_case(ctx: &Context, c: &GemmCase, rng: &mut Rng, path: GemmPath) -> Resul
     let gpu = compare(&got[GUARD..GUARD + m * n], &want);
     let cpu_cmp = compare(&cpu, &want);
 
-    let tolerance = if f16 { f16_tolerance() } else { f32_tolerance(k) };
+    let tolerance = match path {
+        GemmPath::TiledF32 => f32_tolerance(k),
+        GemmPath::TiledBf16In => bf16_tolerance(),
+        GemmPath::TiledF16In | GemmPath::CoopMatF16 => f16_tolerance(),
+    };
     let mut notes = Vec::new();
     if !sentinel_ok {
         notes.push("the kernel wrote outside its output (a guard value changed)".to_string());

@@ -11,7 +11,7 @@ use crate::model::Config;
 use crate::vk::{Context, VkError};
 
 pub use compare::{Comparison, compare};
-pub use gemm::{GemmCase, f16_tolerance, f32_tolerance, gemm_cases};
+pub use gemm::{GemmCase, bf16_tolerance, f16_tolerance, f32_tolerance, gemm_cases, round_bf16};
 
 /// Every rung of MODEL.md, in order.
 pub const ALL_RUNGS: [&str; 11] = [
@@ -56,6 +56,8 @@ pub enum Precision {
     F32,
     /// f16 inputs, f32 accumulation (cooperative matrices where available).
     F16,
+    /// bfloat16 inputs, f32 accumulation (tiled kernel only).
+    Bf16,
 }
 
 /// One comparison inside a rung (for `gemm`: one matrix product).

@@ -44,6 +44,10 @@ pub static GEMM_F32: KernelSpec = KernelSpec {
 pub static GEMM_F16IN_TILED: KernelSpec =
     KernelSpec { name: "gemm_f16in_tiled", spirv: shaders::GEMM_F16IN_TILED, ..GEMM_F32 };
 
+/// The tiled kernel with every staged input rounded to bfloat16.
+pub static GEMM_BF16IN_TILED: KernelSpec =
+    KernelSpec { name: "gemm_bf16in_tiled", spirv: shaders::GEMM_BF16IN_TILED, ..GEMM_F32 };
+
 /// 64×64 output tile per workgroup of 4 subgroups of 32; A and B staged as f16
 /// (64×40 and 32×72 halves), C through a 64×64 f32 block.
 pub static GEMM_F16_COOPMAT: KernelSpec = KernelSpec {
@@ -67,6 +71,8 @@ pub enum GemmPath {
     TiledF32,
     /// The tiled kernel with its inputs rounded to f16.
     TiledF16In,
+    /// The tiled kernel with its inputs rounded to bfloat16.
+    TiledBf16In,
     /// `VK_KHR_cooperative_matrix` 16×16×16, f16 inputs, f32 accumulation.
     CoopMatF16,
 }
@@ -76,6 +82,7 @@ impl GemmPath {
         match self {
             GemmPath::TiledF32 => &GEMM_F32,
             GemmPath::TiledF16In => &GEMM_F16IN_TILED,
+            GemmPath::TiledBf16In => &GEMM_BF16IN_TILED,
             GemmPath::CoopMatF16 => &GEMM_F16_COOPMAT,
         }
     }
@@ -84,6 +91,7 @@ impl GemmPath {
         match self {
             GemmPath::TiledF32 => "tiled f32",
             GemmPath::TiledF16In => "tiled f16-in",
+            GemmPath::TiledBf16In => "tiled bf16-in",
             GemmPath::CoopMatF16 => "coopmat f16",
         }
     }
