@@ -70,11 +70,14 @@ fn ladder_gemm_passes_and_reports_json() {
 #[test]
 fn ladder_usage_errors_are_exit_2() {
     for args in
-        [&["ladder", "--rungs", "gru_fwd"][..], &["ladder", "--rungs", "nope"], &["ladder", "--precision", "f16"]]
+        [&["ladder", "--rungs", "gru_fwd"][..], &["ladder", "--rungs", "nope"], &["ladder", "--precision", "f64"]]
     {
         let out = dualscope(args, &[]);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out.stderr));
     }
+    // f32 has no cooperative-matrix kernel: forcing one is an engine error.
+    let out = dualscope(&["ladder", "--rungs", "gemm", "--config", "tiny", "--gemm-path", "coopmat"], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     let out = dualscope(&["ladder", "--rungs", "attn_fwd"], &[]);
     assert!(text(&out.stderr).contains("implemented so far: gemm"), "{}", text(&out.stderr));
 }
