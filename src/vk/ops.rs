@@ -257,6 +257,17 @@ pub fn gemm_with<'a>(
     seq.dispatch(&kernel, &[a.buf, b.buf, c.buf], &push, [s.n as u64, s.m as u64, 1], &label)
 }
 
+/// Staging buffers holding `a` and `b`, and device buffers of their sizes:
+/// `[a upload, b upload, a device, b device]`, named `{label}.a…`.
+fn operands(ctx: &Context, label: &str, a: &[f32], b: &[f32]) -> VkResult<[Buffer; 4]> {
+    Ok([
+        Buffer::upload_f32(ctx, &format!("{label}.a.upload"), a)?,
+        Buffer::upload_f32(ctx, &format!("{label}.b.upload"), b)?,
+        Buffer::device_f32(ctx, &format!("{label}.a"), a.len())?,
+        Buffer::device_f32(ctx, &format!("{label}.b"), b.len())?,
+    ])
+}
+
 /// Uploads `a` and `b`, computes `op(a)·op(b)` on the device, and reads the
 /// `m×n` result back, with the device time of the product.
 #[allow(clippy::too_many_arguments)]
@@ -279,10 +290,7 @@ pub fn gemm_host_timed(
             k * n
         )));
     }
-    let a_up = Buffer::upload_f32(ctx, "gemm.a.upload", a)?;
-    let b_up = Buffer::upload_f32(ctx, "gemm.b.upload", b)?;
-    let a_dev = Buffer::device_f32(ctx, "gemm.a", a.len())?;
-    let b_dev = Buffer::device_f32(ctx, "gemm.b", b.len())?;
+    let [a_up, b_up, a_dev, b_dev] = operands(ctx, "gemm", a, b)?;
     let c_dev = Buffer::device_f32(ctx, "gemm.c", m * n)?;
     let c_back = Buffer::readback_f32(ctx, "gemm.c.readback", m * n)?;
     let timings = {
@@ -320,10 +328,7 @@ pub fn gemm_throughput(ctx: &Context, path: GemmPath, s: &GemmShape, reps: usize
     let mut rng = crate::rng::Rng::new(42);
     let a: Vec<f32> = (0..s.m * s.k).map(|_| rng.normal() as f32).collect();
     let b: Vec<f32> = (0..s.k * s.n).map(|_| rng.normal() as f32).collect();
-    let a_up = Buffer::upload_f32(ctx, "gemm_bench.a.upload", &a)?;
-    let b_up = Buffer::upload_f32(ctx, "gemm_bench.b.upload", &b)?;
-    let a_dev = Buffer::device_f32(ctx, "gemm_bench.a", a.len())?;
-    let b_dev = Buffer::device_f32(ctx, "gemm_bench.b", b.len())?;
+    let [a_up, b_up, a_dev, b_dev] = operands(ctx, "gemm_bench", &a, &b)?;
     let c_dev = Buffer::device_f32(ctx, "gemm_bench.c", s.m * s.n)?;
     let timings = {
         let mut seq = Sequence::new(ctx)?;
