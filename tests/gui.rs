@@ -520,3 +520,43 @@ fn ui_stays_responsive_while_the_worker_computes() {
     h.run_steps(2);
     assert_eq!(h.state().computed().unwrap().t, 599);
 }
+
+/// The ladder panel runs rung 1 on the Vulkan engine (lavapipe here), shows
+/// its verdict, and the inspector lists its cases when the rung is clicked.
+#[test]
+fn ladder_panel_runs_and_inspects_a_rung() {
+    let mut h = harness(tiny(40), (1600.0, 1000.0));
+    wait_for_trace(&mut h);
+    h.get_by_label("not run");
+    h.get_by_label("Run ladder").click();
+    h.run_steps(2);
+    assert!(h.state().ladder().is_busy() || !h.state().ladder().results.is_empty());
+    for _ in 0..6000 {
+        h.step();
+        if !h.state().ladder().is_busy() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    h.run_steps(2);
+    let gemm = h.state().ladder().results.get("gemm").expect("rung 1 ran");
+    match dualscope::ui::engines::gpu_availability() {
+        Ok(_) => {
+            let r = gemm.as_ref().expect("rung 1 ran on the GPU");
+            assert_eq!(r.status, dualscope::ladder::Status::Pass);
+            h.get_by_label("pass");
+        }
+        Err(_) => assert!(gemm.is_err(), "without a GPU the rung reports why"),
+    }
+    // Unimplemented rungs say so.
+    assert_eq!(h.get_all_by_label("not implemented").count(), 11);
+    h.get_by_label("gemm").click();
+    h.run_steps(2);
+    assert_eq!(h.state().state.selected_rung.as_deref(), Some("gemm"));
+    h.get_by_label("Rung gemm");
+    h.get_by_label_contains("cases, worst rel L2");
+    // The selection is part of the session.
+    h.state_mut().queue(Command::SelectRung(None));
+    h.run_steps(2);
+    assert_eq!(h.state().state.selected_rung, None);
+}

@@ -63,6 +63,7 @@ pub struct App {
     dialogs_tx: Sender<(DialogPurpose, Option<PathBuf>)>,
     dialogs_rx: Receiver<(DialogPurpose, Option<PathBuf>)>,
     newline: Option<&'static str>,
+    ladder: super::ladder_run::LadderView,
 }
 
 impl App {
@@ -98,6 +99,7 @@ impl App {
             dialogs_tx,
             dialogs_rx,
             newline: None,
+            ladder: Default::default(),
         };
         app.state.dataset = DatasetRef { path: None, hash: Some(app.dataset.content_hash()) };
         if let Some(p) = opts.session {
@@ -107,6 +109,11 @@ impl App {
             app.pending.push(Command::OpenDataset(p));
         }
         app
+    }
+
+    /// The ladder runs and their results.
+    pub fn ladder(&self) -> &super::ladder_run::LadderView {
+        &self.ladder
     }
 
     /// The last computed sequence, if any.
@@ -155,6 +162,18 @@ impl App {
         self.poll_worker();
         self.poll_dialogs();
         self.poll_loader();
+        if self.ladder.poll() {
+            let failed = self
+                .ladder
+                .results
+                .values()
+                .any(|r| r.as_ref().map_or(true, |r| r.status == crate::ladder::Status::Fail));
+            if failed {
+                self.say(Level::Error, "Ladder finished: a rung failed or could not run");
+            } else {
+                self.say(Level::Info, "Ladder finished: every implemented rung passed");
+            }
+        }
         let mut cmds = std::mem::take(&mut self.pending);
         self.keyboard(&ctx, &mut cmds);
         self.dropped_files(&ctx, &mut cmds);
@@ -179,6 +198,13 @@ impl App {
             };
             panels::controls::show(ui, controls, &mut cmds);
         });
+        egui::Panel::right("ladder").default_size(380.0).resizable(true).show(ui, |ui| {
+            panels::ladder::show(ui, &self.ladder, self.state.selected_rung.as_deref(), &mut cmds);
+            if let Some(id) = self.state.selected_rung.clone() {
+                ui.separator();
+                panels::ladder::inspector(ui, &self.ladder, &id, &mut cmds);
+            }
+        });
         egui::CentralPanel::default().show(ui, |ui| self.central(ui, newline, &mut cmds));
 
         for cmd in cmds {
@@ -187,7 +213,7 @@ impl App {
         if std::mem::take(&mut self.needs_run) {
             self.run();
         }
-        if self.running.is_some() || self.loader.is_busy() {
+        if self.running.is_some() || self.loader.is_busy() || self.ladder.is_busy() {
             // The threads wake us when they report; this is a fallback.
             ctx.request_repaint_after(std::time::Duration::from_millis(100));
         }
@@ -447,6 +473,17 @@ impl App {
             }
             Command::SaveSession(path) => self.save_session(&path),
             Command::LoadSession(path) => self.load_session(&path),
+            Command::RunLadder => {
+                let slot = self.ctx_slot.clone();
+                let wake = Box::new(move || {
+                    if let Some(ctx) = slot.lock().ok().and_then(|c| c.clone()) {
+                        ctx.request_repaint();
+                    }
+                });
+                self.ladder.start(crate::ladder::ALL_RUNGS.to_vec(), self.state.config.config(), wake);
+                self.say(Level::Info, "Running the ladder…");
+            }
+            Command::SelectRung(id) => self.state.selected_rung = id,
             Command::TogglePanel(p) => {
                 let on = self.state.panels.get_mut(p);
                 *on = !*on;

@@ -31,6 +31,10 @@ pub enum Command {
     SaveSessionDialog,
     LoadSessionDialog,
     TogglePanel(PanelId),
+    /// Run every implemented rung of the ladder (on its own thread).
+    RunLadder,
+    /// Show this rung in the inspector (None: close it).
+    SelectRung(Option<String>),
 }
 
 impl Command {
@@ -58,6 +62,8 @@ impl Command {
             Command::SaveSessionDialog => "Save session as…",
             Command::LoadSessionDialog => "Load session…",
             Command::TogglePanel(p) => p.label(),
+            Command::RunLadder => "Run ladder",
+            Command::SelectRung(_) => "Inspect rung",
         }
     }
 
@@ -86,6 +92,10 @@ impl Command {
             Command::SaveSessionDialog => "Choose where to save the session (needs a desktop portal)",
             Command::LoadSessionDialog => "Choose a session file to load (needs a desktop portal)",
             Command::TogglePanel(_) => "Show or hide this panel",
+            Command::RunLadder => {
+                "Run every implemented rung, CPU reference against the Vulkan engine, on the config's shapes"
+            }
+            Command::SelectRung(_) => "Show this rung's cases in the inspector",
         }
     }
 

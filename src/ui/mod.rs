@@ -11,6 +11,7 @@ pub mod command;
 pub mod computed;
 pub mod engines;
 pub mod heatmap;
+pub mod ladder_run;
 pub mod loader;
 pub mod panels;
 pub mod session;

@@ -133,6 +133,8 @@ pub struct State {
     /// The attention head the heatmap shows.
     pub head: usize,
     pub panels: Panels,
+    /// The rung the inspector shows.
+    pub selected_rung: Option<String>,
 }
 
 impl Default for State {
@@ -147,6 +149,7 @@ impl Default for State {
             cursor: 0,
             head: 0,
             panels: Panels::default(),
+            selected_rung: None,
         }
     }
 }

@@ -5,6 +5,7 @@ pub mod attention;
 pub mod controls;
 pub mod gradient;
 pub mod gru;
+pub mod ladder;
 pub mod status;
 pub mod stepper;
 pub mod text;

@@ -1,0 +1,143 @@
+//! The ladder panel: the eleven rungs of MODEL.md and the end-to-end step as a
+//! checklist, and the inspector of the selected rung's cases.
+
+use egui::{Color32, RichText};
+
+use crate::ladder::{self, RungResult, Status};
+use crate::ui::command::{Command, button};
+use crate::ui::ladder_run::LadderView;
+
+fn status_text(view: &LadderView, id: &str) -> RichText {
+    if view.running == Some(id)
+        || (view.is_busy()
+            && view.running.is_none()
+            && !view.results.contains_key(id)
+            && ladder::IMPLEMENTED.contains(&id))
+    {
+        return RichText::new("running…").color(Color32::LIGHT_BLUE);
+    }
+    if !ladder::IMPLEMENTED.contains(&id) {
+        return RichText::new("not implemented").color(Color32::GRAY);
+    }
+    match view.results.get(id) {
+        None => RichText::new("not run").color(Color32::GRAY),
+        Some(Err(_)) => RichText::new("error").color(Color32::LIGHT_RED),
+        Some(Ok(r)) => match r.status {
+            Status::Pass => RichText::new("pass").color(Color32::LIGHT_GREEN),
+            Status::Warn => RichText::new("warn").color(Color32::YELLOW),
+            Status::Fail => RichText::new("FAIL").color(Color32::LIGHT_RED).strong(),
+        },
+    }
+}
+
+fn ms(x: Option<f64>) -> String {
+    x.map_or("-".into(), |v| format!("{v:.2}"))
+}
+
+/// The checklist. Clicking a rung's name selects it for the inspector.
+pub fn show(ui: &mut egui::Ui, view: &LadderView, selected: Option<&str>, cmds: &mut Vec<Command>) {
+    ui.heading("Ladder");
+    ui.horizontal(|ui| {
+        button(ui, Command::RunLadder, !view.is_busy(), cmds);
+        if let (true, Some(t)) = (view.is_busy(), view.started) {
+            ui.spinner();
+            ui.label(format!("{:.1} s", t.elapsed().as_secs_f64()));
+        }
+    });
+    ui.label(RichText::new("GPU vs CPU on fresh random inputs, f32, the config's shapes").small().weak());
+    egui::Grid::new("ladder_grid").striped(true).num_columns(5).show(ui, |ui| {
+        ui.label("#");
+        ui.label("rung");
+        ui.label("status");
+        ui.label("rel L2 / tol");
+        ui.label("GPU / CPU ms");
+        ui.end_row();
+        for (i, id) in ladder::ALL_RUNGS.iter().enumerate() {
+            ui.label(format!("{}", i + 1));
+            let is_selected = selected == Some(*id);
+            if ui.selectable_label(is_selected, *id).on_hover_text("Inspect this rung (click again to close)").clicked()
+            {
+                cmds.push(Command::SelectRung((!is_selected).then(|| id.to_string())));
+            }
+            ui.label(status_text(view, id));
+            match view.results.get(id) {
+                Some(Ok(r)) => {
+                    ui.label(format!("{:.1e} / {:.0e}", r.rel_l2, r.tolerance));
+                    ui.label(format!("{} / {}", ms(r.gpu_ms), ms(Some(r.cpu_ms))));
+                }
+                _ => {
+                    ui.label("");
+                    ui.label("");
+                }
+            }
+            ui.end_row();
+        }
+        ui.label("");
+        ui.label("end-to-end");
+        ui.label(RichText::new("not implemented").color(Color32::GRAY));
+        ui.end_row();
+    });
+}
+
+/// The selected rung: its verdict and every case, worst first.
+pub fn inspector(ui: &mut egui::Ui, view: &LadderView, id: &str, cmds: &mut Vec<Command>) {
+    ui.heading(format!("Rung {id}"));
+    ui.label(RichText::new("click the rung's name again to close").small().weak());
+    let _ = cmds;
+    match view.results.get(id) {
+        None if !ladder::IMPLEMENTED.contains(&id) => {
+            ui.label(format!("Rung {id} is not implemented yet; implemented: {}.", ladder::IMPLEMENTED.join(", ")));
+        }
+        None => {
+            ui.label("Not run yet: press \"Run ladder\".");
+        }
+        Some(Err(e)) => {
+            ui.colored_label(Color32::LIGHT_RED, e);
+        }
+        Some(Ok(r)) => cases(ui, r),
+    }
+}
+
+fn cases(ui: &mut egui::Ui, r: &RungResult) {
+    ui.label(format!(
+        "{} cases, worst rel L2 {:.3e} (tolerance {:.1e}), max abs error {:.3e}, sentinels {}, non-finite CPU/GPU {}/{}",
+        r.cases.len(),
+        r.rel_l2,
+        r.tolerance,
+        r.max_abs_err,
+        if r.sentinel_ok { "intact" } else { "OVERWRITTEN" },
+        r.non_finite_cpu,
+        r.non_finite_gpu
+    ));
+    let mut order: Vec<usize> = (0..r.cases.len()).collect();
+    order.sort_by(|&a, &b| {
+        (r.cases[b].rel_l2 / r.cases[b].tolerance).total_cmp(&(r.cases[a].rel_l2 / r.cases[a].tolerance))
+    });
+    egui::ScrollArea::vertical().max_height(260.0).show(ui, |ui| {
+        egui::Grid::new("rung_cases").striped(true).num_columns(8).show(ui, |ui| {
+            for h in
+                ["status", "case", "shape", "rel L2", "CPU f32 rel L2", "max abs (index)", "non-finite", "GPU / CPU ms"]
+            {
+                ui.label(RichText::new(h).strong());
+            }
+            ui.end_row();
+            for &i in &order {
+                let c = &r.cases[i];
+                ui.label(match c.status {
+                    Status::Pass => RichText::new("pass").color(Color32::LIGHT_GREEN),
+                    Status::Warn => RichText::new("warn").color(Color32::YELLOW),
+                    Status::Fail => RichText::new("FAIL").color(Color32::LIGHT_RED),
+                })
+                .on_hover_text(c.notes.join("\n"));
+                ui.label(&c.name);
+                ui.label(RichText::new(&c.params).monospace());
+                ui.label(format!("{:.3e}", c.rel_l2));
+                ui.label(format!("{:.3e}", c.rel_l2_cpu_f32));
+                ui.label(format!("{:.3e} ({})", c.max_abs_err, c.max_abs_index));
+                ui.label(format!("{}/{}", c.non_finite_cpu, c.non_finite_gpu));
+                ui.label(format!("{} / {:.2}", ms(c.gpu_ms), c.cpu_ms));
+                ui.end_row();
+            }
+        });
+    });
+}
