@@ -41,6 +41,17 @@ struct Running {
     started: Instant,
 }
 
+/// A callback for a background thread: asks the UI for a repaint once the
+/// context is known (from the first frame on).
+fn waker(slot: &Arc<Mutex<Option<egui::Context>>>) -> Box<dyn Fn() + Send> {
+    let slot = slot.clone();
+    Box::new(move || {
+        if let Some(ctx) = slot.lock().ok().and_then(|c| c.clone()) {
+            ctx.request_repaint();
+        }
+    })
+}
+
 pub struct App {
     pub state: State,
     dataset: Arc<Dataset>,
@@ -69,12 +80,7 @@ pub struct App {
 impl App {
     pub fn new(opts: LaunchOptions) -> App {
         let ctx_slot: Arc<Mutex<Option<egui::Context>>> = Arc::default();
-        let wake_slot = ctx_slot.clone();
-        let worker = Worker::spawn(Box::new(move || {
-            if let Some(ctx) = wake_slot.lock().ok().and_then(|c| c.clone()) {
-                ctx.request_repaint();
-            }
-        }));
+        let worker = Worker::spawn(waker(&ctx_slot));
         let (dialogs_tx, dialogs_rx) = channel();
         let mut app = App {
             state: opts.state.unwrap_or_default(),
@@ -202,7 +208,7 @@ impl App {
             panels::ladder::show(ui, &self.ladder, self.state.selected_rung.as_deref(), &mut cmds);
             if let Some(id) = self.state.selected_rung.clone() {
                 ui.separator();
-                panels::ladder::inspector(ui, &self.ladder, &id, &mut cmds);
+                panels::ladder::inspector(ui, &self.ladder, &id);
             }
         });
         egui::CentralPanel::default().show(ui, |ui| self.central(ui, newline, &mut cmds));
@@ -474,13 +480,7 @@ impl App {
             Command::SaveSession(path) => self.save_session(&path),
             Command::LoadSession(path) => self.load_session(&path),
             Command::RunLadder => {
-                let slot = self.ctx_slot.clone();
-                let wake = Box::new(move || {
-                    if let Some(ctx) = slot.lock().ok().and_then(|c| c.clone()) {
-                        ctx.request_repaint();
-                    }
-                });
-                self.ladder.start(crate::ladder::ALL_RUNGS.to_vec(), self.state.config.config(), wake);
+                self.ladder.start(crate::ladder::ALL_RUNGS.to_vec(), self.state.config.config(), waker(&self.ctx_slot));
                 self.say(Level::Info, "Running the ladder…");
             }
             Command::SelectRung(id) => self.state.selected_rung = id,

@@ -59,7 +59,9 @@ impl LadderView {
         });
         if let Err(e) = spawned {
             self.rx = None;
-            self.results.insert("gemm", Err(format!("cannot start the ladder thread: {e}")));
+            for id in ladder::IMPLEMENTED {
+                self.results.insert(id, Err(format!("cannot start the ladder thread: {e}")));
+            }
         }
     }
 

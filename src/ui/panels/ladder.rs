@@ -7,26 +7,25 @@ use crate::ladder::{self, RungResult, Status};
 use crate::ui::command::{Command, button};
 use crate::ui::ladder_run::LadderView;
 
-fn status_text(view: &LadderView, id: &str) -> RichText {
-    if view.running == Some(id)
-        || (view.is_busy()
-            && view.running.is_none()
-            && !view.results.contains_key(id)
-            && ladder::IMPLEMENTED.contains(&id))
-    {
-        return RichText::new("running…").color(Color32::LIGHT_BLUE);
+fn status_rich(status: Status) -> RichText {
+    match status {
+        Status::Pass => RichText::new("pass").color(Color32::LIGHT_GREEN),
+        Status::Warn => RichText::new("warn").color(Color32::YELLOW),
+        Status::Fail => RichText::new("FAIL").color(Color32::LIGHT_RED).strong(),
     }
+}
+
+fn status_text(view: &LadderView, id: &str) -> RichText {
     if !ladder::IMPLEMENTED.contains(&id) {
         return RichText::new("not implemented").color(Color32::GRAY);
+    }
+    if view.running == Some(id) {
+        return RichText::new("running…").color(Color32::LIGHT_BLUE);
     }
     match view.results.get(id) {
         None => RichText::new("not run").color(Color32::GRAY),
         Some(Err(_)) => RichText::new("error").color(Color32::LIGHT_RED),
-        Some(Ok(r)) => match r.status {
-            Status::Pass => RichText::new("pass").color(Color32::LIGHT_GREEN),
-            Status::Warn => RichText::new("warn").color(Color32::YELLOW),
-            Status::Fail => RichText::new("FAIL").color(Color32::LIGHT_RED).strong(),
-        },
+        Some(Ok(r)) => status_rich(r.status),
     }
 }
 
@@ -80,10 +79,9 @@ pub fn show(ui: &mut egui::Ui, view: &LadderView, selected: Option<&str>, cmds: 
 }
 
 /// The selected rung: its verdict and every case, worst first.
-pub fn inspector(ui: &mut egui::Ui, view: &LadderView, id: &str, cmds: &mut Vec<Command>) {
+pub fn inspector(ui: &mut egui::Ui, view: &LadderView, id: &str) {
     ui.heading(format!("Rung {id}"));
     ui.label(RichText::new("click the rung's name again to close").small().weak());
-    let _ = cmds;
     match view.results.get(id) {
         None if !ladder::IMPLEMENTED.contains(&id) => {
             ui.label(format!("Rung {id} is not implemented yet; implemented: {}.", ladder::IMPLEMENTED.join(", ")));
@@ -123,12 +121,7 @@ fn cases(ui: &mut egui::Ui, r: &RungResult) {
             ui.end_row();
             for &i in &order {
                 let c = &r.cases[i];
-                ui.label(match c.status {
-                    Status::Pass => RichText::new("pass").color(Color32::LIGHT_GREEN),
-                    Status::Warn => RichText::new("warn").color(Color32::YELLOW),
-                    Status::Fail => RichText::new("FAIL").color(Color32::LIGHT_RED),
-                })
-                .on_hover_text(c.notes.join("\n"));
+                ui.label(status_rich(c.status)).on_hover_text(c.notes.join("\n"));
                 ui.label(&c.name);
                 ui.label(RichText::new(&c.params).monospace());
                 ui.label(format!("{:.3e}", c.rel_l2));
