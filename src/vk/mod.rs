@@ -7,6 +7,7 @@
 mod buffer;
 mod context;
 mod device;
+pub mod engine;
 mod error;
 mod kernel;
 pub mod ops;

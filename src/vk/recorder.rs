@@ -62,6 +62,9 @@ pub struct Sequence<'a> {
     labels: Vec<(String, Option<u32>)>,
     timed: u32,
     kernels: Vec<Arc<Kernel>>,
+    /// Descriptor sets already written, by layout and bound buffers: a kernel
+    /// dispatched many times on the same buffers (a recurrence) reuses one.
+    sets: HashMap<(vk::DescriptorSetLayout, Vec<vk::Buffer>), vk::DescriptorSet>,
     submitted: bool,
     _buffers: PhantomData<&'a Buffer>,
 }
@@ -81,6 +84,7 @@ impl<'a> Sequence<'a> {
             labels: Vec::new(),
             timed: 0,
             kernels: Vec::new(),
+            sets: HashMap::new(),
             submitted: false,
             _buffers: PhantomData,
         };
@@ -270,7 +274,15 @@ impl<'a> Sequence<'a> {
             self.check_buffer(b)?;
         }
         let groups = kernel.group_counts(&self.inner.limits, work)?;
-        let set = self.descriptor_set(kernel)?;
+        let key = (kernel.set_layout, buffers.iter().map(|b| b.handle).collect::<Vec<_>>());
+        let (set, fresh) = match self.sets.get(&key) {
+            Some(&set) => (set, false),
+            None => {
+                let set = self.descriptor_set(kernel)?;
+                self.sets.insert(key, set);
+                (set, true)
+            }
+        };
         let infos: Vec<[vk::DescriptorBufferInfo; 1]> = buffers
             .iter()
             .map(|b| [vk::DescriptorBufferInfo { buffer: b.handle, offset: 0, range: vk::WHOLE_SIZE }])
@@ -296,11 +308,14 @@ impl<'a> Sequence<'a> {
         self.barrier(cs, &list);
         let slot = (self.timed < MAX_TIMED && self.queries != vk::QueryPool::null()).then_some(self.timed);
         let d = &self.inner.device;
-        // SAFETY: the set is fresh from our pool and not in use; the command
+        // SAFETY: a fresh set is written before any command uses it, a reused
+        // one already holds exactly these buffers (the cache key); the command
         // buffer is recording; pipeline, layouts and set match (one kernel);
         // the push bytes have the size of the layout's range (checked above).
         unsafe {
-            d.update_descriptor_sets(&writes, &[]);
+            if fresh {
+                d.update_descriptor_sets(&writes, &[]);
+            }
             if let Some(q) = slot {
                 d.cmd_write_timestamp(self.cmd, cs, self.queries, 2 * q);
             }

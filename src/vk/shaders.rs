@@ -12,3 +12,21 @@ pub static GEMM_BF16IN_TILED: &[u8] = spirv!("gemm_bf16in_tiled");
 
 // `GEMM_F16_COOPMAT: Option<&[u8]>`: present when build.rs found glslang 13.
 include!(concat!(env!("OUT_DIR"), "/optional_shaders.rs"));
+
+// The model's kernels (src/vk/engine).
+pub static EMBED_FWD: &[u8] = spirv!("embed_fwd");
+pub static EMBED_BWD: &[u8] = spirv!("embed_bwd");
+pub static BIAS_ADD: &[u8] = spirv!("bias_add");
+pub static ADD: &[u8] = spirv!("add");
+pub static COL_SUM: &[u8] = spirv!("col_sum");
+pub static GRU_FWD_STEP: &[u8] = spirv!("gru_fwd_step");
+pub static GRU_BWD_STEP: &[u8] = spirv!("gru_bwd_step");
+pub static ATTN_FWD: &[u8] = spirv!("attn_fwd");
+pub static ATTN_BWD_Q: &[u8] = spirv!("attn_bwd_q");
+pub static ATTN_BWD_KV: &[u8] = spirv!("attn_bwd_kv");
+pub static LOSS: &[u8] = spirv!("loss");
+pub static TOKEN_GUARD: &[u8] = spirv!("token_guard");
+pub static SUMSQ: &[u8] = spirv!("sumsq");
+pub static STATE: &[u8] = spirv!("state");
+pub static SCALE_GRADS: &[u8] = spirv!("scale_grads");
+pub static ADAMW: &[u8] = spirv!("adamw");

@@ -1,0 +1,106 @@
+//! The model's kernels (every shader but the GEMMs) and their shared
+//! push-constant block, `shaders/include/model.glsl`.
+
+use crate::vk::kernel::{Access, KernelSpec, PushConstants};
+use crate::vk::shaders;
+
+/// The push-constant block of `model.glsl` (16 words).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ModelPush {
+    pub t_len: u32,
+    pub b: u32,
+    pub d: u32,
+    pub h: u32,
+    pub a: u32,
+    pub nh: u32,
+    pub w: u32,
+    pub v: u32,
+    pub t: u32,
+    pub n: u32,
+    pub off0: u32,
+    pub off1: u32,
+    pub off2: u32,
+    pub flag: u32,
+    pub f0: f32,
+    pub f1: f32,
+}
+const _: () = assert!(std::mem::size_of::<ModelPush>() == 64);
+// SAFETY: `repr(C)`, sixteen 4-byte fields, no padding; matches `model.glsl`.
+unsafe impl PushConstants for ModelPush {}
+
+/// Words of the step-state buffer (`model.glsl`'s `ST_*` and `HP_*`).
+pub mod st {
+    pub const SCALE: usize = 0;
+    pub const GROWTH: usize = 1;
+    pub const STEP: usize = 2;
+    pub const SKIP: usize = 3;
+    pub const NORM: usize = 4;
+    pub const POST_CLIP: usize = 5;
+    pub const CLIPPED: usize = 6;
+    pub const LOSS: usize = 7;
+    pub const CAPPED: usize = 8;
+    pub const STEP_SCALE: usize = 9;
+    pub const CLIP_FACTOR: usize = 10;
+    pub const SKIPPED_TOTAL: usize = 11;
+    pub const LR: usize = 16;
+    pub const BETA1: usize = 17;
+    pub const BETA2: usize = 18;
+    pub const EPS: usize = 19;
+    pub const WD: usize = 20;
+    pub const CLIP: usize = 21;
+    pub const DYNAMIC: usize = 22;
+    pub const GROWTH_INTERVAL: usize = 23;
+    pub const GROWTH_FACTOR: usize = 24;
+    pub const BACKOFF: usize = 25;
+    pub const WORDS: usize = 32;
+}
+
+/// `state.comp`'s operations.
+pub mod state_op {
+    pub const BEGIN: u32 = 0;
+    pub const LOSS: u32 = 1;
+    pub const NORM: u32 = 2;
+    pub const POST_CLIP: u32 = 3;
+    pub const FINISH: u32 = 4;
+}
+
+/// Values one `sumsq` workgroup reduces.
+pub const SUMSQ_CHUNK: usize = 4096;
+
+use Access::{Read as R, ReadWrite as RW, Write as W};
+
+macro_rules! spec {
+    ($id:ident, $name:literal, $spirv:ident, [$($acc:expr),*], $items:expr) => {
+        pub static $id: KernelSpec = KernelSpec {
+            name: $name,
+            spirv: shaders::$spirv,
+            bindings: &[$($acc),*],
+            push_size: 64,
+            local_size: [256, 1, 1],
+            items_per_group: [$items, 1, 1],
+            shared_bytes: 1024,
+        };
+    };
+}
+
+// Element-wise kernels: 256 items per workgroup (grid-stride past the limit).
+spec!(EMBED_FWD, "embed_fwd", EMBED_FWD, [R, R, W], 256);
+spec!(EMBED_BWD, "embed_bwd", EMBED_BWD, [R, R, RW], 256);
+spec!(BIAS_ADD, "bias_add", BIAS_ADD, [R, RW], 256);
+spec!(ADD, "add", ADD, [R, R, W], 256);
+spec!(COL_SUM, "col_sum", COL_SUM, [R, RW], 256);
+spec!(GRU_FWD_STEP, "gru_fwd_step", GRU_FWD_STEP, [R, R, RW, RW, RW], 256);
+spec!(GRU_BWD_STEP, "gru_bwd_step", GRU_BWD_STEP, [R, R, R, R, R, RW, RW, RW], 256);
+spec!(ATTN_FWD, "attn_fwd", ATTN_FWD, [R, R, R, RW, W], 256);
+spec!(ATTN_BWD_Q, "attn_bwd_q", ATTN_BWD_Q, [R, R, R, R, RW, W], 256);
+spec!(ATTN_BWD_KV, "attn_bwd_kv", ATTN_BWD_KV, [R, R, R, R, W, W], 256);
+spec!(TOKEN_GUARD, "token_guard", TOKEN_GUARD, [R, R, W, W, RW], 256);
+spec!(SCALE_GRADS, "scale_grads", SCALE_GRADS, [R, RW], 256);
+spec!(ADAMW, "adamw", ADAMW, [R, RW, R, RW, RW], 256);
+// One workgroup per row of logits.
+spec!(LOSS, "loss", LOSS, [R, R, R, W, W, R], 1);
+// One workgroup per 4096 values.
+spec!(SUMSQ, "sumsq", SUMSQ, [R, W], 4096);
+// A single workgroup.
+spec!(STATE, "state", STATE, [RW, R], 1 << 30);

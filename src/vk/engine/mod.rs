@@ -1,0 +1,662 @@
+//! The whole training step of MODEL.md on the Vulkan engine.
+//!
+//! Parameters, gradients and the AdamW moments live in flat device buffers
+//! (one [`ParamLayout`]); a [`Workspace`] holds one batch shape's
+//! intermediates in the CPU trace's layouts. A step is recorded into one
+//! sequence and submitted once: the loss scale, the guard, the clip and the
+//! optimizer's step counter live in a small state buffer that only the device
+//! reads and writes, so nothing comes back to the host in between. The host
+//! reads back what it asks for afterwards.
+//!
+//! The step is split into the ladder's stages, so that the ladder can run one
+//! stage alone from the CPU's inputs (isolated mode) or all of them from the
+//! engine's own outputs (chained mode).
+
+mod kernels;
+mod layout;
+mod workspace;
+
+pub use kernels::{ModelPush, st};
+pub use layout::{ParamEntry, ParamLayout};
+pub use workspace::{Workspace, workspace_bytes};
+
+use std::sync::Arc;
+
+use crate::cpu::{LossScale, OptimOutcome, OptimState, SkipReason, StepOptions, StepReport};
+use crate::dataset::Batch;
+use crate::model::{Config, Params};
+use crate::vk::kernel::KernelSpec;
+use crate::vk::ops::{self, GemmPath, GemmShape, MatRef};
+use crate::vk::{Buffer, Context, Sequence, Timings, VkError, VkResult};
+use kernels::*;
+
+/// A stage of the step, in the ladder's order (rung 1, `gemm`, has none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    EmbedFwd,
+    GruFwd,
+    AttnFwd,
+    HeadFwd,
+    Loss,
+    HeadBwd,
+    AttnBwd,
+    GruBwd,
+    EmbedBwd,
+    Optim,
+}
+
+impl Stage {
+    pub const FORWARD_BACKWARD: [Stage; 9] = [
+        Stage::EmbedFwd,
+        Stage::GruFwd,
+        Stage::AttnFwd,
+        Stage::HeadFwd,
+        Stage::Loss,
+        Stage::HeadBwd,
+        Stage::AttnBwd,
+        Stage::GruBwd,
+        Stage::EmbedBwd,
+    ];
+}
+
+/// Flat per-parameter buffers: parameters, gradients, the AdamW moments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlatBuf {
+    Params,
+    Grads,
+    M,
+    V,
+}
+
+/// The Vulkan engine of the model.
+pub struct Engine {
+    ctx: Arc<Context>,
+    cfg: Config,
+    layout: ParamLayout,
+    params: Buffer,
+    grads: Buffer,
+    m: Buffer,
+    v: Buffer,
+    state: Buffer,
+    opts: StepOptions,
+    path: GemmPath,
+    ws: Option<Workspace>,
+}
+
+/// Gradients of one batch, as `cpu::GradsResult`.
+#[derive(Clone, Debug)]
+pub struct GpuGrads {
+    pub loss: f64,
+    pub n_targets: usize,
+    /// Unscaled gradient norm (f32 accumulation on the device).
+    pub grad_norm: f64,
+    pub capped: usize,
+    pub grads: Params<f32>,
+}
+
+fn u(x: usize, what: &str) -> VkResult<u32> {
+    u32::try_from(x).map_err(|_| VkError::Limit(format!("{what} = {x} does not fit in 32 bits")))
+}
+
+impl Engine {
+    /// An engine holding `params`, with zero moments, step 0 and loss scale
+    /// `scale`. `path` computes every matrix product.
+    pub fn new(
+        ctx: &Arc<Context>,
+        cfg: &Config,
+        params: &Params<f32>,
+        opts: &StepOptions,
+        scale: &LossScale,
+        path: GemmPath,
+    ) -> VkResult<Engine> {
+        cfg.validate().map_err(|e| VkError::Invalid(e.to_string()))?;
+        let layout = ParamLayout::new(cfg);
+        let n = layout.total;
+        u(n, "parameter count")?;
+        let e = Engine {
+            ctx: ctx.clone(),
+            cfg: cfg.clone(),
+            params: Buffer::device_f32(ctx, "params", n)?,
+            grads: Buffer::device_f32(ctx, "grads", n)?,
+            m: Buffer::device_f32(ctx, "adam.m", n)?,
+            v: Buffer::device_f32(ctx, "adam.v", n)?,
+            state: Buffer::device_f32(ctx, "step.state", st::WORDS)?,
+            layout,
+            opts: *opts,
+            path,
+            ws: None,
+        };
+        let zeros = vec![0f32; n];
+        e.write_flat(FlatBuf::Params, &e.layout.flatten(params))?;
+        e.write_flat(FlatBuf::Grads, &zeros)?;
+        e.write_flat(FlatBuf::M, &zeros)?;
+        e.write_flat(FlatBuf::V, &zeros)?;
+        e.write_state(scale, 0, 0)?;
+        Ok(e)
+    }
+
+    pub fn context(&self) -> &Context {
+        &self.ctx
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    pub fn layout(&self) -> &ParamLayout {
+        &self.layout
+    }
+
+    pub fn gemm_path(&self) -> GemmPath {
+        self.path
+    }
+
+    pub fn options(&self) -> &StepOptions {
+        &self.opts
+    }
+
+    fn flat(&self, which: FlatBuf) -> &Buffer {
+        match which {
+            FlatBuf::Params => &self.params,
+            FlatBuf::Grads => &self.grads,
+            FlatBuf::M => &self.m,
+            FlatBuf::V => &self.v,
+        }
+    }
+
+    /// Copies `data` into `dst` at `offset` through a staging buffer (its own submit).
+    pub fn upload(&self, dst: &Buffer, offset: usize, data: &[f32]) -> VkResult<()> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        let up = Buffer::upload_f32(&self.ctx, &format!("{}.upload", dst.name()), data)?;
+        let mut seq = Sequence::new(&self.ctx)?;
+        seq.copy(&up, 0, dst, offset as u64 * 4, data.len() as u64 * 4)?;
+        seq.submit().map(|_| ())
+    }
+
+    /// Reads `(buffer, offset, len)` ranges back in one submit.
+    pub fn download(&self, ranges: &[(&Buffer, usize, usize)]) -> VkResult<Vec<Vec<f32>>> {
+        let backs = ranges
+            .iter()
+            .map(|(b, _, n)| Buffer::readback_f32(&self.ctx, &format!("{}.readback", b.name()), *n))
+            .collect::<VkResult<Vec<_>>>()?;
+        {
+            let mut seq = Sequence::new(&self.ctx)?;
+            for ((b, off, n), back) in ranges.iter().zip(&backs) {
+                seq.copy(b, *off as u64 * 4, back, 0, *n as u64 * 4)?;
+            }
+            seq.submit()?;
+        }
+        backs
+            .iter()
+            .zip(ranges)
+            .map(|(back, (_, _, n))| {
+                let mut v = back.read_f32()?;
+                v.truncate(*n);
+                Ok(v)
+            })
+            .collect()
+    }
+
+    pub fn write_flat(&self, which: FlatBuf, data: &[f32]) -> VkResult<()> {
+        if data.len() != self.layout.total {
+            return Err(VkError::Invalid(format!("{} values for {} parameters", data.len(), self.layout.total)));
+        }
+        self.upload(self.flat(which), 0, data)
+    }
+
+    pub fn read_flat(&self, which: FlatBuf) -> VkResult<Vec<f32>> {
+        Ok(self.download(&[(self.flat(which), 0, self.layout.total)])?.remove(0))
+    }
+
+    pub fn read_params(&self, which: FlatBuf) -> VkResult<Params<f32>> {
+        Ok(self.layout.unflatten(&self.cfg, &self.read_flat(which)?))
+    }
+
+    pub fn set_params(&self, p: &Params<f32>) -> VkResult<()> {
+        self.write_flat(FlatBuf::Params, &self.layout.flatten(p))
+    }
+
+    /// Writes one parameter-shaped tensor (`grad.`, `param.`, `adam.m.`, `adam.v.` + name).
+    fn flat_slot(&self, name: &str) -> Option<(&Buffer, usize, usize)> {
+        let (which, rest) = if let Some(r) = name.strip_prefix("grad.") {
+            (FlatBuf::Grads, r)
+        } else if let Some(r) = name.strip_prefix("param.") {
+            (FlatBuf::Params, r)
+        } else if let Some(r) = name.strip_prefix("adam.m.") {
+            (FlatBuf::M, r)
+        } else if let Some(r) = name.strip_prefix("adam.v.") {
+            (FlatBuf::V, r)
+        } else {
+            return None;
+        };
+        let e = self.layout.get(rest)?;
+        Some((self.flat(which), e.offset, e.len))
+    }
+
+    /// The device range holding a named tensor: the CPU trace's names, plus
+    /// `param.`, `adam.m.` and `adam.v.` + a parameter name.
+    pub fn slot(&self, name: &str) -> Option<(&Buffer, usize, usize)> {
+        self.flat_slot(name).or_else(|| self.ws.as_ref().and_then(|w| w.slot(&self.cfg, name)))
+    }
+
+    pub fn read_named(&self, names: &[&str]) -> VkResult<Vec<Vec<f32>>> {
+        let ranges = names
+            .iter()
+            .map(|n| self.slot(n).ok_or_else(|| VkError::Invalid(format!("no device tensor named {n:?}"))))
+            .collect::<VkResult<Vec<_>>>()?;
+        self.download(&ranges)
+    }
+
+    pub fn write_named(&self, name: &str, data: &[f32]) -> VkResult<()> {
+        let (buf, off, len) =
+            self.slot(name).ok_or_else(|| VkError::Invalid(format!("no device tensor named {name:?}")))?;
+        if data.len() != len {
+            return Err(VkError::Invalid(format!("{name}: {} values for a tensor of {len}", data.len())));
+        }
+        self.upload(buf, off, data)
+    }
+
+    /// The state words: loss scale, step counter, hyper-parameters.
+    pub fn write_state(&self, scale: &LossScale, step: u64, skipped_total: u64) -> VkResult<()> {
+        let o = &self.opts;
+        let mut w = [0u32; st::WORDS];
+        let f = |x: f64| (x as f32).to_bits();
+        w[st::SCALE] = f(scale.scale);
+        w[st::GROWTH] = scale.growth_tracker;
+        w[st::STEP] = u32::try_from(step).map_err(|_| VkError::Limit("step counter past 2^32".into()))?;
+        w[st::STEP_SCALE] = f(scale.scale);
+        w[st::CLIP_FACTOR] = f(1.0);
+        w[st::SKIPPED_TOTAL] = skipped_total.min(u32::MAX as u64) as u32;
+        w[st::LR] = f(o.lr);
+        w[st::BETA1] = f(o.beta1);
+        w[st::BETA2] = f(o.beta2);
+        w[st::EPS] = f(o.eps);
+        w[st::WD] = f(o.weight_decay);
+        w[st::CLIP] = f(o.clip);
+        w[st::DYNAMIC] = scale.dynamic as u32;
+        w[st::GROWTH_INTERVAL] = scale.growth_interval;
+        w[st::GROWTH_FACTOR] = f(scale.growth_factor);
+        w[st::BACKOFF] = f(scale.backoff_factor);
+        let data: Vec<f32> = w.iter().map(|&x| f32::from_bits(x)).collect();
+        self.upload(&self.state, 0, &data)
+    }
+
+    pub fn read_state(&self) -> VkResult<[u32; st::WORDS]> {
+        let v = self.download(&[(&self.state, 0, st::WORDS)])?.remove(0);
+        let mut w = [0u32; st::WORDS];
+        w.iter_mut().zip(&v).for_each(|(o, x)| *o = x.to_bits());
+        Ok(w)
+    }
+
+    /// Changes the hyper-parameters (e.g. a learning-rate schedule), keeping
+    /// the step counter, the loss scale and the moments.
+    pub fn set_options(&mut self, opts: &StepOptions) -> VkResult<()> {
+        self.opts = *opts;
+        let (scale, step, skipped) = self.loss_scale_and_step()?;
+        self.write_state(&scale, step, skipped)
+    }
+
+    /// The loss scale, the AdamW step counter and the skipped-step count.
+    pub fn loss_scale_and_step(&self) -> VkResult<(LossScale, u64, u64)> {
+        let w = self.read_state()?;
+        let fl = |i: usize| f32::from_bits(w[i]) as f64;
+        let scale = LossScale {
+            dynamic: w[st::DYNAMIC] == 1,
+            scale: fl(st::SCALE),
+            growth_tracker: w[st::GROWTH],
+            growth_interval: w[st::GROWTH_INTERVAL],
+            growth_factor: fl(st::GROWTH_FACTOR),
+            backoff_factor: fl(st::BACKOFF),
+        };
+        Ok((scale, w[st::STEP] as u64, w[st::SKIPPED_TOTAL] as u64))
+    }
+
+    pub fn set_optim_state(&self, s: &OptimState<f32>, scale: &LossScale) -> VkResult<()> {
+        self.write_flat(FlatBuf::M, &self.layout.flatten(&s.m))?;
+        self.write_flat(FlatBuf::V, &self.layout.flatten(&s.v))?;
+        self.write_state(scale, s.step, 0)
+    }
+
+    pub fn optim_state(&self) -> VkResult<OptimState<f32>> {
+        let (_, step, _) = self.loss_scale_and_step()?;
+        Ok(OptimState { m: self.read_params(FlatBuf::M)?, v: self.read_params(FlatBuf::V)?, step })
+    }
+
+    /// Sizes the workspace for `batch` and writes its inputs.
+    pub fn set_batch(&mut self, batch: &Batch) -> VkResult<()> {
+        if batch.num_targets() == 0 {
+            return Err(VkError::Invalid(
+                "the batch has no target position (every row is shorter than 2 tokens)".into(),
+            ));
+        }
+        u(batch.t * batch.rows * self.cfg.vocab.max(3 * self.cfg.hidden), "batch elements")?;
+        let fits = self.ws.as_ref().is_some_and(|w| w.t == batch.t && w.b == batch.rows);
+        if !fits {
+            self.ws = None;
+            self.ws = Some(Workspace::new(&self.ctx, &self.cfg, batch.t, batch.rows, self.layout.total)?);
+        }
+        let ws = self.ws.as_mut().expect("set above");
+        ws.write_batch(&self.cfg, batch)
+    }
+
+    pub fn workspace(&self) -> Option<&Workspace> {
+        self.ws.as_ref()
+    }
+
+    fn ws(&self) -> VkResult<&Workspace> {
+        self.ws.as_ref().ok_or_else(|| VkError::Invalid("no batch was set".into()))
+    }
+
+    fn push(&self, ws: &Workspace) -> ModelPush {
+        let c = &self.cfg;
+        ModelPush {
+            t_len: ws.t as u32,
+            b: ws.b as u32,
+            d: c.d_embed as u32,
+            h: c.hidden as u32,
+            a: c.attn_dim as u32,
+            nh: c.heads as u32,
+            w: c.window as u32,
+            v: c.vocab as u32,
+            ..Default::default()
+        }
+    }
+
+    fn run<'a>(
+        &self,
+        seq: &mut Sequence<'a>,
+        spec: &'static KernelSpec,
+        bufs: &[&'a Buffer],
+        push: &ModelPush,
+        items: usize,
+        label: &str,
+    ) -> VkResult<()> {
+        let kernel = self.ctx.kernel(spec)?;
+        // Grid-stride kernels cover any count with at most 65535 groups.
+        let cap = 65535 * spec.items_per_group[0] as usize;
+        seq.dispatch(&kernel, bufs, push, [items.clamp(1, cap) as u64, 1, 1], label)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn mm<'a>(
+        &self,
+        seq: &mut Sequence<'a>,
+        (m, n, k): (usize, usize, usize),
+        a: (&'a Buffer, usize, bool),
+        b: (&'a Buffer, usize, bool),
+        c: (&'a Buffer, usize),
+        accumulate: bool,
+    ) -> VkResult<()> {
+        let shape = GemmShape { m, n, k, ta: a.2, tb: b.2, accumulate };
+        ops::gemm_with(
+            &self.ctx,
+            seq,
+            self.path,
+            &shape,
+            MatRef { buf: a.0, offset: a.1 },
+            MatRef { buf: b.0, offset: b.1 },
+            MatRef { buf: c.0, offset: c.1 },
+        )
+    }
+
+    fn off(&self, name: &str) -> usize {
+        self.layout.offset(name)
+    }
+
+    /// Records the beginning of a step: this step's loss scale, counters cleared.
+    pub fn record_begin<'a>(&'a self, seq: &mut Sequence<'a>) -> VkResult<()> {
+        let ws = self.ws()?;
+        let p = ModelPush { flag: state_op::BEGIN, ..self.push(ws) };
+        self.run(seq, &STATE, &[&self.state, &ws.partials], &p, 1, "state begin")
+    }
+
+    /// Records one stage, reading its inputs from where the previous stages
+    /// (or an upload) left them.
+    pub fn record_stage<'a>(&'a self, seq: &mut Sequence<'a>, stage: Stage) -> VkResult<()> {
+        let ws = self.ws()?;
+        let cfg = &self.cfg;
+        let base = self.push(ws);
+        let rows = ws.rows;
+        let (d, h, a, v) = (cfg.d_embed, cfg.hidden, cfg.attn_dim, cfg.vocab);
+        let pb = &self.params;
+        let gb = &self.grads;
+        match stage {
+            Stage::EmbedFwd => {
+                let p = ModelPush { n: u(rows * d, "n")?, off0: self.off("embed.weight") as u32, ..base };
+                self.run(seq, &EMBED_FWD, &[&ws.tokens, pb, &ws.emb], &p, rows * d, "embed_fwd")?;
+            }
+            Stage::GruFwd => {
+                for (l, lb) in ws.layers.iter().enumerate() {
+                    let n_in = cfg.gru_in(l);
+                    let input = if l == 0 { &ws.emb } else { &ws.layers[l - 1].h };
+                    let w_ih = self.off(&format!("gru.weight_ih_l{l}"));
+                    self.mm(seq, (rows, 3 * h, n_in), (input, 0, false), (pb, w_ih, true), (&lb.gi, 0), false)?;
+                    let p = ModelPush {
+                        n: u(rows * 3 * h, "n")?,
+                        d: (3 * h) as u32,
+                        off1: self.off(&format!("gru.bias_ih_l{l}")) as u32,
+                        ..base
+                    };
+                    self.run(seq, &BIAS_ADD, &[pb, &lb.gi], &p, rows * 3 * h, &format!("gru.l{l} bias_ih"))?;
+                    let off0 = self.off(&format!("gru.weight_hh_l{l}")) as u32;
+                    let off1 = self.off(&format!("gru.bias_hh_l{l}")) as u32;
+                    for t in 0..ws.t {
+                        let p = ModelPush { t: t as u32, off0, off1, ..base };
+                        let bufs = [pb, &lb.gi, &lb.gh, &lb.gates, &lb.h];
+                        self.run(seq, &GRU_FWD_STEP, &bufs, &p, ws.b * h, &format!("gru.l{l} fwd step"))?;
+                    }
+                }
+            }
+            Stage::AttnFwd => {
+                let s = &ws.layers.last().expect("layers >= 1").h;
+                for (name, out) in [("ctx.q.weight", &ws.q), ("ctx.k.weight", &ws.k), ("ctx.v.weight", &ws.v)] {
+                    self.mm(seq, (rows, a, h), (s, 0, false), (pb, self.off(name), true), (out, 0), false)?;
+                }
+                let p = ModelPush { f0: (1.0 / (cfg.head_dim() as f64).sqrt()) as f32, ..base };
+                let bufs = [&ws.q, &ws.k, &ws.v, &ws.attn, &ws.c];
+                self.run(seq, &ATTN_FWD, &bufs, &p, rows * cfg.heads, "attn_fwd")?;
+            }
+            Stage::HeadFwd => {
+                let s = &ws.layers.last().expect("layers >= 1").h;
+                let tok = self.off("head.tok.weight");
+                let ctxw = self.off("head.ctx.weight");
+                self.mm(seq, (rows, v, h), (s, 0, false), (pb, tok, true), (&ws.logits, 0), false)?;
+                self.mm(seq, (rows, v, a), (&ws.c, 0, false), (pb, ctxw, true), (&ws.logits, 0), true)?;
+                let p = ModelPush {
+                    n: u(rows * v, "n")?,
+                    d: v as u32,
+                    off1: self.off("head.bias") as u32,
+                    ..base
+                };
+                self.run(seq, &BIAS_ADD, &[pb, &ws.logits], &p, rows * v, "head bias")?;
+            }
+            Stage::Loss => {
+                let p = ModelPush { f0: (1.0 / ws.n_targets as f64) as f32, ..base };
+                let bufs = [&ws.logits, &ws.targets, &ws.mask, &ws.token_loss, &ws.dlogits, &self.state];
+                self.run(seq, &LOSS, &bufs, &p, rows, "loss")?;
+                let p = ModelPush { flag: state_op::LOSS, n: rows as u32, f1: ws.n_targets as f32, ..base };
+                self.run(seq, &STATE, &[&self.state, &ws.token_loss], &p, 1, "loss value")?;
+            }
+            Stage::HeadBwd => {
+                let s = &ws.layers.last().expect("layers >= 1").h;
+                let cap = self.opts.token_cap;
+                let p = ModelPush { flag: cap.is_some() as u32, f0: cap.unwrap_or(0.0) as f32, ..base };
+                let bufs = [&ws.dlogits, &ws.c, &ws.token_norm, &ws.dl_ctx, &self.state];
+                self.run(seq, &TOKEN_GUARD, &bufs, &p, rows, "token_guard")?;
+                let dl_ctx = if cap.is_some() { &ws.dl_ctx } else { &ws.dlogits };
+                let tok = self.off("head.tok.weight");
+                let ctxw = self.off("head.ctx.weight");
+                self.mm(seq, (v, h, rows), (&ws.dlogits, 0, true), (s, 0, false), (gb, tok), false)?;
+                self.mm(seq, (v, a, rows), (dl_ctx, 0, true), (&ws.c, 0, false), (gb, ctxw), false)?;
+                let p = ModelPush { n: rows as u32, d: v as u32, off1: self.off("head.bias") as u32, ..base };
+                self.run(seq, &COL_SUM, &[&ws.dlogits, gb], &p, v, "head.bias grad")?;
+                self.mm(seq, (rows, h, v), (&ws.dlogits, 0, false), (pb, tok, false), (&ws.d_s_head, 0), false)?;
+                self.mm(seq, (rows, a, v), (&ws.dlogits, 0, false), (pb, ctxw, false), (&ws.d_c, 0), false)?;
+            }
+            Stage::AttnBwd => {
+                let s = &ws.layers.last().expect("layers >= 1").h;
+                let p = ModelPush { f0: (1.0 / (cfg.head_dim() as f64).sqrt()) as f32, ..base };
+                let bufs = [&ws.k, &ws.v, &ws.attn, &ws.d_c, &ws.ds, &ws.d_q];
+                self.run(seq, &ATTN_BWD_Q, &bufs, &p, rows * cfg.heads, "attn_bwd_q")?;
+                let bufs = [&ws.q, &ws.attn, &ws.ds, &ws.d_c, &ws.d_k, &ws.d_v];
+                self.run(seq, &ATTN_BWD_KV, &bufs, &p, rows * a, "attn_bwd_kv")?;
+                let parts = [("ctx.q.weight", &ws.d_q), ("ctx.k.weight", &ws.d_k), ("ctx.v.weight", &ws.d_v)];
+                for (name, dx) in parts {
+                    self.mm(seq, (a, h, rows), (dx, 0, true), (s, 0, false), (gb, self.off(name)), false)?;
+                }
+                for (i, (name, dx)) in parts.into_iter().enumerate() {
+                    let w = self.off(name);
+                    self.mm(seq, (rows, h, a), (dx, 0, false), (pb, w, false), (&ws.d_s_ctx, 0), i > 0)?;
+                }
+            }
+            Stage::GruBwd => {
+                let top = &ws.layers.last().expect("layers >= 1").d_h;
+                let p = ModelPush { n: u(rows * h, "n")?, ..base };
+                self.run(seq, &ADD, &[&ws.d_s_head, &ws.d_s_ctx, top], &p, rows * h, "d_s")?;
+                for l in (0..cfg.layers).rev() {
+                    let lb = &ws.layers[l];
+                    let n_in = cfg.gru_in(l);
+                    let off0 = self.off(&format!("gru.weight_hh_l{l}")) as u32;
+                    for t in (0..ws.t).rev() {
+                        let p = ModelPush { t: t as u32, off0, ..base };
+                        let bufs = [pb, &lb.gh, &lb.gates, &lb.h, &lb.d_h, &lb.dh_tot, &lb.d_gi, &lb.d_gh];
+                        self.run(seq, &GRU_BWD_STEP, &bufs, &p, ws.b * h, &format!("gru.l{l} bwd step"))?;
+                    }
+                    let input = if l == 0 { &ws.emb } else { &ws.layers[l - 1].h };
+                    let w_ih = self.off(&format!("gru.weight_ih_l{l}"));
+                    let w_hh = self.off(&format!("gru.weight_hh_l{l}"));
+                    self.mm(seq, (3 * h, n_in, rows), (&lb.d_gi, 0, true), (input, 0, false), (gb, w_ih), false)?;
+                    // dW_hh pairs d_gh at t with h at t-1 (nothing at t = 0).
+                    let shifted = rows - ws.b;
+                    self.mm(seq, (3 * h, h, shifted), (&lb.d_gh, ws.b * 3 * h, true), (&lb.h, 0, false), (gb, w_hh), false)?;
+                    for (name, src) in [(format!("gru.bias_ih_l{l}"), &lb.d_gi), (format!("gru.bias_hh_l{l}"), &lb.d_gh)] {
+                        let p = ModelPush { n: rows as u32, d: (3 * h) as u32, off1: self.off(&name) as u32, ..base };
+                        self.run(seq, &COL_SUM, &[src, gb], &p, 3 * h, &format!("{name} grad"))?;
+                    }
+                    let d_in = if l == 0 { &ws.d_emb } else { &ws.layers[l - 1].d_h };
+                    self.mm(seq, (rows, n_in, 3 * h), (&lb.d_gi, 0, false), (pb, w_ih, false), (d_in, 0), false)?;
+                }
+            }
+            Stage::EmbedBwd => {
+                let p = ModelPush { off0: self.off("embed.weight") as u32, ..base };
+                self.run(seq, &EMBED_BWD, &[&ws.csr, &ws.d_emb, gb], &p, v * d, "embed_bwd")?;
+            }
+            Stage::Optim => {
+                self.record_unscale_and_norm(seq)?;
+                let n = u(self.layout.total, "parameters")?;
+                let p = ModelPush { flag: 1, n, ..base };
+                self.run(seq, &SCALE_GRADS, &[&self.state, gb], &p, self.layout.total, "clip")?;
+                self.record_norm(seq, state_op::POST_CLIP)?;
+                for e in &self.layout.entries {
+                    let p = ModelPush { off0: e.offset as u32, n: e.len as u32, flag: e.decays as u32, ..base };
+                    let bufs = [&self.state, pb, gb, &self.m, &self.v];
+                    self.run(seq, &ADAMW, &bufs, &p, e.len, &format!("adamw {}", e.name))?;
+                }
+                let p = ModelPush { flag: state_op::FINISH, ..base };
+                self.run(seq, &STATE, &[&self.state, &ws.partials], &p, 1, "state finish")?;
+            }
+        }
+        Ok(())
+    }
+
+    fn record_norm<'a>(&'a self, seq: &mut Sequence<'a>, op: u32) -> VkResult<()> {
+        let ws = self.ws()?;
+        let base = self.push(ws);
+        let total = self.layout.total;
+        let p = ModelPush { n: total as u32, ..base };
+        self.run(seq, &SUMSQ, &[&self.grads, &ws.partials], &p, total, "grad sumsq")?;
+        let p = ModelPush { flag: op, n: total.div_ceil(SUMSQ_CHUNK) as u32, ..base };
+        self.run(seq, &STATE, &[&self.state, &ws.partials], &p, 1, "grad norm")
+    }
+
+    /// Unscales the gradients by this step's loss scale and takes their norm
+    /// (and the guard's decision).
+    pub fn record_unscale_and_norm<'a>(&'a self, seq: &mut Sequence<'a>) -> VkResult<()> {
+        let ws = self.ws()?;
+        let p = ModelPush { flag: 0, n: self.layout.total as u32, ..self.push(ws) };
+        self.run(seq, &SCALE_GRADS, &[&self.state, &self.grads], &p, self.layout.total, "unscale")?;
+        self.record_norm(seq, state_op::NORM)
+    }
+
+    /// Forward and backward of the batch set last, in one submit.
+    pub fn run_grads(&self) -> VkResult<Timings> {
+        let mut seq = Sequence::new(&self.ctx)?;
+        self.record_begin(&mut seq)?;
+        for s in Stage::FORWARD_BACKWARD {
+            self.record_stage(&mut seq, s)?;
+        }
+        self.record_unscale_and_norm(&mut seq)?;
+        seq.submit()
+    }
+
+    /// A whole training step in one submit.
+    pub fn run_step(&self) -> VkResult<Timings> {
+        let mut seq = Sequence::new(&self.ctx)?;
+        self.record_begin(&mut seq)?;
+        for s in Stage::FORWARD_BACKWARD {
+            self.record_stage(&mut seq, s)?;
+        }
+        self.record_stage(&mut seq, Stage::Optim)?;
+        seq.submit()
+    }
+
+    /// Runs `stages` in one submit, after the step's beginning.
+    pub fn run_stages(&self, stages: &[Stage]) -> VkResult<Timings> {
+        let mut seq = Sequence::new(&self.ctx)?;
+        self.record_begin(&mut seq)?;
+        for &s in stages {
+            self.record_stage(&mut seq, s)?;
+        }
+        seq.submit()
+    }
+
+    /// Loss and gradients (unscaled, S = the current scale) of `batch`.
+    pub fn grads(&mut self, batch: &Batch) -> VkResult<GpuGrads> {
+        self.set_batch(batch)?;
+        self.run_grads()?;
+        let w = self.read_state()?;
+        let fl = |i: usize| f32::from_bits(w[i]) as f64;
+        Ok(GpuGrads {
+            loss: fl(st::LOSS),
+            n_targets: self.ws()?.n_targets,
+            grad_norm: fl(st::NORM),
+            capped: w[st::CAPPED] as usize,
+            grads: self.read_params(FlatBuf::Grads)?,
+        })
+    }
+
+    /// One training step on `batch`; reads back only the state words.
+    pub fn step(&mut self, batch: &Batch) -> VkResult<(StepReport, Timings)> {
+        self.set_batch(batch)?;
+        let timings = self.run_step()?;
+        Ok((self.report()?, timings))
+    }
+
+    /// What the last step did, from the state words.
+    pub fn report(&self) -> VkResult<StepReport> {
+        let w = self.read_state()?;
+        let fl = |i: usize| f32::from_bits(w[i]) as f64;
+        let skipped = match w[st::SKIP] {
+            0 => None,
+            1 => Some(SkipReason::NonFiniteNorm),
+            2 => Some(SkipReason::ZeroNorm),
+            3 => Some(SkipReason::NonFinitePostClip),
+            _ => Some(SkipReason::ZeroPostClip),
+        };
+        Ok(StepReport {
+            loss: fl(st::LOSS),
+            n_targets: self.ws()?.n_targets,
+            capped_tokens: w[st::CAPPED] as usize,
+            optim: OptimOutcome {
+                grad_norm: fl(st::NORM),
+                clipped: w[st::CLIPPED] == 1,
+                post_clip_norm: fl(st::POST_CLIP),
+                skipped,
+                scale: fl(st::STEP_SCALE),
+                next_scale: fl(st::SCALE),
+            },
+        })
+    }
+}

@@ -1,0 +1,221 @@
+//! The device buffers of one batch shape: the step's inputs (host-visible),
+//! every forward and backward intermediate (device-local, the layouts of the
+//! CPU trace), and the scratch of the reductions.
+
+use crate::dataset::Batch;
+use crate::model::Config;
+use crate::vk::{Buffer, Context, MemoryKind, VkError, VkResult};
+
+use super::kernels::SUMSQ_CHUNK;
+
+/// One GRU layer's buffers, each `[T, B, ·]`.
+pub struct LayerBufs {
+    pub gi: Buffer,
+    pub gh: Buffer,
+    /// r, z, n one after the other: `[3][T, B, H]`.
+    pub gates: Buffer,
+    pub h: Buffer,
+    /// Gradient arriving at h from above (not the recurrent path).
+    pub d_h: Buffer,
+    /// The whole gradient at h_t, recurrent path included.
+    pub dh_tot: Buffer,
+    pub d_gi: Buffer,
+    pub d_gh: Buffer,
+}
+
+pub struct Workspace {
+    pub t: usize,
+    pub b: usize,
+    /// T·B.
+    pub rows: usize,
+    /// Σ mask of the batch last written.
+    pub n_targets: usize,
+    pub tokens: Buffer,
+    pub targets: Buffer,
+    pub mask: Buffer,
+    /// V+1 starts, then the positions grouped by input token (embedding gradient).
+    pub csr: Buffer,
+    pub emb: Buffer,
+    pub layers: Vec<LayerBufs>,
+    pub q: Buffer,
+    pub k: Buffer,
+    pub v: Buffer,
+    pub attn: Buffer,
+    pub c: Buffer,
+    pub logits: Buffer,
+    pub token_loss: Buffer,
+    pub dlogits: Buffer,
+    /// dlogits with the per-token guard applied (only with the guard on).
+    pub dl_ctx: Buffer,
+    pub token_norm: Buffer,
+    pub d_s_head: Buffer,
+    pub d_c: Buffer,
+    pub ds: Buffer,
+    pub d_q: Buffer,
+    pub d_k: Buffer,
+    pub d_v: Buffer,
+    pub d_s_ctx: Buffer,
+    pub d_emb: Buffer,
+    pub partials: Buffer,
+}
+
+/// Bytes of device memory a workspace of `rows` positions takes.
+pub fn workspace_bytes(cfg: &Config, rows: usize) -> u64 {
+    let (d, h, a, v) = (cfg.d_embed, cfg.hidden, cfg.attn_dim, cfg.vocab);
+    let per_row = d + cfg.layers * (3 * h * 5 + h * 3) + 3 * a + 2 * cfg.heads * cfg.window + a + 3 * v + 2
+        + h + a + 3 * a + h + d;
+    (rows as u64 * per_row as u64 + 4 * rows as u64 + v as u64) * 4
+}
+
+impl Workspace {
+    pub fn new(ctx: &Context, cfg: &Config, t: usize, b: usize, n_params: usize) -> VkResult<Workspace> {
+        let rows = t * b;
+        if rows == 0 {
+            return Err(VkError::Invalid("a batch of no positions".into()));
+        }
+        let (d, h, a, v) = (cfg.d_embed, cfg.hidden, cfg.attn_dim, cfg.vocab);
+        let dev = |name: &str, n: usize| Buffer::device_f32(ctx, name, n);
+        let up = |name: &str, n: usize| Buffer::new(ctx, name, n as u64 * 4, MemoryKind::Upload);
+        let layers = (0..cfg.layers)
+            .map(|l| {
+                Ok(LayerBufs {
+                    gi: dev(&format!("gru.l{l}.gi"), rows * 3 * h)?,
+                    gh: dev(&format!("gru.l{l}.gh"), rows * 3 * h)?,
+                    gates: dev(&format!("gru.l{l}.gates"), 3 * rows * h)?,
+                    h: dev(&format!("gru.l{l}.h"), rows * h)?,
+                    d_h: dev(&format!("gru.l{l}.d_h"), rows * h)?,
+                    dh_tot: dev(&format!("gru.l{l}.dh_tot"), rows * h)?,
+                    d_gi: dev(&format!("gru.l{l}.d_gi"), rows * 3 * h)?,
+                    d_gh: dev(&format!("gru.l{l}.d_gh"), rows * 3 * h)?,
+                })
+            })
+            .collect::<VkResult<Vec<_>>>()?;
+        let window = rows * cfg.heads * cfg.window;
+        Ok(Workspace {
+            t,
+            b,
+            rows,
+            n_targets: 0,
+            tokens: up("batch.tokens", rows)?,
+            targets: up("batch.targets", rows)?,
+            mask: up("batch.mask", rows)?,
+            csr: up("batch.csr", v + 1 + rows)?,
+            emb: dev("embed.out", rows * d)?,
+            layers,
+            q: dev("ctx.q", rows * a)?,
+            k: dev("ctx.k", rows * a)?,
+            v: dev("ctx.v", rows * a)?,
+            attn: dev("ctx.attn", window)?,
+            c: dev("ctx.c", rows * a)?,
+            logits: dev("head.logits", rows * v)?,
+            token_loss: dev("loss.token", rows)?,
+            dlogits: dev("loss.dlogits", rows * v)?,
+            dl_ctx: dev("head.dlogits_guarded", rows * v)?,
+            token_norm: dev("ctx.token_norm", rows)?,
+            d_s_head: dev("head.d_s", rows * h)?,
+            d_c: dev("head.d_c", rows * a)?,
+            ds: dev("ctx.d_scores", window)?,
+            d_q: dev("ctx.d_q", rows * a)?,
+            d_k: dev("ctx.d_k", rows * a)?,
+            d_v: dev("ctx.d_v", rows * a)?,
+            d_s_ctx: dev("ctx.d_s", rows * h)?,
+            d_emb: dev("embed.d_out", rows * d)?,
+            partials: dev("reduce.partials", n_params.div_ceil(SUMSQ_CHUNK).max(rows))?,
+        })
+    }
+
+    /// Writes the batch's tokens, targets, mask and the embedding gradient's
+    /// position lists into the host-visible input buffers.
+    pub fn write_batch(&mut self, cfg: &Config, batch: &Batch) -> VkResult<()> {
+        if batch.t != self.t || batch.rows != self.b {
+            return Err(VkError::Invalid(format!(
+                "batch of {}×{} in a workspace of {}×{}",
+                batch.rows, batch.t, self.b, self.t
+            )));
+        }
+        let (t, b, v) = (self.t, self.b, cfg.vocab);
+        let bits = |x: u32| f32::from_bits(x);
+        let mut tokens = Vec::with_capacity(self.rows);
+        let mut targets = Vec::with_capacity(self.rows);
+        let mut mask = Vec::with_capacity(self.rows);
+        let mut counts = vec![0u32; v + 1];
+        for tt in 0..t {
+            for bb in 0..b {
+                let x = batch.input(bb, tt) as usize;
+                tokens.push(bits(x as u32));
+                targets.push(bits(batch.target(bb, tt) as u32));
+                mask.push(bits(batch.mask(bb, tt) as u32));
+                counts[x + 1] += 1;
+            }
+        }
+        for i in 0..v {
+            counts[i + 1] += counts[i];
+        }
+        let mut fill = counts.clone();
+        let mut positions = vec![0u32; self.rows];
+        for (row, &x) in tokens.iter().enumerate() {
+            let x = x.to_bits() as usize;
+            positions[fill[x] as usize] = row as u32;
+            fill[x] += 1;
+        }
+        let csr: Vec<f32> = counts.iter().chain(&positions).map(|&x| bits(x)).collect();
+        self.tokens.write_f32(0, &tokens)?;
+        self.targets.write_f32(0, &targets)?;
+        self.mask.write_f32(0, &mask)?;
+        self.csr.write_f32(0, &csr)?;
+        self.n_targets = batch.num_targets();
+        Ok(())
+    }
+
+    /// The buffer, offset and length of a trace tensor (the CPU trace's names).
+    pub fn slot(&self, cfg: &Config, name: &str) -> Option<(&Buffer, usize, usize)> {
+        let (rows, d, h, a, v) = (self.rows, cfg.d_embed, cfg.hidden, cfg.attn_dim, cfg.vocab);
+        fn whole(b: &Buffer, n: usize) -> (&Buffer, usize, usize) {
+            (b, 0, n)
+        }
+        Some(match name {
+            "embed.out" => whole(&self.emb, rows * d),
+            "embed.d_out" => whole(&self.d_emb, rows * d),
+            "ctx.q" => whole(&self.q, rows * a),
+            "ctx.k" => whole(&self.k, rows * a),
+            "ctx.v" => whole(&self.v, rows * a),
+            "ctx.attn" => whole(&self.attn, rows * cfg.heads * cfg.window),
+            "ctx.c" => whole(&self.c, rows * a),
+            "head.logits" => whole(&self.logits, rows * v),
+            "loss.token" => whole(&self.token_loss, rows),
+            "loss.dlogits" => whole(&self.dlogits, rows * v),
+            "head.d_s" => whole(&self.d_s_head, rows * h),
+            "head.d_c" => whole(&self.d_c, rows * a),
+            "ctx.d_q" => whole(&self.d_q, rows * a),
+            "ctx.d_k" => whole(&self.d_k, rows * a),
+            "ctx.d_v" => whole(&self.d_v, rows * a),
+            "ctx.d_s" => whole(&self.d_s_ctx, rows * h),
+            "ctx.token_norm" => whole(&self.token_norm, rows),
+            other => {
+                let rest = other.strip_prefix("gru.l")?;
+                let (l, field) = rest.split_once('.')?;
+                let l: usize = l.parse().ok()?;
+                let lb = self.layers.get(l)?;
+                match field {
+                    "gi" => whole(&lb.gi, rows * 3 * h),
+                    "gh" => whole(&lb.gh, rows * 3 * h),
+                    "r" => (&lb.gates, 0, rows * h),
+                    "z" => (&lb.gates, rows * h, rows * h),
+                    "n" => (&lb.gates, 2 * rows * h, rows * h),
+                    "h" => whole(&lb.h, rows * h),
+                    "d_h" => whole(&lb.d_h, rows * h),
+                    "d_gi" => whole(&lb.d_gi, rows * 3 * h),
+                    "d_gh" => whole(&lb.d_gh, rows * 3 * h),
+                    "d_in" => {
+                        if l == 0 {
+                            whole(&self.d_emb, rows * d)
+                        } else {
+                            whole(&self.layers[l - 1].d_h, rows * h)
+                        }
+                    }
+                    _ => return None,
+                }
+            }
+        })
+    }
+}

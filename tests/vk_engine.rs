@@ -1,0 +1,101 @@
+//! The whole training step on the Vulkan engine against the CPU reference:
+//! every trace tensor, the gradients, and optimizer steps.
+
+mod vk_support;
+
+use std::sync::Arc;
+
+use dualscope::cpu::{self, LossScale, OptimState, StepOptions};
+use dualscope::dataset::Batch;
+use dualscope::model::{Config, Params};
+use dualscope::rng::Rng;
+use dualscope::vk::engine::{Engine, FlatBuf};
+use dualscope::vk::ops::GemmPath;
+use vk_support::{assert_clean, context};
+
+fn rel(x: &[f32], want: &[f32]) -> f64 {
+    let (mut d, mut w) = (0.0f64, 0.0f64);
+    for (&a, &b) in x.iter().zip(want) {
+        d += (a as f64 - b as f64).powi(2);
+        w += (b as f64).powi(2);
+    }
+    if w > 0.0 { (d / w).sqrt() } else { d.sqrt() }
+}
+
+/// Rows of different lengths, random bytes, so masks and padding matter.
+fn batch(seed: u64, lens: &[usize]) -> Batch {
+    let mut rng = Rng::new(seed);
+    let rows: Vec<Vec<u8>> = lens.iter().map(|&n| (0..n).map(|_| (rng.next_u64() % 256) as u8).collect()).collect();
+    Batch::from_rows(&rows).unwrap()
+}
+
+/// A config whose widths divide nothing: H = 13, A = 6 over 3 heads, W = 4.
+fn odd() -> Config {
+    Config { vocab: 256, d_embed: 7, hidden: 13, layers: 2, attn_dim: 6, heads: 3, window: 4, batch: 3, seq_len: 11 }
+}
+
+#[test]
+fn every_trace_tensor_matches_the_cpu() {
+    let test = "every_trace_tensor_matches_the_cpu";
+    let Some(ctx) = context(test) else { return };
+    let ctx = Arc::new(ctx);
+    for (cfg, lens, cap) in [(odd(), vec![12, 5, 2], None), (Config::tiny(), vec![8, 8], Some(0.05)), (odd(), vec![3], None)] {
+        let params = Params::<f32>::init(&cfg, 7);
+        let b = batch(3, &lens);
+        let opts = StepOptions { token_cap: cap, ..Default::default() };
+        let (_, _, trace) = cpu::traced(&cfg, &params, &b, 1.0, cap).unwrap();
+        let mut e = Engine::new(&ctx, &cfg, &params, &opts, &LossScale::fixed(), GemmPath::TiledF32).unwrap();
+        let g = e.grads(&b).unwrap();
+        let cpu_g = cpu::grads(&cfg, &params, &b, cap).unwrap();
+        assert!((g.loss - cpu_g.loss).abs() <= 1e-5 * cpu_g.loss, "loss {} vs {}", g.loss, cpu_g.loss);
+        assert!((g.grad_norm - cpu_g.grad_norm).abs() <= 1e-4 * cpu_g.grad_norm);
+        assert_eq!(g.capped, cpu_g.capped);
+        let mut checked = 0;
+        for (name, want) in trace.iter() {
+            if name == "loss.value" {
+                continue;
+            }
+            let got = e.read_named(&[name]).unwrap().remove(0);
+            let r = rel(&got, &want.data);
+            eprintln!("{name}: {r:.2e}");
+            assert!(r <= 2e-5, "{name}: rel L2 {r:.3e} ({lens:?}, cap {cap:?})");
+            checked += 1;
+        }
+        assert!(checked > 40, "{checked} tensors");
+        for ((name, t), gt) in cpu_g.grads.named(&cfg).into_iter().zip(g.grads.tensors()) {
+            let r = rel(&gt.data, &t.data);
+            assert!(r <= 2e-5, "grad {name}: {r:.3e}");
+        }
+    }
+    assert_clean(&ctx, test);
+}
+
+#[test]
+fn training_steps_follow_the_cpu() {
+    let test = "training_steps_follow_the_cpu";
+    let Some(ctx) = context(test) else { return };
+    let ctx = Arc::new(ctx);
+    let cfg = odd();
+    let p0 = Params::<f32>::init(&cfg, 11);
+    // A small clip so that some steps clip and some do not.
+    let opts = StepOptions { clip: 0.5, ..Default::default() };
+    let mut e = Engine::new(&ctx, &cfg, &p0, &opts, &LossScale::fixed(), GemmPath::TiledF32).unwrap();
+    let (mut p, mut st, mut sc) = (p0.clone(), OptimState::<f32>::new(&cfg), LossScale::fixed());
+    for step in 0..4 {
+        let b = batch(100 + step, &[10, 7, 4]);
+        let cpu_r = cpu::train_step(&cfg, &mut p, &mut st, &mut sc, &b, &opts).unwrap();
+        let (gpu_r, _) = e.step(&b).unwrap();
+        assert!((gpu_r.loss - cpu_r.loss).abs() <= 1e-5 * cpu_r.loss, "step {step}: {gpu_r:?} vs {cpu_r:?}");
+        assert_eq!(gpu_r.optim.clipped, cpu_r.optim.clipped);
+        assert_eq!(gpu_r.optim.skipped, None);
+        let gp = e.read_params(FlatBuf::Params).unwrap();
+        for ((name, t), g) in p.named(&cfg).into_iter().zip(gp.tensors()) {
+            let r = rel(&g.data, &t.data);
+            assert!(r <= 1e-5, "step {step} param {name}: {r:.3e}");
+        }
+    }
+    let s = e.optim_state().unwrap();
+    assert_eq!(s.step, 4);
+    assert!(rel(&e.layout().flatten(&s.v), &e.layout().flatten(&st.v)) < 1e-4);
+    assert_clean(&ctx, test);
+}
