@@ -39,7 +39,9 @@ fn every_trace_tensor_matches_the_cpu() {
     let test = "every_trace_tensor_matches_the_cpu";
     let Some(ctx) = context(test) else { return };
     let ctx = Arc::new(ctx);
-    for (cfg, lens, cap) in [(odd(), vec![12, 5, 2], None), (Config::tiny(), vec![8, 8], Some(0.05)), (odd(), vec![3], None)] {
+    for (cfg, lens, cap) in
+        [(odd(), vec![12, 5, 2], None), (Config::tiny(), vec![8, 8], Some(0.05)), (odd(), vec![3], None)]
+    {
         let params = Params::<f32>::init(&cfg, 7);
         let b = batch(3, &lens);
         let opts = StepOptions { token_cap: cap, ..Default::default() };

@@ -65,11 +65,36 @@ pub struct LadderArgs {
     /// Device index in the ranked list (default: DUALSCOPE_VK_DEVICE, else 0).
     #[arg(long)]
     pub device: Option<usize>,
-    /// Seed of the random inputs.
+    /// Seed of the random inputs (GEMM operands, parameters, batch windows).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Text or JSON-lines file to take the batch from (default: the embedded dataset).
+    #[arg(long)]
+    pub data: Option<std::path::PathBuf>,
+    /// With --len: one row of --len positions starting at this token offset.
+    #[arg(long)]
+    pub offset: Option<usize>,
+    /// One row of this many positions (T; the row holds T+1 tokens) instead
+    /// of the config's batch of random windows.
+    #[arg(long)]
+    pub len: Option<usize>,
+    /// Parameters from this checkpoint (its config wins) instead of a seeded init.
+    #[arg(long)]
+    pub checkpoint: Option<std::path::PathBuf>,
+    /// isolated: each rung's GPU inputs come from the CPU; chained: from the GPU's own earlier stages.
+    #[arg(long, value_enum, default_value_t = ModeArg::Isolated)]
+    pub mode: ModeArg,
+    /// Also write the JSON report to this file (atomically).
+    #[arg(long)]
+    pub out: Option<std::path::PathBuf>,
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ModeArg {
+    Isolated,
+    Chained,
 }
 
 #[derive(Args, Debug)]
@@ -201,43 +226,157 @@ fn print_report(r: &DeviceReport) {
     }
 }
 
+/// The parameters and the batch the model rungs run on.
+fn ladder_inputs(
+    a: &LadderArgs,
+) -> Result<(Config, crate::model::Params<f32>, crate::dataset::Batch, String), CliError> {
+    use crate::dataset::{Batch, Dataset, synthetic};
+    let (cfg, params) = match &a.checkpoint {
+        Some(path) => {
+            let (cfg, p) = crate::checkpoint::load_params(path)?;
+            if a.config != "small" {
+                return Err(CliError::Usage("--config and --checkpoint: the checkpoint carries its config".into()));
+            }
+            (cfg, p)
+        }
+        None => {
+            let cfg = Config::resolve(&a.config)?;
+            let p = crate::model::Params::<f32>::init(&cfg, a.seed);
+            (cfg, p)
+        }
+    };
+    let ds = match &a.data {
+        Some(path) => Dataset::open(path)?,
+        None => synthetic::default_dataset(),
+    };
+    let (batch, source) = match (a.len, a.offset) {
+        (Some(t), offset) => {
+            let offset = offset.unwrap_or(0);
+            let row = ds.window(offset, t + 1)?;
+            (Batch::from_rows(&[row])?, format!("{}: one row of {t} positions at offset {offset}", ds.name()))
+        }
+        (None, Some(_)) => return Err(CliError::Usage("--offset needs --len".into())),
+        (None, None) => {
+            let b = ds.random_windows(a.seed, cfg.batch, cfg.seq_len + 1)?;
+            (b, format!("{}: {} random windows of {} positions (seed {})", ds.name(), cfg.batch, cfg.seq_len, a.seed))
+        }
+    };
+    Ok((cfg, params, batch, source))
+}
+
 pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
     let rungs: Vec<String> = if a.rungs.is_empty() {
-        ladder::IMPLEMENTED.iter().map(|s| s.to_string()).collect()
+        ladder::ALL_RUNGS.iter().map(|s| s.to_string()).collect()
     } else {
         a.rungs.iter().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()
     };
     if rungs.is_empty() {
-        return Err(CliError::Usage(format!("--rungs is empty; implemented: {}", ladder::IMPLEMENTED.join(", "))));
+        return Err(CliError::Usage(format!("--rungs is empty; the rungs are {}", ladder::ALL_RUNGS.join(", "))));
     }
     ladder::check_rungs(&rungs).map_err(|e| CliError::Usage(format!("--rungs: {e}")))?;
-    let cfg = Config::resolve(&a.config)?;
+    if let Some(out) = &a.out {
+        let inputs: Vec<&std::path::Path> = a.data.iter().chain(&a.checkpoint).map(|p| p.as_path()).collect();
+        super::common::check_output(out, &inputs)?;
+    }
     let precision = match a.precision {
         LadderPrecision::F32 => Precision::F32,
         LadderPrecision::F16 => Precision::F16,
         LadderPrecision::Bf16 => Precision::Bf16,
     };
+    let mode = match a.mode {
+        ModeArg::Isolated => ladder::Mode::Isolated,
+        ModeArg::Chained => ladder::Mode::Chained,
+    };
     let choice = GemmPathArg::choice(a.gemm_path)?;
-    let ctx = open(a.device)?;
+    let model_rungs = rungs.iter().any(|r| r != "gemm");
+    let (cfg, params, batch, source) = ladder_inputs(a)?;
+    if model_rungs && precision != Precision::F32 {
+        return Err(CliError::Usage(
+            "--precision f16/bf16 applies to the gemm rung only so far; rungs 2–11 check the f32 step".into(),
+        ));
+    }
+    let ctx = std::sync::Arc::new(open(a.device)?);
+    let engine_err = |e: ladder::LadderError| match e {
+        ladder::LadderError::Vk(VkError::Unsupported(why) | VkError::Invalid(why)) => CliError::Engine(why),
+        ladder::LadderError::Vk(e @ (VkError::Alloc { .. } | VkError::Limit(_))) => CliError::Engine(e.to_string()),
+        ladder::LadderError::Input(why) => CliError::Usage(why),
+        e => CliError::Failed(e.to_string()),
+    };
+    let mut model = None;
+    if model_rungs {
+        let setup = ladder::Setup {
+            cfg: cfg.clone(),
+            params,
+            batch: batch.clone(),
+            opts: crate::cpu::StepOptions::default(),
+            mode,
+            precision,
+        };
+        model = Some(ladder::ModelLadder::new(&ctx, setup).map_err(engine_err)?);
+    }
     let mut results: Vec<RungResult> = Vec::new();
     for id in &rungs {
-        let r = ladder::run_rung(&ctx, id, &cfg, precision, a.seed, choice).map_err(|e| match e {
-            ladder::LadderError::Vk(VkError::Unsupported(why) | VkError::Invalid(why)) => CliError::Engine(why),
-            e => CliError::Failed(e.to_string()),
-        })?;
+        let r = match (id.as_str(), model.as_mut()) {
+            ("gemm", _) => ladder::run_rung(&ctx, id, &cfg, precision, a.seed, choice),
+            (_, Some(m)) => m.run_rung(id),
+            (_, None) => unreachable!("model rungs build the model ladder"),
+        }
+        .map_err(engine_err)?;
         results.push(r);
     }
+    let end_to_end = match model.as_mut() {
+        Some(m) => Some(m.end_to_end().map_err(engine_err)?),
+        None => None,
+    };
     let validation_errors = ctx.validation_errors();
-    let failed = results.iter().any(|r| r.status == Status::Fail) || validation_errors > 0;
+    let failed = results.iter().any(|r| r.status == Status::Fail)
+        || end_to_end.as_ref().is_some_and(|e| e.status == Status::Fail)
+        || validation_errors > 0;
     let value = json!({
         "device": ctx.report().name,
-        "config": a.config,
+        "config": cfg,
         "precision": precision,
+        "mode": mode,
+        "batch": { "rows": batch.rows, "seq_len": batch.t, "targets": batch.num_targets(), "source": source },
         "validation": { "on": ctx.validation(), "errors": validation_errors },
         "rungs": results,
+        "end_to_end": end_to_end,
+        "status": if failed { "fail" } else { "pass" },
     });
-    emit(a.json, value, || print_table(ctx.report(), &results, validation_errors));
+    if let Some(out) = &a.out {
+        let text = serde_json::to_string_pretty(&value).expect("report serializes");
+        crate::checkpoint::write_atomic(out, text.as_bytes())?;
+    }
+    emit(a.json, value, || {
+        println!("batch: {source}; mode {}", mode.as_str());
+        print_table(ctx.report(), &results, validation_errors);
+        if let Some(e) = &end_to_end {
+            print_end_to_end(e);
+        }
+    });
     Ok(if failed { 1 } else { 0 })
+}
+
+fn print_end_to_end(e: &ladder::EndToEnd) {
+    println!(
+        "\nend-to-end {}: loss gpu {:.7} cpu {:.7} (rel {:.2e}, gate {:.0e}); grad norm gpu {:.6e} cpu {:.6e} (rel {:.2e}, diagnostic {:.0e}); grads rel L2 {:.2e}",
+        e.status.as_str(),
+        e.loss_gpu,
+        e.loss_cpu,
+        e.loss_rel_err,
+        e.loss_tolerance,
+        e.grad_norm_gpu,
+        e.grad_norm_cpu,
+        e.grad_norm_rel_diff,
+        e.grad_norm_tolerance,
+        e.grads_rel_l2
+    );
+    for c in &e.top_contributors {
+        println!("  {:<28} {:>5.1}% of the difference, rel L2 {:.2e}", c.tensor, 100.0 * c.share, c.rel_l2);
+    }
+    for n in &e.notes {
+        println!("  {n}");
+    }
 }
 
 fn ms(x: Option<f64>) -> String {
@@ -266,16 +405,17 @@ fn print_table(r: &DeviceReport, results: &[RungResult], validation_errors: u64)
             rung.cpu_ms
         );
         println!(
-            "  {:<5} {:<42} {:<26} {:>10} {:>10} {:>10} {:>8} {:>9} {:>9}",
-            "", "case", "shape", "rel_l2", "cpu_f32", "max_abs", "nonfin", "gpu_ms", "cpu_ms"
+            "  {:<5} {:<42} {:<26} {:>10} {:>10} {:>10} {:>10} {:>8} {:>9} {:>9}",
+            "", "case", "shape", "rel_l2", "gpu_f64", "cpu32_f64", "max_abs", "nonfin", "gpu_ms", "cpu_ms"
         );
         for c in &rung.cases {
             println!(
-                "  {:<5} {:<42} {:<26} {:>10.3e} {:>10.3e} {:>10.3e} {:>8} {:>9} {:>9.3}",
+                "  {:<5} {:<42} {:<26} {:>10.3e} {:>10} {:>10.3e} {:>10.3e} {:>8} {:>9} {:>9.3}",
                 c.status.as_str(),
                 c.name,
                 c.params,
                 c.rel_l2,
+                c.rel_l2_gpu_f64.map_or("-".into(), |x| format!("{x:.3e}")),
                 c.rel_l2_cpu_f32,
                 c.max_abs_err,
                 format!("{}/{}", c.non_finite_cpu, c.non_finite_gpu),

@@ -240,6 +240,7 @@ fn run_case(ctx: &Context, c: &GemmCase, rng: &mut Rng, path: GemmPath) -> Resul
         status,
         rel_l2: gpu.rel_l2,
         rel_l2_cpu_f32: cpu_cmp.rel_l2,
+        rel_l2_gpu_f64: None,
         max_abs_err: gpu.max_abs_err,
         max_abs_index: gpu.max_abs_index,
         non_finite_cpu: cpu_cmp.non_finite_want,

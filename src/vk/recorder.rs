@@ -14,7 +14,7 @@ use super::error::{VkError, VkResult, call};
 use super::kernel::{Kernel, PushConstants};
 
 /// Dispatches timed per sequence; later ones run untimed.
-const MAX_TIMED: u32 = 256;
+const MAX_TIMED: u32 = 32768;
 /// Descriptor sets per descriptor pool chunk.
 const SETS_PER_POOL: u32 = 64;
 const DESCRIPTORS_PER_SET: u32 = 8;

@@ -464,12 +464,7 @@ impl Engine {
                 let ctxw = self.off("head.ctx.weight");
                 self.mm(seq, (rows, v, h), (s, 0, false), (pb, tok, true), (&ws.logits, 0), false)?;
                 self.mm(seq, (rows, v, a), (&ws.c, 0, false), (pb, ctxw, true), (&ws.logits, 0), true)?;
-                let p = ModelPush {
-                    n: u(rows * v, "n")?,
-                    d: v as u32,
-                    off1: self.off("head.bias") as u32,
-                    ..base
-                };
+                let p = ModelPush { n: u(rows * v, "n")?, d: v as u32, off1: self.off("head.bias") as u32, ..base };
                 self.run(seq, &BIAS_ADD, &[pb, &ws.logits], &p, rows * v, "head bias")?;
             }
             Stage::Loss => {
@@ -530,8 +525,17 @@ impl Engine {
                     self.mm(seq, (3 * h, n_in, rows), (&lb.d_gi, 0, true), (input, 0, false), (gb, w_ih), false)?;
                     // dW_hh pairs d_gh at t with h at t-1 (nothing at t = 0).
                     let shifted = rows - ws.b;
-                    self.mm(seq, (3 * h, h, shifted), (&lb.d_gh, ws.b * 3 * h, true), (&lb.h, 0, false), (gb, w_hh), false)?;
-                    for (name, src) in [(format!("gru.bias_ih_l{l}"), &lb.d_gi), (format!("gru.bias_hh_l{l}"), &lb.d_gh)] {
+                    self.mm(
+                        seq,
+                        (3 * h, h, shifted),
+                        (&lb.d_gh, ws.b * 3 * h, true),
+                        (&lb.h, 0, false),
+                        (gb, w_hh),
+                        false,
+                    )?;
+                    for (name, src) in
+                        [(format!("gru.bias_ih_l{l}"), &lb.d_gi), (format!("gru.bias_hh_l{l}"), &lb.d_gh)]
+                    {
                         let p = ModelPush { n: rows as u32, d: (3 * h) as u32, off1: self.off(&name) as u32, ..base };
                         self.run(seq, &COL_SUM, &[src, gb], &p, 3 * h, &format!("{name} grad"))?;
                     }

@@ -62,8 +62,18 @@ pub struct Workspace {
 /// Bytes of device memory a workspace of `rows` positions takes.
 pub fn workspace_bytes(cfg: &Config, rows: usize) -> u64 {
     let (d, h, a, v) = (cfg.d_embed, cfg.hidden, cfg.attn_dim, cfg.vocab);
-    let per_row = d + cfg.layers * (3 * h * 5 + h * 3) + 3 * a + 2 * cfg.heads * cfg.window + a + 3 * v + 2
-        + h + a + 3 * a + h + d;
+    let per_row = d
+        + cfg.layers * (3 * h * 5 + h * 3)
+        + 3 * a
+        + 2 * cfg.heads * cfg.window
+        + a
+        + 3 * v
+        + 2
+        + h
+        + a
+        + 3 * a
+        + h
+        + d;
     (rows as u64 * per_row as u64 + 4 * rows as u64 + v as u64) * 4
 }
 

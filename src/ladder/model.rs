@@ -1,0 +1,548 @@
+//! Rungs 2–11 and the end-to-end gate: each stage of the training step on the
+//! Vulkan engine against the CPU reference in f32 (the contract) and in f64
+//! (which side is off).
+//!
+//! Isolated mode uploads the CPU's f32 values of a stage's inputs before the
+//! GPU runs that stage alone, so each rung is judged by itself. Chained mode
+//! runs the whole step on the GPU from its own outputs, as in training, and
+//! compares every stage's outputs afterwards, so errors propagate.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use super::compare::compare;
+use super::{CaseResult, LadderError, Precision, RungResult, Status};
+use crate::cpu::{self, LossScale, OptimState, StepOptions, Trace};
+use crate::dataset::Batch;
+use crate::model::{Config, Params};
+use crate::vk::engine::{Engine, Stage};
+use crate::vk::ops::GemmPath;
+use crate::vk::{Context, VkError};
+
+/// How the GPU side gets a stage's inputs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// From the CPU's f32 values: every rung judged alone.
+    #[default]
+    Isolated,
+    /// From the GPU's own earlier stages: errors propagate as in training.
+    Chained,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Isolated => "isolated",
+            Mode::Chained => "chained",
+        }
+    }
+}
+
+/// A GPU error this many times the f32 CPU engine's (both against f64), though
+/// within the contract, is a warning: the kernel loses accuracy.
+const WARN_RATIO: f64 = 16.0;
+/// ... unless it is below this, where both sides are at rounding level.
+const WARN_FLOOR: f64 = 1e-6;
+
+/// The relative L2 tolerance of a tensor of `rung` against the f32 CPU engine.
+///
+/// Both engines compute in f32 with different summation orders, so they differ
+/// by rounding: for a sum of `k` terms, about sqrt(k)·2^-24 relative, a few
+/// 1e-7 for the model's widths (measured: 1e-7 to 4e-7 on lavapipe and the
+/// H200). The forward rungs allow 1e-5, about 25× that; the GRU recurrence
+/// 2e-5, since its rounding differences carry from step to step; `embed_fwd`
+/// is a copy and must be exact. The backward rungs allow 1e-4, the contract of
+/// `grads --engine gpu` (gradients sum over every position, and their inputs
+/// already carry the forward's differences in chained mode). A wrong index,
+/// gate order, window edge or missing term gives errors of order 1e-2 to 1.
+pub fn tolerance(rung: &str, tensor: &str) -> f64 {
+    match rung {
+        "embed_fwd" => 0.0,
+        "gru_fwd" => 2e-5,
+        "attn_fwd" | "head_fwd" | "loss" => 1e-5,
+        "optim" if tensor.starts_with("param.") || tensor == "grad_norm" => 1e-5,
+        _ => 1e-4,
+    }
+}
+
+/// The trace tensors a rung compares.
+pub fn outputs(rung: &str, cfg: &Config) -> Vec<String> {
+    let layers = |fields: &[&str]| -> Vec<String> {
+        (0..cfg.layers).flat_map(|l| fields.iter().map(move |f| format!("gru.l{l}.{f}"))).collect()
+    };
+    let v = |names: &[&str]| names.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    match rung {
+        "embed_fwd" => v(&["embed.out"]),
+        "gru_fwd" => layers(&["gi", "gh", "r", "z", "n", "h"]),
+        "attn_fwd" => v(&["ctx.q", "ctx.k", "ctx.v", "ctx.attn", "ctx.c"]),
+        "head_fwd" => v(&["head.logits"]),
+        "loss" => v(&["loss.value", "loss.token", "loss.dlogits"]),
+        "head_bwd" => v(&[
+            "grad.head.tok.weight",
+            "grad.head.ctx.weight",
+            "grad.head.bias",
+            "head.d_s",
+            "head.d_c",
+            "ctx.token_norm",
+        ]),
+        "attn_bwd" => v(&[
+            "ctx.d_q",
+            "ctx.d_k",
+            "ctx.d_v",
+            "grad.ctx.q.weight",
+            "grad.ctx.k.weight",
+            "grad.ctx.v.weight",
+            "ctx.d_s",
+        ]),
+        "gru_bwd" => {
+            let mut out = layers(&["d_h", "d_gi", "d_gh", "d_in"]);
+            for l in 0..cfg.layers {
+                for p in ["weight_ih", "weight_hh", "bias_ih", "bias_hh"] {
+                    out.push(format!("grad.gru.{p}_l{l}"));
+                }
+            }
+            out
+        }
+        "embed_bwd" => v(&["grad.embed.weight"]),
+        "optim" => {
+            let mut out = vec!["grad_norm".to_string()];
+            for (name, _) in crate::model::param_specs(cfg) {
+                for prefix in ["param.", "adam.m.", "adam.v."] {
+                    out.push(format!("{prefix}{name}"));
+                }
+            }
+            out
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// The tensors a stage reads that an earlier stage wrote (uploaded from the
+/// CPU in isolated mode).
+fn inputs(rung: &str, cfg: &Config) -> Vec<String> {
+    let top = format!("gru.l{}.h", cfg.layers - 1);
+    let v = |names: &[&str]| names.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    match rung {
+        "gru_fwd" => v(&["embed.out"]),
+        "attn_fwd" => vec![top],
+        "head_fwd" => vec![top, "ctx.c".into()],
+        "loss" => v(&["head.logits"]),
+        "head_bwd" => vec![top, "ctx.c".into(), "loss.dlogits".into()],
+        "attn_bwd" => vec![top, "ctx.q".into(), "ctx.k".into(), "ctx.v".into(), "ctx.attn".into(), "head.d_c".into()],
+        "gru_bwd" => {
+            let mut out = v(&["embed.out", "head.d_s", "ctx.d_s"]);
+            for l in 0..cfg.layers {
+                for f in ["gh", "r", "z", "n", "h"] {
+                    out.push(format!("gru.l{l}.{f}"));
+                }
+            }
+            out
+        }
+        "embed_bwd" => v(&["embed.d_out"]),
+        _ => Vec::new(),
+    }
+}
+
+fn stage(rung: &str) -> Option<Stage> {
+    Some(match rung {
+        "embed_fwd" => Stage::EmbedFwd,
+        "gru_fwd" => Stage::GruFwd,
+        "attn_fwd" => Stage::AttnFwd,
+        "head_fwd" => Stage::HeadFwd,
+        "loss" => Stage::Loss,
+        "head_bwd" => Stage::HeadBwd,
+        "attn_bwd" => Stage::AttnBwd,
+        "gru_bwd" => Stage::GruBwd,
+        "embed_bwd" => Stage::EmbedBwd,
+        "optim" => Stage::Optim,
+        _ => return None,
+    })
+}
+
+/// The CPU profile phases of a rung (`cpu::profile` span names).
+fn cpu_phases(rung: &str) -> &'static [&'static str] {
+    match rung {
+        "embed_fwd" => &["embed_fwd"],
+        "gru_fwd" => &["gru_fwd_input_gemm", "gru_fwd_recurrence"],
+        "attn_fwd" => &["qkv_fwd", "attn_fwd"],
+        "head_fwd" => &["head_fwd"],
+        "loss" => &["loss_fwd", "loss_bwd"],
+        "head_bwd" => &["head_bwd"],
+        "attn_bwd" => &["attn_bwd", "qkv_bwd"],
+        "gru_bwd" => &["gru_bwd_recurrence", "gru_bwd_weight_gemm"],
+        "embed_bwd" => &["embed_bwd"],
+        "optim" => &["optimizer"],
+        _ => &[],
+    }
+}
+
+/// What the ladder runs on.
+#[derive(Clone, Debug)]
+pub struct Setup {
+    pub cfg: Config,
+    pub params: Params<f32>,
+    pub batch: Batch,
+    pub opts: StepOptions,
+    pub mode: Mode,
+    pub precision: Precision,
+}
+
+/// The end-to-end step: the loss is the hard gate; the gradient-norm
+/// difference is a diagnostic that names the tensors contributing most.
+#[derive(Clone, Debug, Serialize)]
+pub struct EndToEnd {
+    pub status: Status,
+    pub loss_cpu: f64,
+    pub loss_gpu: f64,
+    pub loss_rel_err: f64,
+    pub loss_tolerance: f64,
+    pub grad_norm_cpu: f64,
+    pub grad_norm_gpu: f64,
+    pub grad_norm_rel_diff: f64,
+    pub grad_norm_tolerance: f64,
+    /// ‖g_gpu − g_cpu‖ / ‖g_cpu‖ over all parameters.
+    pub grads_rel_l2: f64,
+    /// Tensors by their share of ‖g_gpu − g_cpu‖², largest first (top 5).
+    pub top_contributors: Vec<Contributor>,
+    pub gpu_ms: Option<f64>,
+    pub cpu_ms: f64,
+    pub notes: Vec<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Contributor {
+    pub tensor: String,
+    /// Fraction of the squared difference of all gradients.
+    pub share: f64,
+    pub rel_l2: f64,
+}
+
+/// The loss gate (relative), MODEL.md's contract for an f32 engine.
+pub const LOSS_TOLERANCE: f64 = 1e-5;
+/// The gradient-norm diagnostic (relative).
+pub const NORM_TOLERANCE: f64 = 1e-4;
+
+/// A prepared ladder: the CPU traces (f32 and f64), the optimizer's starting
+/// state, and the engine.
+pub struct ModelLadder {
+    pub setup: Setup,
+    engine: Engine,
+    cpu32: Trace<f32>,
+    cpu64: Trace<f64>,
+    cpu_ms: Vec<(&'static str, f64)>,
+    /// The optimizer state both sides start the `optim` rung from (after one
+    /// CPU step, so that the moments are not zero), and what the CPU made of it.
+    prior: OptimState<f32>,
+    after: (Params<f32>, OptimState<f32>, f64),
+    after64: (Params<f64>, OptimState<f64>, f64),
+    /// Chained mode: the GPU's tensors from one whole step, read once.
+    chained: Option<(Vec<(String, Vec<f32>)>, Option<f64>)>,
+}
+
+impl ModelLadder {
+    pub fn new(ctx: &Arc<Context>, setup: Setup) -> Result<ModelLadder, LadderError> {
+        if setup.precision != Precision::F32 {
+            return Err(LadderError::Vk(VkError::Unsupported(
+                "rungs 2–11 run the f32 step; the mixed-precision step is not built yet (use --precision f32, or --rungs gemm)"
+                    .into(),
+            )));
+        }
+        let cfg = &setup.cfg;
+        let cpu_err = |e: cpu::CpuError| LadderError::Input(e.to_string());
+        cpu::profile::enable(true);
+        let (_, _, cpu32) =
+            cpu::traced(cfg, &setup.params, &setup.batch, 1.0, setup.opts.token_cap).map_err(cpu_err)?;
+        // The optimizer: one CPU step from zero moments gives the prior state.
+        let g32 = Params::from_iter_canonical(
+            cfg,
+            &mut crate::model::param_specs(cfg)
+                .into_iter()
+                .map(|(n, _)| cpu32.get(&format!("grad.{n}")).expect("traced").clone()),
+        );
+        let mut prior = OptimState::<f32>::new(cfg);
+        {
+            let (mut p, mut g) = (setup.params.clone(), g32.clone());
+            cpu::apply_step(cfg, &mut p, &mut g, &mut prior, &mut LossScale::fixed(), &setup.opts);
+        }
+        let (mut p1, mut g1, mut s1) = (setup.params.clone(), g32.clone(), prior.clone());
+        let out = cpu::apply_step(cfg, &mut p1, &mut g1, &mut s1, &mut LossScale::fixed(), &setup.opts);
+        let cpu_ms = cpu::profile::take();
+        cpu::profile::enable(false);
+        let after = (p1, s1, out.grad_norm);
+
+        let p64: Params<f64> = setup.params.cast();
+        let (_, _, cpu64) = cpu::traced(cfg, &p64, &setup.batch, 1.0, setup.opts.token_cap).map_err(cpu_err)?;
+        let g64 = Params::from_iter_canonical(
+            cfg,
+            &mut crate::model::param_specs(cfg)
+                .into_iter()
+                .map(|(n, _)| cpu64.get(&format!("grad.{n}")).expect("traced").clone()),
+        );
+        let mut s64 = OptimState::<f64> { m: prior.m.cast(), v: prior.v.cast(), step: prior.step };
+        let (mut q64, mut gg64) = (p64, g64);
+        let out64 = cpu::apply_step(cfg, &mut q64, &mut gg64, &mut s64, &mut LossScale::fixed(), &setup.opts);
+        let after64 = (q64, s64, out64.grad_norm);
+
+        let engine = Engine::new(ctx, cfg, &setup.params, &setup.opts, &LossScale::fixed(), GemmPath::TiledF32)?;
+        let mut l = ModelLadder { setup, engine, cpu32, cpu64, cpu_ms, prior, after, after64, chained: None };
+        l.engine.set_batch(&l.setup.batch)?;
+        Ok(l)
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The CPU f32 trace the ladder compares against.
+    pub fn cpu_trace(&self) -> &Trace<f32> {
+        &self.cpu32
+    }
+
+    fn reset_optimizer(&self) -> Result<(), LadderError> {
+        self.engine.set_params(&self.setup.params)?;
+        self.engine.set_optim_state(&self.prior, &LossScale::fixed())?;
+        Ok(())
+    }
+
+    /// The CPU's values of a compared tensor: (f32, f64).
+    fn cpu_values(&self, name: &str) -> (Vec<f32>, Vec<f64>) {
+        let specs = |prefix: &str| name.strip_prefix(prefix);
+        let pick32 = |p: &Params<f32>, n: &str| -> Vec<f32> {
+            p.named(&self.setup.cfg).into_iter().find(|(k, _)| k == n).map(|(_, t)| t.data.clone()).unwrap_or_default()
+        };
+        let pick64 = |p: &Params<f64>, n: &str| -> Vec<f64> {
+            p.named(&self.setup.cfg).into_iter().find(|(k, _)| k == n).map(|(_, t)| t.data.clone()).unwrap_or_default()
+        };
+        if name == "grad_norm" {
+            return (vec![self.after.2 as f32], vec![self.after64.2]);
+        }
+        if let Some(n) = specs("param.") {
+            return (pick32(&self.after.0, n), pick64(&self.after64.0, n));
+        }
+        if let Some(n) = specs("adam.m.") {
+            return (pick32(&self.after.1.m, n), pick64(&self.after64.1.m, n));
+        }
+        if let Some(n) = specs("adam.v.") {
+            return (pick32(&self.after.1.v, n), pick64(&self.after64.1.v, n));
+        }
+        let t32 = self.cpu32.get(name).map(|t| t.data.clone()).unwrap_or_default();
+        let t64 = self.cpu64.get(name).map(|t| t.data.clone()).unwrap_or_default();
+        (t32, t64)
+    }
+
+    /// Reads GPU tensors by name (`loss.value` and `grad_norm` from the state).
+    fn gpu_values(&self, names: &[String]) -> Result<Vec<Vec<f32>>, LadderError> {
+        let tensors: Vec<&str> =
+            names.iter().map(|s| s.as_str()).filter(|n| *n != "loss.value" && *n != "grad_norm").collect();
+        let mut read = self.engine.read_named(&tensors)?.into_iter();
+        let report = self.engine.report()?;
+        Ok(names
+            .iter()
+            .map(|n| match n.as_str() {
+                "loss.value" => vec![report.loss as f32],
+                "grad_norm" => vec![report.optim.grad_norm as f32],
+                _ => read.next().expect("one per tensor"),
+            })
+            .collect())
+    }
+
+    /// Runs the whole step on the GPU once (chained mode and the end-to-end
+    /// gate) and keeps every compared tensor.
+    fn chained(&mut self) -> Result<&(Vec<(String, Vec<f32>)>, Option<f64>), LadderError> {
+        if self.chained.is_none() {
+            self.reset_optimizer()?;
+            let timings = self.engine.run_step()?;
+            let cfg = &self.setup.cfg;
+            let names: Vec<String> = super::ALL_RUNGS.iter().flat_map(|r| outputs(r, cfg)).collect();
+            // The optimizer rewrote the gradients (unscale, clip): its rung reads
+            // params and moments only; the backward rungs need the raw gradients,
+            // which equal the unscaled ones at S = 1 unless clipped, so read
+            // them from a forward-backward run first.
+            let grads_names: Vec<String> = names.iter().filter(|n| n.starts_with("grad.")).cloned().collect();
+            let after_step: Vec<String> = names.iter().filter(|n| !n.starts_with("grad.")).cloned().collect();
+            let mut values: Vec<(String, Vec<f32>)> =
+                after_step.iter().cloned().zip(self.gpu_values(&after_step)?).collect();
+            self.engine.set_params(&self.setup.params)?;
+            self.engine.run_grads()?;
+            values.extend(grads_names.iter().cloned().zip(self.gpu_values(&grads_names)?));
+            self.chained = Some((values, timings.total_ms()));
+        }
+        Ok(self.chained.as_ref().expect("set above"))
+    }
+
+    /// Runs one of rungs 2–11.
+    pub fn run_rung(&mut self, rung: &str) -> Result<RungResult, LadderError> {
+        let st = stage(rung).ok_or_else(|| LadderError::Unknown(rung.to_string()))?;
+        let cfg = self.setup.cfg.clone();
+        let names = outputs(rung, &cfg);
+        let (gpu, gpu_ms): (Vec<Vec<f32>>, Option<f64>) = match self.setup.mode {
+            Mode::Chained => {
+                let (all, _) = self.chained()?;
+                let got = names
+                    .iter()
+                    .map(|n| all.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone()).unwrap_or_default())
+                    .collect();
+                (got, None)
+            }
+            Mode::Isolated => {
+                for input in inputs(rung, &cfg) {
+                    let data = &self.cpu32.get(&input).expect("traced").data;
+                    self.engine.write_named(&input, data)?;
+                }
+                if st == Stage::Optim {
+                    self.reset_optimizer()?;
+                    for (name, _) in crate::model::param_specs(&cfg) {
+                        let g = format!("grad.{name}");
+                        self.engine.write_named(&g, &self.cpu32.get(&g).expect("traced").data)?;
+                    }
+                }
+                let t = self.engine.run_stages(&[st])?;
+                let ms = t.dispatches.iter().filter(|d| d.0 != "state begin").filter_map(|d| d.1).sum::<f64>() / 1e6;
+                (self.gpu_values(&names)?, t.total_ms().map(|_| ms))
+            }
+        };
+        let tol_case = |n: &str| tolerance(rung, n);
+        let mut cases = Vec::new();
+        for (name, got) in names.iter().zip(gpu) {
+            let (want32, want64) = self.cpu_values(name);
+            cases.push(case(name, &got, &want32, &want64, tol_case(name)));
+        }
+        let cpu_ms = self.cpu_ms.iter().filter(|(n, _)| cpu_phases(rung).contains(n)).map(|(_, ms)| ms).sum();
+        let mut r = RungResult::from_cases(rung, self.setup.precision, cases);
+        r.gpu_ms = gpu_ms;
+        r.cpu_ms = cpu_ms;
+        if rung == "optim" && self.setup.mode == Mode::Isolated {
+            let rep = self.engine.report()?;
+            if rep.optim.clipped != (self.after.2 > self.setup.opts.clip) || rep.optim.skipped.is_some() {
+                r.status = Status::Fail;
+                r.cases[0].notes.push(format!(
+                    "the GPU decided clipped={} skipped={:?}; the CPU clipped={} and took the step",
+                    rep.optim.clipped,
+                    rep.optim.skipped,
+                    self.after.2 > self.setup.opts.clip
+                ));
+            }
+        }
+        Ok(r)
+    }
+
+    /// The end-to-end step: the GPU's whole step (chained) against the CPU.
+    pub fn end_to_end(&mut self) -> Result<EndToEnd, LadderError> {
+        let cfg = self.setup.cfg.clone();
+        let loss_cpu = self.cpu32.get("loss.value").map_or(f64::NAN, |t| t.data[0] as f64);
+        let cpu_ms = self.cpu_ms.iter().map(|(_, ms)| ms).sum();
+        let (all, gpu_ms) = self.chained()?.clone();
+        let get = |n: &str| all.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone()).unwrap_or_default();
+        let loss_gpu = get("loss.value").first().map_or(f64::NAN, |&x| x as f64);
+        let (mut diff_total, mut norm_cpu2, mut norm_gpu2) = (0.0f64, 0.0f64, 0.0f64);
+        let mut per: Vec<(String, f64, f64)> = Vec::new();
+        for (name, _) in crate::model::param_specs(&cfg) {
+            let g = get(&format!("grad.{name}"));
+            let c = &self.cpu32.get(&format!("grad.{name}")).expect("traced").data;
+            let (mut d2, mut c2) = (0.0f64, 0.0f64);
+            for (&x, &y) in g.iter().zip(c) {
+                d2 += (x as f64 - y as f64).powi(2);
+                c2 += (y as f64).powi(2);
+                norm_gpu2 += (x as f64).powi(2);
+            }
+            norm_cpu2 += c2;
+            diff_total += d2;
+            per.push((name, d2, if c2 > 0.0 { (d2 / c2).sqrt() } else { d2.sqrt() }));
+        }
+        per.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let top_contributors = per
+            .iter()
+            .take(5)
+            .map(|(n, d2, rel)| Contributor {
+                tensor: n.clone(),
+                share: if diff_total > 0.0 { d2 / diff_total } else { 0.0 },
+                rel_l2: *rel,
+            })
+            .collect::<Vec<_>>();
+        let (ncpu, ngpu) = (norm_cpu2.sqrt(), norm_gpu2.sqrt());
+        let loss_rel_err = (loss_gpu - loss_cpu).abs() / loss_cpu.abs().max(f64::MIN_POSITIVE);
+        let norm_diff = (ngpu - ncpu).abs() / ncpu.max(f64::MIN_POSITIVE);
+        let mut notes = Vec::new();
+        let status = if !(loss_rel_err <= LOSS_TOLERANCE) {
+            notes.push(format!("loss differs by {loss_rel_err:.3e} relative (gate {LOSS_TOLERANCE:.0e})"));
+            Status::Fail
+        } else if !(norm_diff <= NORM_TOLERANCE) {
+            let names: Vec<String> =
+                top_contributors.iter().take(3).map(|c| format!("{} ({:.0}%)", c.tensor, 100.0 * c.share)).collect();
+            notes.push(format!(
+                "gradient norms differ by {norm_diff:.3e} relative (diagnostic {NORM_TOLERANCE:.0e}); most of the difference is in {}",
+                names.join(", ")
+            ));
+            Status::Warn
+        } else {
+            Status::Pass
+        };
+        Ok(EndToEnd {
+            status,
+            loss_cpu,
+            loss_gpu,
+            loss_rel_err,
+            loss_tolerance: LOSS_TOLERANCE,
+            grad_norm_cpu: ncpu,
+            grad_norm_gpu: ngpu,
+            grad_norm_rel_diff: norm_diff,
+            grad_norm_tolerance: NORM_TOLERANCE,
+            grads_rel_l2: if norm_cpu2 > 0.0 { (diff_total / norm_cpu2).sqrt() } else { diff_total.sqrt() },
+            top_contributors,
+            gpu_ms,
+            cpu_ms,
+            notes,
+        })
+    }
+}
+
+/// One tensor's comparison: the contract against the f32 CPU engine, the
+/// f64 column for both sides.
+fn case(name: &str, got: &[f32], want32: &[f32], want64: &[f64], tol: f64) -> CaseResult {
+    let wide: Vec<f64> = want32.iter().map(|&x| x as f64).collect();
+    let mut notes = Vec::new();
+    if got.len() != want32.len() {
+        notes.push(format!("the GPU gave {} values, the CPU {}", got.len(), want32.len()));
+    }
+    let c = compare(got, &wide);
+    let gpu64 = if want64.len() == got.len() { compare(got, want64).rel_l2 } else { f64::NAN };
+    let cpu64 = if want64.len() == want32.len() { compare(want32, want64).rel_l2 } else { f64::NAN };
+    let mut status = Status::Pass;
+    if !notes.is_empty() {
+        status = Status::Fail;
+    }
+    if c.new_non_finite > 0 {
+        notes.push(format!("{} values are non-finite on the GPU only", c.new_non_finite));
+        status = Status::Fail;
+    }
+    if !(c.rel_l2 <= tol) {
+        notes.push(format!("rel L2 {:.3e} against the f32 CPU is over the tolerance {tol:.1e}", c.rel_l2));
+        status = Status::Fail;
+    }
+    if status == Status::Pass && gpu64 > WARN_FLOOR && gpu64 > WARN_RATIO * cpu64 {
+        notes.push(format!(
+            "against f64 the GPU is off by {gpu64:.2e}, {:.0}× the f32 CPU's {cpu64:.2e}",
+            gpu64 / cpu64.max(f64::MIN_POSITIVE)
+        ));
+        status = Status::Warn;
+    }
+    CaseResult {
+        name: name.to_string(),
+        params: format!("{} values", got.len()),
+        status,
+        rel_l2: c.rel_l2,
+        rel_l2_cpu_f32: cpu64,
+        rel_l2_gpu_f64: Some(gpu64),
+        max_abs_err: c.max_abs_err,
+        max_abs_index: c.max_abs_index,
+        non_finite_cpu: c.non_finite_want,
+        non_finite_gpu: c.non_finite_got,
+        sentinel_ok: true,
+        tolerance: tol,
+        gpu_ms: None,
+        cpu_ms: 0.0,
+        notes,
+    }
+}
