@@ -527,7 +527,8 @@ fn ui_stays_responsive_while_the_worker_computes() {
 fn ladder_panel_runs_and_inspects_a_rung() {
     let mut h = harness(tiny(40), (1600.0, 1000.0));
     wait_for_trace(&mut h);
-    h.get_by_label("not run");
+    // Eleven rungs and the end-to-end step, none run yet.
+    assert_eq!(h.get_all_by_label("not run").count(), 12);
     h.get_by_label("Run ladder").click();
     h.run_steps(2);
     assert!(h.state().ladder().is_busy() || !h.state().ladder().results.is_empty());
@@ -544,12 +545,17 @@ fn ladder_panel_runs_and_inspects_a_rung() {
         Ok(_) => {
             let r = gemm.as_ref().expect("rung 1 ran on the GPU");
             assert_eq!(r.status, dualscope::ladder::Status::Pass);
-            h.get_by_label("pass");
+            for id in dualscope::ladder::ALL_RUNGS {
+                let r = h.state().ladder().results.get(id).expect("every rung ran");
+                assert_eq!(r.as_ref().map(|r| r.status), Ok(dualscope::ladder::Status::Pass), "{id}");
+            }
+            let e2e = h.state().ladder().end_to_end.as_ref().expect("the end-to-end step ran");
+            assert_eq!(e2e.as_ref().map(|e| e.status), Ok(dualscope::ladder::Status::Pass));
+            assert_eq!(h.get_all_by_label("pass").count(), 12);
         }
         Err(_) => assert!(gemm.is_err(), "without a GPU the rung reports why"),
     }
-    // Unimplemented rungs say so.
-    assert_eq!(h.get_all_by_label("not implemented").count(), 11);
+    assert_eq!(h.query_all_by_label("not run").count(), 0);
     h.get_by_label("gemm").click();
     h.run_steps(2);
     assert_eq!(h.state().state.selected_rung.as_deref(), Some("gemm"));

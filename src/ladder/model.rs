@@ -224,6 +224,14 @@ pub const LOSS_TOLERANCE: f64 = 1e-5;
 /// The gradient-norm diagnostic (relative).
 pub const NORM_TOLERANCE: f64 = 1e-4;
 
+/// The GPU's tensors from one whole step, its device time, and each stage's.
+#[derive(Clone)]
+struct Chained {
+    values: Vec<(String, Vec<f32>)>,
+    total_ms: Option<f64>,
+    stage_ms: Vec<(Stage, Option<f64>)>,
+}
+
 /// A prepared ladder: the CPU traces (f32 and f64), the optimizer's starting
 /// state, and the engine.
 pub struct ModelLadder {
@@ -238,7 +246,7 @@ pub struct ModelLadder {
     after: (Params<f32>, OptimState<f32>, f64),
     after64: (Params<f64>, OptimState<f64>, f64),
     /// Chained mode: the GPU's tensors from one whole step, read once.
-    chained: Option<(Vec<(String, Vec<f32>)>, Option<f64>)>,
+    chained: Option<Chained>,
 }
 
 impl ModelLadder {
@@ -350,10 +358,10 @@ impl ModelLadder {
 
     /// Runs the whole step on the GPU once (chained mode and the end-to-end
     /// gate) and keeps every compared tensor.
-    fn chained(&mut self) -> Result<&(Vec<(String, Vec<f32>)>, Option<f64>), LadderError> {
+    fn chained(&mut self) -> Result<&Chained, LadderError> {
         if self.chained.is_none() {
             self.reset_optimizer()?;
-            let timings = self.engine.run_step()?;
+            let (timings, stage_ms) = self.engine.run_step_staged()?;
             let cfg = &self.setup.cfg;
             let names: Vec<String> = super::ALL_RUNGS.iter().flat_map(|r| outputs(r, cfg)).collect();
             // The optimizer rewrote the gradients (unscale, clip): its rung reads
@@ -367,7 +375,7 @@ impl ModelLadder {
             self.engine.set_params(&self.setup.params)?;
             self.engine.run_grads()?;
             values.extend(grads_names.iter().cloned().zip(self.gpu_values(&grads_names)?));
-            self.chained = Some((values, timings.total_ms()));
+            self.chained = Some(Chained { values, total_ms: timings.total_ms(), stage_ms });
         }
         Ok(self.chained.as_ref().expect("set above"))
     }
@@ -379,12 +387,12 @@ impl ModelLadder {
         let names = outputs(rung, &cfg);
         let (gpu, gpu_ms): (Vec<Vec<f32>>, Option<f64>) = match self.setup.mode {
             Mode::Chained => {
-                let (all, _) = self.chained()?;
+                let ch = self.chained()?;
                 let got = names
                     .iter()
-                    .map(|n| all.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone()).unwrap_or_default())
+                    .map(|n| ch.values.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone()).unwrap_or_default())
                     .collect();
-                (got, None)
+                (got, ch.stage_ms.iter().find(|(s, _)| *s == st).and_then(|(_, ms)| *ms))
             }
             Mode::Isolated => {
                 for input in inputs(rung, &cfg) {
@@ -433,7 +441,8 @@ impl ModelLadder {
         let cfg = self.setup.cfg.clone();
         let loss_cpu = self.cpu32.get("loss.value").map_or(f64::NAN, |t| t.data[0] as f64);
         let cpu_ms = self.cpu_ms.iter().map(|(_, ms)| ms).sum();
-        let (all, gpu_ms) = self.chained()?.clone();
+        let ch = self.chained()?.clone();
+        let (all, gpu_ms) = (ch.values, ch.total_ms);
         let get = |n: &str| all.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone()).unwrap_or_default();
         let loss_gpu = get("loss.value").first().map_or(f64::NAN, |&x| x as f64);
         let (mut diff_total, mut norm_cpu2, mut norm_gpu2) = (0.0f64, 0.0f64, 0.0f64);

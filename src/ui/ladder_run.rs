@@ -6,14 +6,32 @@ use std::collections::BTreeMap;
 use std::sync::mpsc::{Receiver, channel};
 use std::time::Instant;
 
-use crate::ladder::{self, Precision, RungResult};
-use crate::model::Config;
+use std::sync::Arc;
+
+use crate::ladder::{self, EndToEnd, ModelLadder, Precision, RungResult};
+use crate::model::{Config, Params};
 use crate::vk::{Context, ContextOptions, ops::GemmChoice};
 
 enum Report {
     Started(&'static str),
     Finished(&'static str, Result<RungResult, String>),
+    EndToEnd(Result<EndToEnd, String>),
     Done,
+}
+
+/// The model rungs' inputs: a seeded init and the config's batch of random
+/// windows from the embedded dataset.
+fn setup(cfg: &Config) -> Result<ladder::Setup, String> {
+    let ds = crate::dataset::synthetic::default_dataset();
+    let batch = ds.random_windows(1, cfg.batch, cfg.seq_len + 1).map_err(|e| e.to_string())?;
+    Ok(ladder::Setup {
+        cfg: cfg.clone(),
+        params: Params::init(cfg, 1),
+        batch,
+        opts: crate::cpu::StepOptions::default(),
+        mode: ladder::Mode::Isolated,
+        precision: Precision::F32,
+    })
 }
 
 /// What the ladder panel shows: the last result of every rung run so far.
@@ -21,6 +39,7 @@ enum Report {
 pub struct LadderView {
     pub results: BTreeMap<&'static str, Result<RungResult, String>>,
     pub running: Option<&'static str>,
+    pub end_to_end: Option<Result<EndToEnd, String>>,
     pub started: Option<Instant>,
     rx: Option<Receiver<Report>>,
 }
@@ -44,16 +63,32 @@ impl LadderView {
                 let _ = tx.send(r);
                 wake();
             };
-            let ctx = Context::new(&ContextOptions::default());
-            for id in rungs.into_iter().filter(|id| ladder::IMPLEMENTED.contains(id)) {
+            let ctx = Context::new(&ContextOptions::default()).map(Arc::new).map_err(|e| format!("no GPU engine: {e}"));
+            let mut model: Option<Result<ModelLadder, String>> = None;
+            for id in rungs {
                 send(Report::Started(id));
-                let result = match &ctx {
-                    Ok(ctx) => {
+                let result = match (&ctx, id) {
+                    (Err(e), _) => Err(e.clone()),
+                    (Ok(ctx), "gemm") => {
                         ladder::run_rung(ctx, id, &cfg, Precision::F32, 1, GemmChoice::Auto).map_err(|e| e.to_string())
                     }
-                    Err(e) => Err(format!("no GPU engine: {e}")),
+                    (Ok(ctx), _) => {
+                        let m = model.get_or_insert_with(|| {
+                            ModelLadder::new(ctx, setup(&cfg)?).map_err(|e| format!("the model ladder: {e}"))
+                        });
+                        match m {
+                            Ok(m) => m.run_rung(id).map_err(|e| e.to_string()),
+                            Err(e) => Err(e.clone()),
+                        }
+                    }
                 };
                 send(Report::Finished(id, result));
+            }
+            if let Some(m) = model.as_mut() {
+                send(Report::EndToEnd(match m {
+                    Ok(m) => m.end_to_end().map_err(|e| e.to_string()),
+                    Err(e) => Err(e.clone()),
+                }));
             }
             send(Report::Done);
         });
@@ -76,6 +111,7 @@ impl LadderView {
                     self.results.insert(id, result);
                     self.running = None;
                 }
+                Report::EndToEnd(r) => self.end_to_end = Some(r),
                 Report::Done => ended = true,
             }
         }

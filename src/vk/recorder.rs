@@ -210,6 +210,11 @@ impl<'a> Sequence<'a> {
         };
     }
 
+    /// Dispatches recorded so far (the index the next one gets in [`Timings`]).
+    pub fn dispatch_count(&self) -> usize {
+        self.labels.len()
+    }
+
     /// Copies `bytes` bytes from `src` at `src_offset` to `dst` at `dst_offset`.
     pub fn copy(
         &mut self,

@@ -73,7 +73,20 @@ pub fn show(ui: &mut egui::Ui, view: &LadderView, selected: Option<&str>, cmds: 
         }
         ui.label("");
         ui.label("end-to-end");
-        ui.label(RichText::new("not implemented").color(Color32::GRAY));
+        match &view.end_to_end {
+            None => {
+                ui.label(RichText::new("not run").color(Color32::GRAY));
+            }
+            Some(Err(_)) => {
+                ui.label(RichText::new("error").color(Color32::LIGHT_RED));
+            }
+            Some(Ok(e)) => {
+                ui.label(status_rich(e.status)).on_hover_text(e.notes.join("\n"));
+                ui.label(format!("loss {:.1e} / {:.0e}", e.loss_rel_err, e.loss_tolerance))
+                    .on_hover_text(format!("gradient norms differ by {:.2e} relative", e.grad_norm_rel_diff));
+                ui.label(format!("{} / {}", ms(e.gpu_ms), ms(Some(e.cpu_ms))));
+            }
+        }
         ui.end_row();
     });
 }

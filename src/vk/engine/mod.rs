@@ -597,13 +597,29 @@ impl Engine {
 
     /// A whole training step in one submit.
     pub fn run_step(&self) -> VkResult<Timings> {
+        self.run_step_staged().map(|r| r.0)
+    }
+
+    /// A whole training step in one submit, with the device milliseconds of
+    /// each stage (`None` without timestamps).
+    pub fn run_step_staged(&self) -> VkResult<(Timings, Vec<(Stage, Option<f64>)>)> {
         let mut seq = Sequence::new(&self.ctx)?;
         self.record_begin(&mut seq)?;
-        for s in Stage::FORWARD_BACKWARD {
+        let mut ranges = Vec::new();
+        for s in Stage::FORWARD_BACKWARD.into_iter().chain([Stage::Optim]) {
+            let start = seq.dispatch_count();
             self.record_stage(&mut seq, s)?;
+            ranges.push((s, start..seq.dispatch_count()));
         }
-        self.record_stage(&mut seq, Stage::Optim)?;
-        seq.submit()
+        let timings = seq.submit()?;
+        let per_stage = ranges
+            .into_iter()
+            .map(|(s, r)| {
+                let ns: Option<Vec<f64>> = timings.dispatches[r].iter().map(|d| d.1).collect();
+                (s, ns.map(|v| v.iter().sum::<f64>() / 1e6))
+            })
+            .collect();
+        Ok((timings, per_stage))
     }
 
     /// Runs `stages` in one submit, after the step's beginning.
