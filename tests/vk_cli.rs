@@ -69,17 +69,72 @@ fn ladder_gemm_passes_and_reports_json() {
 
 #[test]
 fn ladder_usage_errors_are_exit_2() {
-    for args in
-        [&["ladder", "--rungs", "gru_fwd"][..], &["ladder", "--rungs", "nope"], &["ladder", "--precision", "f64"]]
-    {
+    let missing = std::env::temp_dir().join("dualscope-no-such-file.txt");
+    let missing = missing.to_str().unwrap();
+    for args in [
+        &["ladder", "--rungs", "nope"][..],
+        &["ladder", "--precision", "f64"],
+        &["ladder", "--mode", "sideways"],
+        &["ladder", "--offset", "5"],
+        &["ladder", "--rungs", "gru_fwd", "--precision", "f16"],
+    ] {
         let out = dualscope(args, &[]);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out.stderr));
+    }
+    // A missing data file and a window past its end: one clear line, exit non-zero.
+    for args in
+        [&["ladder", "--config", "tiny", "--data", missing][..], &["ladder", "--config", "tiny", "--len", "2000000000"]]
+    {
+        let out = dualscope(args, &[]);
+        assert_ne!(out.status.code(), Some(0), "{args:?}");
+        assert_eq!(text(&out.stderr).trim().lines().count(), 1, "{args:?}: {}", text(&out.stderr));
     }
     // f32 has no cooperative-matrix kernel: forcing one is an engine error.
     let out = dualscope(&["ladder", "--rungs", "gemm", "--config", "tiny", "--gemm-path", "coopmat"], &[]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
-    let out = dualscope(&["ladder", "--rungs", "attn_fwd"], &[]);
-    assert!(text(&out.stderr).contains("implemented so far: gemm"), "{}", text(&out.stderr));
+}
+
+/// The whole ladder from the command line: every rung and the end-to-end gate
+/// pass in both modes, the JSON has the fields the issue names, and --out
+/// writes the same report.
+#[test]
+fn ladder_runs_every_rung_and_the_end_to_end_gate() {
+    if vk_support::context("ladder_runs_every_rung_and_the_end_to_end_gate").is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("report.json");
+    for mode in ["isolated", "chained"] {
+        let args = ["ladder", "--config", "tiny", "--mode", mode, "--json", "--out", report.to_str().unwrap()];
+        let out = dualscope(&args, &[]);
+        assert_eq!(out.status.code(), Some(0), "{mode}: {}\n{}", text(&out.stdout), text(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+        let ids: Vec<&str> = v["rungs"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
+        assert_eq!(ids, dualscope::ladder::ALL_RUNGS.to_vec());
+        for r in v["rungs"].as_array().unwrap() {
+            assert_eq!(r["status"], "pass", "{mode}: {r}");
+            for key in ["rel_l2", "max_abs_err", "max_abs_index", "tolerance", "non_finite_cpu", "non_finite_gpu"] {
+                assert!(r.get(key).is_some(), "{key} missing in {r}");
+            }
+        }
+        // The f64 column on the model rungs.
+        assert!(v["rungs"][2]["cases"][0]["rel_l2_gpu_f64"].as_f64().is_some());
+        let e = &v["end_to_end"];
+        assert_eq!(e["status"], "pass", "{e}");
+        assert!(e["loss_rel_err"].as_f64().unwrap() <= 1e-5);
+        assert_eq!(v["mode"], mode);
+        assert_eq!(v["validation"]["errors"], 0);
+        let saved: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+        assert_eq!(saved["rungs"], v["rungs"]);
+    }
+    // One long row of the text.
+    let data = dir.path().join("text.txt");
+    std::fs::write(&data, "the quick brown fox jumps over the lazy dog. ".repeat(20)).unwrap();
+    let args = ["ladder", "--config", "tiny", "--data", data.to_str().unwrap(), "--offset", "3", "--len", "300"];
+    let out = dualscope(&args, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}\n{}", text(&out.stdout), text(&out.stderr));
+    assert!(text(&out.stdout).contains("one row of 300 positions at offset 3"), "{}", text(&out.stdout));
+    assert!(text(&out.stdout).contains("end-to-end pass"));
 }
 
 #[test]

@@ -16,7 +16,7 @@ use super::{CaseResult, LadderError, Precision, RungResult, Status};
 use crate::cpu::{self, LossScale, OptimState, StepOptions, Trace};
 use crate::dataset::Batch;
 use crate::model::{Config, Params};
-use crate::vk::engine::{Engine, Stage};
+use crate::vk::engine::{Engine, FlatBuf, Stage};
 use crate::vk::ops::GemmPath;
 use crate::vk::{Context, VkError};
 
@@ -308,10 +308,16 @@ impl ModelLadder {
         &self.cpu32
     }
 
-    fn reset_optimizer(&self) -> Result<(), LadderError> {
-        self.engine.set_params(&self.setup.params)?;
+    /// Sets the moments and the step counter both sides start the `optim`
+    /// rung from; returns the GPU's parameters as they are, for [`Self::restore`]
+    /// after the step changed them.
+    fn reset_optimizer(&self) -> Result<Vec<f32>, LadderError> {
         self.engine.set_optim_state(&self.prior, &LossScale::fixed())?;
-        Ok(())
+        Ok(self.engine.read_flat(FlatBuf::Params)?)
+    }
+
+    fn restore(&self, params: &[f32]) -> Result<(), LadderError> {
+        Ok(self.engine.write_flat(FlatBuf::Params, params)?)
     }
 
     /// The CPU's values of a compared tensor: (f32, f64).
@@ -360,7 +366,7 @@ impl ModelLadder {
     /// gate) and keeps every compared tensor.
     fn chained(&mut self) -> Result<&Chained, LadderError> {
         if self.chained.is_none() {
-            self.reset_optimizer()?;
+            let before = self.reset_optimizer()?;
             let (timings, stage_ms) = self.engine.run_step_staged()?;
             let cfg = &self.setup.cfg;
             let names: Vec<String> = super::ALL_RUNGS.iter().flat_map(|r| outputs(r, cfg)).collect();
@@ -372,7 +378,7 @@ impl ModelLadder {
             let after_step: Vec<String> = names.iter().filter(|n| !n.starts_with("grad.")).cloned().collect();
             let mut values: Vec<(String, Vec<f32>)> =
                 after_step.iter().cloned().zip(self.gpu_values(&after_step)?).collect();
-            self.engine.set_params(&self.setup.params)?;
+            self.restore(&before)?;
             self.engine.run_grads()?;
             values.extend(grads_names.iter().cloned().zip(self.gpu_values(&grads_names)?));
             self.chained = Some(Chained { values, total_ms: timings.total_ms(), stage_ms });
@@ -399,16 +405,22 @@ impl ModelLadder {
                     let data = &self.cpu32.get(&input).expect("traced").data;
                     self.engine.write_named(&input, data)?;
                 }
-                if st == Stage::Optim {
-                    self.reset_optimizer()?;
+                let before = if st == Stage::Optim {
                     for (name, _) in crate::model::param_specs(&cfg) {
                         let g = format!("grad.{name}");
                         self.engine.write_named(&g, &self.cpu32.get(&g).expect("traced").data)?;
                     }
-                }
+                    Some(self.reset_optimizer()?)
+                } else {
+                    None
+                };
                 let t = self.engine.run_stages(&[st])?;
                 let ms = t.dispatches.iter().filter(|d| d.0 != "state begin").filter_map(|d| d.1).sum::<f64>() / 1e6;
-                (self.gpu_values(&names)?, t.total_ms().map(|_| ms))
+                let got = self.gpu_values(&names)?;
+                if let Some(p) = before {
+                    self.restore(&p)?;
+                }
+                (got, t.total_ms().map(|_| ms))
             }
         };
         let tol_case = |n: &str| tolerance(rung, n);
