@@ -292,9 +292,25 @@ fn bad_config_and_usage() {
 
     let ck = d.ckpt("tiny");
     let data = d.file("a.txt", b"abcdef");
-    let o = run(&["grads", "--checkpoint", s(&ck), "--data", s(&data), "--engine", "gpu", "--out", s(&out)]);
+    // The Vulkan engine is float32 only (checked before any device is opened).
+    let o = run(&[
+        "grads",
+        "--checkpoint",
+        s(&ck),
+        "--data",
+        s(&data),
+        "--engine",
+        "gpu",
+        "--precision",
+        "f64",
+        "--out",
+        s(&out),
+    ]);
     let err = fails(&o, &out, 2);
-    assert!(err.contains("Vulkan"), "{err}");
+    assert!(err.contains("float32 only"), "{err}");
+    let o = run(&["bench", "--engine", "gpu", "--config", "tiny"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("only the CPU engine"));
     let o = run(&["step", "--checkpoint", s(&ck), "--data", s(&data), "--out", s(&out), "--lr", "nan"]);
     fails(&o, &out, 2);
 }

@@ -52,7 +52,7 @@ pub fn percentiles(xs: &mut [f64]) -> (f64, f64, f64) {
 }
 
 pub fn run(a: &BenchArgs) -> Result<i32, CliError> {
-    require_cpu(a.engine)?;
+    require_cpu(a.engine, "bench")?;
     if a.steps == 0 {
         return Err(CliError::Usage("--steps must be at least 1".into()));
     }

@@ -42,13 +42,13 @@ impl CliError {
     }
 }
 
-/// Until the Vulkan engine runs the whole step, `--engine gpu` is a clear error.
-pub fn require_cpu(engine: EngineArg) -> Result<(), CliError> {
+/// For the commands that run only the CPU engine so far (`command`), `--engine gpu` is a clear error.
+pub fn require_cpu(engine: EngineArg, command: &str) -> Result<(), CliError> {
     match engine {
         EngineArg::Cpu => Ok(()),
-        EngineArg::Gpu => Err(CliError::Engine(
-            "--engine gpu: the Vulkan engine runs only matrix products so far (see `dualscope ladder --rungs gemm`); use --engine cpu".into(),
-        )),
+        EngineArg::Gpu => Err(CliError::Engine(format!(
+            "--engine gpu: `dualscope {command}` runs only the CPU engine so far (grads, step and train run on the Vulkan engine); use --engine cpu"
+        ))),
     }
 }
 

@@ -4,10 +4,11 @@
 use clap::{Args, ValueEnum};
 use serde_json::json;
 
+use super::backend::open_context as open;
 use super::common::{CliError, emit};
 use crate::ladder::{self, Precision, RungResult, Status};
 use crate::model::Config;
-use crate::vk::{Context, ContextOptions, DeviceReport, VkError};
+use crate::vk::{DeviceReport, VkError};
 
 #[derive(Args, Debug)]
 pub struct GpuInfoArgs {
@@ -170,11 +171,6 @@ pub fn gemm_bench(a: &GemmBenchArgs) -> Result<i32, CliError> {
         }
     });
     Ok(0)
-}
-
-/// Opens the device; any failure to do so is an engine error (exit 2).
-fn open(device: Option<usize>) -> Result<Context, CliError> {
-    Context::new(&ContextOptions { device, validation: None }).map_err(|e| CliError::Engine(e.to_string()))
 }
 
 pub fn info(a: &GpuInfoArgs) -> Result<i32, CliError> {

@@ -4,10 +4,10 @@ use clap::Args;
 use serde_json::json;
 use std::path::PathBuf;
 
-use super::common::{CliError, check_output, emit, require_cpu, rows_from_files};
+use super::backend::{self, GradsOut, Stepper};
+use super::common::{CliError, check_output, emit, rows_from_files};
 use super::{EngineArg, OptimArgs, PrecisionArg};
 use crate::checkpoint::{load_params, save_params, save_params_with};
-use crate::cpu::{self, LossScale, OptimState};
 use crate::tensor::Real;
 
 #[derive(Args, Debug)]
@@ -54,7 +54,7 @@ fn inputs<'a>(ckpt: &'a std::path::Path, data: &'a [PathBuf]) -> Vec<&'a std::pa
 }
 
 pub fn run_grads(a: &GradsArgs) -> Result<i32, CliError> {
-    require_cpu(a.engine)?;
+    backend::check_precision(a.engine, a.precision)?;
     super::validate_token_cap(a.token_cap)?;
     check_output(&a.out, &inputs(&a.checkpoint, &a.data))?;
     let (cfg, params) = load_params(&a.checkpoint)?;
@@ -63,17 +63,8 @@ pub fn run_grads(a: &GradsArgs) -> Result<i32, CliError> {
         PrecisionArg::F64 => 8,
     };
     let batch = rows_from_files(&a.data, &cfg, elem)?;
-    let r = match a.precision {
-        PrecisionArg::F32 => {
-            let r = cpu::grads(&cfg, &params, &batch, a.token_cap)?;
-            (r.loss, r.grad_norm, r.n_targets, r.capped, r.grads)
-        }
-        PrecisionArg::F64 => {
-            let r = cpu::grads(&cfg, &params.cast::<f64>(), &batch, a.token_cap)?;
-            (r.loss, r.grad_norm, r.n_targets, r.capped, r.grads.cast::<f32>())
-        }
-    };
-    let (loss, grad_norm, n_targets, capped, grads) = r;
+    let GradsOut { loss, grad_norm, n_targets, capped, grads } =
+        backend::grads(a.engine, a.precision, &cfg, &params, &batch, a.token_cap)?;
     let meta = vec![
         ("kind".to_string(), "gradients".to_string()),
         ("loss".to_string(), format!("{loss:e}")),
@@ -105,15 +96,14 @@ fn precision_name(p: PrecisionArg) -> &'static str {
 }
 
 pub fn run_step(a: &StepArgs) -> Result<i32, CliError> {
-    require_cpu(a.engine)?;
     let opts = a.optim.options()?;
     check_output(&a.out, &inputs(&a.checkpoint, &a.data))?;
-    let (cfg, mut params) = load_params(&a.checkpoint)?;
+    let (cfg, params) = load_params(&a.checkpoint)?;
     let batch = rows_from_files(&a.data, &cfg, 4)?;
-    let mut state = OptimState::new(&cfg);
-    let mut scale = LossScale::fixed();
-    let r = cpu::train_step(&cfg, &mut params, &mut state, &mut scale, &batch, &opts)?;
-    save_params(&a.out, &cfg, &params)?;
+    let mut stepper = Stepper::new(a.engine, &cfg, params, &opts)?;
+    let r = stepper.step(&batch)?;
+    let params = stepper.params()?;
+    save_params(&a.out, &cfg, &*params)?;
     let skipped = r.optim.skipped.map(|s| s.to_string());
     emit(
         a.json,

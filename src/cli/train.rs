@@ -5,10 +5,11 @@ use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use super::common::{CliError, check_memory, emit, log_line, progress, require_cpu};
+use super::backend::Stepper;
+use super::common::{CliError, check_memory, emit, log_line, progress};
 use super::{EngineArg, OptimArgs};
 use crate::checkpoint::{load_params, save_params, write_atomic};
-use crate::cpu::{self, LossScale, OptimState, StepOptions, StepReport};
+use crate::cpu::{StepOptions, StepReport};
 use crate::dataset::{Dataset, synthetic};
 use crate::model::{Config, Params};
 
@@ -69,12 +70,11 @@ impl Default for DemoArgs {
 
 struct Loop<'a> {
     cfg: Config,
-    params: Params<f32>,
+    stepper: Stepper,
     ds: &'a Dataset,
     rows: usize,
     len: usize,
     seed: u64,
-    opts: StepOptions,
 }
 
 struct Logged {
@@ -88,10 +88,8 @@ impl Loop<'_> {
     fn run(
         &mut self,
         steps: usize,
-        mut on_step: impl FnMut(&Logged, &Params<f32>) -> Result<(), CliError>,
+        mut on_step: impl FnMut(&Logged, &Stepper) -> Result<(), CliError>,
     ) -> Result<Vec<Logged>, CliError> {
-        let mut state = OptimState::new(&self.cfg);
-        let mut scale = LossScale::fixed();
         let mut log = Vec::with_capacity(steps);
         for step in 1..=steps {
             let batch = self.ds.random_windows(
@@ -103,9 +101,9 @@ impl Loop<'_> {
                 check_memory(&self.cfg, &batch, 4)?;
             }
             let t0 = Instant::now();
-            let report = cpu::train_step(&self.cfg, &mut self.params, &mut state, &mut scale, &batch, &self.opts)?;
+            let report = self.stepper.step(&batch)?;
             let entry = Logged { step, ms: t0.elapsed().as_secs_f64() * 1e3, report };
-            on_step(&entry, &self.params)?;
+            on_step(&entry, &self.stepper)?;
             log.push(entry);
         }
         Ok(log)
@@ -123,7 +121,6 @@ fn mean_loss(log: &[Logged]) -> f64 {
 }
 
 pub fn run(a: &TrainArgs) -> Result<i32, CliError> {
-    require_cpu(a.engine)?;
     let opts = a.optim.options()?;
     if a.steps == 0 {
         return Err(CliError::Usage("--steps must be at least 1".into()));
@@ -142,15 +139,17 @@ pub fn run(a: &TrainArgs) -> Result<i32, CliError> {
     if rows == 0 || t == 0 {
         return Err(CliError::Usage("--batch and --seq-len must be at least 1".into()));
     }
+    // The engine first, so that a missing device leaves no empty --out directory.
+    let stepper = Stepper::new(a.engine, &cfg, params, &opts)?;
     if let Some(dir) = &a.out {
         prepare_dir(dir)?;
     }
-    let mut lp = Loop { cfg: cfg.clone(), params, ds: &ds, rows, len: t + 1, seed: a.seed, opts };
+    let mut lp = Loop { cfg: cfg.clone(), stepper, ds: &ds, rows, len: t + 1, seed: a.seed };
     let pb = progress(a.steps as u64, "training");
     let (log_every, save_every, json) = (a.log_every.max(1), a.save_every, a.json);
     let mut window: Vec<f64> = Vec::new();
     let mut skips = 0usize;
-    let log = lp.run(a.steps, |e, params| {
+    let log = lp.run(a.steps, |e, stepper| {
         pb.inc(1);
         window.push(e.report.loss);
         skips += e.report.optim.skipped.is_some() as usize;
@@ -172,7 +171,7 @@ pub fn run(a: &TrainArgs) -> Result<i32, CliError> {
             );
         }
         if let (Some(dir), true) = (&a.out, save_every > 0 && e.step % save_every == 0) {
-            save_params(&dir.join(format!("step_{:06}.safetensors", e.step)), &cfg, params)?;
+            save_params(&dir.join(format!("step_{:06}.safetensors", e.step)), &cfg, &*stepper.params()?)?;
         }
         Ok(())
     })?;
@@ -181,7 +180,7 @@ pub fn run(a: &TrainArgs) -> Result<i32, CliError> {
     let head = &log[..log.len().min(10)];
     let tail = &log[log.len().saturating_sub(10)..];
     if let Some(dir) = &a.out {
-        save_params(&dir.join("last.safetensors"), &cfg, &lp.params)?;
+        save_params(&dir.join("last.safetensors"), &cfg, &*lp.stepper.params()?)?;
         let lines: String = log.iter().map(|e| format!("{}\n", entry_json(e))).collect();
         write_atomic(&dir.join("log.jsonl"), lines.as_bytes())?;
     }
@@ -228,15 +227,8 @@ pub fn demo(a: &DemoArgs) -> Result<i32, CliError> {
         a.seq_len,
         rayon::current_num_threads()
     );
-    let mut lp = Loop {
-        cfg: cfg.clone(),
-        params: Params::init(&cfg, 0),
-        ds: &ds,
-        rows: a.batch.max(1),
-        len: a.seq_len.max(1) + 1,
-        seed: 0,
-        opts: StepOptions::default(),
-    };
+    let stepper = Stepper::new(EngineArg::Cpu, &cfg, Params::init(&cfg, 0), &StepOptions::default())?;
+    let mut lp = Loop { cfg: cfg.clone(), stepper, ds: &ds, rows: a.batch.max(1), len: a.seq_len.max(1) + 1, seed: 0 };
     let pb = progress(a.steps as u64, "training");
     let mut window = Vec::new();
     let log = lp.run(a.steps.max(1), |e, _| {
