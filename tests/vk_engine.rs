@@ -101,3 +101,48 @@ fn training_steps_follow_the_cpu() {
     assert!(rel(&e.layout().flatten(&s.v), &e.layout().flatten(&st.v)) < 1e-4);
     assert_clean(&ctx, test);
 }
+
+/// The guard on the device: a non-finite gradient skips the step (no parameter,
+/// moment or counter changes), backs the dynamic scale off; good steps grow it
+/// after the growth interval, as GradScaler does and as the CPU engine does.
+#[test]
+fn the_device_guard_skips_and_the_dynamic_scale_follows_gradscaler() {
+    let test = "the_device_guard_skips_and_the_dynamic_scale_follows_gradscaler";
+    let Some(ctx) = context(test) else { return };
+    let ctx = Arc::new(ctx);
+    let cfg = odd();
+    let p0 = Params::<f32>::init(&cfg, 21);
+    let opts = StepOptions::default();
+    let scale = LossScale { growth_interval: 2, ..LossScale::dynamic() };
+    let mut e = Engine::new(&ctx, &cfg, &p0, &opts, &scale, GemmPath::TiledF32).unwrap();
+    let (mut p, mut st, mut sc) = (p0.clone(), OptimState::<f32>::new(&cfg), scale.clone());
+    let b = batch(5, &[9, 6]);
+    // Two good steps: the scale (2^16) carries through unscale exactly and grows after the second.
+    for step in 0..2 {
+        let cpu_r = cpu::train_step(&cfg, &mut p, &mut st, &mut sc, &b, &opts).unwrap();
+        let (gpu_r, _) = e.step(&b).unwrap();
+        assert_eq!(gpu_r.optim.skipped, None);
+        assert_eq!((gpu_r.optim.scale, gpu_r.optim.next_scale), (cpu_r.optim.scale, cpu_r.optim.next_scale));
+        assert!((gpu_r.optim.grad_norm - cpu_r.optim.grad_norm).abs() <= 1e-5 * cpu_r.optim.grad_norm, "{step}");
+    }
+    assert_eq!(sc.scale, 131072.0);
+    // A NaN weight: the loss and every gradient become NaN; the step is skipped.
+    let mut bad = p.clone();
+    bad.head_bias.data[3] = f32::NAN;
+    e.set_params(&bad).unwrap();
+    let before =
+        (e.read_flat(FlatBuf::Params).unwrap(), e.read_flat(FlatBuf::M).unwrap(), e.read_flat(FlatBuf::V).unwrap());
+    let cpu_r = cpu::train_step(&cfg, &mut bad.clone(), &mut st.clone(), &mut sc.clone(), &b, &opts).unwrap();
+    let (gpu_r, _) = e.step(&b).unwrap();
+    assert_eq!(cpu_r.optim.skipped, Some(cpu::SkipReason::NonFiniteNorm));
+    assert_eq!(gpu_r.optim.skipped, Some(cpu::SkipReason::NonFiniteNorm));
+    assert!(gpu_r.loss.is_nan());
+    assert_eq!(gpu_r.optim.next_scale, 65536.0, "backed off from 2^17");
+    let after =
+        (e.read_flat(FlatBuf::Params).unwrap(), e.read_flat(FlatBuf::M).unwrap(), e.read_flat(FlatBuf::V).unwrap());
+    let same = |x: &[f32], y: &[f32]| x.iter().zip(y).all(|(a, b)| a.to_bits() == b.to_bits());
+    assert!(same(&before.0, &after.0) && same(&before.1, &after.1) && same(&before.2, &after.2));
+    let (s, step, skipped) = e.loss_scale_and_step().unwrap();
+    assert_eq!((s.scale, s.growth_tracker, step, skipped), (65536.0, 0, 2, 1));
+    assert_clean(&ctx, test);
+}
