@@ -224,6 +224,16 @@ pub const LOSS_TOLERANCE: f64 = 1e-5;
 /// The gradient-norm diagnostic (relative).
 pub const NORM_TOLERANCE: f64 = 1e-4;
 
+/// One compared tensor with every side's values, for the inspector.
+#[derive(Clone, Debug)]
+pub struct RungTensor {
+    pub name: String,
+    pub shape: Vec<usize>,
+    pub cpu: Vec<f32>,
+    pub gpu: Vec<f32>,
+    pub f64: Vec<f64>,
+}
+
 /// The GPU's tensors from one whole step, its device time, and each stage's.
 #[derive(Clone)]
 struct Chained {
@@ -247,6 +257,8 @@ pub struct ModelLadder {
     after64: (Params<f64>, OptimState<f64>, f64),
     /// Chained mode: the GPU's tensors from one whole step, read once.
     chained: Option<Chained>,
+    /// The tensors of the rungs run so far, by rung.
+    kept: Vec<(String, Vec<RungTensor>)>,
 }
 
 impl ModelLadder {
@@ -294,7 +306,8 @@ impl ModelLadder {
         let after64 = (q64, s64, out64.grad_norm);
 
         let engine = Engine::new(ctx, cfg, &setup.params, &setup.opts, &LossScale::fixed(), GemmPath::TiledF32)?;
-        let mut l = ModelLadder { setup, engine, cpu32, cpu64, cpu_ms, prior, after, after64, chained: None };
+        let mut l =
+            ModelLadder { setup, engine, cpu32, cpu64, cpu_ms, prior, after, after64, chained: None, kept: Vec::new() };
         l.engine.set_batch(&l.setup.batch)?;
         Ok(l)
     }
@@ -344,6 +357,30 @@ impl ModelLadder {
         let t32 = self.cpu32.get(name).map(|t| t.data.clone()).unwrap_or_default();
         let t64 = self.cpu64.get(name).map(|t| t.data.clone()).unwrap_or_default();
         (t32, t64)
+    }
+
+    /// The tensors the last run of `rung` compared (empty before it ran).
+    pub fn tensors(&self, rung: &str) -> &[RungTensor] {
+        self.kept.iter().find(|(r, _)| r == rung).map_or(&[], |(_, t)| t.as_slice())
+    }
+
+    /// Takes the kept tensors of `rung` out (the GUI moves them to its thread).
+    pub fn take_tensors(&mut self, rung: &str) -> Vec<RungTensor> {
+        match self.kept.iter().position(|(r, _)| r == rung) {
+            Some(i) => self.kept.remove(i).1,
+            None => Vec::new(),
+        }
+    }
+
+    /// The shape of a compared tensor: the trace's, the parameter's, or flat.
+    fn shape_of(&self, name: &str, len: usize) -> Vec<usize> {
+        if let Some(t) = self.cpu32.get(name) {
+            return t.shape.clone();
+        }
+        let param = ["param.", "adam.m.", "adam.v."].iter().find_map(|p| name.strip_prefix(p));
+        param
+            .and_then(|n| crate::model::param_specs(&self.setup.cfg).into_iter().find(|(k, _)| k == n))
+            .map_or(vec![len], |(_, s)| s)
     }
 
     /// Reads GPU tensors by name (`loss.value` and `grad_norm` from the state).
@@ -425,10 +462,15 @@ impl ModelLadder {
         };
         let tol_case = |n: &str| tolerance(rung, n);
         let mut cases = Vec::new();
+        let mut kept = Vec::new();
         for (name, got) in names.iter().zip(gpu) {
             let (want32, want64) = self.cpu_values(name);
             cases.push(case(name, &got, &want32, &want64, tol_case(name)));
+            let shape = self.shape_of(name, got.len());
+            kept.push(RungTensor { name: name.clone(), shape, cpu: want32, gpu: got, f64: want64 });
         }
+        self.kept.retain(|(r, _)| r != rung);
+        self.kept.push((rung.to_string(), kept));
         let cpu_ms = self.cpu_ms.iter().filter(|(n, _)| cpu_phases(rung).contains(n)).map(|(_, ms)| ms).sum();
         let mut r = RungResult::from_cases(rung, self.setup.precision, cases);
         r.gpu_ms = gpu_ms;
