@@ -14,6 +14,18 @@ const VARIANTS: &[Variant] = &[
     ("gemm_f32", "gemm_f32.comp", &[("DTYPE", "float")]),
     ("gemm_f16in_tiled", "gemm_f32.comp", &[("DTYPE", "float"), ("ROUND_F16", "1")]),
     ("gemm_bf16in_tiled", "gemm_f32.comp", &[("DTYPE", "float"), ("ROUND_BF16", "1")]),
+    // The fault catalogue's planted bugs (src/vk/engine/faults.rs): always
+    // built, so that the tests can switch them on.
+    ("gemm_f32_fault_no_bounds", "gemm_f32.comp", &[("DTYPE", "float"), ("FAULT_NO_BOUNDS", "1")]),
+    ("gemm_f32_fault_f16_accum", "gemm_f32.comp", &[("DTYPE", "float"), ("FAULT_F16_ACCUM", "1")]),
+    ("gru_fwd_seq", "gru_fwd_seq.comp", &[]),
+    ("gru_fwd_seq_fault_no_barrier", "gru_fwd_seq.comp", &[("FAULT_NO_BARRIER", "1")]),
+    ("gru_fwd_seq_fault_reset_before", "gru_fwd_seq.comp", &[("FAULT_RESET_BEFORE", "1")]),
+    ("attn_fwd", "attn_fwd.comp", &[]),
+    ("attn_fwd_fault_no_max", "attn_fwd.comp", &[("FAULT_NO_MAX", "1")]),
+    ("attn_fwd_fault_window", "attn_fwd.comp", &[("FAULT_WINDOW_OFF_BY_ONE", "1")]),
+    ("loss", "loss.comp", &[]),
+    ("loss_fault_no_mask", "loss.comp", &[("FAULT_NO_MASK", "1")]),
 ];
 
 /// Shaders that need `GL_KHR_cooperative_matrix`, which Debian 12's shaderc

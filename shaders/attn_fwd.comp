@@ -4,6 +4,9 @@
 // maximum subtracted, then c_t for the head's dims. q, k, v, c are [T, B, A];
 // attn is [T, B, NH, W], slot w holding key t+1+w-W (0 before the row's start).
 // f0 = 1/sqrt(dh).
+// Planted bugs (separate variants): FAULT_NO_MAX, the softmax without the
+// maximum subtracted (exp overflows on large scores); FAULT_WINDOW_OFF_BY_ONE,
+// the window's oldest key dropped (J_t starts at t-W+2), seen once t ≥ W-1.
 #include "model.glsl"
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer Q { float q[]; };
@@ -21,7 +24,11 @@ void main() {
     uint b = tb - t * pc.B;
     uint dh = pc.A / pc.NH;
     uint qo = tb * pc.A + hd * dh;
+#ifdef FAULT_WINDOW_OFF_BY_ONE
+    uint lo = t + 2u >= pc.W ? t + 2u - pc.W : 0u;
+#else
     uint lo = t + 1u >= pc.W ? t + 1u - pc.W : 0u;
+#endif
     uint ao = idx * pc.W;
     uint first = pc.W - 1u - t + lo; // slot of key lo
     for (uint w = 0u; w < first; ++w) attn[ao + w] = 0.0;
@@ -34,6 +41,9 @@ void main() {
         attn[ao + first + (j - lo)] = s;
         m = max(m, s);
     }
+#ifdef FAULT_NO_MAX
+    m = 0.0;
+#endif
     float sum = 0.0;
     for (uint w = first; w < pc.W; ++w) {
         float e = exp(attn[ao + w] - m);

@@ -38,6 +38,26 @@ float round_bf16(float v) {
 #endif
 #include "common.glsl"
 
+// Planted bugs for the ladder's fault catalogue (src/vk/engine/faults.rs),
+// compiled as separate variants:
+// FAULT_NO_BOUNDS: staged loads skip the bounds check and the zero padding;
+// indices past the matrix read whatever lies there (clamped to the buffer, so
+// the bug reads wrong values rather than faulting the device).
+// FAULT_F16_ACCUM: partial sums are kept at f16 precision and range (no clamp:
+// past 65504 they become Inf), as a naive f16 kernel without loss scaling.
+#ifdef FAULT_F16_ACCUM
+float to_f16(float v) {
+    uint u = floatBitsToUint(v);
+    if ((u & 0x7f800000u) == 0x7f800000u) return v;
+    u += 0x0fffu + ((u >> 13) & 1u);
+    float r = uintBitsToFloat(u & 0xffffe000u);
+    return abs(r) > 65504.0 ? r * uintBitsToFloat(0x7f800000u) : r;
+}
+#define ACC(v) to_f16(v)
+#else
+#define ACC(v) (v)
+#endif
+
 
 #define BM 64
 #define BN 64
@@ -84,9 +104,13 @@ void main() {
             if (pc.ta != 0u) { p = e / BM; r = e % BM; } else { r = e / BK; p = e % BK; }
             const uint gr = row0 + r, gp = k0 + p;
             float v = 0.0;
+#ifdef FAULT_NO_BOUNDS
+            v = float(a[min(pc.ta != 0u ? pc.a_off + gp * pc.lda + gr : pc.a_off + gr * pc.lda + gp, a.length() - 1)]);
+#else
             if (gr < pc.m && gp < pc.k) {
                 v = float(pc.ta != 0u ? a[pc.a_off + gp * pc.lda + gr] : a[pc.a_off + gr * pc.lda + gp]);
             }
+#endif
             As[p][r] = STAGE(v);
         }
         // Stage B: BK×BN values.
@@ -95,9 +119,13 @@ void main() {
             if (pc.tb != 0u) { q = e / BK; p = e % BK; } else { p = e / BN; q = e % BN; }
             const uint gq = col0 + q, gp = k0 + p;
             float v = 0.0;
+#ifdef FAULT_NO_BOUNDS
+            v = float(b[min(pc.tb != 0u ? pc.b_off + gq * pc.ldb + gp : pc.b_off + gp * pc.ldb + gq, b.length() - 1)]);
+#else
             if (gq < pc.n && gp < pc.k) {
                 v = float(pc.tb != 0u ? b[pc.b_off + gq * pc.ldb + gp] : b[pc.b_off + gp * pc.ldb + gq]);
             }
+#endif
             Bs[p][q] = STAGE(v);
         }
         barrier();
@@ -116,11 +144,11 @@ void main() {
             for (uint j = 0; j < TN; ++j) bv[j] = Bs[p][tx + WG_X * j];
             for (uint i = 0; i < TM; ++i)
                 for (uint j = 0; j < TN; ++j)
-                    part[i][j] = fma(av[i], bv[j], part[i][j]);
+                    part[i][j] = ACC(fma(av[i], bv[j], part[i][j]));
         }
         for (uint i = 0; i < TM; ++i)
             for (uint j = 0; j < TN; ++j)
-                acc[i][j] += part[i][j];
+                acc[i][j] = ACC(acc[i][j] + part[i][j]);
         barrier();
     }
 

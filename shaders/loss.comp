@@ -4,6 +4,8 @@
 //   token_loss = m + log Σ exp(x - m) - x[target]   (m the row maximum)
 //   dlogits    = coef · (softmax - onehot(target)),  coef = S · f0, f0 = 1/N
 // with S the loss scale from the state buffer; elsewhere both are 0.
+// FAULT_NO_MASK (a planted bug, separate variant): the mask is ignored, so
+// padded positions add to the loss and get gradients.
 #include "model.glsl"
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer Logits { float x[]; };
@@ -21,7 +23,11 @@ void main() {
     float coef = ST_F(ST_SCALE) * pc.f0;
     for (uint row = gl_WorkGroupID.x; row < rows; row += gl_NumWorkGroups.x) {
         uint o = row * pc.V;
+#ifdef FAULT_NO_MASK
+        if (false) {
+#else
         if (mask[row] == 0u) {
+#endif
             for (uint c = lid; c < pc.V; c += 256u) dl[o + c] = 0.0;
             if (lid == 0u) token_loss[row] = 0.0;
             continue;

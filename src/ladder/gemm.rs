@@ -9,6 +9,7 @@ use super::{CaseResult, LadderError, Precision, RungResult, Status};
 use crate::model::Config;
 use crate::rng::Rng;
 use crate::tensor;
+use crate::vk::engine::Fault;
 use crate::vk::ops::{self, GemmChoice, GemmPath, GemmShape, MatRef};
 use crate::vk::{Buffer, Context, Sequence, VkError};
 
@@ -131,8 +132,23 @@ pub fn run(
     precision: Precision,
     seed: u64,
     choice: GemmChoice,
+    fault: Option<Fault>,
 ) -> Result<RungResult, LadderError> {
-    let path = match precision {
+    let path = match (fault, precision) {
+        (Some(Fault::GemmNoBounds), Precision::F32) => GemmPath::FaultNoBounds,
+        (Some(Fault::F16AccumNoScale), Precision::F32) => GemmPath::FaultF16Accum,
+        (_, precision) => pick(ctx, precision, choice)?,
+    };
+    let mut rng = Rng::new(seed);
+    let mut results = Vec::new();
+    for c in gemm_cases(cfg) {
+        results.push(run_case(ctx, &c, &mut rng, path)?);
+    }
+    Ok(RungResult::from_cases("gemm", precision, results))
+}
+
+fn pick(ctx: &Context, precision: Precision, choice: GemmChoice) -> Result<GemmPath, LadderError> {
+    Ok(match precision {
         Precision::Bf16 => match choice {
             GemmChoice::CoopMat => {
                 return Err(VkError::Unsupported(
@@ -144,13 +160,7 @@ pub fn run(
             _ => GemmPath::TiledBf16In,
         },
         p => ops::pick_path(ctx, p == Precision::F16, choice)?,
-    };
-    let mut rng = Rng::new(seed);
-    let mut results = Vec::new();
-    for c in gemm_cases(cfg) {
-        results.push(run_case(ctx, &c, &mut rng, path)?);
-    }
-    Ok(RungResult::from_cases("gemm", precision, results))
+    })
 }
 
 fn run_case(ctx: &Context, c: &GemmCase, rng: &mut Rng, path: GemmPath) -> Result<CaseResult, VkError> {
@@ -168,7 +178,7 @@ fn run_case(ctx: &Context, c: &GemmCase, rng: &mut Rng, path: GemmPath) -> Resul
     // The CPU column: f32 arithmetic on the inputs the kernel actually sees.
     let seen = |x: &[f32]| -> Vec<f32> {
         match path {
-            GemmPath::TiledF32 => x.to_vec(),
+            GemmPath::TiledF32 | GemmPath::FaultNoBounds | GemmPath::FaultF16Accum => x.to_vec(),
             GemmPath::TiledBf16In => x.iter().map(|&v| round_bf16(v)).collect(),
             GemmPath::TiledF16In | GemmPath::CoopMatF16 => x.iter().map(|&v| gemm::f16::from_f32(v).to_f32()).collect(),
         }
@@ -208,7 +218,7 @@ fn run_case(ctx: &Context, c: &GemmCase, rng: &mut Rng, path: GemmPath) -> Resul
     let cpu_cmp = compare(&cpu, &want);
 
     let tolerance = match path {
-        GemmPath::TiledF32 => f32_tolerance(k),
+        GemmPath::TiledF32 | GemmPath::FaultNoBounds | GemmPath::FaultF16Accum => f32_tolerance(k),
         GemmPath::TiledBf16In => bf16_tolerance(),
         GemmPath::TiledF16In | GemmPath::CoopMatF16 => f16_tolerance(),
     };

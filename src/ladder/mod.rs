@@ -176,9 +176,22 @@ pub fn run_rung(
     seed: u64,
     gemm_path: crate::vk::ops::GemmChoice,
 ) -> Result<RungResult, LadderError> {
+    run_rung_with_fault(ctx, id, cfg, precision, seed, gemm_path, None)
+}
+
+/// [`run_rung`] with a planted fault switched on (the GEMM faults affect rung 1).
+pub fn run_rung_with_fault(
+    ctx: &Context,
+    id: &str,
+    cfg: &Config,
+    precision: Precision,
+    seed: u64,
+    gemm_path: crate::vk::ops::GemmChoice,
+    fault: Option<crate::vk::engine::Fault>,
+) -> Result<RungResult, LadderError> {
     check_rungs(&[id.to_string()])?;
     match id {
-        "gemm" => gemm::run(ctx, cfg, precision, seed, gemm_path),
+        "gemm" => gemm::run(ctx, cfg, precision, seed, gemm_path, fault),
         other => Err(LadderError::NotImplemented(format!("{other} (it runs through ModelLadder)"))),
     }
 }

@@ -63,6 +63,14 @@ pub static GEMM_F16_COOPMAT: KernelSpec = KernelSpec {
     shared_bytes: 64 * 40 * 2 + 32 * 72 * 2 + 64 * 64 * 4,
 };
 
+/// The f32 kernel with the `gemm_no_bounds` fault planted.
+pub static GEMM_F32_FAULT_NO_BOUNDS: KernelSpec =
+    KernelSpec { name: "gemm_f32_fault_no_bounds", spirv: shaders::GEMM_F32_FAULT_NO_BOUNDS, ..GEMM_F32 };
+
+/// The f32 kernel with the `f16_accum_no_scale` fault planted.
+pub static GEMM_F32_FAULT_F16_ACCUM: KernelSpec =
+    KernelSpec { name: "gemm_f32_fault_f16_accum", spirv: shaders::GEMM_F32_FAULT_F16_ACCUM, ..GEMM_F32 };
+
 /// Which kernel computes a product.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -75,6 +83,10 @@ pub enum GemmPath {
     TiledBf16In,
     /// `VK_KHR_cooperative_matrix` 16×16×16, f16 inputs, f32 accumulation.
     CoopMatF16,
+    /// Planted bug: no bounds check on the staged loads (fault catalogue).
+    FaultNoBounds,
+    /// Planted bug: f16 accumulation without a clamp (fault catalogue).
+    FaultF16Accum,
 }
 
 impl GemmPath {
@@ -84,6 +96,8 @@ impl GemmPath {
             GemmPath::TiledF16In => &GEMM_F16IN_TILED,
             GemmPath::TiledBf16In => &GEMM_BF16IN_TILED,
             GemmPath::CoopMatF16 => &GEMM_F16_COOPMAT,
+            GemmPath::FaultNoBounds => &GEMM_F32_FAULT_NO_BOUNDS,
+            GemmPath::FaultF16Accum => &GEMM_F32_FAULT_F16_ACCUM,
         }
     }
 
@@ -93,6 +107,8 @@ impl GemmPath {
             GemmPath::TiledF16In => "tiled f16-in",
             GemmPath::TiledBf16In => "tiled bf16-in",
             GemmPath::CoopMatF16 => "coopmat f16",
+            GemmPath::FaultNoBounds => "tiled f32, fault: no bounds check",
+            GemmPath::FaultF16Accum => "tiled f32, fault: f16 accumulation",
         }
     }
 }

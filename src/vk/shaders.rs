@@ -19,8 +19,6 @@ pub static EMBED_BWD: &[u8] = spirv!("embed_bwd");
 pub static BIAS_ADD: &[u8] = spirv!("bias_add");
 pub static ADD: &[u8] = spirv!("add");
 pub static COL_SUM: &[u8] = spirv!("col_sum");
-pub static GRU_FWD_STEP: &[u8] = spirv!("gru_fwd_step");
-pub static GRU_BWD_STEP: &[u8] = spirv!("gru_bwd_step");
 pub static ATTN_FWD: &[u8] = spirv!("attn_fwd");
 pub static ATTN_BWD_Q: &[u8] = spirv!("attn_bwd_q");
 pub static ATTN_BWD_KV: &[u8] = spirv!("attn_bwd_kv");
@@ -30,3 +28,15 @@ pub static SUMSQ: &[u8] = spirv!("sumsq");
 pub static STATE: &[u8] = spirv!("state");
 pub static SCALE_GRADS: &[u8] = spirv!("scale_grads");
 pub static ADAMW: &[u8] = spirv!("adamw");
+pub static GRU_FWD_SEQ: &[u8] = spirv!("gru_fwd_seq");
+pub static GRU_BWD_SEQ: &[u8] = spirv!("gru_bwd_seq");
+pub static TRANSPOSE: &[u8] = spirv!("transpose");
+
+// The fault catalogue's planted bugs.
+pub static GEMM_F32_FAULT_NO_BOUNDS: &[u8] = spirv!("gemm_f32_fault_no_bounds");
+pub static GEMM_F32_FAULT_F16_ACCUM: &[u8] = spirv!("gemm_f32_fault_f16_accum");
+pub static GRU_FWD_SEQ_FAULT_NO_BARRIER: &[u8] = spirv!("gru_fwd_seq_fault_no_barrier");
+pub static GRU_FWD_SEQ_FAULT_RESET_BEFORE: &[u8] = spirv!("gru_fwd_seq_fault_reset_before");
+pub static ATTN_FWD_FAULT_NO_MAX: &[u8] = spirv!("attn_fwd_fault_no_max");
+pub static ATTN_FWD_FAULT_WINDOW: &[u8] = spirv!("attn_fwd_fault_window");
+pub static LOSS_FAULT_NO_MASK: &[u8] = spirv!("loss_fault_no_mask");

@@ -90,8 +90,7 @@ spec!(EMBED_BWD, "embed_bwd", EMBED_BWD, [R, R, RW], 256);
 spec!(BIAS_ADD, "bias_add", BIAS_ADD, [R, RW], 256);
 spec!(ADD, "add", ADD, [R, R, W], 256);
 spec!(COL_SUM, "col_sum", COL_SUM, [R, RW], 256);
-spec!(GRU_FWD_STEP, "gru_fwd_step", GRU_FWD_STEP, [R, R, RW, RW, RW], 256);
-spec!(GRU_BWD_STEP, "gru_bwd_step", GRU_BWD_STEP, [R, R, R, R, R, RW, RW, RW], 256);
+spec!(TRANSPOSE, "transpose", TRANSPOSE, [R, W], 256);
 spec!(ATTN_FWD, "attn_fwd", ATTN_FWD, [R, R, R, RW, W], 256);
 spec!(ATTN_BWD_Q, "attn_bwd_q", ATTN_BWD_Q, [R, R, R, R, RW, W], 256);
 spec!(ATTN_BWD_KV, "attn_bwd_kv", ATTN_BWD_KV, [R, R, R, R, W, W], 256);
@@ -104,3 +103,40 @@ spec!(LOSS, "loss", LOSS, [R, R, R, W, W, R], 1);
 spec!(SUMSQ, "sumsq", SUMSQ, [R, W], 4096);
 // A single workgroup.
 spec!(STATE, "state", STATE, [RW, R], 1 << 30);
+
+/// Widest hidden state the recurrence kernels hold in shared memory.
+pub const MAX_HIDDEN: usize = 1024;
+
+/// One workgroup per batch row walks every timestep.
+pub static GRU_FWD_SEQ: KernelSpec = KernelSpec {
+    name: "gru_fwd_seq",
+    spirv: shaders::GRU_FWD_SEQ,
+    bindings: &[R, R, W, W, W, R],
+    push_size: 64,
+    local_size: [256, 1, 1],
+    items_per_group: [1, 1, 1],
+    shared_bytes: 2 * 1024 * 4,
+};
+pub static GRU_FWD_SEQ_FAULT_NO_BARRIER: KernelSpec =
+    KernelSpec { name: "gru_fwd_seq_fault_no_barrier", spirv: shaders::GRU_FWD_SEQ_FAULT_NO_BARRIER, ..GRU_FWD_SEQ };
+pub static GRU_FWD_SEQ_FAULT_RESET_BEFORE: KernelSpec = KernelSpec {
+    name: "gru_fwd_seq_fault_reset_before",
+    spirv: shaders::GRU_FWD_SEQ_FAULT_RESET_BEFORE,
+    shared_bytes: 3 * 1024 * 4,
+    ..GRU_FWD_SEQ
+};
+pub static GRU_BWD_SEQ: KernelSpec = KernelSpec {
+    name: "gru_bwd_seq",
+    spirv: shaders::GRU_BWD_SEQ,
+    bindings: &[R, R, R, R, R, RW, W, W],
+    push_size: 64,
+    local_size: [256, 1, 1],
+    items_per_group: [1, 1, 1],
+    shared_bytes: 3 * 1024 * 4,
+};
+pub static ATTN_FWD_FAULT_NO_MAX: KernelSpec =
+    KernelSpec { name: "attn_fwd_fault_no_max", spirv: shaders::ATTN_FWD_FAULT_NO_MAX, ..ATTN_FWD };
+pub static ATTN_FWD_FAULT_WINDOW: KernelSpec =
+    KernelSpec { name: "attn_fwd_fault_window", spirv: shaders::ATTN_FWD_FAULT_WINDOW, ..ATTN_FWD };
+pub static LOSS_FAULT_NO_MASK: KernelSpec =
+    KernelSpec { name: "loss_fault_no_mask", spirv: shaders::LOSS_FAULT_NO_MASK, ..LOSS };

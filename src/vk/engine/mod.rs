@@ -12,11 +12,13 @@
 //! stage alone from the CPU's inputs (isolated mode) or all of them from the
 //! engine's own outputs (chained mode).
 
+mod faults;
 mod kernels;
 mod layout;
 mod workspace;
 
-pub use kernels::{ModelPush, st};
+pub use faults::Fault;
+pub use kernels::{MAX_HIDDEN, ModelPush, st};
 pub use layout::{ParamEntry, ParamLayout};
 pub use workspace::{Workspace, workspace_bytes};
 
@@ -80,6 +82,7 @@ pub struct Engine {
     state: Buffer,
     opts: StepOptions,
     path: GemmPath,
+    fault: Option<Fault>,
     ws: Option<Workspace>,
 }
 
@@ -110,6 +113,12 @@ impl Engine {
         path: GemmPath,
     ) -> VkResult<Engine> {
         cfg.validate().map_err(|e| VkError::Invalid(e.to_string()))?;
+        if cfg.hidden > MAX_HIDDEN {
+            return Err(VkError::Limit(format!(
+                "hidden = {}: the Vulkan recurrence keeps h in shared memory and takes at most {MAX_HIDDEN}",
+                cfg.hidden
+            )));
+        }
         let layout = ParamLayout::new(cfg);
         let n = layout.total;
         u(n, "parameter count")?;
@@ -124,6 +133,7 @@ impl Engine {
             layout,
             opts: *opts,
             path,
+            fault: None,
             ws: None,
         };
         let zeros = vec![0f32; n];
@@ -153,6 +163,23 @@ impl Engine {
 
     pub fn options(&self) -> &StepOptions {
         &self.opts
+    }
+
+    /// Plants a bug of the fault catalogue (None: the correct engine).
+    pub fn set_fault(&mut self, fault: Option<Fault>) {
+        self.fault = fault;
+    }
+
+    pub fn fault(&self) -> Option<Fault> {
+        self.fault
+    }
+
+    fn gemm_path_now(&self) -> GemmPath {
+        match self.fault {
+            Some(Fault::GemmNoBounds) => GemmPath::FaultNoBounds,
+            Some(Fault::F16AccumNoScale) => GemmPath::FaultF16Accum,
+            _ => self.path,
+        }
     }
 
     fn flat(&self, which: FlatBuf) -> &Buffer {
@@ -393,7 +420,7 @@ impl Engine {
         ops::gemm_with(
             &self.ctx,
             seq,
-            self.path,
+            self.gemm_path_now(),
             &shape,
             MatRef { buf: a.0, offset: a.1 },
             MatRef { buf: b.0, offset: b.1 },
@@ -440,13 +467,17 @@ impl Engine {
                         ..base
                     };
                     self.run(seq, &BIAS_ADD, &[pb, &lb.gi], &p, rows * 3 * h, &format!("gru.l{l} bias_ih"))?;
-                    let off0 = self.off(&format!("gru.weight_hh_l{l}")) as u32;
-                    let off1 = self.off(&format!("gru.bias_hh_l{l}")) as u32;
-                    for t in 0..ws.t {
-                        let p = ModelPush { t: t as u32, off0, off1, ..base };
-                        let bufs = [pb, &lb.gi, &lb.gh, &lb.gates, &lb.h];
-                        self.run(seq, &GRU_FWD_STEP, &bufs, &p, ws.b * h, &format!("gru.l{l} fwd step"))?;
-                    }
+                    let w_hh = self.off(&format!("gru.weight_hh_l{l}"));
+                    let p = ModelPush { n: u(3 * h * h, "n")?, d: h as u32, off0: w_hh as u32, ..base };
+                    self.run(seq, &TRANSPOSE, &[pb, &ws.wt], &p, 3 * h * h, &format!("gru.l{l} W_hh^T"))?;
+                    let p = ModelPush { off1: self.off(&format!("gru.bias_hh_l{l}")) as u32, ..base };
+                    let spec = match self.fault {
+                        Some(Fault::RecurrenceNoBarrier) => &GRU_FWD_SEQ_FAULT_NO_BARRIER,
+                        Some(Fault::ResetBeforeMatmul) => &GRU_FWD_SEQ_FAULT_RESET_BEFORE,
+                        _ => &GRU_FWD_SEQ,
+                    };
+                    let bufs = [pb, &lb.gi, &lb.gh, &lb.gates, &lb.h, &ws.wt];
+                    self.run(seq, spec, &bufs, &p, ws.b, &format!("gru.l{l} fwd recurrence"))?;
                 }
             }
             Stage::AttnFwd => {
@@ -456,7 +487,12 @@ impl Engine {
                 }
                 let p = ModelPush { f0: (1.0 / (cfg.head_dim() as f64).sqrt()) as f32, ..base };
                 let bufs = [&ws.q, &ws.k, &ws.v, &ws.attn, &ws.c];
-                self.run(seq, &ATTN_FWD, &bufs, &p, rows * cfg.heads, "attn_fwd")?;
+                let spec = match self.fault {
+                    Some(Fault::SoftmaxNoMax) => &ATTN_FWD_FAULT_NO_MAX,
+                    Some(Fault::WindowOffByOne) => &ATTN_FWD_FAULT_WINDOW,
+                    _ => &ATTN_FWD,
+                };
+                self.run(seq, spec, &bufs, &p, rows * cfg.heads, "attn_fwd")?;
             }
             Stage::HeadFwd => {
                 let s = &ws.layers.last().expect("layers >= 1").h;
@@ -470,7 +506,8 @@ impl Engine {
             Stage::Loss => {
                 let p = ModelPush { f0: (1.0 / ws.n_targets as f64) as f32, ..base };
                 let bufs = [&ws.logits, &ws.targets, &ws.mask, &ws.token_loss, &ws.dlogits, &self.state];
-                self.run(seq, &LOSS, &bufs, &p, rows, "loss")?;
+                let spec = if self.fault == Some(Fault::MaskDropped) { &LOSS_FAULT_NO_MASK } else { &LOSS };
+                self.run(seq, spec, &bufs, &p, rows, "loss")?;
                 let p = ModelPush { flag: state_op::LOSS, n: rows as u32, f1: ws.n_targets as f32, ..base };
                 self.run(seq, &STATE, &[&self.state, &ws.token_loss], &p, 1, "loss value")?;
             }
@@ -513,12 +550,9 @@ impl Engine {
                 for l in (0..cfg.layers).rev() {
                     let lb = &ws.layers[l];
                     let n_in = cfg.gru_in(l);
-                    let off0 = self.off(&format!("gru.weight_hh_l{l}")) as u32;
-                    for t in (0..ws.t).rev() {
-                        let p = ModelPush { t: t as u32, off0, ..base };
-                        let bufs = [pb, &lb.gh, &lb.gates, &lb.h, &lb.d_h, &lb.dh_tot, &lb.d_gi, &lb.d_gh];
-                        self.run(seq, &GRU_BWD_STEP, &bufs, &p, ws.b * h, &format!("gru.l{l} bwd step"))?;
-                    }
+                    let p = ModelPush { off0: self.off(&format!("gru.weight_hh_l{l}")) as u32, ..base };
+                    let bufs = [pb, &lb.gh, &lb.gates, &lb.h, &lb.d_h, &lb.dh_tot, &lb.d_gi, &lb.d_gh];
+                    self.run(seq, &GRU_BWD_SEQ, &bufs, &p, ws.b, &format!("gru.l{l} bwd recurrence"))?;
                     let input = if l == 0 { &ws.emb } else { &ws.layers[l - 1].h };
                     let w_ih = self.off(&format!("gru.weight_ih_l{l}"));
                     let w_hh = self.off(&format!("gru.weight_hh_l{l}"));
@@ -580,6 +614,10 @@ impl Engine {
     pub fn record_unscale_and_norm<'a>(&'a self, seq: &mut Sequence<'a>) -> VkResult<()> {
         let ws = self.ws()?;
         let p = ModelPush { flag: 0, n: self.layout.total as u32, ..self.push(ws) };
+        if self.fault == Some(Fault::NormBeforeUnscale) {
+            self.record_norm(seq, state_op::NORM)?;
+            return self.run(seq, &SCALE_GRADS, &[&self.state, &self.grads], &p, self.layout.total, "unscale");
+        }
         self.run(seq, &SCALE_GRADS, &[&self.state, &self.grads], &p, self.layout.total, "unscale")?;
         self.record_norm(seq, state_op::NORM)
     }

@@ -57,6 +57,8 @@ pub struct Workspace {
     pub d_s_ctx: Buffer,
     pub d_emb: Buffer,
     pub partials: Buffer,
+    /// Scratch: a layer's W_hh transposed, `[H, 3H]`.
+    pub wt: Buffer,
 }
 
 /// Bytes of device memory a workspace of `rows` positions takes.
@@ -131,6 +133,7 @@ impl Workspace {
             d_s_ctx: dev("ctx.d_s", rows * h)?,
             d_emb: dev("embed.d_out", rows * d)?,
             partials: dev("reduce.partials", n_params.div_ceil(SUMSQ_CHUNK).max(rows))?,
+            wt: dev("gru.w_hh_t", 3 * h * h)?,
         })
     }
 

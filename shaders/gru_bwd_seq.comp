@@ -1,0 +1,71 @@
+#version 450
+// A GRU layer's whole backpropagation through time in one dispatch: workgroup
+// b walks row b from t = T-1 down. For each unit j it keeps
+//   dh_t = d_h[t] + dh_{t+1} ⊙ z_{t+1} + (d_gh[t+1] · W_hh)[:, j]
+// (dh_{t+1} in dh_tot, d_gh[t+1] of the whole row in shared memory) and
+// writes the gate gradients of step t.
+//   p: W_hh [3H, H] at off0; gh [T,B,3H]; gates [3][T,B,H]; h [T,B,H];
+//   d_h [T,B,H] (from above); dh_tot [T,B,H]; d_gi, d_gh [T,B,3H].
+#include "model.glsl"
+#define MAXH 1024u
+layout(local_size_x = 256) in;
+layout(std430, binding = 0) readonly buffer Par { float p[]; };
+layout(std430, binding = 1) readonly buffer Gh { float gh[]; };
+layout(std430, binding = 2) readonly buffer Gates { float gates[]; };
+layout(std430, binding = 3) readonly buffer Hs { float h[]; };
+layout(std430, binding = 4) readonly buffer Dh { float d_h[]; };
+layout(std430, binding = 5) buffer DhTot { float dh_tot[]; };
+layout(std430, binding = 6) writeonly buffer Dgi { float d_gi[]; };
+layout(std430, binding = 7) writeonly buffer Dgh { float d_gh[]; };
+
+shared float sdgh[3u * MAXH];
+
+void main() {
+    uint b = gl_WorkGroupID.x;
+    uint lid = gl_LocalInvocationID.x;
+    uint H = pc.H;
+    uint H3 = 3u * H;
+    uint rh = pc.T * pc.B * H;
+    for (uint s = 0u; s < pc.T; ++s) {
+        uint t = pc.T - 1u - s;
+        uint row = t * pc.B + b;
+        // The carry from step t+1 reads the whole of sdgh (step t+1's values).
+        float carry[4];
+        for (uint q = 0u; q < 4u; ++q) carry[q] = 0.0;
+        if (s > 0u) {
+            uint next = row + pc.B;
+            for (uint q = 0u, j = lid; j < H; j += 256u, ++q) {
+                float acc = 0.0;
+                for (uint r = 0u; r < H3; ++r) acc += sdgh[r] * p[pc.off0 + r * H + j];
+                carry[q] = dh_tot[next * H + j] * gates[rh + next * H + j] + acc;
+            }
+        }
+        memoryBarrierShared();
+        barrier();
+        for (uint q = 0u, j = lid; j < H; j += 256u, ++q) {
+            uint i = row * H + j;
+            float dh = d_h[i] + carry[q];
+            dh_tot[i] = dh;
+            float r = gates[i];
+            float z = gates[rh + i];
+            float n = gates[2u * rh + i];
+            float hp = t > 0u ? h[i - pc.B * H] : 0.0;
+            float dn = dh * (1.0 - z);
+            float dz = dh * (hp - n);
+            float dan = dn * (1.0 - n * n);
+            float dar = dan * gh[row * H3 + 2u * H + j] * r * (1.0 - r);
+            float daz = dz * z * (1.0 - z);
+            d_gi[row * H3 + j] = dar;
+            d_gi[row * H3 + H + j] = daz;
+            d_gi[row * H3 + 2u * H + j] = dan;
+            d_gh[row * H3 + j] = dar;
+            d_gh[row * H3 + H + j] = daz;
+            d_gh[row * H3 + 2u * H + j] = dan * r;
+            sdgh[j] = dar;
+            sdgh[H + j] = daz;
+            sdgh[2u * H + j] = dan * r;
+        }
+        memoryBarrierShared();
+        barrier();
+    }
+}

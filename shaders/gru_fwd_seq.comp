@@ -1,0 +1,88 @@
+#version 450
+// A GRU layer's whole forward recurrence in one dispatch (PyTorch gate order
+// r, z, n). Rows of a batch are independent, so workgroup b walks row b
+// through all T timesteps, keeping h_{t-1} in shared memory (double-buffered:
+// one barrier per step). Invocations own units j = lid, lid + 256, ...
+//   wt:    W_hh transposed, [H, 3H] (so that neighbouring units read
+//          neighbouring addresses); p: b_hh [3H] at off1 of the parameters
+//   gi:    [T, B, 3H] W_ih u_t + b_ih; gh: [T, B, 3H]; gates: [3][T, B, H]; h: [T, B, H]
+// FAULT_NO_BARRIER: the barrier between steps is missing (a planted bug).
+// FAULT_RESET_BEFORE: n = tanh(gi_n + W_hn (r ⊙ h_{t-1}) + b_hn), the reset
+// gate applied before the matmul (TensorFlow's convention; a planted bug).
+#include "model.glsl"
+#define MAXH 1024u
+layout(local_size_x = 256) in;
+layout(std430, binding = 0) readonly buffer Par { float p[]; };
+layout(std430, binding = 1) readonly buffer Gi { float gi[]; };
+layout(std430, binding = 2) writeonly buffer Gh { float gh[]; };
+layout(std430, binding = 3) writeonly buffer Gates { float gates[]; };
+layout(std430, binding = 4) writeonly buffer Hs { float h[]; };
+layout(std430, binding = 5) readonly buffer Wt { float wt[]; };
+
+shared float hs[2][MAXH];
+#ifdef FAULT_RESET_BEFORE
+shared float rh[MAXH];
+#endif
+
+void main() {
+    uint b = gl_WorkGroupID.x;
+    uint lid = gl_LocalInvocationID.x;
+    uint H = pc.H;
+    uint H3 = 3u * H;
+    uint rh_len = pc.T * pc.B * H;
+    for (uint j = lid; j < H; j += 256u) hs[0][j] = 0.0;
+    memoryBarrierShared();
+    barrier();
+    for (uint t = 0u; t < pc.T; ++t) {
+        uint cur = t & 1u;
+        uint row = t * pc.B + b;
+        uint g = row * H3;
+#ifdef FAULT_RESET_BEFORE
+        // r first, for every unit, then the n gate's matmul over r ⊙ h.
+        for (uint j = lid; j < H; j += 256u) {
+            float ar = 0.0;
+            for (uint k = 0u; k < H; ++k) ar += hs[cur][k] * wt[k * H3 + j];
+            rh[j] = sigmoid(gi[g + j] + ar + p[pc.off1 + j]) * hs[cur][j];
+        }
+        memoryBarrierShared();
+        barrier();
+#endif
+        for (uint j = lid; j < H; j += 256u) {
+            float ar = 0.0, az = 0.0, an = 0.0;
+            for (uint k = 0u; k < H; ++k) {
+                float x = hs[cur][k];
+                uint w = k * H3 + j;
+                ar += x * wt[w];
+                az += x * wt[w + H];
+#ifdef FAULT_RESET_BEFORE
+                an += rh[k] * wt[w + 2u * H];
+#else
+                an += x * wt[w + 2u * H];
+#endif
+            }
+            float ghr = ar + p[pc.off1 + j];
+            float ghz = az + p[pc.off1 + H + j];
+            float ghn = an + p[pc.off1 + 2u * H + j];
+            float r = sigmoid(gi[g + j] + ghr);
+            float z = sigmoid(gi[g + H + j] + ghz);
+#ifdef FAULT_RESET_BEFORE
+            float n = tanh_safe(gi[g + 2u * H + j] + ghn);
+#else
+            float n = tanh_safe(gi[g + 2u * H + j] + r * ghn);
+#endif
+            float hn = (1.0 - z) * n + z * hs[cur][j];
+            gh[g + j] = ghr;
+            gh[g + H + j] = ghz;
+            gh[g + 2u * H + j] = ghn;
+            gates[row * H + j] = r;
+            gates[rh_len + row * H + j] = z;
+            gates[2u * rh_len + row * H + j] = n;
+            h[row * H + j] = hn;
+            hs[cur ^ 1u][j] = hn;
+        }
+#ifndef FAULT_NO_BARRIER
+        memoryBarrierShared();
+        barrier();
+#endif
+    }
+}

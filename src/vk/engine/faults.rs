@@ -1,0 +1,94 @@
+//! The fault catalogue: bugs that GPU training engines really have, each a
+//! switch on the Vulkan engine (off by default). Each is a separate shader
+//! variant or a changed recording order, always built, so the tests can turn
+//! it on and assert which rung of the ladder catches it first.
+
+use serde::Serialize;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fault {
+    GemmNoBounds,
+    SoftmaxNoMax,
+    F16AccumNoScale,
+    RecurrenceNoBarrier,
+    NormBeforeUnscale,
+    ResetBeforeMatmul,
+    MaskDropped,
+    WindowOffByOne,
+}
+
+impl Fault {
+    pub const ALL: [Fault; 8] = [
+        Fault::GemmNoBounds,
+        Fault::SoftmaxNoMax,
+        Fault::F16AccumNoScale,
+        Fault::RecurrenceNoBarrier,
+        Fault::NormBeforeUnscale,
+        Fault::ResetBeforeMatmul,
+        Fault::MaskDropped,
+        Fault::WindowOffByOne,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Fault::GemmNoBounds => "gemm_no_bounds",
+            Fault::SoftmaxNoMax => "softmax_no_max",
+            Fault::F16AccumNoScale => "f16_accum_no_scale",
+            Fault::RecurrenceNoBarrier => "recurrence_no_barrier",
+            Fault::NormBeforeUnscale => "norm_before_unscale",
+            Fault::ResetBeforeMatmul => "reset_before_matmul",
+            Fault::MaskDropped => "mask_dropped",
+            Fault::WindowOffByOne => "window_off_by_one",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Fault> {
+        Fault::ALL.into_iter().find(|f| f.name() == s)
+    }
+
+    /// What the planted bug does.
+    pub fn description(self) -> &'static str {
+        match self {
+            Fault::GemmNoBounds => {
+                "GEMM tiles load past the matrix edge without a bounds check or zero padding (shapes that are not multiples of the 64×64×16 tile read neighbouring values)"
+            }
+            Fault::SoftmaxNoMax => {
+                "attention softmax without the maximum subtracted: exp overflows to Inf once a score passes ~88"
+            }
+            Fault::F16AccumNoScale => {
+                "GEMM partial sums kept in f16 (10-bit mantissa, no clamp: Inf past 65504), as a naive f16 kernel without loss scaling"
+            }
+            Fault::RecurrenceNoBarrier => {
+                "the GRU forward recurrence has no barrier between timesteps: units read h_{t-1} before the units that own it wrote it"
+            }
+            Fault::NormBeforeUnscale => {
+                "the gradient norm (and so the guard and the clip) is taken before dividing by the loss scale"
+            }
+            Fault::ResetBeforeMatmul => {
+                "the GRU reset gate is applied before the recurrent matmul, n = tanh(W_in x + W_hn (r ⊙ h) + b), TensorFlow's convention instead of PyTorch's"
+            }
+            Fault::MaskDropped => "the loss ignores the mask: padded positions add to the loss and get gradients",
+            Fault::WindowOffByOne => {
+                "the attention window drops its oldest key (J_t starts at t-W+2): only positions t ≥ W-1 are wrong"
+            }
+        }
+    }
+
+    /// The rung that should catch the bug first (isolated mode).
+    pub fn expected_rung(self) -> &'static str {
+        match self {
+            Fault::GemmNoBounds | Fault::F16AccumNoScale => "gemm",
+            Fault::SoftmaxNoMax | Fault::WindowOffByOne => "attn_fwd",
+            Fault::RecurrenceNoBarrier | Fault::ResetBeforeMatmul => "gru_fwd",
+            Fault::NormBeforeUnscale => "optim",
+            Fault::MaskDropped => "loss",
+        }
+    }
+}
+
+impl std::fmt::Display for Fault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
