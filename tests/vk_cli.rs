@@ -459,3 +459,28 @@ fn a_batch_past_the_device_limits_is_a_clear_error() {
     let err = fails_cleanly(&dualscope(&args, &[]), 1, &out);
     assert!(err.contains("--engine gpu") && err.contains("maxStorageBufferRange"), "{err}");
 }
+
+#[test]
+fn faults_are_listed_and_caught_from_the_command_line() {
+    let out = dualscope(&["faults", "--json"], &[]);
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a JSON list");
+    let list = v.as_array().unwrap();
+    assert_eq!(list.len(), 8);
+    for f in list {
+        assert!(f["name"].is_string() && f["expected_rung"].is_string() && f["description"].is_string(), "{f}");
+        assert!(dualscope::ladder::ALL_RUNGS.contains(&f["expected_rung"].as_str().unwrap()));
+    }
+    let out = dualscope(&["ladder", "--fault", "nope"], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("window_off_by_one"));
+    if vk_support::context("faults_are_listed_and_caught_from_the_command_line").is_none() {
+        return;
+    }
+    let args = ["ladder", "--config", "tiny", "--rungs", "attn_fwd", "--fault", "window_off_by_one", "--json"];
+    let out = dualscope(&args, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["fault"], "window_off_by_one");
+    assert_eq!(v["rungs"][0]["status"], "fail");
+}

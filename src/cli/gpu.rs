@@ -8,6 +8,7 @@ use super::backend::open_context as open;
 use super::common::{CliError, emit};
 use crate::ladder::{self, Precision, RungResult, Status};
 use crate::model::Config;
+use crate::vk::engine::Fault;
 use crate::vk::{DeviceReport, VkError};
 
 #[derive(Args, Debug)]
@@ -88,8 +89,40 @@ pub struct LadderArgs {
     /// Also write the JSON report to this file (atomically).
     #[arg(long)]
     pub out: Option<std::path::PathBuf>,
+    /// Plant one bug of the fault catalogue in the GPU engine (see `dualscope faults`).
+    #[arg(long)]
+    pub fault: Option<String>,
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct FaultsArgs {
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_fault(name: &Option<String>) -> Result<Option<Fault>, CliError> {
+    match name {
+        None => Ok(None),
+        Some(n) => Fault::parse(n).map(Some).ok_or_else(|| {
+            let all: Vec<&str> = Fault::ALL.iter().map(|f| f.name()).collect();
+            CliError::Usage(format!("--fault {n:?}: the faults are {}", all.join(", ")))
+        }),
+    }
+}
+
+pub fn faults(a: &FaultsArgs) -> Result<i32, CliError> {
+    let list: Vec<serde_json::Value> = Fault::ALL
+        .iter()
+        .map(|f| json!({"name": f.name(), "expected_rung": f.expected_rung(), "description": f.description()}))
+        .collect();
+    emit(a.json, serde_json::Value::Array(list), || {
+        for f in Fault::ALL {
+            println!("{:<22} caught by {:<9} {}", f.name(), f.expected_rung(), f.description());
+        }
+    });
+    Ok(0)
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -253,8 +286,10 @@ fn ladder_inputs(
         }
         (None, Some(_)) => return Err(CliError::Usage("--offset needs --len".into())),
         (None, None) => {
-            let b = ds.random_windows(a.seed, cfg.batch, cfg.seq_len + 1)?;
-            (b, format!("{}: {} random windows of {} positions (seed {})", ds.name(), cfg.batch, cfg.seq_len, a.seed))
+            let b = ladder::default_batch(&ds, &cfg, a.seed).map_err(|e| CliError::Usage(e.to_string()))?;
+            let what =
+                format!("{} random windows of up to {} positions, every other row shortened", cfg.batch, cfg.seq_len);
+            (b, format!("{}: {what} (seed {})", ds.name(), a.seed))
         }
     };
     Ok((cfg, params, batch, source))
@@ -284,6 +319,7 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
         ModeArg::Chained => ladder::Mode::Chained,
     };
     let choice = GemmPathArg::choice(a.gemm_path)?;
+    let fault = parse_fault(&a.fault)?;
     let model_rungs = rungs.iter().any(|r| r != "gemm");
     let (cfg, params, batch, source) = ladder_inputs(a)?;
     if model_rungs && precision != Precision::F32 {
@@ -308,12 +344,14 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
             mode,
             precision,
         };
-        model = Some(ladder::ModelLadder::new(&ctx, setup).map_err(engine_err)?);
+        let mut m = ladder::ModelLadder::new(&ctx, setup).map_err(engine_err)?;
+        m.set_fault(fault);
+        model = Some(m);
     }
     let mut results: Vec<RungResult> = Vec::new();
     for id in &rungs {
         let r = match (id.as_str(), model.as_mut()) {
-            ("gemm", _) => ladder::run_rung(&ctx, id, &cfg, precision, a.seed, choice),
+            ("gemm", _) => ladder::run_rung_with_fault(&ctx, id, &cfg, precision, a.seed, choice, fault),
             (_, Some(m)) => m.run_rung(id),
             (_, None) => unreachable!("model rungs build the model ladder"),
         }
@@ -333,6 +371,7 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
         "config": cfg,
         "precision": precision,
         "mode": mode,
+        "fault": fault,
         "batch": { "rows": batch.rows, "seq_len": batch.t, "targets": batch.num_targets(), "source": source },
         "validation": { "on": ctx.validation(), "errors": validation_errors },
         "rungs": results,
@@ -345,6 +384,9 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
     }
     emit(a.json, value, || {
         println!("batch: {source}; mode {}", mode.as_str());
+        if let Some(f) = fault {
+            println!("fault planted: {} ({})", f.name(), f.description());
+        }
         print_table(ctx.report(), &results, validation_errors);
         if let Some(e) = &end_to_end {
             print_end_to_end(e);

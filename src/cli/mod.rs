@@ -41,6 +41,8 @@ pub enum Command {
     GpuInfo(gpu::GpuInfoArgs),
     /// CPU-vs-GPU ladder of MODEL.md (exit 0: nothing failed, 1: a rung failed, 2: usage or device error).
     Ladder(gpu::LadderArgs),
+    /// The fault catalogue: planted bugs the ladder must catch (use with `ladder --fault NAME`).
+    Faults(gpu::FaultsArgs),
     /// Device-timed f32 GEMM rates on the Vulkan engine.
     GemmBench(gpu::GemmBenchArgs),
 }
@@ -121,6 +123,7 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         Some(Command::Bench(a)) => bench::run(&a),
         Some(Command::GpuInfo(a)) => gpu::info(&a),
         Some(Command::Ladder(a)) => gpu::run_ladder(&a),
+        Some(Command::Faults(a)) => gpu::faults(&a),
         Some(Command::GemmBench(a)) => gpu::gemm_bench(&a),
     }
 }

@@ -1,7 +1,7 @@
 //! The CPU reference engine: MODEL.md computed exactly, in f32 or f64,
 //! multi-threaded (rayon) with vectorised GEMMs (the `gemm` crate).
 
-mod attention;
+pub(crate) mod attention;
 mod backward;
 pub(crate) mod forward;
 mod optim;

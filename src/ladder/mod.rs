@@ -15,7 +15,10 @@ use crate::vk::{Context, VkError};
 
 pub use compare::{Comparison, compare};
 pub use gemm::{GemmCase, bf16_tolerance, f16_tolerance, f32_tolerance, gemm_cases, round_bf16};
-pub use model::{Contributor, EndToEnd, LOSS_TOLERANCE, Mode, ModelLadder, NORM_TOLERANCE, Setup, outputs, tolerance};
+pub use model::{
+    Contributor, EndToEnd, LOSS_TOLERANCE, Mode, ModelLadder, NORM_TOLERANCE, OPTIM_SCALE, RungTensor, Setup,
+    default_batch, outputs, tolerance,
+};
 
 /// Every rung of MODEL.md, in order.
 pub const ALL_RUNGS: [&str; 11] = [

@@ -16,7 +16,7 @@ use super::{CaseResult, LadderError, Precision, RungResult, Status};
 use crate::cpu::{self, LossScale, OptimState, StepOptions, Trace};
 use crate::dataset::Batch;
 use crate::model::{Config, Params};
-use crate::vk::engine::{Engine, FlatBuf, Stage};
+use crate::vk::engine::{Engine, Fault, FlatBuf, Stage};
 use crate::vk::ops::GemmPath;
 use crate::vk::{Context, VkError};
 
@@ -178,6 +178,22 @@ fn cpu_phases(rung: &str) -> &'static [&'static str] {
     }
 }
 
+/// The ladder's default batch: the config's B random windows of T+1 tokens
+/// from `ds`, with every other row cut to two thirds of its length, so that
+/// padding and masks are always exercised (with B ≥ 2).
+pub fn default_batch(ds: &crate::dataset::Dataset, cfg: &Config, seed: u64) -> Result<Batch, LadderError> {
+    let err = |e: &dyn std::fmt::Display| LadderError::Input(e.to_string());
+    let full = ds.random_windows(seed, cfg.batch, cfg.seq_len + 1).map_err(|e| err(&e))?;
+    let rows: Vec<Vec<u8>> = (0..full.rows)
+        .map(|b| {
+            let r = full.row(b);
+            let keep = if b % 2 == 1 { (r.len() * 2 / 3).max(2) } else { r.len() };
+            r[..keep.min(r.len())].to_vec()
+        })
+        .collect();
+    Batch::from_rows(&rows).map_err(|e| err(&e))
+}
+
 /// What the ladder runs on.
 #[derive(Clone, Debug)]
 pub struct Setup {
@@ -242,6 +258,46 @@ struct Chained {
     stage_ms: Vec<(Stage, Option<f64>)>,
 }
 
+/// The loss scale of the `optim` rung's step: a power of two, so that the
+/// scaled gradients are exact and a missing or misplaced unscale shows.
+pub const OPTIM_SCALE: f64 = 1024.0;
+
+fn optim_scale() -> LossScale {
+    LossScale { scale: OPTIM_SCALE, ..LossScale::fixed() }
+}
+
+fn scaled<T: crate::tensor::Real>(g: &Params<T>) -> Params<T> {
+    let mut g = g.clone();
+    for t in g.tensors_mut() {
+        t.data.iter_mut().for_each(|x| *x *= T::of(OPTIM_SCALE));
+    }
+    g
+}
+
+/// The scores of the attention stress case reach this (exp overflows at ~88.7
+/// in f32 unless the maximum is subtracted).
+const STRESS_SCORE: f64 = 100.0;
+
+/// Largest |score| of the CPU's attention, over every query and its window.
+fn max_score(cfg: &Config, q: &[f32], k: &[f32], t: usize, b: usize) -> f64 {
+    let (a, nh, w, dh) = (cfg.attn_dim, cfg.heads, cfg.window, cfg.head_dim());
+    let scale = 1.0 / (dh as f64).sqrt();
+    let mut m = 0.0f64;
+    for ti in 0..t {
+        for bi in 0..b {
+            for hd in 0..nh {
+                let qo = (ti * b + bi) * a + hd * dh;
+                for j in (ti + 1).saturating_sub(w)..=ti {
+                    let ko = (j * b + bi) * a + hd * dh;
+                    let s: f64 = (0..dh).map(|i| q[qo + i] as f64 * k[ko + i] as f64).sum();
+                    m = m.max((s * scale).abs());
+                }
+            }
+        }
+    }
+    m
+}
+
 /// A prepared ladder: the CPU traces (f32 and f64), the optimizer's starting
 /// state, and the engine.
 pub struct ModelLadder {
@@ -286,8 +342,9 @@ impl ModelLadder {
             let (mut p, mut g) = (setup.params.clone(), g32.clone());
             cpu::apply_step(cfg, &mut p, &mut g, &mut prior, &mut LossScale::fixed(), &setup.opts);
         }
-        let (mut p1, mut g1, mut s1) = (setup.params.clone(), g32.clone(), prior.clone());
-        let out = cpu::apply_step(cfg, &mut p1, &mut g1, &mut s1, &mut LossScale::fixed(), &setup.opts);
+        // The rung's step carries a loss scale, so that unscaling is exercised.
+        let (mut p1, mut g1, mut s1) = (setup.params.clone(), scaled(&g32), prior.clone());
+        let out = cpu::apply_step(cfg, &mut p1, &mut g1, &mut s1, &mut optim_scale(), &setup.opts);
         let cpu_ms = cpu::profile::take();
         cpu::profile::enable(false);
         let after = (p1, s1, out.grad_norm);
@@ -301,8 +358,8 @@ impl ModelLadder {
                 .map(|(n, _)| cpu64.get(&format!("grad.{n}")).expect("traced").clone()),
         );
         let mut s64 = OptimState::<f64> { m: prior.m.cast(), v: prior.v.cast(), step: prior.step };
-        let (mut q64, mut gg64) = (p64, g64);
-        let out64 = cpu::apply_step(cfg, &mut q64, &mut gg64, &mut s64, &mut LossScale::fixed(), &setup.opts);
+        let (mut q64, mut gg64) = (p64, scaled(&g64));
+        let out64 = cpu::apply_step(cfg, &mut q64, &mut gg64, &mut s64, &mut optim_scale(), &setup.opts);
         let after64 = (q64, s64, out64.grad_norm);
 
         let engine = Engine::new(ctx, cfg, &setup.params, &setup.opts, &LossScale::fixed(), GemmPath::TiledF32)?;
@@ -325,7 +382,7 @@ impl ModelLadder {
     /// rung from; returns the GPU's parameters as they are, for [`Self::restore`]
     /// after the step changed them.
     fn reset_optimizer(&self) -> Result<Vec<f32>, LadderError> {
-        self.engine.set_optim_state(&self.prior, &LossScale::fixed())?;
+        self.engine.set_optim_state(&self.prior, &optim_scale())?;
         Ok(self.engine.read_flat(FlatBuf::Params)?)
     }
 
@@ -403,24 +460,33 @@ impl ModelLadder {
     /// gate) and keeps every compared tensor.
     fn chained(&mut self) -> Result<&Chained, LadderError> {
         if self.chained.is_none() {
-            let before = self.reset_optimizer()?;
-            let (timings, stage_ms) = self.engine.run_step_staged()?;
             let cfg = &self.setup.cfg;
             let names: Vec<String> = super::ALL_RUNGS.iter().flat_map(|r| outputs(r, cfg)).collect();
-            // The optimizer rewrote the gradients (unscale, clip): its rung reads
-            // params and moments only; the backward rungs need the raw gradients,
-            // which equal the unscaled ones at S = 1 unless clipped, so read
-            // them from a forward-backward run first.
-            let grads_names: Vec<String> = names.iter().filter(|n| n.starts_with("grad.")).cloned().collect();
-            let after_step: Vec<String> = names.iter().filter(|n| !n.starts_with("grad.")).cloned().collect();
+            let is_optim = |n: &String| {
+                n == "grad_norm" || n.starts_with("param.") || n.starts_with("adam.m.") || n.starts_with("adam.v.")
+            };
+            let (step_names, grad_names): (Vec<String>, Vec<String>) = names.into_iter().partition(is_optim);
+            let before = self.engine.read_flat(FlatBuf::Params)?;
+            // Forward and backward at S = 1, read before the optimizer rewrites the gradients.
+            self.engine.write_state(&LossScale::fixed(), self.prior.step, 0)?;
+            let (_, mut stage_ms) = self.engine.run_staged(false)?;
             let mut values: Vec<(String, Vec<f32>)> =
-                after_step.iter().cloned().zip(self.gpu_values(&after_step)?).collect();
+                grad_names.iter().cloned().zip(self.gpu_values(&grad_names)?).collect();
+            // The whole step, at the optim rung's loss scale, from the prior moments.
+            self.reset_optimizer()?;
+            let (timings, step_ms) = self.engine.run_staged(true)?;
+            values.extend(step_names.iter().cloned().zip(self.gpu_values(&step_names)?));
+            stage_ms.extend(step_ms.into_iter().filter(|(s, _)| *s == Stage::Optim));
             self.restore(&before)?;
-            self.engine.run_grads()?;
-            values.extend(grads_names.iter().cloned().zip(self.gpu_values(&grads_names)?));
             self.chained = Some(Chained { values, total_ms: timings.total_ms(), stage_ms });
         }
         Ok(self.chained.as_ref().expect("set above"))
+    }
+
+    /// Plants a bug of the fault catalogue in the GPU engine (None: none).
+    pub fn set_fault(&mut self, fault: Option<Fault>) {
+        self.engine.set_fault(fault);
+        self.chained = None;
     }
 
     /// Runs one of rungs 2–11.
@@ -445,7 +511,9 @@ impl ModelLadder {
                 let before = if st == Stage::Optim {
                     for (name, _) in crate::model::param_specs(&cfg) {
                         let g = format!("grad.{name}");
-                        self.engine.write_named(&g, &self.cpu32.get(&g).expect("traced").data)?;
+                        let data: Vec<f32> =
+                            self.cpu32.get(&g).expect("traced").data.iter().map(|&x| x * OPTIM_SCALE as f32).collect();
+                        self.engine.write_named(&g, &data)?;
                     }
                     Some(self.reset_optimizer()?)
                 } else {
@@ -471,7 +539,14 @@ impl ModelLadder {
         }
         self.kept.retain(|(r, _)| r != rung);
         self.kept.push((rung.to_string(), kept));
+        let mut kept = Vec::new();
         let cpu_ms = self.cpu_ms.iter().filter(|(n, _)| cpu_phases(rung).contains(n)).map(|(_, ms)| ms).sum();
+        if rung == "attn_fwd" && self.setup.mode == Mode::Isolated {
+            let (c, k) = self.attention_stress()?;
+            cases.extend(c);
+            kept.extend(k);
+            self.kept.last_mut().expect("pushed above").1.extend(kept.clone());
+        }
         let mut r = RungResult::from_cases(rung, self.setup.precision, cases);
         r.gpu_ms = gpu_ms;
         r.cpu_ms = cpu_ms;
@@ -488,6 +563,46 @@ impl ModelLadder {
             }
         }
         Ok(r)
+    }
+
+    /// The attention stress case: `s` scaled by a power of two f so that the
+    /// largest score is at least `STRESS_SCORE` (f² times the normal ones; q,
+    /// k, v scale exactly by f on both sides), so that exp would overflow
+    /// without the maximum subtracted. Its tolerance grows with the scores:
+    /// a score carries an absolute rounding error of about 2^-24·|score|, which
+    /// the softmax turns into that relative error of the weights; the bound is
+    /// 8× that at the largest score, and at least the rung's 1e-5.
+    fn attention_stress(&mut self) -> Result<(Vec<CaseResult>, Vec<RungTensor>), LadderError> {
+        let cfg = self.setup.cfg.clone();
+        let (t, b) = (self.setup.batch.t, self.setup.batch.rows);
+        let get = |n: &str| self.cpu32.get(n).expect("traced").data.clone();
+        let (q, k, v) = (get("ctx.q"), get("ctx.k"), get("ctx.v"));
+        let m = max_score(&cfg, &q, &k, t, b).max(1e-30);
+        let f = 2f64.powi(((STRESS_SCORE / m).sqrt().log2().ceil() as i32).max(0)) as f32;
+        let top = format!("gru.l{}.h", cfg.layers - 1);
+        let s: Vec<f32> = get(&top).iter().map(|&x| x * f).collect();
+        self.engine.write_named(&top, &s)?;
+        self.engine.run_stages(&[Stage::AttnFwd])?;
+        let got = self.engine.read_named(&["ctx.attn", "ctx.c"])?;
+        let sc = |x: &[f32]| x.iter().map(|&y| y * f).collect::<Vec<f32>>();
+        let (w32, c32) = crate::cpu::attention::attention(&cfg, &sc(&q), &sc(&k), &sc(&v), t, b);
+        let w64q: Vec<f64> = sc(&q).iter().map(|&x| x as f64).collect();
+        let w64k: Vec<f64> = sc(&k).iter().map(|&x| x as f64).collect();
+        let w64v: Vec<f64> = sc(&v).iter().map(|&x| x as f64).collect();
+        let (w64, c64) = crate::cpu::attention::attention(&cfg, &w64q, &w64k, &w64v, t, b);
+        let top_score = m * (f as f64).powi(2);
+        let tol = (8.0 * 2f64.powi(-24) * top_score).max(tolerance("attn_fwd", "ctx.attn"));
+        let mut cases = Vec::new();
+        let mut kept = Vec::new();
+        for ((name, got), (want32, want64)) in ["ctx.attn", "ctx.c"].iter().zip(got).zip([(w32, w64), (c32, c64)]) {
+            let label = format!("{name} (stress: scores ×{}, max {top_score:.0})", f * f);
+            let mut c = case(&label, &got, &want32, &want64, tol);
+            c.params = format!("{} values, s ×{f}", got.len());
+            cases.push(c);
+            let shape = self.cpu32.get(name).expect("traced").shape.clone();
+            kept.push(RungTensor { name: label, shape, cpu: want32, gpu: got, f64: want64 });
+        }
+        Ok((cases, kept))
     }
 
     /// The end-to-end step: the GPU's whole step (chained) against the CPU.

@@ -641,13 +641,22 @@ impl Engine {
     /// A whole training step in one submit, with the device milliseconds of
     /// each stage (`None` without timestamps).
     pub fn run_step_staged(&self) -> VkResult<(Timings, Vec<(Stage, Option<f64>)>)> {
+        self.run_staged(true)
+    }
+
+    /// Forward and backward (then unscale and norm, or with `optim` the whole
+    /// optimizer) in one submit, with each stage's device milliseconds.
+    pub fn run_staged(&self, optim: bool) -> VkResult<(Timings, Vec<(Stage, Option<f64>)>)> {
         let mut seq = Sequence::new(&self.ctx)?;
         self.record_begin(&mut seq)?;
         let mut ranges = Vec::new();
-        for s in Stage::FORWARD_BACKWARD.into_iter().chain([Stage::Optim]) {
+        for s in Stage::FORWARD_BACKWARD.into_iter().chain(optim.then_some(Stage::Optim)) {
             let start = seq.dispatch_count();
             self.record_stage(&mut seq, s)?;
             ranges.push((s, start..seq.dispatch_count()));
+        }
+        if !optim {
+            self.record_unscale_and_norm(&mut seq)?;
         }
         let timings = seq.submit()?;
         let per_stage = ranges

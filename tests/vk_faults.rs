@@ -1,0 +1,87 @@
+//! The fault catalogue: every planted bug is caught by the ladder, first at
+//! the rung the catalogue names, while the same ladder without it passes.
+
+mod vk_support;
+
+use std::sync::Arc;
+
+use dualscope::ladder::{self, Mode, ModelLadder, Precision, Status};
+use dualscope::model::{Config, Params};
+use dualscope::vk::engine::Fault;
+use dualscope::vk::ops::GemmChoice;
+use vk_support::{assert_clean, context};
+
+/// Widths past one SIMD group (H = 40, so a missing barrier can race), none a
+/// multiple of a tile; T = 12 > W = 4; every other row shortened (padding).
+fn cfg() -> Config {
+    Config { vocab: 256, d_embed: 8, hidden: 40, layers: 2, attn_dim: 6, heads: 3, window: 4, batch: 3, seq_len: 12 }
+}
+
+/// The first rung that does not pass, over the whole ladder in isolated mode.
+fn first_failure(ctx: &Arc<dualscope::vk::Context>, fault: Option<Fault>) -> Option<(String, Vec<String>)> {
+    let cfg = cfg();
+    let ds = dualscope::dataset::synthetic::default_dataset();
+    let setup = ladder::Setup {
+        cfg: cfg.clone(),
+        params: Params::init(&cfg, 4),
+        batch: ladder::default_batch(&ds, &cfg, 4).unwrap(),
+        opts: Default::default(),
+        mode: Mode::Isolated,
+        precision: Precision::F32,
+    };
+    let gemm = ladder::run_rung_with_fault(ctx, "gemm", &cfg, Precision::F32, 4, GemmChoice::Auto, fault).unwrap();
+    if gemm.status == Status::Fail {
+        return Some(("gemm".into(), vec![]));
+    }
+    let mut l = ModelLadder::new(ctx, setup).unwrap();
+    l.set_fault(fault);
+    for id in &ladder::ALL_RUNGS[1..] {
+        let r = l.run_rung(id).unwrap();
+        if r.status == Status::Fail {
+            let bad = r.cases.iter().filter(|c| c.status == Status::Fail).map(|c| c.name.clone()).collect();
+            return Some((id.to_string(), bad));
+        }
+    }
+    None
+}
+
+#[test]
+fn every_fault_is_caught_at_its_rung() {
+    let test = "every_fault_is_caught_at_its_rung";
+    let Some(ctx) = context(test) else { return };
+    let ctx = Arc::new(ctx);
+    assert_eq!(first_failure(&ctx, None), None, "the clean engine passes");
+    for f in Fault::ALL {
+        let caught = first_failure(&ctx, Some(f));
+        let (rung, cases) = caught.unwrap_or_else(|| panic!("{f}: no rung failed"));
+        assert_eq!(rung, f.expected_rung(), "{f}: first caught at {rung} ({cases:?})");
+        eprintln!("{f}: caught at {rung} by {cases:?}");
+    }
+    assert_clean(&ctx, test);
+}
+
+#[test]
+fn the_window_fault_shows_only_past_the_window() {
+    let test = "the_window_fault_shows_only_past_the_window";
+    let Some(ctx) = context(test) else { return };
+    let ctx = Arc::new(ctx);
+    let cfg = cfg();
+    let attn = |t: usize| {
+        let rows = vec![(0..=t as u8).map(|x| x.wrapping_mul(37)).collect::<Vec<u8>>()];
+        let setup = ladder::Setup {
+            cfg: cfg.clone(),
+            params: Params::init(&cfg, 2),
+            batch: dualscope::dataset::Batch::from_rows(&rows).unwrap(),
+            opts: Default::default(),
+            mode: Mode::Isolated,
+            precision: Precision::F32,
+        };
+        let mut l = ModelLadder::new(&ctx, setup).unwrap();
+        l.set_fault(Some(Fault::WindowOffByOne));
+        l.run_rung("attn_fwd").unwrap().status
+    };
+    // J_t loses its oldest key only once the window is full: t ≥ W-1, so T ≥ W positions.
+    assert_eq!(attn(cfg.window - 1), Status::Pass);
+    assert_eq!(attn(cfg.window), Status::Fail);
+    assert_clean(&ctx, test);
+}
