@@ -484,3 +484,32 @@ fn faults_are_listed_and_caught_from_the_command_line() {
     assert_eq!(v["fault"], "window_off_by_one");
     assert_eq!(v["rungs"][0]["status"], "fail");
 }
+
+/// The window's off-by-one shows only once a query's window is full (T ≥ W):
+/// the bisect finds exactly that length and the first wrong position W-1.
+#[test]
+fn bisect_finds_the_smallest_failing_length() {
+    if vk_support::context("bisect_finds_the_smallest_failing_length").is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("bisect.json");
+    let args = ["bisect", "--config", "tiny", "--fault", "window_off_by_one", "--max-len", "20", "--json", "--out"];
+    let mut args: Vec<&str> = args.to_vec();
+    args.push(report.to_str().unwrap());
+    let out = dualscope(&args, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let w = dualscope::model::Config::tiny().window as u64;
+    assert_eq!(v["smallest_failing"], w, "{v}");
+    assert_eq!(v["last_good"], w - 1);
+    assert_eq!(v["failure"]["rung"], "attn_fwd");
+    assert_eq!(v["failure"]["position"], w - 1);
+    assert!(v["failure"]["token"].is_u64());
+    assert_eq!(serde_json::from_slice::<serde_json::Value>(&std::fs::read(&report).unwrap()).unwrap(), v);
+    // Without the fault nothing fails: exit 0.
+    let out = dualscope(&["bisect", "--config", "tiny", "--max-len", "20", "--json"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["smallest_failing"].is_null());
+}

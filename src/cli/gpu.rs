@@ -97,6 +97,101 @@ pub struct LadderArgs {
 }
 
 #[derive(Args, Debug)]
+pub struct BisectArgs {
+    /// Plant one bug of the fault catalogue (see `dualscope faults`).
+    #[arg(long)]
+    pub fault: Option<String>,
+    /// The text to run on (default: the embedded dataset); one row from --offset.
+    #[arg(long)]
+    pub data: Option<std::path::PathBuf>,
+    #[arg(long, default_value_t = 0)]
+    pub offset: usize,
+    /// The longest length tried (default: 4096, or what the data holds).
+    #[arg(long)]
+    pub max_len: Option<usize>,
+    /// small, bench, tiny, or a JSON config file.
+    #[arg(long, default_value = "small")]
+    pub config: String,
+    /// Parameters from this checkpoint (its config wins) instead of a seeded init.
+    #[arg(long)]
+    pub checkpoint: Option<std::path::PathBuf>,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    #[arg(long)]
+    pub device: Option<usize>,
+    /// Also write the JSON report to this file (atomically).
+    #[arg(long)]
+    pub out: Option<std::path::PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn bisect(a: &BisectArgs) -> Result<i32, CliError> {
+    use crate::dataset::{Dataset, synthetic};
+    let fault = parse_fault(&a.fault)?;
+    if let Some(out) = &a.out {
+        let inputs: Vec<&std::path::Path> = a.data.iter().chain(&a.checkpoint).map(|p| p.as_path()).collect();
+        super::common::check_output(out, &inputs)?;
+    }
+    let (cfg, params) = match &a.checkpoint {
+        Some(path) => crate::checkpoint::load_params(path)?,
+        None => {
+            let cfg = Config::resolve(&a.config)?;
+            let p = crate::model::Params::<f32>::init(&cfg, a.seed);
+            (cfg, p)
+        }
+    };
+    let ds = match &a.data {
+        Some(path) => Dataset::open(path)?,
+        None => synthetic::default_dataset(),
+    };
+    let avail = ds.len_tokens().saturating_sub(a.offset + 1);
+    let max_len = a.max_len.unwrap_or(4096).min(avail);
+    if max_len < 1 {
+        return Err(CliError::Usage(format!("--offset {}: {} holds no row of 2 tokens there", a.offset, ds.name())));
+    }
+    let row = ds.window(a.offset, max_len + 1)?;
+    let ctx = std::sync::Arc::new(open(a.device)?);
+    let json = a.json;
+    let report = ladder::bisect(&ctx, &cfg, &params, &row, max_len, fault, |p| {
+        if !json {
+            match (&p.rung, &p.tensor) {
+                (Some(r), Some(t)) => println!("len {:>6}: FAIL at {r} ({t})", p.len),
+                _ => println!("len {:>6}: pass", p.len),
+            }
+        }
+    })
+    .map_err(|e| match e {
+        ladder::LadderError::Input(why) => CliError::Usage(why),
+        e => CliError::Engine(e.to_string()),
+    })?;
+    let value = serde_json::to_value(&report).expect("report serializes");
+    if let Some(out) = &a.out {
+        let text = serde_json::to_string_pretty(&value).expect("report serializes");
+        crate::checkpoint::write_atomic(out, text.as_bytes())?;
+    }
+    emit(json, value, || match (&report.smallest_failing, &report.failure) {
+        (Some(n), Some(p)) => {
+            println!(
+                "smallest failing length {n} (last good {}): first rung {}, tensor {}",
+                report.last_good.map_or("none".into(), |g| g.to_string()),
+                p.rung.as_deref().unwrap_or("?"),
+                p.tensor.as_deref().unwrap_or("?")
+            );
+            if let (Some(pos), Some(tok)) = (p.position, p.token) {
+                println!(
+                    "first wrong position {pos}, input token {} (rel L2 there {:.2e})",
+                    describe_byte(tok),
+                    p.position_rel_l2.unwrap_or(f64::NAN)
+                );
+            }
+        }
+        _ => println!("no length up to {max_len} fails"),
+    });
+    Ok(if report.smallest_failing.is_some() { 1 } else { 0 })
+}
+
+#[derive(Args, Debug)]
 pub struct FaultsArgs {
     #[arg(long)]
     pub json: bool,
@@ -467,5 +562,15 @@ fn print_table(r: &DeviceReport, results: &[RungResult], validation_errors: u64)
     }
     if validation_errors > 0 {
         println!("\n{validation_errors} Vulkan validation error(s) (see stderr): the run counts as failed");
+    }
+}
+
+/// A byte as a reader sees it: `'a' (0x61)`, `'\n' (0x0a)`, `0xc3`.
+fn describe_byte(b: u8) -> String {
+    match b {
+        b'\n' => "'\\n' (0x0a)".into(),
+        b'\t' => "'\\t' (0x09)".into(),
+        0x20..=0x7e => format!("'{}' (0x{b:02x})", b as char),
+        _ => format!("0x{b:02x}"),
     }
 }

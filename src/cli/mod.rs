@@ -43,6 +43,8 @@ pub enum Command {
     Ladder(gpu::LadderArgs),
     /// The fault catalogue: planted bugs the ladder must catch (use with `ladder --fault NAME`).
     Faults(gpu::FaultsArgs),
+    /// Length bisect: the smallest sequence length at which the GPU step fails the ladder.
+    Bisect(gpu::BisectArgs),
     /// Device-timed f32 GEMM rates on the Vulkan engine.
     GemmBench(gpu::GemmBenchArgs),
 }
@@ -124,6 +126,7 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         Some(Command::GpuInfo(a)) => gpu::info(&a),
         Some(Command::Ladder(a)) => gpu::run_ladder(&a),
         Some(Command::Faults(a)) => gpu::faults(&a),
+        Some(Command::Bisect(a)) => gpu::bisect(&a),
         Some(Command::GemmBench(a)) => gpu::gemm_bench(&a),
     }
 }

@@ -4,6 +4,7 @@
 //! rungs 2–11 and the end-to-end gate run the stages of the training step
 //! (`model.rs`).
 
+mod bisect;
 mod compare;
 mod gemm;
 mod model;
@@ -13,6 +14,7 @@ use serde::Serialize;
 use crate::model::Config;
 use crate::vk::{Context, VkError};
 
+pub use bisect::{BisectReport, Probe, bisect, doubling};
 pub use compare::{Comparison, compare};
 pub use gemm::{GemmCase, bf16_tolerance, f16_tolerance, f32_tolerance, gemm_cases, round_bf16};
 pub use model::{

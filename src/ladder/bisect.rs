@@ -1,0 +1,180 @@
+//! Length bisect: the same data capped at 64, 128, 256, … positions, each run
+//! through rungs 2–11 (isolated), then a binary search between the last good
+//! and the first bad length for the smallest failing one, with the first
+//! rung, tensor, position and token where it fails.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use super::{LadderError, Mode, ModelLadder, Precision, Setup, Status};
+use crate::cpu::StepOptions;
+use crate::dataset::Batch;
+use crate::model::{Config, Params};
+use crate::vk::Context;
+use crate::vk::engine::Fault;
+
+/// One length tried.
+#[derive(Clone, Debug, Serialize, serde::Deserialize, PartialEq)]
+pub struct Probe {
+    /// Positions (the row holds len + 1 tokens).
+    pub len: usize,
+    pub failed: bool,
+    /// The first rung (in ladder order) that failed.
+    pub rung: Option<String>,
+    /// Its first failing tensor.
+    pub tensor: Option<String>,
+    /// The first position whose slice of that tensor is over the tolerance.
+    pub position: Option<usize>,
+    /// The input token at that position.
+    pub token: Option<u8>,
+    /// That slice's relative L2 error.
+    pub position_rel_l2: Option<f64>,
+}
+
+#[derive(Clone, Debug, Serialize, serde::Deserialize, PartialEq)]
+pub struct BisectReport {
+    pub fault: Option<String>,
+    pub probes: Vec<Probe>,
+    /// The longest length that passed below the smallest failing one.
+    pub last_good: Option<usize>,
+    pub smallest_failing: Option<usize>,
+    /// The probe at the smallest failing length.
+    pub failure: Option<Probe>,
+}
+
+/// Lengths 64, 128, … up to `max_len` (and `max_len` itself).
+pub fn doubling(max_len: usize) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut l = 64;
+    while l < max_len {
+        out.push(l);
+        l *= 2;
+    }
+    out.push(max_len);
+    out
+}
+
+fn probe(
+    ctx: &Arc<Context>,
+    cfg: &Config,
+    params: &Params<f32>,
+    row: &[u8],
+    len: usize,
+    fault: Option<Fault>,
+) -> Result<Probe, LadderError> {
+    let tokens = &row[..len + 1];
+    let batch = Batch::from_rows(&[tokens]).map_err(|e| LadderError::Input(e.to_string()))?;
+    let setup = Setup {
+        cfg: cfg.clone(),
+        params: params.clone(),
+        batch,
+        opts: StepOptions::default(),
+        mode: Mode::Isolated,
+        precision: Precision::F32,
+    };
+    let mut l = ModelLadder::new(ctx, setup)?;
+    l.set_fault(fault);
+    let mut p =
+        Probe { len, failed: false, rung: None, tensor: None, position: None, token: None, position_rel_l2: None };
+    for id in &super::ALL_RUNGS[1..] {
+        let r = l.run_rung(id)?;
+        if r.status != Status::Fail {
+            continue;
+        }
+        p.failed = true;
+        p.rung = Some(id.to_string());
+        let case = r.cases.iter().find(|c| c.status == Status::Fail).expect("a failing rung has a failing case");
+        p.tensor = Some(case.name.clone());
+        if let Some(t) = l.tensors(id).iter().find(|t| t.name == case.name)
+            && t.shape.len() >= 2
+            && t.shape[0] == len
+        {
+            let per = t.cpu.len() / len;
+            for pos in 0..len {
+                let (mut d, mut w) = (0.0f64, 0.0f64);
+                let mut bad_nonfinite = false;
+                for i in pos * per..(pos + 1) * per {
+                    let (g, c) = (t.gpu[i] as f64, t.cpu[i] as f64);
+                    bad_nonfinite |= !g.is_finite() && c.is_finite();
+                    d += (g - c).powi(2);
+                    w += c * c;
+                }
+                let rel = if w > 0.0 { (d / w).sqrt() } else { d.sqrt() };
+                if bad_nonfinite || !(rel <= case.tolerance) {
+                    p.position = Some(pos);
+                    p.token = Some(tokens[pos]);
+                    p.position_rel_l2 = Some(rel);
+                    break;
+                }
+            }
+        }
+        break;
+    }
+    Ok(p)
+}
+
+/// Runs the bisect on one row of tokens (at least `max_len + 1` of them).
+/// `progress` sees every probe as it finishes.
+#[allow(clippy::too_many_arguments)]
+pub fn bisect(
+    ctx: &Arc<Context>,
+    cfg: &Config,
+    params: &Params<f32>,
+    row: &[u8],
+    max_len: usize,
+    fault: Option<Fault>,
+    mut progress: impl FnMut(&Probe),
+) -> Result<BisectReport, LadderError> {
+    if max_len < 1 || row.len() < max_len + 1 {
+        return Err(LadderError::Input(format!(
+            "bisect needs {} tokens for {max_len} positions; the data has {}",
+            max_len + 1,
+            row.len()
+        )));
+    }
+    let mut probes = Vec::new();
+    let mut run = |len: usize, probes: &mut Vec<Probe>| -> Result<Probe, LadderError> {
+        let p = probe(ctx, cfg, params, row, len, fault)?;
+        progress(&p);
+        probes.push(p.clone());
+        Ok(p)
+    };
+    let mut last_good = None;
+    let mut first_bad = None;
+    for len in doubling(max_len) {
+        let p = run(len, &mut probes)?;
+        if p.failed {
+            first_bad = Some(p);
+            break;
+        }
+        last_good = Some(len);
+    }
+    let Some(mut bad) = first_bad else {
+        return Ok(BisectReport {
+            fault: fault.map(|f| f.name().to_string()),
+            probes,
+            last_good,
+            smallest_failing: None,
+            failure: None,
+        });
+    };
+    // Failing lengths are assumed to stay failing above the smallest one.
+    let mut good = last_good.unwrap_or(0);
+    while bad.len - good > 1 {
+        let mid = good + (bad.len - good) / 2;
+        let p = run(mid, &mut probes)?;
+        if p.failed {
+            bad = p;
+        } else {
+            good = mid;
+        }
+    }
+    Ok(BisectReport {
+        fault: fault.map(|f| f.name().to_string()),
+        probes,
+        last_good: (good > 0).then_some(good),
+        smallest_failing: Some(bad.len),
+        failure: Some(bad),
+    })
+}
