@@ -1,6 +1,7 @@
 #version 450
-// A GRU layer's whole backpropagation through time in one dispatch: workgroup
-// b walks row b from t = T-1 down. For each unit j it keeps
+// Backpropagation through time for a GRU layer over the steps t = pc.t down
+// to pc.t + 1 - pc.n (a chunk; the engine walks the chunks from T-1 down):
+// workgroup b walks row b. For each unit j it keeps
 //   dh_t = d_h[t] + dh_{t+1} ⊙ z_{t+1} + (d_gh[t+1] · W_hh)[:, j]
 // (dh_{t+1} in dh_tot, d_gh[t+1] of the whole row in shared memory) and
 // writes the gate gradients of step t.
@@ -16,9 +17,10 @@ layout(std430, binding = 3) readonly buffer Hs { float h[]; };
 layout(std430, binding = 4) readonly buffer Dh { float d_h[]; };
 layout(std430, binding = 5) buffer DhTot { float dh_tot[]; };
 layout(std430, binding = 6) writeonly buffer Dgi { float d_gi[]; };
-layout(std430, binding = 7) writeonly buffer Dgh { float d_gh[]; };
+layout(std430, binding = 7) buffer Dgh { float d_gh[]; };
 
-shared float sdgh[3u * MAXH];
+// d_gh of the row at the step just done, double-buffered: one barrier per step.
+shared float sdgh[2][3u * MAXH];
 
 void main() {
     uint b = gl_WorkGroupID.x;
@@ -26,22 +28,34 @@ void main() {
     uint H = pc.H;
     uint H3 = 3u * H;
     uint rh = pc.T * pc.B * H;
-    for (uint s = 0u; s < pc.T; ++s) {
-        uint t = pc.T - 1u - s;
+    // A chunk after the first starts from d_gh of the step above it.
+    if (pc.t + 1u < pc.T) {
+        uint above = (pc.t + 1u) * pc.B + b;
+        for (uint r = lid; r < H3; r += 256u) sdgh[0][r] = d_gh[above * H3 + r];
+    }
+    memoryBarrierShared();
+    barrier();
+    for (uint s = 0u; s < pc.n; ++s) {
+        uint t = pc.t - s;
         uint row = t * pc.B + b;
-        // The carry from step t+1 reads the whole of sdgh (step t+1's values).
+        uint cur = s & 1u;
+        // The carry from step t+1 reads the whole of sdgh[cur] (step t+1's values).
         float carry[4];
         for (uint q = 0u; q < 4u; ++q) carry[q] = 0.0;
-        if (s > 0u) {
+        if (t + 1u < pc.T) {
             uint next = row + pc.B;
             for (uint q = 0u, j = lid; j < H; j += 256u, ++q) {
                 float acc = 0.0;
-                for (uint r = 0u; r < H3; ++r) acc += sdgh[r] * p[pc.off0 + r * H + j];
+                uint r = 0u;
+                for (; r + 4u <= H3; r += 4u) {
+                    uint w = pc.off0 + r * H + j;
+                    acc += sdgh[cur][r] * p[w] + sdgh[cur][r + 1u] * p[w + H]
+                         + sdgh[cur][r + 2u] * p[w + 2u * H] + sdgh[cur][r + 3u] * p[w + 3u * H];
+                }
+                for (; r < H3; ++r) acc += sdgh[cur][r] * p[pc.off0 + r * H + j];
                 carry[q] = dh_tot[next * H + j] * gates[rh + next * H + j] + acc;
             }
         }
-        memoryBarrierShared();
-        barrier();
         for (uint q = 0u, j = lid; j < H; j += 256u, ++q) {
             uint i = row * H + j;
             float dh = d_h[i] + carry[q];
@@ -61,9 +75,9 @@ void main() {
             d_gh[row * H3 + j] = dar;
             d_gh[row * H3 + H + j] = daz;
             d_gh[row * H3 + 2u * H + j] = dan * r;
-            sdgh[j] = dar;
-            sdgh[H + j] = daz;
-            sdgh[2u * H + j] = dan * r;
+            sdgh[cur ^ 1u][j] = dar;
+            sdgh[cur ^ 1u][H + j] = daz;
+            sdgh[cur ^ 1u][2u * H + j] = dan * r;
         }
         memoryBarrierShared();
         barrier();

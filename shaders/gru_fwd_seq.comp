@@ -1,7 +1,7 @@
 #version 450
-// A GRU layer's whole forward recurrence in one dispatch (PyTorch gate order
-// r, z, n). Rows of a batch are independent, so workgroup b walks row b
-// through all T timesteps, keeping h_{t-1} in shared memory (double-buffered:
+// A GRU layer's forward recurrence over the steps pc.t .. pc.t + pc.n - 1 (a
+// chunk; PyTorch gate order r, z, n). Rows of a batch are independent, so
+// workgroup b walks row b through the chunk's timesteps, keeping h_{t-1} in shared memory (double-buffered:
 // one barrier per step). Invocations own units j = lid, lid + 256, ...
 //   wt:    W_hh transposed, [H, 3H] (so that neighbouring units read
 //          neighbouring addresses); p: b_hh [3H] at off1 of the parameters
@@ -16,7 +16,7 @@ layout(std430, binding = 0) readonly buffer Par { float p[]; };
 layout(std430, binding = 1) readonly buffer Gi { float gi[]; };
 layout(std430, binding = 2) writeonly buffer Gh { float gh[]; };
 layout(std430, binding = 3) writeonly buffer Gates { float gates[]; };
-layout(std430, binding = 4) writeonly buffer Hs { float h[]; };
+layout(std430, binding = 4) buffer Hs { float h[]; };
 layout(std430, binding = 5) readonly buffer Wt { float wt[]; };
 
 shared float hs[2][MAXH];
@@ -30,11 +30,13 @@ void main() {
     uint H = pc.H;
     uint H3 = 3u * H;
     uint rh_len = pc.T * pc.B * H;
-    for (uint j = lid; j < H; j += 256u) hs[0][j] = 0.0;
+    // A chunk after the first starts from h of the step before it.
+    for (uint j = lid; j < H; j += 256u) hs[0][j] = pc.t > 0u ? h[((pc.t - 1u) * pc.B + b) * H + j] : 0.0;
     memoryBarrierShared();
     barrier();
-    for (uint t = 0u; t < pc.T; ++t) {
-        uint cur = t & 1u;
+    uint t_end = min(pc.T, pc.t + pc.n);
+    for (uint t = pc.t; t < t_end; ++t) {
+        uint cur = (t - pc.t) & 1u;
         uint row = t * pc.B + b;
         uint g = row * H3;
 #ifdef FAULT_RESET_BEFORE
@@ -49,7 +51,22 @@ void main() {
 #endif
         for (uint j = lid; j < H; j += 256u) {
             float ar = 0.0, az = 0.0, an = 0.0;
-            for (uint k = 0u; k < H; ++k) {
+            // Two steps of k per iteration: lavapipe stops any one loop after
+            // 65535 iterations in total per invocation (the engine sizes the
+            // chunks for that).
+            uint k = 0u;
+            for (; k + 2u <= H; k += 2u) {
+                float x0 = hs[cur][k], x1 = hs[cur][k + 1u];
+                uint w = k * H3 + j;
+                ar += x0 * wt[w] + x1 * wt[w + H3];
+                az += x0 * wt[w + H] + x1 * wt[w + H3 + H];
+#ifdef FAULT_RESET_BEFORE
+                an += rh[k] * wt[w + 2u * H] + rh[k + 1u] * wt[w + H3 + 2u * H];
+#else
+                an += x0 * wt[w + 2u * H] + x1 * wt[w + H3 + 2u * H];
+#endif
+            }
+            for (; k < H; ++k) {
                 float x = hs[cur][k];
                 uint w = k * H3 + j;
                 ar += x * wt[w];

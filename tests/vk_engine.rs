@@ -146,3 +146,37 @@ fn the_device_guard_skips_and_the_dynamic_scale_follows_gradscaler() {
     assert_eq!((s.scale, s.growth_tracker, step, skipped), (65536.0, 0, 2, 1));
     assert_clean(&ctx, test);
 }
+
+/// A recurrence longer than one chunk of timesteps: both directions resume
+/// from the state the previous chunk left (and on lavapipe, no loop runs past
+/// its 65535-iteration guard, which once cut a long backward pass short).
+#[test]
+fn long_recurrences_run_in_chunks_and_match_the_cpu() {
+    let test = "long_recurrences_run_in_chunks_and_match_the_cpu";
+    let Some(ctx) = context(test) else { return };
+    let ctx = Arc::new(ctx);
+    let cfg = Config {
+        vocab: 256,
+        d_embed: 8,
+        hidden: 128,
+        layers: 2,
+        attn_dim: 6,
+        heads: 2,
+        window: 5,
+        batch: 1,
+        seq_len: 700,
+    };
+    let params = Params::<f32>::init(&cfg, 31);
+    let b = batch(8, &[701]);
+    let (_, _, trace) = cpu::traced(&cfg, &params, &b, 1.0, None).unwrap();
+    let mut e =
+        Engine::new(&ctx, &cfg, &params, &StepOptions::default(), &LossScale::fixed(), GemmPath::TiledF32).unwrap();
+    e.grads(&b).unwrap();
+    for name in ["gru.l0.h", "gru.l1.h", "gru.l0.d_gh", "gru.l1.d_gi", "grad.gru.weight_hh_l0", "grad.gru.weight_hh_l1"]
+    {
+        let got = e.read_named(&[name]).unwrap().remove(0);
+        let r = rel(&got, &trace.get(name).unwrap().data);
+        assert!(r <= 2e-5, "{name}: rel L2 {r:.3e}");
+    }
+    assert_clean(&ctx, test);
+}

@@ -192,6 +192,91 @@ pub fn bisect(a: &BisectArgs) -> Result<i32, CliError> {
 }
 
 #[derive(Args, Debug)]
+pub struct AuditArgs {
+    /// The text (default: the embedded dataset); one row of --len positions from --offset.
+    #[arg(long)]
+    pub data: Option<std::path::PathBuf>,
+    #[arg(long, default_value_t = 0)]
+    pub offset: usize,
+    #[arg(long, default_value_t = 512)]
+    pub len: usize,
+    #[arg(long, default_value = "small")]
+    pub config: String,
+    #[arg(long)]
+    pub checkpoint: Option<std::path::PathBuf>,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// The loss scale of the GPU's backward (its contributions are divided by the scale it reports).
+    #[arg(long, default_value_t = 1024.0)]
+    pub loss_scale: f64,
+    #[arg(long)]
+    pub fault: Option<String>,
+    #[arg(long)]
+    pub device: Option<usize>,
+    /// Also write the JSON report (with every per-token norm) to this file.
+    #[arg(long)]
+    pub out: Option<std::path::PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn audit(a: &AuditArgs) -> Result<i32, CliError> {
+    use crate::dataset::{Dataset, synthetic};
+    use crate::ladder::audit::Verdict;
+    let fault = parse_fault(&a.fault)?;
+    if !(a.loss_scale.is_finite() && a.loss_scale > 0.0) {
+        return Err(CliError::Usage(format!("--loss-scale {}: a positive finite number", a.loss_scale)));
+    }
+    if let Some(out) = &a.out {
+        let inputs: Vec<&std::path::Path> = a.data.iter().chain(&a.checkpoint).map(|p| p.as_path()).collect();
+        super::common::check_output(out, &inputs)?;
+    }
+    let (cfg, params) = match &a.checkpoint {
+        Some(path) => crate::checkpoint::load_params(path)?,
+        None => {
+            let cfg = Config::resolve(&a.config)?;
+            let p = crate::model::Params::<f32>::init(&cfg, a.seed);
+            (cfg, p)
+        }
+    };
+    let ds = match &a.data {
+        Some(path) => Dataset::open(path)?,
+        None => synthetic::default_dataset(),
+    };
+    let row = ds.window(a.offset, a.len + 1)?;
+    let ctx = std::sync::Arc::new(open(a.device)?);
+    let report = crate::ladder::audit::audit(&ctx, &cfg, &params, &row, a.loss_scale, fault).map_err(|e| match e {
+        ladder::LadderError::Input(why) => CliError::Usage(why),
+        e => CliError::Engine(e.to_string()),
+    })?;
+    let value = serde_json::to_value(&report).expect("report serializes");
+    if let Some(out) = &a.out {
+        let text = serde_json::to_string_pretty(&value).expect("report serializes");
+        crate::checkpoint::write_atomic(out, text.as_bytes())?;
+    }
+    let bad = report.tensors.iter().any(|t| matches!(t.verdict, Verdict::RealError | Verdict::MissingUnscale));
+    let summary = json!({
+        "len": report.len, "loss_scale": report.loss_scale, "fault": report.fault,
+        "loss_cpu": report.loss_cpu, "loss_gpu": report.loss_gpu,
+        "grad_norm_cpu": report.grad_norm_cpu, "grad_norm_gpu": report.grad_norm_gpu,
+        "tensors": report.tensors.iter().map(|t| json!({
+            "tensor": t.tensor, "verdict": t.verdict, "evidence": t.evidence,
+            "tokens_off": t.tokens_off, "worst_position": t.worst_position,
+        })).collect::<Vec<_>>(),
+    });
+    emit(a.json, summary, || {
+        println!(
+            "{} positions; loss cpu {:.7} gpu {:.7}; grad norm cpu {:.6e} gpu {:.6e}; GPU backward at loss scale {}",
+            report.len, report.loss_cpu, report.loss_gpu, report.grad_norm_cpu, report.grad_norm_gpu, report.loss_scale
+        );
+        for t in &report.tensors {
+            println!("{:<22} {:<16} {}", t.tensor, format!("{:?}", t.verdict), t.evidence);
+        }
+    });
+    Ok(if bad { 1 } else { 0 })
+}
+
+#[derive(Args, Debug)]
 pub struct FaultsArgs {
     #[arg(long)]
     pub json: bool,

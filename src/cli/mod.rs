@@ -45,6 +45,8 @@ pub enum Command {
     Faults(gpu::FaultsArgs),
     /// Length bisect: the smallest sequence length at which the GPU step fails the ladder.
     Bisect(gpu::BisectArgs),
+    /// CPU/GPU norm audit: per token and per tensor, each engine's gradient contribution, classified.
+    Audit(gpu::AuditArgs),
     /// Device-timed f32 GEMM rates on the Vulkan engine.
     GemmBench(gpu::GemmBenchArgs),
 }
@@ -127,6 +129,7 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         Some(Command::Ladder(a)) => gpu::run_ladder(&a),
         Some(Command::Faults(a)) => gpu::faults(&a),
         Some(Command::Bisect(a)) => gpu::bisect(&a),
+        Some(Command::Audit(a)) => gpu::audit(&a),
         Some(Command::GemmBench(a)) => gpu::gemm_bench(&a),
     }
 }

@@ -4,6 +4,7 @@
 //! rungs 2–11 and the end-to-end gate run the stages of the training step
 //! (`model.rs`).
 
+pub mod audit;
 mod bisect;
 mod compare;
 mod gemm;

@@ -111,7 +111,7 @@ pub const MAX_HIDDEN: usize = 1024;
 pub static GRU_FWD_SEQ: KernelSpec = KernelSpec {
     name: "gru_fwd_seq",
     spirv: shaders::GRU_FWD_SEQ,
-    bindings: &[R, R, W, W, W, R],
+    bindings: &[R, R, W, W, RW, R],
     push_size: 64,
     local_size: [256, 1, 1],
     items_per_group: [1, 1, 1],
@@ -128,11 +128,11 @@ pub static GRU_FWD_SEQ_FAULT_RESET_BEFORE: KernelSpec = KernelSpec {
 pub static GRU_BWD_SEQ: KernelSpec = KernelSpec {
     name: "gru_bwd_seq",
     spirv: shaders::GRU_BWD_SEQ,
-    bindings: &[R, R, R, R, R, RW, W, W],
+    bindings: &[R, R, R, R, R, RW, W, RW],
     push_size: 64,
     local_size: [256, 1, 1],
     items_per_group: [1, 1, 1],
-    shared_bytes: 3 * 1024 * 4,
+    shared_bytes: 2 * 3 * 1024 * 4,
 };
 pub static ATTN_FWD_FAULT_NO_MAX: KernelSpec =
     KernelSpec { name: "attn_fwd_fault_no_max", spirv: shaders::ATTN_FWD_FAULT_NO_MAX, ..ATTN_FWD };
@@ -140,3 +140,21 @@ pub static ATTN_FWD_FAULT_WINDOW: KernelSpec =
     KernelSpec { name: "attn_fwd_fault_window", spirv: shaders::ATTN_FWD_FAULT_WINDOW, ..ATTN_FWD };
 pub static LOSS_FAULT_NO_MASK: KernelSpec =
     KernelSpec { name: "loss_fault_no_mask", spirv: shaders::LOSS_FAULT_NO_MASK, ..LOSS };
+
+/// Inner-loop iterations one invocation of a recurrence kernel may run in one
+/// dispatch. Mesa's lavapipe ends any loop after 65535 iterations in total per
+/// invocation (a guard against hangs), so a long recurrence is split into
+/// chunks of timesteps, each its own dispatch, resuming from the state the
+/// previous chunk left in memory. On other devices the chunks cost a few
+/// dispatches per sequence.
+pub const LOOP_BUDGET: usize = 60000;
+
+/// Timesteps per chunk of the forward recurrence (inner loop: H/2 per step).
+pub fn fwd_chunk(h: usize) -> usize {
+    (LOOP_BUDGET / (h / 2 + h % 2 + 2).max(1)).max(1)
+}
+
+/// Timesteps per chunk of the backward recurrence (inner loop: 3H/4 per step).
+pub fn bwd_chunk(h: usize) -> usize {
+    (LOOP_BUDGET / (3 * h / 4 + 3 + 2).max(1)).max(1)
+}

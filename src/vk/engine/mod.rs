@@ -477,7 +477,11 @@ impl Engine {
                         _ => &GRU_FWD_SEQ,
                     };
                     let bufs = [pb, &lb.gi, &lb.gh, &lb.gates, &lb.h, &ws.wt];
-                    self.run(seq, spec, &bufs, &p, ws.b, &format!("gru.l{l} fwd recurrence"))?;
+                    let chunk = fwd_chunk(h);
+                    for t0 in (0..ws.t).step_by(chunk) {
+                        let p = ModelPush { t: t0 as u32, n: chunk as u32, ..p };
+                        self.run(seq, spec, &bufs, &p, ws.b, &format!("gru.l{l} fwd recurrence"))?;
+                    }
                 }
             }
             Stage::AttnFwd => {
@@ -552,7 +556,14 @@ impl Engine {
                     let n_in = cfg.gru_in(l);
                     let p = ModelPush { off0: self.off(&format!("gru.weight_hh_l{l}")) as u32, ..base };
                     let bufs = [pb, &lb.gh, &lb.gates, &lb.h, &lb.d_h, &lb.dh_tot, &lb.d_gi, &lb.d_gh];
-                    self.run(seq, &GRU_BWD_SEQ, &bufs, &p, ws.b, &format!("gru.l{l} bwd recurrence"))?;
+                    let chunk = bwd_chunk(h);
+                    let mut hi = ws.t;
+                    while hi > 0 {
+                        let n = chunk.min(hi);
+                        let p = ModelPush { t: (hi - 1) as u32, n: n as u32, ..p };
+                        self.run(seq, &GRU_BWD_SEQ, &bufs, &p, ws.b, &format!("gru.l{l} bwd recurrence"))?;
+                        hi -= n;
+                    }
                     let input = if l == 0 { &ws.emb } else { &ws.layers[l - 1].h };
                     let w_ih = self.off(&format!("gru.weight_ih_l{l}"));
                     let w_hh = self.off(&format!("gru.weight_hh_l{l}"));
