@@ -513,3 +513,25 @@ fn bisect_finds_the_smallest_failing_length() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(v["smallest_failing"].is_null());
 }
+
+#[test]
+fn audit_classifies_per_token_contributions() {
+    if vk_support::context("audit_classifies_per_token_contributions").is_none() {
+        return;
+    }
+    let out = dualscope(&["audit", "--config", "tiny", "--len", "30", "--json"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let tensors = v["tensors"].as_array().unwrap();
+    assert_eq!(tensors.len(), 7 + 4 * dualscope::model::Config::tiny().layers);
+    assert!(tensors.iter().all(|t| t["verdict"] == "noise"), "{v}");
+    // The window fault changes attention: the context-stream weights see a real error.
+    let args = ["audit", "--config", "tiny", "--len", "30", "--fault", "window_off_by_one", "--json"];
+    let out = dualscope(&args, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let q = v["tensors"].as_array().unwrap().iter().find(|t| t["tensor"] == "ctx.q.weight").unwrap();
+    assert_eq!(q["verdict"], "real_error", "{q}");
+    let bias = v["tensors"].as_array().unwrap().iter().find(|t| t["tensor"] == "head.bias").unwrap();
+    assert_ne!(bias["verdict"], "real_error");
+}
