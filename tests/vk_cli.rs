@@ -535,3 +535,28 @@ fn audit_classifies_per_token_contributions() {
     let bias = v["tensors"].as_array().unwrap().iter().find(|t| t["tensor"] == "head.bias").unwrap();
     assert_ne!(bias["verdict"], "real_error");
 }
+
+/// Both engines on the same batch in one run: medians, device time, the
+/// per-kernel breakdown and the ratio (timed, never asserted on speed).
+#[test]
+fn bench_runs_both_engines_and_reports_the_ratio() {
+    if vk_support::context("bench_runs_both_engines_and_reports_the_ratio").is_none() {
+        return;
+    }
+    let out =
+        dualscope(&["bench", "--engine", "both", "--config", "tiny", "--steps", "3", "--warmup", "1", "--json"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let engines = v["engines"].as_array().unwrap();
+    assert_eq!(engines.len(), 2);
+    let (cpu, gpu) = (&engines[0], &engines[1]);
+    assert_eq!((cpu["engine"].as_str(), gpu["engine"].as_str()), (Some("cpu"), Some("gpu")));
+    let ratio = cpu["median_ms"].as_f64().unwrap() / gpu["median_ms"].as_f64().unwrap();
+    assert!((v["speedup"].as_f64().unwrap() - ratio).abs() <= 1e-9 * ratio);
+    // The same first loss on both engines (same batch, same parameters).
+    let (lc, lg) = (cpu["first_loss"].as_f64().unwrap(), gpu["first_loss"].as_f64().unwrap());
+    assert!((lc - lg).abs() <= 1e-5 * lc, "{lc} vs {lg}");
+    let kernels = gpu["kernels_ms"].as_array().unwrap();
+    assert!(kernels.iter().any(|k| k["kernel"].as_str().unwrap().starts_with("gru fwd")), "{kernels:?}");
+    assert_eq!(gpu["breakdown_ms"].as_array().unwrap().len(), 10, "one entry per stage");
+}

@@ -4,16 +4,23 @@ use clap::Args;
 use serde_json::json;
 use std::time::Instant;
 
-use super::EngineArg;
-use super::common::{CliError, emit, progress, require_cpu};
+use super::common::{CliError, progress};
 use crate::cpu::{self, LossScale, OptimState, StepOptions};
-use crate::dataset::synthetic;
+use crate::dataset::{Batch, synthetic};
 use crate::model::{Config, Params};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BenchEngine {
+    Cpu,
+    Gpu,
+    /// Both engines on the same batch in one run, with the ratio.
+    Both,
+}
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
-    #[arg(long, value_enum, default_value_t = EngineArg::Cpu)]
-    pub engine: EngineArg,
+    #[arg(long, value_enum, default_value_t = BenchEngine::Cpu)]
+    pub engine: BenchEngine,
     /// small, bench, or a JSON config file.
     #[arg(long, default_value = "small")]
     pub config: String,
@@ -28,9 +35,15 @@ pub struct BenchArgs {
     pub steps: usize,
     #[arg(long, default_value_t = 3)]
     pub warmup: usize,
-    /// Also report the time per phase of the step (CPU engine).
+    /// Also print the time per phase (CPU) and per stage and kernel (GPU); always in the JSON.
     #[arg(long)]
     pub breakdown: bool,
+    /// Several shapes: B=1 T=512, B/4, B, and B with 2T.
+    #[arg(long)]
+    pub sweep: bool,
+    /// Vulkan device index (default: DUALSCOPE_VK_DEVICE, else 0).
+    #[arg(long)]
+    pub device: Option<usize>,
     /// Write the benchmark's batch (JSON: `tokens` per row and `lens`), so that
     /// a peer implementation can time the very same step.
     #[arg(long)]
@@ -51,8 +64,195 @@ pub fn percentiles(xs: &mut [f64]) -> (f64, f64, f64) {
     (median, at(0.1), at(0.9))
 }
 
+/// One engine's timing of a step.
+struct Timed {
+    /// Wall milliseconds per step.
+    wall: Vec<f64>,
+    /// Device milliseconds per step (GPU timestamps), when the device has them.
+    device: Vec<f64>,
+    first_loss: f64,
+    /// Mean milliseconds per step by phase (CPU) or by stage and by kernel (GPU).
+    breakdown: Vec<(String, f64)>,
+    kernels: Vec<(String, f64)>,
+}
+
+fn bench_cpu(a: &BenchArgs, cfg: &Config, params: &Params<f32>, batch: &Batch) -> Result<Timed, CliError> {
+    let mut params = params.clone();
+    let mut state = OptimState::new(cfg);
+    let mut scale = LossScale::fixed();
+    let opts = StepOptions::default();
+    let pb = progress((a.warmup + a.steps) as u64, "benchmark cpu");
+    let mut wall = Vec::with_capacity(a.steps);
+    let mut first_loss = None;
+    for i in 0..a.warmup + a.steps {
+        if i == a.warmup {
+            crate::cpu::profile::enable(true);
+        }
+        let t0 = Instant::now();
+        let r = cpu::train_step(cfg, &mut params, &mut state, &mut scale, batch, &opts)?;
+        first_loss.get_or_insert(r.loss);
+        if i >= a.warmup {
+            wall.push(t0.elapsed().as_secs_f64() * 1e3);
+        }
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    let breakdown =
+        crate::cpu::profile::take().into_iter().map(|(n, ms)| (n.to_string(), ms / a.steps as f64)).collect();
+    crate::cpu::profile::enable(false);
+    Ok(Timed { wall, device: Vec::new(), first_loss: first_loss.unwrap_or(f64::NAN), breakdown, kernels: Vec::new() })
+}
+
+/// The kernel a dispatch label names: `gemm 8192x1536x256 tb` → `gemm 8192x1536x256 tb`,
+/// `gru.l1 fwd recurrence` → `gru fwd recurrence`, `adamw head.bias` → `adamw`.
+fn kernel_of(label: &str) -> String {
+    if label.starts_with("gemm") {
+        return label.to_string();
+    }
+    if let Some(rest) = label.strip_prefix("gru.l") {
+        return format!("gru{}", rest.trim_start_matches(|c: char| c.is_ascii_digit()));
+    }
+    label.split(' ').next().unwrap_or(label).to_string()
+}
+
+fn bench_gpu(a: &BenchArgs, cfg: &Config, params: &Params<f32>, batch: &Batch) -> Result<Timed, CliError> {
+    use crate::vk::engine::Engine;
+    use crate::vk::ops::GemmPath;
+    let ctx = std::sync::Arc::new(super::backend::open_context(a.device)?);
+    let fail = |e: crate::vk::VkError| CliError::Engine(format!("--engine gpu: {e}"));
+    let mut e = Engine::new(&ctx, cfg, params, &StepOptions::default(), &LossScale::fixed(), GemmPath::TiledF32)
+        .map_err(fail)?;
+    e.set_batch(batch).map_err(fail)?;
+    let pb = progress((a.warmup + a.steps) as u64, "benchmark gpu");
+    let (mut wall, mut device) = (Vec::new(), Vec::new());
+    let mut stages: Vec<(String, f64)> = Vec::new();
+    let mut kernels: Vec<(String, f64)> = Vec::new();
+    let mut first_loss = None;
+    for i in 0..a.warmup + a.steps {
+        let t0 = Instant::now();
+        let (timings, per_stage) = e.run_step_staged().map_err(fail)?;
+        let ms = t0.elapsed().as_secs_f64() * 1e3;
+        first_loss.get_or_insert_with(|| e.report().map(|r| r.loss).unwrap_or(f64::NAN));
+        if i >= a.warmup {
+            wall.push(ms);
+            if let Some(d) = timings.total_ms() {
+                device.push(d);
+            }
+            for (s, ms) in per_stage {
+                let name = format!("{s:?}");
+                match stages.iter_mut().find(|(n, _)| *n == name) {
+                    Some(x) => x.1 += ms.unwrap_or(0.0) / a.steps as f64,
+                    None => stages.push((name, ms.unwrap_or(0.0) / a.steps as f64)),
+                }
+            }
+            for (label, ns) in &timings.dispatches {
+                let k = kernel_of(label);
+                let ms = ns.unwrap_or(0.0) / 1e6 / a.steps as f64;
+                match kernels.iter_mut().find(|(n, _)| *n == k) {
+                    Some(x) => x.1 += ms,
+                    None => kernels.push((k, ms)),
+                }
+            }
+        }
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    kernels.sort_by(|x, y| y.1.total_cmp(&x.1));
+    if ctx.validation_errors() > 0 {
+        return Err(CliError::Failed(format!("{} Vulkan validation errors (see stderr)", ctx.validation_errors())));
+    }
+    Ok(Timed { wall, device, first_loss: first_loss.unwrap_or(f64::NAN), breakdown: stages, kernels })
+}
+
+fn summary(engine: &str, t: &mut Timed, tokens: f64) -> serde_json::Value {
+    let (median, p10, p90) = percentiles(&mut t.wall);
+    let device = (!t.device.is_empty()).then(|| percentiles(&mut t.device));
+    json!({
+        "engine": engine, "median_ms": median, "p10_ms": p10, "p90_ms": p90,
+        "device_median_ms": device.map(|d| d.0), "device_p10_ms": device.map(|d| d.1), "device_p90_ms": device.map(|d| d.2),
+        "tokens_per_s": tokens / (median / 1e3), "first_loss": t.first_loss,
+        "breakdown_ms": t.breakdown.iter().map(|(n, ms)| json!({"phase": n, "ms": ms})).collect::<Vec<_>>(),
+        "kernels_ms": t.kernels.iter().take(25).map(|(n, ms)| json!({"kernel": n, "ms": ms})).collect::<Vec<_>>(),
+    })
+}
+
+fn one(a: &BenchArgs, cfg: &Config, rows: usize, t: usize) -> Result<serde_json::Value, CliError> {
+    let ds = synthetic::default_dataset();
+    let batch = ds.random_windows(1, rows, t + 1)?;
+    super::common::check_memory(cfg, &batch, 4)?;
+    let params = Params::<f32>::init(cfg, 0);
+    if let Some(path) = &a.save_checkpoint {
+        crate::checkpoint::save_params(path, cfg, &params)?;
+    }
+    if let Some(path) = &a.save_batch {
+        let rows_json: Vec<&[u8]> = (0..batch.rows).map(|b| batch.row(b)).collect();
+        let body = json!({"tokens": rows_json, "lens": batch.lens}).to_string();
+        crate::checkpoint::write_atomic(path, body.as_bytes())?;
+    }
+    let tokens = (rows * t) as f64;
+    let mut engines = Vec::new();
+    let (cpu_on, gpu_on) = match a.engine {
+        BenchEngine::Cpu => (true, false),
+        BenchEngine::Gpu => (false, true),
+        BenchEngine::Both => (true, true),
+    };
+    // The GPU first: an engine error (no device) stops before the long CPU part.
+    let gpu = if gpu_on { Some(bench_gpu(a, cfg, &params, &batch)?) } else { None };
+    let cpu = if cpu_on { Some(bench_cpu(a, cfg, &params, &batch)?) } else { None };
+    let mut medians = (None, None);
+    if let Some(mut c) = cpu {
+        let s = summary("cpu", &mut c, tokens);
+        medians.0 = s["median_ms"].as_f64();
+        engines.push(s);
+    }
+    if let Some(mut g) = gpu {
+        let s = summary("gpu", &mut g, tokens);
+        medians.1 = s["median_ms"].as_f64();
+        engines.push(s);
+    }
+    let speedup = match medians {
+        (Some(c), Some(g)) if g > 0.0 => Some(c / g),
+        _ => None,
+    };
+    Ok(json!({"config": a.config, "batch": rows, "seq_len": t, "threads": rayon::current_num_threads(),
+              "warmup": a.warmup, "steps": a.steps, "engines": engines, "speedup": speedup}))
+}
+
+fn print(v: &serde_json::Value, breakdown: bool) {
+    println!("config {} (B={}, T={}), {} CPU threads", v["config"], v["batch"], v["seq_len"], v["threads"]);
+    for e in v["engines"].as_array().into_iter().flatten() {
+        let dev = e["device_median_ms"].as_f64().map_or(String::new(), |d| format!(", device {d:.3} ms"));
+        println!(
+            "  {}: median {:.3} ms/step (p10 {:.3}, p90 {:.3}){dev}, {:.0} tokens/s",
+            e["engine"].as_str().unwrap_or("?"),
+            e["median_ms"].as_f64().unwrap_or(f64::NAN),
+            e["p10_ms"].as_f64().unwrap_or(f64::NAN),
+            e["p90_ms"].as_f64().unwrap_or(f64::NAN),
+            e["tokens_per_s"].as_f64().unwrap_or(f64::NAN)
+        );
+        if breakdown {
+            for p in e["breakdown_ms"].as_array().into_iter().flatten() {
+                println!(
+                    "      {:<26} {:9.3} ms/step",
+                    p["phase"].as_str().unwrap_or("?"),
+                    p["ms"].as_f64().unwrap_or(0.0)
+                );
+            }
+            for k in e["kernels_ms"].as_array().into_iter().flatten().take(12) {
+                println!(
+                    "      kernel {:<30} {:9.3} ms/step",
+                    k["kernel"].as_str().unwrap_or("?"),
+                    k["ms"].as_f64().unwrap_or(0.0)
+                );
+            }
+        }
+    }
+    if let Some(s) = v["speedup"].as_f64() {
+        println!("  speedup (CPU wall / GPU wall, same run): {s:.2}×");
+    }
+}
+
 pub fn run(a: &BenchArgs) -> Result<i32, CliError> {
-    require_cpu(a.engine, "bench")?;
     if a.steps == 0 {
         return Err(CliError::Usage("--steps must be at least 1".into()));
     }
@@ -62,62 +262,19 @@ pub fn run(a: &BenchArgs) -> Result<i32, CliError> {
     if rows == 0 || t == 0 {
         return Err(CliError::Usage("--batch and --seq-len must be at least 1".into()));
     }
-    let ds = synthetic::default_dataset();
-    let batch = ds.random_windows(1, rows, t + 1)?;
-    super::common::check_memory(&cfg, &batch, 4)?;
-    let mut params = Params::<f32>::init(&cfg, 0);
-    if let Some(path) = &a.save_checkpoint {
-        crate::checkpoint::save_params(path, &cfg, &params)?;
-    }
-    if let Some(path) = &a.save_batch {
-        let rows_json: Vec<&[u8]> = (0..batch.rows).map(|b| batch.row(b)).collect();
-        let body = json!({"tokens": rows_json, "lens": batch.lens}).to_string();
-        crate::checkpoint::write_atomic(path, body.as_bytes())?;
-    }
-    let mut state = OptimState::new(&cfg);
-    let mut scale = LossScale::fixed();
-    let opts = StepOptions::default();
-    let pb = progress((a.warmup + a.steps) as u64, "benchmark");
-    let mut times = Vec::with_capacity(a.steps);
-    let mut first_loss = None;
-    for i in 0..a.warmup + a.steps {
-        if i == a.warmup {
-            crate::cpu::profile::enable(a.breakdown);
+    let shapes: Vec<(usize, usize)> =
+        if a.sweep { vec![(1, 512), (rows.div_ceil(4), t), (rows, t), (rows, 2 * t)] } else { vec![(rows, t)] };
+    let mut results = Vec::new();
+    for (b, tt) in shapes {
+        let v = one(a, &cfg, b, tt)?;
+        if !a.json {
+            print(&v, a.breakdown);
         }
-        let t0 = Instant::now();
-        let r = cpu::train_step(&cfg, &mut params, &mut state, &mut scale, &batch, &opts)?;
-        first_loss.get_or_insert(r.loss);
-        let ms = t0.elapsed().as_secs_f64() * 1e3;
-        if i >= a.warmup {
-            times.push(ms);
-        }
-        pb.inc(1);
+        results.push(v);
     }
-    pb.finish_and_clear();
-    let phases: Vec<(&str, f64)> =
-        crate::cpu::profile::take().into_iter().map(|(n, ms)| (n, ms / a.steps as f64)).collect();
-    crate::cpu::profile::enable(false);
-    let (median, p10, p90) = percentiles(&mut times);
-    let tokens = (rows * t) as f64;
-    let threads = rayon::current_num_threads();
-    emit(
-        a.json,
-        json!({"engine": "cpu", "config": a.config, "batch": rows, "seq_len": t, "threads": threads,
-               "warmup": a.warmup, "steps": a.steps, "median_ms": median, "p10_ms": p10, "p90_ms": p90,
-               "tokens_per_s": tokens / (median / 1e3), "first_loss": first_loss,
-               "breakdown_ms": phases.iter().map(|(n, ms)| json!({"phase": n, "ms": ms})).collect::<Vec<_>>()}),
-        || {
-            println!("engine cpu, config {} (B={rows}, T={t}), {threads} threads", a.config);
-            println!(
-                "{} steps after {} warm-up: median {median:.2} ms/step (p10 {p10:.2}, p90 {p90:.2}), {:.0} tokens/s",
-                a.steps,
-                a.warmup,
-                tokens / (median / 1e3)
-            );
-            for (name, ms) in &phases {
-                println!("  {name:<22} {ms:9.2} ms/step (mean)");
-            }
-        },
-    );
+    if a.json {
+        let value = if a.sweep { json!({"sweep": results}) } else { results.remove(0) };
+        println!("{value}");
+    }
     Ok(0)
 }

@@ -5,7 +5,6 @@ use std::path::Path;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::EngineArg;
 use crate::checkpoint::CheckpointError;
 use crate::cpu::CpuError;
 use crate::dataset::{Batch, BatchError, DatasetError};
@@ -39,16 +38,6 @@ impl CliError {
             CliError::Usage(_) | CliError::Engine(_) => 2,
             _ => 1,
         }
-    }
-}
-
-/// For the commands that run only the CPU engine so far (`command`), `--engine gpu` is a clear error.
-pub fn require_cpu(engine: EngineArg, command: &str) -> Result<(), CliError> {
-    match engine {
-        EngineArg::Cpu => Ok(()),
-        EngineArg::Gpu => Err(CliError::Engine(format!(
-            "--engine gpu: `dualscope {command}` runs only the CPU engine so far (grads, step and train run on the Vulkan engine); use --engine cpu"
-        ))),
     }
 }
 
