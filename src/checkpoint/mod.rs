@@ -13,6 +13,7 @@
 
 mod atomic;
 mod read;
+mod train_state;
 mod write;
 
 #[cfg(test)]
@@ -30,6 +31,7 @@ use crate::tensor::{Real, Tensor};
 
 pub use atomic::write_atomic;
 pub use read::{load_params, load_params_with_meta, load_tensors, params_from_bytes, tensors_from_bytes};
+pub use train_state::{TRAIN_FORMAT, TRAIN_STATE_KEY, TrainCheckpoint, load_train_checkpoint, save_train_checkpoint};
 pub use write::{encode_tensors, save_params, save_params_with, save_tensors};
 
 /// Safetensors metadata (`__metadata__`): string keys to string values.

@@ -99,6 +99,12 @@ pub fn check_memory(cfg: &Config, batch: &Batch, elem: usize) -> Result<(), CliE
     Ok(fits_in_memory(cfg, batch.rows, batch.t, elem)?)
 }
 
+/// Refuses a batch shape (`rows` rows of `t` positions) whose activations
+/// would not fit in memory, before any batch is cut.
+pub fn check_shape(cfg: &Config, rows: usize, t: usize, elem: usize) -> Result<(), CliError> {
+    Ok(fits_in_memory(cfg, rows, t, elem)?)
+}
+
 fn fits_in_memory(cfg: &Config, rows: usize, t: usize, elem: usize) -> Result<(), CpuError> {
     let need = crate::cpu::activation_bytes(cfg, rows, t, elem);
     let limit = available_memory().unwrap_or(8 << 30) * 7 / 10;

@@ -4,6 +4,7 @@
 mod backend;
 mod bench;
 mod common;
+mod controller;
 mod gpu;
 mod grads;
 mod gui;
