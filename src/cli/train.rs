@@ -466,6 +466,7 @@ pub fn run(a: &TrainArgs) -> Result<i32, CliError> {
     let mut skipped_now = 0usize;
     let mut checkpoint_due = false;
     let mut lr_now = base_lr * ctl.lr_factor;
+    let mut fast: Option<(StepReport, super::controller::Norms)> = None;
     for step in start + 1..=a.steps {
         let mut actions = ctl.begin_step(step);
         let lr = base_lr * ctl.lr_factor;
@@ -476,24 +477,38 @@ pub fn run(a: &TrainArgs) -> Result<i32, CliError> {
         let batch = batch_at(&ds, seed, step, rows, t + 1, pad)?;
         let t0 = Instant::now();
         let scale_before = stepper.loss_scale()?.scale;
-        let pending = stepper.compute(&batch, inject.get(&step).copied())?;
-        let norms = pending.norms.clone();
-        let verdict = ctl.assess(&norms);
-        let report = match &verdict.skip {
-            None => stepper.apply(pending)?,
-            Some(_) => StepReport {
-                loss: pending.loss,
-                n_targets: pending.n_targets,
-                capped_tokens: pending.capped,
-                optim: OptimOutcome {
-                    grad_norm: norms.global,
-                    clipped: false,
-                    post_clip_norm: norms.global,
-                    skipped: None,
-                    scale: pending.scale,
-                    next_scale: pending.scale,
+        // Without the controller (and no injected fault) the whole step is one
+        // submit with nothing read back but the state words; the controller
+        // needs every tensor's gradient norm before the optimizer runs.
+        if !ctl.config.enabled && !inject.contains_key(&step) {
+            let report = stepper.step(&batch)?;
+            let norms = super::controller::Norms { global: report.optim.grad_norm, tensors: Vec::new() };
+            fast = Some((report, norms));
+        }
+        let (report, norms, verdict) = if let Some((report, norms)) = fast.take() {
+            let verdict = ctl.assess(&norms);
+            (report, norms, verdict)
+        } else {
+            let pending = stepper.compute(&batch, inject.get(&step).copied())?;
+            let norms = pending.norms.clone();
+            let verdict = ctl.assess(&norms);
+            let report = match &verdict.skip {
+                None => stepper.apply(pending)?,
+                Some(_) => StepReport {
+                    loss: pending.loss,
+                    n_targets: pending.n_targets,
+                    capped_tokens: pending.capped,
+                    optim: OptimOutcome {
+                        grad_norm: norms.global,
+                        clipped: false,
+                        post_clip_norm: norms.global,
+                        skipped: None,
+                        scale: pending.scale,
+                        next_scale: pending.scale,
+                    },
                 },
-            },
+            };
+            (report, norms, verdict)
         };
         let ms = t0.elapsed().as_secs_f64() * 1e3;
         let scale_after = report.optim.next_scale;
