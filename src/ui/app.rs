@@ -13,10 +13,15 @@ use super::colormap::ColorMap;
 use super::command::Command;
 use super::computed::Computed;
 use super::heatmap::Heatmap;
+use super::inspect::{self, ExportFormat};
+use super::ladder_run::{LadderJob, LadderView};
 use super::loader::{AfterOpen, Loader, Opened};
+use super::panels::inspector::InspectorUi;
 use super::panels::{self, status::Level, status::Message};
+use super::saved::LadderInput;
 use super::session;
-use super::state::{DatasetRef, MAX_LEN, PanelId, State};
+use super::speed::SpeedRun;
+use super::state::{DatasetRef, MAX_LEN, PanelId, State, View};
 use super::worker::{Job, Report, Worker};
 
 /// What the command line asks for.
@@ -33,6 +38,7 @@ enum DialogPurpose {
     OpenDataset,
     SaveSession,
     LoadSession,
+    Export,
 }
 
 struct Running {
@@ -74,7 +80,15 @@ pub struct App {
     dialogs_tx: Sender<(DialogPurpose, Option<PathBuf>)>,
     dialogs_rx: Receiver<(DialogPurpose, Option<PathBuf>)>,
     newline: Option<&'static str>,
-    ladder: super::ladder_run::LadderView,
+    ladder: LadderView,
+    inspector: InspectorUi,
+    speed: SpeedRun,
+    exports_tx: Sender<Result<String, String>>,
+    exports_rx: Receiver<Result<String, String>>,
+    /// Exports running on their threads.
+    exporting: usize,
+    /// What went wrong with a session's side file, said when the session is restored.
+    side_problem: Option<String>,
 }
 
 impl App {
@@ -82,6 +96,7 @@ impl App {
         let ctx_slot: Arc<Mutex<Option<egui::Context>>> = Arc::default();
         let worker = Worker::spawn(waker(&ctx_slot));
         let (dialogs_tx, dialogs_rx) = channel();
+        let (exports_tx, exports_rx) = channel();
         let mut app = App {
             state: opts.state.unwrap_or_default(),
             dataset: Arc::new(synthetic::default_dataset()),
@@ -106,6 +121,12 @@ impl App {
             dialogs_rx,
             newline: None,
             ladder: Default::default(),
+            inspector: InspectorUi::default(),
+            speed: SpeedRun::default(),
+            exports_tx,
+            exports_rx,
+            exporting: 0,
+            side_problem: None,
         };
         app.state.dataset = DatasetRef { path: None, hash: Some(app.dataset.content_hash()) };
         if let Some(p) = opts.session {
@@ -118,8 +139,35 @@ impl App {
     }
 
     /// The ladder runs and their results.
-    pub fn ladder(&self) -> &super::ladder_run::LadderView {
+    pub fn ladder(&self) -> &LadderView {
         &self.ladder
+    }
+
+    /// The inspector's view state.
+    pub fn inspector(&self) -> &InspectorUi {
+        &self.inspector
+    }
+
+    /// The inspector's view state, to type into its fields (tests).
+    pub fn inspector_mut(&mut self) -> &mut InspectorUi {
+        &mut self.inspector
+    }
+
+    /// The speedup run.
+    pub fn speed(&self) -> &SpeedRun {
+        &self.speed
+    }
+
+    /// True while an export is being written.
+    pub fn is_exporting(&self) -> bool {
+        self.exporting > 0
+    }
+
+    /// The tensor the inspector shows, if any.
+    pub fn inspected(&self) -> Option<&inspect::InspectedTensor> {
+        let rung = self.state.selected_rung.as_deref()?;
+        let list = self.ladder.tensors.get(rung)?;
+        panels::inspector::pick(rung, list, self.state.selected_tensor.as_deref())
     }
 
     /// The last computed sequence, if any.
@@ -168,6 +216,8 @@ impl App {
         self.poll_worker();
         self.poll_dialogs();
         self.poll_loader();
+        self.speed.poll();
+        self.poll_exports();
         if self.ladder.poll() {
             let failed = self
                 .ladder
@@ -211,7 +261,36 @@ impl App {
                 panels::ladder::inspector(ui, &self.ladder, &id);
             }
         });
-        egui::CentralPanel::default().show(ui, |ui| self.central(ui, newline, &mut cmds));
+        egui::CentralPanel::default().show(ui, |ui| {
+            ui.horizontal(|ui| {
+                for v in View::ALL {
+                    if ui
+                        .selectable_label(self.state.view == v, v.label())
+                        .on_hover_text(Command::SetView(v).tooltip())
+                        .clicked()
+                    {
+                        cmds.push(Command::SetView(v));
+                    }
+                }
+            });
+            ui.separator();
+            match self.state.view {
+                View::Sequence => self.central(ui, newline, &mut cmds),
+                View::Inspector => {
+                    egui::ScrollArea::vertical().id_salt("inspector_scroll").show(ui, |ui| {
+                        panels::inspector::show(
+                            ui,
+                            &mut self.inspector,
+                            &self.ladder,
+                            self.state.selected_rung.as_deref(),
+                            self.state.selected_tensor.as_deref(),
+                            &mut cmds,
+                        );
+                    });
+                }
+                View::Speedup => panels::speed::show(ui, &self.speed, &mut cmds),
+            }
+        });
 
         for cmd in cmds {
             self.apply(cmd);
@@ -219,7 +298,12 @@ impl App {
         if std::mem::take(&mut self.needs_run) {
             self.run();
         }
-        if self.running.is_some() || self.loader.is_busy() || self.ladder.is_busy() {
+        if self.running.is_some()
+            || self.loader.is_busy()
+            || self.ladder.is_busy()
+            || self.speed.is_running()
+            || self.exporting > 0
+        {
             // The threads wake us when they report; this is a fallback.
             ctx.request_repaint_after(std::time::Duration::from_millis(100));
         }
@@ -385,6 +469,10 @@ impl App {
                 DialogPurpose::OpenDataset => Command::OpenDataset(path),
                 DialogPurpose::SaveSession => Command::SaveSession(path),
                 DialogPurpose::LoadSession => Command::LoadSession(path),
+                DialogPurpose::Export => {
+                    let format = ExportFormat::of_path(&path).unwrap_or(ExportFormat::Safetensors);
+                    Command::ExportTensor(format, path)
+                }
             });
         }
     }
@@ -402,6 +490,11 @@ impl App {
                 DialogPurpose::SaveSession => {
                     d.add_filter("session", &["ron"]).set_file_name("session.ron").save_file()
                 }
+                DialogPurpose::Export => d
+                    .add_filter("safetensors", &["safetensors"])
+                    .add_filter("CSV", &["csv"])
+                    .set_file_name("tensor.safetensors")
+                    .save_file(),
             };
             let _ = tx.send((purpose, path));
             if let Some(ctx) = ctx {
@@ -424,7 +517,70 @@ impl App {
             seed: self.state.seed,
             offset: self.state.offset,
             len: self.state.len,
+            checkpoint: self.state.checkpoint.clone(),
+            gpu: self.state.gpu_trace,
         });
+    }
+
+    fn poll_exports(&mut self) {
+        while let Ok(r) = self.exports_rx.try_recv() {
+            self.exporting = self.exporting.saturating_sub(1);
+            match r {
+                Ok(text) => self.say(Level::Info, text),
+                Err(e) => self.say(Level::Error, format!("export failed: {e}")),
+            }
+        }
+    }
+
+    /// Writes the inspected tensor on a thread of its own (a large tensor's CSV takes a while).
+    fn export(&mut self, format: ExportFormat, path: PathBuf) {
+        let (Some(rung), Some(t)) = (self.state.selected_rung.clone(), self.inspected().cloned()) else {
+            return self.say(Level::Error, "export: no tensor is selected (click a rung, then a tensor)");
+        };
+        if path.as_os_str().is_empty() {
+            return self.say(Level::Error, "export: type a file path first");
+        }
+        let tx = self.exports_tx.clone();
+        let wake = waker(&self.ctx_slot);
+        let name = t.name.clone();
+        let spawned = std::thread::Builder::new().name("dualscope-export".into()).spawn(move || {
+            let _ = tx.send(inspect::export(&path, format, &rung, &t));
+            wake();
+        });
+        match spawned {
+            Ok(_) => {
+                self.exporting += 1;
+                self.say(Level::Info, format!("Exporting {name}…"));
+            }
+            Err(e) => self.say(Level::Error, format!("cannot start the export: {e}")),
+        }
+    }
+
+    /// Starts the ladder on the sequence shown.
+    fn run_ladder(&mut self) {
+        if self.ladder.is_busy() {
+            return;
+        }
+        if self.state.checkpoint.is_some() {
+            // The ladder initialises its model from the seed.
+            self.say(Level::Warning, "the ladder runs on the seed's parameters, not the checkpoint's");
+        }
+        let tokens = match self.dataset.window(self.state.offset, self.state.len) {
+            Ok(t) => t,
+            Err(e) => return self.say(Level::Error, format!("cannot run the ladder: {e}")),
+        };
+        let input = LadderInput {
+            config: self.state.config,
+            seed: self.state.seed,
+            dataset_hash: Some(self.dataset.content_hash()),
+            offset: self.state.offset,
+            len: self.state.len,
+            fault: None,
+        };
+        self.ladder.start(crate::ladder::ALL_RUNGS.to_vec(), LadderJob { input, tokens }, waker(&self.ctx_slot));
+        if self.state.checkpoint.is_none() {
+            self.say(Level::Info, "Running the ladder…");
+        }
     }
 
     fn set_cursor(&mut self, pos: usize) {
@@ -479,11 +635,45 @@ impl App {
             }
             Command::SaveSession(path) => self.save_session(&path),
             Command::LoadSession(path) => self.load_session(&path),
-            Command::RunLadder => {
-                self.ladder.start(crate::ladder::ALL_RUNGS.to_vec(), self.state.config.config(), waker(&self.ctx_slot));
-                self.say(Level::Info, "Running the ladder…");
+            Command::RunLadder => self.run_ladder(),
+            Command::SelectRung(id) => {
+                if id.is_some() {
+                    self.state.view = View::Inspector;
+                } else if self.state.view == View::Inspector {
+                    self.state.view = View::Sequence;
+                }
+                if id != self.state.selected_rung {
+                    self.state.selected_tensor = None;
+                }
+                self.state.selected_rung = id;
             }
-            Command::SelectRung(id) => self.state.selected_rung = id,
+            Command::SelectTensor(name) => self.state.selected_tensor = Some(name),
+            Command::JumpToWorst => {
+                if let Some(t) = self.inspected().cloned() {
+                    self.inspector.jump_to_worst(&t);
+                }
+            }
+            Command::ExportTensor(format, path) => self.export(format, path),
+            Command::ExportTensorDialog => self.dialog(DialogPurpose::Export),
+            Command::WorstDivergence => match self.computed.as_ref().map(|c| c.worst_divergence()) {
+                Some(Some(p)) => self.set_cursor(p),
+                Some(None) => {
+                    let why = self.computed.as_ref().and_then(|c| c.gpu.as_ref().err().cloned()).unwrap_or_default();
+                    self.say(Level::Info, format!("no GPU trace to compare with: {why}"));
+                }
+                None => {}
+            },
+            Command::SetView(v) => self.state.view = v,
+            Command::StartSpeed => {
+                let wake = waker(&self.ctx_slot);
+                self.speed.start(self.dataset.clone(), self.state.config, self.state.seed, wake);
+                self.say(Level::Info, "Timing training steps on both engines…");
+            }
+            Command::StopSpeed => self.speed.stop(),
+            Command::SetCheckpoint(p) => {
+                self.state.checkpoint = p;
+                self.needs_run = true;
+            }
             Command::TogglePanel(p) => {
                 let on = self.state.panels.get_mut(p);
                 *on = !*on;
@@ -535,7 +725,8 @@ impl App {
 
     fn save_session(&mut self, path: &Path) {
         self.state.dataset.hash = Some(self.dataset.content_hash());
-        match session::save(path, &self.state) {
+        let ladder = self.ladder.to_saved();
+        match session::save_with_ladder(path, &self.state, ladder, &self.ladder.tensors) {
             Ok(()) => {
                 self.session_path = path.display().to_string();
                 self.say(Level::Info, format!("Saved the session to {}", path.display()));
@@ -547,11 +738,23 @@ impl App {
     /// Loads a session: a file that does not parse changes nothing; a session
     /// whose dataset is missing or changed still restores everything else.
     fn load_session(&mut self, path: &Path) {
-        let loaded = match session::load(path) {
+        let mut loaded = match session::load(path) {
             Ok(s) => s,
             Err(e) => return self.say(Level::Error, e.to_string()),
         };
         self.session_path = path.display().to_string();
+        // The ladder results: shown as saved, with the side file's tensors where it reads.
+        let side = session::load_side_file(path, &loaded);
+        loaded.tensors_file = None;
+        self.side_problem = None;
+        match (loaded.ladder.take(), side) {
+            (Some(l), Ok(t)) => self.ladder.restore(l, t.unwrap_or_default()),
+            (Some(l), Err(e)) => {
+                self.ladder.restore(l, Default::default());
+                self.side_problem = Some(format!("the inspector's tensors cannot be read ({e})"));
+            }
+            (None, _) => self.ladder.clear(),
+        }
         match loaded.dataset.path.clone() {
             None => {
                 if self.state.dataset.path.is_some() {
@@ -580,8 +783,14 @@ impl App {
                 self.dataset.name()
             ));
         }
+        if let Some(side) = self.side_problem.take() {
+            problem = Some(match problem {
+                Some(p) => format!("{p}; {side}"),
+                None => side,
+            });
+        }
         let dataset = self.state.dataset.clone();
-        self.state = State { dataset, ..loaded };
+        self.state = State { dataset, ladder: None, tensors_file: None, ..loaded };
         self.clamp_sequence();
         self.needs_run = true;
         match problem {

@@ -1,6 +1,7 @@
-//! Each GRU layer's hidden state and gates at the cursor, as colour strips.
+//! Each GRU layer's hidden state and gates at the cursor, as colour strips:
+//! the CPU's, and where the GPU ran, the GPU's and their difference.
 
-use egui::{Color32, Rect, Sense, pos2, vec2};
+use egui::{Color32, Rect, RichText, Sense, pos2, vec2};
 
 use crate::ui::colormap::ColorMap;
 use crate::ui::computed::Computed;
@@ -15,23 +16,60 @@ const NAMES: [(&str, ColorMap, f32, f32); 4] = [
 
 pub fn show(ui: &mut egui::Ui, c: &Computed, pos: usize) {
     ui.label(
-        egui::RichText::new("h, n: blue -1 to red +1;  r, z: 0 (purple) to 1 (yellow); magenta NaN").weak().small(),
+        RichText::new("h, n: blue -1 to red +1;  r, z: 0 (purple) to 1 (yellow); Δ = GPU − CPU, blue − to red +, scaled to its largest |Δ|; magenta NaN")
+            .weak()
+            .small(),
     );
+    match &c.gpu {
+        Ok(g) => {
+            ui.label(
+                RichText::new(format!(
+                    "GPU trace of the same row: loss {:.6} (CPU {:.6}), largest |Δ| here {} in {}",
+                    g.loss,
+                    c.loss,
+                    fmt_value(g.divergence.get(pos).copied().unwrap_or(0.0)),
+                    g.worst_tensor.get(pos).map_or("-", |s| if s.is_empty() { "-" } else { s })
+                ))
+                .small(),
+            );
+        }
+        Err(why) => {
+            ui.label(RichText::new(format!("CPU only: {why}")).small().color(Color32::from_rgb(230, 180, 40)));
+        }
+    }
+    let gpu = c.gpu.is_ok();
     for l in 0..c.cfg.layers {
         for (g, map, lo, hi) in NAMES {
-            let values = c.row(&format!("gru.l{l}.{g}"), pos);
-            ui.horizontal(|ui| {
-                ui.add_sized([42.0, 14.0], egui::Label::new(egui::RichText::new(format!("L{l} {g}")).monospace()));
-                strip(ui, values, map, lo, hi, &format!("layer {l} {g}"));
-            });
+            let name = format!("gru.l{l}.{g}");
+            let cpu = c.row(&name, pos);
+            row(ui, &format!("L{l} {g}"), cpu, map, lo, hi, &format!("layer {l} {g} CPU"));
+            if gpu {
+                let gv = c.gpu_row(&name, pos);
+                row(ui, "  GPU", gv, map, lo, hi, &format!("layer {l} {g} GPU"));
+                let diff: Vec<f32> = cpu.iter().zip(gv).map(|(a, b)| b - a).collect();
+                let m = diff.iter().filter(|v| v.is_finite()).fold(0.0f32, |m, v| m.max(v.abs()));
+                let label = format!("  Δ {}", short(m));
+                row(ui, &label, &diff, ColorMap::Diverging, -m, m, &format!("layer {l} {g} GPU − CPU"));
+            }
         }
         ui.add_space(4.0);
     }
 }
 
+fn short(v: f32) -> String {
+    if v == 0.0 { "0".into() } else { format!("{v:.0e}") }
+}
+
+fn row(ui: &mut egui::Ui, label: &str, values: &[f32], map: ColorMap, lo: f32, hi: f32, name: &str) {
+    ui.horizontal(|ui| {
+        ui.add_sized([58.0, 12.0], egui::Label::new(RichText::new(label).monospace().size(10.5)));
+        strip(ui, values, map, lo, hi, name);
+    });
+}
+
 /// One value per cell across the available width; hover names the value.
 fn strip(ui: &mut egui::Ui, values: &[f32], map: ColorMap, lo: f32, hi: f32, name: &str) {
-    let (rect, resp) = ui.allocate_exact_size(vec2(ui.available_width(), 14.0), Sense::hover());
+    let (rect, resp) = ui.allocate_exact_size(vec2(ui.available_width(), 12.0), Sense::hover());
     if values.is_empty() {
         return;
     }
