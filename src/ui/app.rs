@@ -76,6 +76,8 @@ pub struct App {
     pub data_path: String,
     /// The path typed in the side panel's session field.
     pub session_path: String,
+    /// The path typed in the side panel's checkpoint field.
+    pub checkpoint_path: String,
     loader: Loader,
     dialogs_tx: Sender<(DialogPurpose, Option<PathBuf>)>,
     dialogs_rx: Receiver<(DialogPurpose, Option<PathBuf>)>,
@@ -116,6 +118,7 @@ impl App {
                 .as_ref()
                 .map(|p| p.display().to_string())
                 .unwrap_or_else(|| "sessions/session.ron".to_string()),
+            checkpoint_path: String::new(),
             loader: Loader::default(),
             dialogs_tx,
             dialogs_rx,
@@ -156,6 +159,11 @@ impl App {
     /// The speedup run.
     pub fn speed(&self) -> &SpeedRun {
         &self.speed
+    }
+
+    /// The speedup run, to fill with known samples (snapshot tests).
+    pub fn speed_mut(&mut self) -> &mut SpeedRun {
+        &mut self.speed
     }
 
     /// True while an export is being written.
@@ -250,6 +258,7 @@ impl App {
                 dataset: &self.dataset,
                 data_path: &mut self.data_path,
                 session_path: &mut self.session_path,
+                checkpoint_path: &mut self.checkpoint_path,
                 stale,
             };
             panels::controls::show(ui, controls, &mut cmds);
@@ -791,6 +800,7 @@ impl App {
         }
         let dataset = self.state.dataset.clone();
         self.state = State { dataset, ladder: None, tensors_file: None, ..loaded };
+        self.checkpoint_path = self.state.checkpoint.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
         self.clamp_sequence();
         self.needs_run = true;
         match problem {

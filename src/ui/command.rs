@@ -124,7 +124,7 @@ impl Command {
             Command::SelectRung(_) => "Show this rung's cases and tensors in the inspector",
             Command::SelectTensor(_) => "Show this tensor's CPU, GPU and difference",
             Command::JumpToWorst => {
-                "Zoom the maps onto the element with the largest |GPU − CPU| (or the first new non-finite value)"
+                "Zoom the maps onto the element with the largest |GPU - CPU| (or the first new non-finite value)"
             }
             Command::ExportTensor(ExportFormat::Safetensors, _) => {
                 "Write cpu, gpu, diff (and f64) tensors as safetensors to this path, atomically"
@@ -135,7 +135,7 @@ impl Command {
             Command::ExportTensorDialog => {
                 "Choose where to export (.safetensors or .csv; needs a desktop portal, else type a path)"
             }
-            Command::WorstDivergence => "Jump to the position with the largest |GPU − CPU| over every traced tensor",
+            Command::WorstDivergence => "Jump to the position with the largest |GPU - CPU| over every traced tensor",
             Command::SetView(_) => "Show this view in the central area",
             Command::StartSpeed => "Train on both engines, alternating steps, and plot each step's time",
             Command::StopSpeed => "Stop after the current step",

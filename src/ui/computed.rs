@@ -90,8 +90,8 @@ impl GpuTrace {
             }
             let row = g.len() / t;
             for pos in 0..t {
-                for i in pos * row..(pos + 1) * row {
-                    let (cv, gv) = (c.data[i], g[i]);
+                let span = pos * row..(pos + 1) * row;
+                for (&cv, &gv) in c.data[span.clone()].iter().zip(&g[span]) {
                     if !gv.is_finite() {
                         non_finite[pos] = true;
                     }

@@ -25,6 +25,9 @@ pub enum Report {
     Done,
 }
 
+/// Changes a tensor's values in place.
+pub type Corrupt = Box<dyn Fn(&mut [f32]) + Send>;
+
 /// A fault injected into the GPU's copy of a tensor before the rungs run
 /// (the example sessions use one; the GUI itself never does).
 pub struct Fault {
@@ -32,7 +35,7 @@ pub struct Fault {
     pub tensor: String,
     /// Says what was done, saved with the results.
     pub describe: String,
-    pub corrupt: Box<dyn Fn(&mut [f32]) + Send>,
+    pub corrupt: Corrupt,
 }
 
 /// What a run needs: what it runs on, and the row's tokens.

@@ -30,7 +30,7 @@ impl Side {
         match self {
             Side::Cpu => "CPU",
             Side::Gpu => "GPU",
-            Side::Diff => "GPU − CPU",
+            Side::Diff => "GPU - CPU",
         }
     }
 
@@ -136,7 +136,7 @@ pub fn show(
         return;
     };
     ui.horizontal(|ui| {
-        ui.heading(format!("Rung {rung}"));
+        ui.heading(format!("Tensors of rung {rung}"));
         match view.results.get(rung) {
             Some(Ok(r)) => {
                 let (text, color) = match r.status {
@@ -180,8 +180,8 @@ pub fn show(
 
 /// Every tensor of the rung with its stats; a click selects it.
 fn table(ui: &mut egui::Ui, rung: &str, tensors: &[InspectedTensor], selected: &str, cmds: &mut Vec<Command>) {
-    egui::ScrollArea::both().id_salt("inspector_table").max_height(190.0).show(ui, |ui| {
-        egui::Grid::new("inspector_tensors").striped(true).num_columns(12).show(ui, |ui| {
+    egui::ScrollArea::both().id_salt("inspector_table").max_height(300.0).show(ui, |ui| {
+        egui::Grid::new("inspector_tensors").striped(true).num_columns(12).spacing(vec2(10.0, 3.0)).show(ui, |ui| {
             for h in [
                 "tensor",
                 "shape",
@@ -203,7 +203,7 @@ fn table(ui: &mut egui::Ui, rung: &str, tensors: &[InspectedTensor], selected: &
                 let s = &t.stats;
                 let tol = ladder::tolerance(rung, &t.name);
                 let bad = s.new_non_finite > 0 || s.rel_l2 > tol;
-                let name = RichText::new(&t.name).monospace();
+                let name = RichText::new(&t.name).monospace().size(11.5);
                 let name = if bad { name.color(Color32::LIGHT_RED) } else { name };
                 if ui.selectable_label(t.name == selected, name).on_hover_text("Inspect this tensor").clicked() {
                     cmds.push(Command::SelectTensor(t.name.clone()));
@@ -223,6 +223,8 @@ fn table(ui: &mut egui::Ui, rung: &str, tensors: &[InspectedTensor], selected: &
                 ui.end_row();
             }
         });
+        // Room for the horizontal scroll bar, which floats over the last row otherwise.
+        ui.add_space(14.0);
     });
 }
 
@@ -245,7 +247,7 @@ fn selected(ui: &mut egui::Ui, st: &mut InspectorUi, rung: &str, t: &InspectedTe
     ui.horizontal_wrapped(|ui| {
         ui.strong(&t.name);
         ui.label(format!(
-            "shape {:?} → {} × {} (leading dims as rows); rel L2 {}; max abs err {} at {}; non-finite CPU {} (NaN {}, +Inf {}, −Inf {}), GPU {} (NaN {}, +Inf {}, −Inf {})",
+            "shape {:?} -> {} × {} (leading dims as rows); rel L2 {}; max abs err {} at {}; non-finite CPU {} (NaN {}, +Inf {}, -Inf {}), GPU {} (NaN {}, +Inf {}, -Inf {})",
             t.shape,
             t.cpu.rows,
             t.cpu.cols,
@@ -269,10 +271,10 @@ fn selected(ui: &mut egui::Ui, st: &mut InspectorUi, rung: &str, t: &InspectedTe
         ui.selectable_value(&mut st.axis, Axis::Row, "row");
         ui.selectable_value(&mut st.axis, Axis::Column, "column");
         let (mut r, mut c) = st.focus.unwrap_or((0, 0));
-        ui.label("row");
-        ui.add(egui::DragValue::new(&mut r).range(0..=t.cpu.rows.saturating_sub(1)));
-        ui.label("column");
-        ui.add(egui::DragValue::new(&mut c).range(0..=t.cpu.cols.saturating_sub(1)));
+        let l = ui.label("row");
+        ui.add(egui::DragValue::new(&mut r).range(0..=t.cpu.rows.saturating_sub(1))).labelled_by(l.id);
+        let l = ui.label("column");
+        ui.add(egui::DragValue::new(&mut c).range(0..=t.cpu.cols.saturating_sub(1))).labelled_by(l.id);
         st.focus = Some((r, c));
         ui.separator();
         ui.label("grid shows");
@@ -280,6 +282,8 @@ fn selected(ui: &mut egui::Ui, st: &mut InspectorUi, rung: &str, t: &InspectedTe
             ui.selectable_value(&mut st.grid_side, side, side.label());
         }
     });
+
+    export_row(ui, st, cmds);
 
     // The three maps, with one view.
     let before: Vec<Option<Rect>> = st.maps.iter().map(|m| m.view()).collect();
@@ -301,7 +305,7 @@ fn selected(ui: &mut egui::Ui, st: &mut InspectorUi, rung: &str, t: &InspectedTe
             let describe = |r: usize, c: usize| {
                 let f = t.flat(r, c);
                 format!(
-                    "{} cpu {} gpu {} Δ {}, {}",
+                    "{} cpu {} gpu {} diff {}, {}",
                     fmt_index(&multi_index(f, &t.shape)),
                     fmt_value(t.cpu.data[f]),
                     fmt_value(t.gpu.data[f]),
@@ -330,8 +334,6 @@ fn selected(ui: &mut egui::Ui, st: &mut InspectorUi, rung: &str, t: &InspectedTe
         slice_plot(&mut cols[0], st, t);
         grid(&mut cols[1], st, t);
     });
-    ui.separator();
-    export_row(ui, st, cmds);
 }
 
 fn points(xs: impl Iterator<Item = (usize, f32)>) -> PlotPoints<'static> {
@@ -368,7 +370,7 @@ fn slice_plot(ui: &mut egui::Ui, st: &InspectorUi, t: &InspectedTensor) {
         .link_axis(link, [true, false])
         .allow_scroll(false)
         .show(ui, |p| {
-            p.line(Line::new("GPU − CPU", series(Side::Diff)).color(Color32::from_rgb(240, 80, 80)));
+            p.line(Line::new("GPU - CPU", series(Side::Diff)).color(Color32::from_rgb(240, 80, 80)));
             p.vline(VLine::new("picked", at as f64).color(Color32::GRAY));
         });
 }
@@ -412,7 +414,7 @@ fn grid(ui: &mut egui::Ui, st: &InspectorUi, t: &InspectedTensor) {
                     } else if st.focus == Some((r, c)) {
                         text = text.background_color(Color32::from_rgb(120, 70, 0)).color(Color32::WHITE);
                     }
-                    ui.label(text).on_hover_text(format!("{}", fmt_index(&multi_index(t.flat(r, c), &t.shape))));
+                    ui.label(text).on_hover_text(fmt_index(&multi_index(t.flat(r, c), &t.shape)));
                 }
                 ui.end_row();
             }

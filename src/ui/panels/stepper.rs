@@ -99,7 +99,7 @@ fn values_grid(ui: &mut egui::Ui, c: &Computed, pos: usize, newline: &str) {
         };
         row(ui, "non-finite here", bad.to_string());
         if let Ok(g) = &c.gpu {
-            row(ui, "max |GPU − CPU|", fmt_value(g.divergence[pos]));
+            row(ui, "max |GPU - CPU|", fmt_value(g.divergence[pos]));
         }
         row(ui, "sequence loss", format!("{:.4}", c.loss));
     });
