@@ -570,10 +570,6 @@ impl App {
         if self.ladder.is_busy() {
             return;
         }
-        if self.state.checkpoint.is_some() {
-            // The ladder initialises its model from the seed.
-            self.say(Level::Warning, "the ladder runs on the seed's parameters, not the checkpoint's");
-        }
         let tokens = match self.dataset.window(self.state.offset, self.state.len) {
             Ok(t) => t,
             Err(e) => return self.say(Level::Error, format!("cannot run the ladder: {e}")),
@@ -584,12 +580,11 @@ impl App {
             dataset_hash: Some(self.dataset.content_hash()),
             offset: self.state.offset,
             len: self.state.len,
+            checkpoint: self.state.checkpoint.clone(),
             fault: None,
         };
         self.ladder.start(crate::ladder::ALL_RUNGS.to_vec(), LadderJob { input, tokens }, waker(&self.ctx_slot));
-        if self.state.checkpoint.is_none() {
-            self.say(Level::Info, "Running the ladder…");
-        }
+        self.say(Level::Info, "Running the ladder…");
     }
 
     fn set_cursor(&mut self, pos: usize) {
@@ -675,7 +670,8 @@ impl App {
             Command::SetView(v) => self.state.view = v,
             Command::StartSpeed => {
                 let wake = waker(&self.ctx_slot);
-                self.speed.start(self.dataset.clone(), self.state.config, self.state.seed, wake);
+                let (config, seed, ckpt) = (self.state.config, self.state.seed, self.state.checkpoint.clone());
+                self.speed.start(self.dataset.clone(), config, seed, ckpt, wake);
                 self.say(Level::Info, "Timing training steps on both engines…");
             }
             Command::StopSpeed => self.speed.stop(),

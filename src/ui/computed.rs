@@ -257,6 +257,31 @@ mod tests {
     }
 
     #[test]
+    fn gpu_divergence_per_position() {
+        // Two positions of a `[t = 2, 1, 3]` tensor: the GPU is off by 0.5 at
+        // position 1, and has a NaN the CPU does not at position 0 of another.
+        let mut trace = Trace::new();
+        trace.push("a", Tensor::from_vec(&[2, 1, 3], vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]));
+        trace.push("b", Tensor::from_vec(&[2, 1, 1], vec![1.0, f32::NAN]));
+        let mut gpu = std::collections::HashMap::new();
+        gpu.insert("a".to_string(), vec![1.0, 2.0, 3.0, 4.0, 5.5, 6.0]);
+        let g = GpuTrace::new(gpu.clone(), &trace, 2, 1.0, Duration::ZERO);
+        assert_eq!(g.divergence, [0.0, 0.5]);
+        assert_eq!(g.worst_tensor[1], "a");
+        assert_eq!(g.non_finite, [false, false]);
+        gpu.insert("b".to_string(), vec![f32::NAN, f32::NAN]);
+        let g = GpuTrace::new(gpu, &trace, 2, 1.0, Duration::ZERO);
+        assert_eq!(g.divergence[0], f32::INFINITY, "a new NaN is the worst divergence");
+        assert_eq!(g.divergence[1], 0.5, "a NaN on both sides is no divergence");
+        assert_eq!(g.non_finite, [true, true]);
+
+        let mut c = computed(&[1.0, 2.0]);
+        c.gpu = Ok(g);
+        assert_eq!(c.worst_divergence(), Some(0));
+        assert_eq!(c.next_non_finite(1), Some(0), "GPU non-finite values count");
+    }
+
+    #[test]
     fn non_finite_positions_and_worst_loss() {
         let c = computed(&[1.0, f32::NAN, 2.0, f32::INFINITY, 0.5]);
         // Parameter gradients are not per position and do not count.

@@ -15,7 +15,6 @@ use super::inspect::InspectedTensor;
 use super::saved::{LadderInput, RungTensors, SavedLadder, SavedRung};
 use crate::dataset::Batch;
 use crate::ladder::{self, EndToEnd, ModelLadder, Precision, RungResult};
-use crate::model::Params;
 use crate::vk::{Context, ContextOptions, ops::GemmChoice};
 
 pub enum Report {
@@ -48,9 +47,10 @@ pub struct LadderJob {
 fn setup(job: &LadderJob) -> Result<ladder::Setup, String> {
     let cfg = job.input.config.config();
     let batch = Batch::from_rows(&[&job.tokens]).map_err(|e| e.to_string())?;
+    let params = super::worker::params(job.input.config, job.input.seed, job.input.checkpoint.as_deref())?;
     Ok(ladder::Setup {
         cfg: cfg.clone(),
-        params: Params::init(&cfg, job.input.seed),
+        params,
         batch,
         opts: crate::cpu::StepOptions::default(),
         mode: ladder::Mode::Isolated,

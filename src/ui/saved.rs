@@ -143,6 +143,8 @@ pub struct LadderInput {
     pub dataset_hash: Option<String>,
     pub offset: usize,
     pub len: usize,
+    /// The checkpoint the parameters came from (`None`: initialised from `seed`).
+    pub checkpoint: Option<std::path::PathBuf>,
     /// A fault deliberately injected before the run (example sessions), if any.
     pub fault: Option<String>,
 }

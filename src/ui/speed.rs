@@ -74,7 +74,14 @@ impl SpeedRun {
 
     /// Starts stepping both engines on random windows of `dataset` with the
     /// config's batch shape (shortened to what the dataset holds).
-    pub fn start(&mut self, dataset: Arc<Dataset>, config: ConfigName, seed: u64, wake: Box<dyn Fn() + Send>) {
+    pub fn start(
+        &mut self,
+        dataset: Arc<Dataset>,
+        config: ConfigName,
+        seed: u64,
+        checkpoint: Option<std::path::PathBuf>,
+        wake: Box<dyn Fn() + Send>,
+    ) {
         if self.is_running() {
             return;
         }
@@ -94,7 +101,7 @@ impl SpeedRun {
                 wake();
                 ok
             };
-            if let Err(e) = run(&dataset, config, seed, len, &stop, &send) {
+            if let Err(e) = run(&dataset, config, seed, checkpoint.as_deref(), len, &stop, &send) {
                 send(Report::Failed(e));
             }
         });
@@ -142,13 +149,14 @@ fn run(
     dataset: &Dataset,
     config: ConfigName,
     seed: u64,
+    checkpoint: Option<&std::path::Path>,
     len: usize,
     stop: &AtomicBool,
     send: &dyn Fn(Report) -> bool,
 ) -> Result<(), String> {
     let cfg = config.config();
     let opts = StepOptions::default();
-    let init = crate::model::Params::<f32>::init(&cfg, seed);
+    let init = super::worker::params(config, seed, checkpoint)?;
     let (mut p_cpu, mut s_cpu, mut scale_cpu) = (init.clone(), OptimState::<f32>::new(&cfg), LossScale::fixed());
     let ctx = crate::vk::Context::new(&crate::vk::ContextOptions { device: None, validation: Some(false) })
         .map(Arc::new)
