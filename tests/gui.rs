@@ -949,3 +949,46 @@ fn checkpoint_field() {
     assert_eq!(h.state().state.checkpoint, None);
     assert_eq!(h.state().computed().unwrap().loss, seed_loss);
 }
+
+/// A checkpoint whose embedding row of one byte is NaN: every position reading
+/// that byte is non-finite on both engines, and "Next non-finite" walks them.
+#[test]
+fn next_non_finite_with_a_nan_weight() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dualscope::model::Config::tiny();
+    let good = dir.path().join("tiny.safetensors");
+    dualscope::checkpoint::save_params(&good, &cfg, &dualscope::model::Params::<f32>::init(&cfg, 0)).unwrap();
+    let (mut tensors, meta) = dualscope::checkpoint::load_tensors(&good).unwrap();
+    let byte = b' ' as usize;
+    let embed = tensors.get_mut("embed.weight").unwrap();
+    for v in &mut embed.data[byte * cfg.d_embed..(byte + 1) * cfg.d_embed] {
+        *v = f32::NAN;
+    }
+    let bad = dir.path().join("nan.safetensors");
+    let named: Vec<(String, &dualscope::tensor::Tensor<f32>)> = tensors.iter().map(|(k, v)| (k.clone(), v)).collect();
+    dualscope::checkpoint::save_tensors(&bad, &named, &meta).unwrap();
+
+    let mut h = harness(State { checkpoint: Some(bad), ..tiny(40) }, (1400.0, 900.0));
+    wait_for_trace(&mut h);
+    let c = h.state().computed().unwrap();
+    let first_space = c.tokens.iter().position(|&b| b == b' ').expect("a space in the first 40 bytes");
+    assert!(first_space > 0);
+    // The forward pass turns NaN at the first space and stays NaN (the GRU carries it);
+    // the backward pass carries it to every earlier position's gradients.
+    let nan = |v: &[f32]| v.iter().any(|x| x.is_nan());
+    assert!(!nan(c.row("gru.l0.h", first_space - 1)) && nan(c.row("gru.l0.h", first_space)));
+    if dualscope::ui::engines::gpu_availability().is_ok() {
+        assert!(c.gpu.is_ok(), "{:?}", c.gpu.as_ref().err());
+        assert!(!nan(c.gpu_row("gru.l0.h", first_space - 1)) && nan(c.gpu_row("gru.l0.h", first_space)));
+        assert!(c.gpu.as_ref().unwrap().non_finite[first_space], "the GPU's trace is non-finite too");
+    }
+    let want = c.next_non_finite(0).expect("non-finite positions");
+    assert!(c.non_finite_at(want));
+    assert_eq!(h.state().state.cursor, 0);
+    h.get_by_label("Next non-finite").click();
+    h.run_steps(2);
+    assert_eq!(h.state().state.cursor, want);
+    h.get_by_label("Next non-finite").click();
+    h.run_steps(2);
+    assert_eq!(h.state().state.cursor, want + 1, "every later position is non-finite as well");
+}
