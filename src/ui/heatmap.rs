@@ -94,11 +94,23 @@ impl Heatmap {
 
     /// Sets the data; `build` runs (and the texture is rebuilt) only when `key` changed.
     pub fn set_data(&mut self, ctx: &egui::Context, key: u64, build: impl FnOnce() -> Arc<Matrix>) {
+        self.set_data_in(ctx, key, None, build);
+    }
+
+    /// [`Self::set_data`] with the colour range given (`None`: the data's
+    /// robust range), so that maps shown side by side share one scale.
+    pub fn set_data_in(
+        &mut self,
+        ctx: &egui::Context,
+        key: u64,
+        range: Option<(f32, f32)>,
+        build: impl FnOnce() -> Arc<Matrix>,
+    ) {
         if self.key == Some(key) && self.texture.is_some() {
             return;
         }
         let m = build();
-        let (lo, hi) = colormap::robust_range(&m.data);
+        let (lo, hi) = range.unwrap_or_else(|| colormap::robust_range(&m.data));
         let mut counts = [0usize; 3];
         let mut rows = Vec::new();
         for r in 0..m.rows {

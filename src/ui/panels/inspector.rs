@@ -7,7 +7,7 @@ use egui::{Color32, Rect, RichText, pos2, vec2};
 use egui_plot::{Legend, Line, Plot, PlotPoints, VLine};
 
 use crate::ladder::{self, Status};
-use crate::ui::colormap::ColorMap;
+use crate::ui::colormap::{self, ColorMap};
 use crate::ui::command::{Command, button};
 use crate::ui::heatmap::{Heatmap, HeatmapStyle, fmt_value};
 use crate::ui::inspect::{ExportFormat, InspectedTensor, fmt_index, multi_index};
@@ -54,6 +54,8 @@ pub enum Axis {
 pub struct InspectorUi {
     maps: [Heatmap; 3],
     key: Option<u64>,
+    /// The tensor the shared colour range was computed for.
+    range_key: Option<u64>,
     /// The picked cell (row, column): the slice plot's row or column, outlined in the grid.
     pub focus: Option<(usize, usize)>,
     pub axis: Axis,
@@ -72,6 +74,7 @@ impl Default for InspectorUi {
                 map("inspector difference", ColorMap::Diverging),
             ],
             key: None,
+            range_key: None,
             focus: None,
             axis: Axis::Row,
             grid_side: Side::Diff,
@@ -288,13 +291,23 @@ fn selected(ui: &mut egui::Ui, st: &mut InspectorUi, rung: &str, t: &InspectedTe
     // The three maps, with one view.
     let before: Vec<Option<Rect>> = st.maps.iter().map(|m| m.view()).collect();
     let ctx = ui.ctx().clone();
+    // CPU and GPU share one colour scale (the wider of their robust ranges),
+    // so that the same colour means the same value in both; the difference has its own.
+    let shared = if st.maps[0].builds() == 0 || st.range_key != Some(k) {
+        st.range_key = Some(k);
+        let (a, b) = (colormap::robust_range(&t.cpu.data), colormap::robust_range(&t.gpu.data));
+        Some((a.0.min(b.0), a.1.max(b.1)))
+    } else {
+        None
+    };
     for (i, side) in Side::ALL.iter().enumerate() {
         let m = match side {
             Side::Cpu => t.cpu.clone(),
             Side::Gpu => t.gpu.clone(),
             Side::Diff => t.diff.clone(),
         };
-        st.maps[i].set_data(&ctx, k ^ (i as u64 + 1), || m);
+        let range = if *side == Side::Diff { None } else { shared };
+        st.maps[i].set_data_in(&ctx, k ^ (i as u64 + 1), range, || m);
     }
     let focus = st.focus;
     let mut clicked = None;
