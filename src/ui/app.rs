@@ -47,6 +47,9 @@ struct Running {
     started: Instant,
 }
 
+/// A session's side file as read on its thread: (session, tensors or why not).
+type SideFile = (PathBuf, Result<Option<super::saved::RungTensors>, String>);
+
 /// A callback for a background thread: asks the UI for a repaint once the
 /// context is known (from the first frame on).
 fn waker(slot: &Arc<Mutex<Option<egui::Context>>>) -> Box<dyn Fn() + Send> {
@@ -89,8 +92,8 @@ pub struct App {
     exports_rx: Receiver<Result<String, String>>,
     /// Exports running on their threads.
     exporting: usize,
-    /// What went wrong with a session's side file, said when the session is restored.
-    side_problem: Option<String>,
+    /// The side file of the session being loaded, read on a thread: (session, result).
+    side_rx: Option<Receiver<SideFile>>,
 }
 
 impl App {
@@ -129,7 +132,7 @@ impl App {
             exports_tx,
             exports_rx,
             exporting: 0,
-            side_problem: None,
+            side_rx: None,
         };
         app.state.dataset = DatasetRef { path: None, hash: Some(app.dataset.content_hash()) };
         if let Some(p) = opts.session {
@@ -185,7 +188,7 @@ impl App {
 
     /// True while the worker computes or a dataset is being opened.
     pub fn is_busy(&self) -> bool {
-        self.running.is_some() || self.needs_run || self.loader.is_busy()
+        self.running.is_some() || self.needs_run || self.loader.is_busy() || self.side_rx.is_some()
     }
 
     /// The status bar's message.
@@ -224,6 +227,7 @@ impl App {
         self.poll_worker();
         self.poll_dialogs();
         self.poll_loader();
+        self.poll_side_file();
         self.speed.poll();
         self.poll_exports();
         if self.ladder.poll() {
@@ -728,6 +732,47 @@ impl App {
         }
     }
 
+    fn read_side_file(&mut self, session: &Path, name: Option<String>) {
+        if name.is_none() {
+            return;
+        }
+        let (tx, rx) = channel();
+        let wake = waker(&self.ctx_slot);
+        let session = session.to_path_buf();
+        let probe = State { tensors_file: name, ..State::default() };
+        let spawned = std::thread::Builder::new().name("dualscope-side-file".into()).spawn(move || {
+            let r = session::load_side_file(&session, &probe);
+            let _ = tx.send((session, r));
+            wake();
+        });
+        match spawned {
+            Ok(_) => self.side_rx = Some(rx),
+            Err(e) => self.say(Level::Error, format!("cannot start reading the side file: {e}")),
+        }
+    }
+
+    /// Takes the side file's tensors, once the session itself is restored (its
+    /// dataset may still be opening), so that a problem is the last word in the status bar.
+    fn poll_side_file(&mut self) {
+        if self.loader.is_busy() {
+            return;
+        }
+        let Some(rx) = &self.side_rx else { return };
+        let Ok((session, result)) = rx.try_recv() else { return };
+        self.side_rx = None;
+        match result {
+            Ok(tensors) if !self.ladder.is_busy() => self.ladder.tensors = tensors.unwrap_or_default(),
+            Ok(_) => {} // a new ladder run started meanwhile
+            Err(e) => self.say(
+                Level::Warning,
+                format!(
+                    "session {}: the inspector's tensors cannot be read ({e}); the rest is restored",
+                    session.display()
+                ),
+            ),
+        }
+    }
+
     fn save_session(&mut self, path: &Path) {
         self.state.dataset.hash = Some(self.dataset.content_hash());
         let ladder = self.ladder.to_saved();
@@ -748,17 +793,15 @@ impl App {
             Err(e) => return self.say(Level::Error, e.to_string()),
         };
         self.session_path = path.display().to_string();
-        // The ladder results: shown as saved, with the side file's tensors where it reads.
-        let side = session::load_side_file(path, &loaded);
-        loaded.tensors_file = None;
-        self.side_problem = None;
-        match (loaded.ladder.take(), side) {
-            (Some(l), Ok(t)) => self.ladder.restore(l, t.unwrap_or_default()),
-            (Some(l), Err(e)) => {
+        // The ladder results: shown as saved; the side file's tensors follow
+        // from a thread (a large side file takes a while to read and summarise).
+        self.side_rx = None;
+        match loaded.ladder.take() {
+            Some(l) => {
                 self.ladder.restore(l, Default::default());
-                self.side_problem = Some(format!("the inspector's tensors cannot be read ({e})"));
+                self.read_side_file(path, loaded.tensors_file.take());
             }
-            (None, _) => self.ladder.clear(),
+            None => self.ladder.clear(),
         }
         match loaded.dataset.path.clone() {
             None => {
@@ -787,12 +830,6 @@ impl App {
                 "the session's dataset {} changed since it was saved (content hash {saved}, now {now})",
                 self.dataset.name()
             ));
-        }
-        if let Some(side) = self.side_problem.take() {
-            problem = Some(match problem {
-                Some(p) => format!("{p}; {side}"),
-                None => side,
-            });
         }
         let dataset = self.state.dataset.clone();
         self.state = State { dataset, ladder: None, tensors_file: None, ..loaded };
