@@ -642,6 +642,18 @@ fn ladder_inspector_export_and_session() {
         }
     }
 
+    // The GPU trace can be turned off (and on again).
+    h.get_by_label("Compare with the GPU in the stepper").click();
+    h.run_steps(1);
+    wait_for_trace(&mut h);
+    assert!(!h.state().state.gpu_trace);
+    assert_eq!(h.state().computed().unwrap().gpu.as_ref().err().map(String::as_str), Some("the GPU trace is off"));
+    h.get_by_label_contains("CPU only: the GPU trace is off");
+    h.get_by_label("Compare with the GPU in the stepper").click();
+    h.run_steps(1);
+    wait_for_trace(&mut h);
+    assert_eq!(h.state().computed().unwrap().gpu.is_ok(), gpu.is_ok());
+
     h.get_by_label("Run ladder").click();
     h.run_steps(1);
     wait_for_ladder(&mut h);

@@ -683,6 +683,10 @@ impl App {
                 self.state.checkpoint = p;
                 self.needs_run = true;
             }
+            Command::SetGpuTrace(on) => {
+                self.state.gpu_trace = on;
+                self.needs_run = true;
+            }
             Command::TogglePanel(p) => {
                 let on = self.state.panels.get_mut(p);
                 *on = !*on;

@@ -50,6 +50,8 @@ pub enum Command {
     StopSpeed,
     /// Take the parameters from a checkpoint (None: initialise from the seed).
     SetCheckpoint(Option<PathBuf>),
+    /// Also compute the GPU's trace of the sequence (for the stepper's CPU vs GPU).
+    SetGpuTrace(bool),
 }
 
 impl Command {
@@ -90,6 +92,7 @@ impl Command {
             Command::StopSpeed => "Stop",
             Command::SetCheckpoint(Some(_)) => "Use checkpoint",
             Command::SetCheckpoint(None) => "Init from seed",
+            Command::SetGpuTrace(_) => "Compare with the GPU in the stepper",
         }
     }
 
@@ -140,6 +143,9 @@ impl Command {
             Command::StartSpeed => "Train on both engines, alternating steps, and plot each step's time",
             Command::StopSpeed => "Stop after the current step",
             Command::SetCheckpoint(_) => "Parameters from a checkpoint (safetensors) of the chosen config",
+            Command::SetGpuTrace(_) => {
+                "Run the same row through the Vulkan engine too and show its hidden states, gates and differences"
+            }
         }
     }
 

@@ -32,7 +32,7 @@ pub fn show(ui: &mut egui::Ui, c: Controls<'_>, out: &mut Vec<Command>) {
         sequence_section(ui, c.state, c.dataset, c.stale, out);
         checkpoint_section(ui, c.state, checkpoint_path, out);
         ui.separator();
-        engines_section(ui);
+        engines_section(ui, c.state, out);
         ui.separator();
         panels_section(ui, c.state, out);
         ui.separator();
@@ -113,8 +113,13 @@ fn checkpoint_section(ui: &mut egui::Ui, s: &State, path: &mut String, out: &mut
     }
 }
 
-fn engines_section(ui: &mut egui::Ui) {
+fn engines_section(ui: &mut egui::Ui, s: &State, out: &mut Vec<Command>) {
     ui.heading("Engines");
+    let mut on = s.gpu_trace;
+    let cmd = Command::SetGpuTrace(!on);
+    if ui.checkbox(&mut on, cmd.label()).on_hover_text(cmd.tooltip()).changed() {
+        out.push(Command::SetGpuTrace(on));
+    }
     for engine in [Engine::Cpu, Engine::Vulkan] {
         ui.horizontal_wrapped(|ui| match engines::availability(engine) {
             Ok(what) => {
