@@ -10,6 +10,7 @@ use dualscope::ui::panels::status::Level;
 use dualscope::ui::state::{ConfigName, State};
 use dualscope::ui::{App, LaunchOptions, session};
 use egui::Key;
+use egui::accesskit::Role;
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 
@@ -276,6 +277,15 @@ fn mask_timings(h: &mut Harness<'static, App>) {
     }
 }
 
+/// Hides every label containing one of `texts` (those present).
+fn mask_all(h: &mut Harness<'static, App>, texts: &[&str]) {
+    let rects: Vec<egui::Rect> =
+        texts.iter().flat_map(|t| h.query_all_by_label_contains(t).map(|n| n.rect()).collect::<Vec<_>>()).collect();
+    for r in rects {
+        h.mask(r);
+    }
+}
+
 #[test]
 fn snapshot_main_view() {
     let mut h = harness(State { len: 300, cursor: 120, ..State::default() }, (1600.0, 1000.0));
@@ -450,6 +460,13 @@ fn shipped_sessions_load() {
             if s.dataset.path.is_none() {
                 assert_eq!(s.dataset.hash.as_deref(), Some(hash.as_str()), "{}", path.display());
             }
+            // Its side file, where it names one, reads and holds the tensors of every rung that has some.
+            if let Some(tensors) = session::load_side_file(&path, &s).unwrap_or_else(|e| panic!("{e}")) {
+                let ladder = s.ladder.as_ref().expect("a side file comes with ladder results");
+                for rung in ladder.rungs.keys().filter(|r| *r != "gemm") {
+                    assert!(!tensors[rung].is_empty(), "{}: no tensors for {rung}", path.display());
+                }
+            }
             n += 1;
         }
     }
@@ -565,4 +582,425 @@ fn ladder_panel_runs_and_inspects_a_rung() {
     h.state_mut().queue(Command::SelectRung(None));
     h.run_steps(2);
     assert_eq!(h.state().state.selected_rung, None);
+}
+
+/// Steps until the ladder run has ended.
+fn wait_for_ladder(h: &mut Harness<'static, App>) {
+    for _ in 0..20_000 {
+        h.step();
+        if !h.state().ladder().is_busy() {
+            h.run_steps(2);
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    panic!("the ladder did not finish; status: {:?}", message(h));
+}
+
+fn wait_for_export(h: &mut Harness<'static, App>) {
+    for _ in 0..4000 {
+        h.step();
+        if !h.state().is_exporting() {
+            h.run_steps(1);
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    panic!("the export did not finish");
+}
+
+/// The whole path a user takes: the stepper compares the GPU's trace with the
+/// CPU's, the ladder runs, a click on a rung opens its tensors in the
+/// inspector, jump to the worst element, export, and the session (with the
+/// ladder results and tensors) saves and loads back.
+#[test]
+fn ladder_inspector_export_and_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = harness(tiny(40), (1600.0, 1000.0));
+    wait_for_trace(&mut h);
+    let gpu = dualscope::ui::engines::gpu_availability();
+
+    // The stepper: CPU vs GPU where there is a GPU, else why not.
+    match &gpu {
+        Ok(_) => {
+            let c = h.state().computed().unwrap();
+            let g = c.gpu.as_ref().expect("the GPU trace");
+            assert!((g.loss - c.loss).abs() < 1e-5 * c.loss.abs(), "GPU loss {} vs CPU {}", g.loss, c.loss);
+            assert_eq!(c.gpu_row("gru.l1.h", 3).len(), 5);
+            let worst = c.worst_divergence().unwrap();
+            h.get_by_label_contains("GPU trace of the same row");
+            h.get_by_label("Worst divergence").click();
+            h.run_steps(2);
+            assert_eq!(h.state().state.cursor, worst);
+            let c = h.state().computed().unwrap();
+            let g = c.gpu.as_ref().unwrap();
+            assert!(g.divergence.iter().all(|&d| d <= g.divergence[worst]));
+            assert!(g.divergence[worst] < 1e-4, "an honest GPU stays close: {}", g.divergence[worst]);
+        }
+        Err(_) => {
+            h.get_by_label_contains("CPU only:");
+        }
+    }
+
+    // The GPU trace can be turned off (and on again).
+    h.get_by_label("Compare with the GPU in the stepper").click();
+    h.run_steps(1);
+    wait_for_trace(&mut h);
+    assert!(!h.state().state.gpu_trace);
+    assert_eq!(h.state().computed().unwrap().gpu.as_ref().err().map(String::as_str), Some("the GPU trace is off"));
+    h.get_by_label_contains("CPU only: the GPU trace is off");
+    h.get_by_label("Compare with the GPU in the stepper").click();
+    h.run_steps(1);
+    wait_for_trace(&mut h);
+    assert_eq!(h.state().computed().unwrap().gpu.is_ok(), gpu.is_ok());
+
+    h.get_by_label("Run ladder").click();
+    h.run_steps(1);
+    wait_for_ladder(&mut h);
+    h.get_by_label("gru_fwd").click();
+    h.run_steps(2);
+    assert_eq!(h.state().state.view, dualscope::ui::state::View::Inspector);
+    h.get_by_label("Tensors of rung gru_fwd");
+    if gpu.is_err() {
+        h.get_by_label_contains("no GPU engine");
+        return;
+    }
+    // Every tensor of the rung is listed: 2 layers × gi, gh, r, z, n, h.
+    assert_eq!(h.state().ladder().tensors["gru_fwd"].len(), 12);
+    // (Buttons: the ladder panel's case list names them too, as labels.)
+    for name in ["gru.l0.gi", "gru.l1.h", "gru.l1.n"] {
+        h.get_by_role_and_label(Role::Button, name);
+    }
+    h.get_by_role_and_label(Role::Button, "gru.l1.h").click();
+    h.run_steps(2);
+    let t = h.state().inspected().unwrap().clone();
+    assert_eq!(t.name, "gru.l1.h");
+    assert_eq!(t.shape, [39, 1, 5]);
+    assert_eq!((t.cpu.rows, t.cpu.cols), (39, 5));
+    assert!(t.stats.rel_l2 < 2e-5 && t.stats.rel_l2_cpu_f64.is_some());
+    // The three heatmaps and the slice plot are there.
+    for name in ["inspector CPU", "inspector GPU", "inspector difference"] {
+        h.get_by_label(name);
+    }
+    h.get_by_label_contains("Slice: row");
+
+    // Jump to the worst element: the maps zoom onto it, the grid shows it.
+    h.get_by_label("Jump to worst").click();
+    h.run_steps(3);
+    let (wr, wc) = t.cell(t.stats.worst.unwrap());
+    assert_eq!(h.state().inspector().focus, Some((wr, wc)));
+    let v = h.state().inspector().view().unwrap();
+    assert!(v.height() <= 16.0 && v.contains(egui::pos2(wc as f32 + 0.5, wr as f32 + 0.5)), "{v:?} for {wr},{wc}");
+
+    // Export: CSV and safetensors through the path field; a bad path is an error in the status bar.
+    let csv = dir.path().join("h.csv");
+    h.state_mut().inspector_mut().export_path = csv.display().to_string();
+    h.run_steps(1);
+    h.get_by_label("Export CSV").click();
+    h.run_steps(1);
+    wait_for_export(&mut h);
+    assert!(message(&h).contains("Exported gru.l1.h"), "{}", message(&h));
+    let text = std::fs::read_to_string(&csv).unwrap();
+    assert_eq!(text.lines().count(), 39 * 5 + 1);
+    h.get_by_label("Export safetensors").click();
+    h.run_steps(1);
+    wait_for_export(&mut h);
+    let bytes = std::fs::read(dir.path().join("h.safetensors")).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    assert_eq!(st.tensor("diff").unwrap().shape(), &[39, 1, 5]);
+    h.state_mut().inspector_mut().export_path = dir.path().join("missing/dir/x.csv").display().to_string();
+    h.run_steps(1);
+    h.get_by_label("Export CSV").click();
+    h.run_steps(1);
+    wait_for_export(&mut h);
+    assert_eq!(h.state().message().unwrap().level, Level::Error, "{}", message(&h));
+    assert!(!dir.path().join("missing").exists());
+
+    // Save the session with the ladder; change things; load it back.
+    let path = dir.path().join("with-ladder.ron");
+    h.state_mut().session_path = path.display().to_string();
+    h.run_steps(1);
+    h.get_by_label("Save session").click();
+    h.run_steps(2);
+    assert!(message(&h).contains("Saved"), "{}", message(&h));
+    assert!(dir.path().join("with-ladder.tensors.safetensors").exists());
+    let saved = h.state().state.clone();
+    assert_eq!(saved.selected_tensor.as_deref(), Some("gru.l1.h"));
+    h.state_mut().queue(Command::SelectRung(Some("head_fwd".into())));
+    h.state_mut().queue(Command::SetView(dualscope::ui::state::View::Speedup));
+    h.run_steps(2);
+    h.get_by_label("Load session").click();
+    h.run_steps(1);
+    wait_for_trace(&mut h);
+    assert_eq!(h.state().state, saved);
+    assert_eq!(h.state().ladder().results.len(), 11);
+    assert_eq!(h.state().inspected().unwrap().stats, t.stats, "the tensors came back from the side file");
+
+    // Without its side file, the session still loads: a warning, the results, no tensors.
+    std::fs::remove_file(dir.path().join("with-ladder.tensors.safetensors")).unwrap();
+    h.state_mut().queue(Command::LoadSession(path.clone()));
+    h.run_steps(1);
+    wait_for_trace(&mut h);
+    assert_eq!(h.state().message().unwrap().level, Level::Warning, "{}", message(&h));
+    assert!(message(&h).contains("tensors cannot be read"), "{}", message(&h));
+    assert_eq!(h.state().ladder().results.len(), 11);
+    assert!(h.state().inspected().is_none());
+    h.get_by_label_contains("side file is missing");
+}
+
+fn example(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("sessions").join(name)
+}
+
+/// The shipped failing session: the ladder's verdicts as saved, and the
+/// failing rung's tensors in the inspector.
+#[test]
+fn failing_rung_from_the_example_session() {
+    init_env();
+    let app = App::new(LaunchOptions { session: Some(example("example-failing.ron")), ..Default::default() });
+    let mut h = Harness::builder()
+        .with_size(egui::vec2(1600.0, 1000.0))
+        .with_context_setup(|ctx| ctx.all_styles_mut(|s| s.animation_time = 0.0))
+        .wgpu()
+        .build_ui_state(|ui, app: &mut App| app.show(ui), app);
+    wait_for_trace(&mut h);
+    assert_eq!(h.state().message().unwrap().level, Level::Info, "{}", message(&h));
+    let l = h.state().ladder();
+    let fault = l.input.as_ref().and_then(|i| i.fault.clone()).expect("the example names its fault");
+    assert!(fault.contains("param.gru.weight_hh_l1"), "{fault}");
+    let gru = l.results["gru_fwd"].as_ref().unwrap();
+    assert_eq!(gru.status, dualscope::ladder::Status::Fail);
+    assert_eq!(l.results["embed_fwd"].as_ref().unwrap().status, dualscope::ladder::Status::Pass);
+    assert_eq!(h.state().state.view, dualscope::ui::state::View::Inspector);
+    let t = h.state().inspected().unwrap();
+    assert!(t.name.starts_with("gru.l1."), "the worst tensor is in layer 1: {}", t.name);
+    assert!(t.stats.rel_l2 > 1e-3, "{}", t.stats.rel_l2);
+    assert!(h.get_all_by_label("FAIL").count() >= 2);
+    assert_eq!(h.get_all_by_label_contains("injected fault").count(), 2, "the ladder panel and the inspector say so");
+    // Layer 0 is untouched by the fault.
+    h.get_by_role_and_label(Role::Button, "gru.l0.h").click();
+    h.run_steps(2);
+    assert!(h.state().inspected().unwrap().stats.rel_l2 < 2e-5);
+    h.get_by_role_and_label(Role::Button, "gru.l1.h").click();
+    h.run_steps(1);
+    h.get_by_label("Jump to worst").click();
+    // The session field shows where the checkout is; the status bar how long the trace took.
+    h.state_mut().session_path = "sessions/example-failing.ron".into();
+    h.run_steps(3);
+    mask_all(&mut h, &["positions in"]);
+    h.snapshot("inspector_failing_rung");
+}
+
+/// The speedup panel times both engines live, and stops.
+#[test]
+fn speedup_panel_runs_and_stops() {
+    let mut h = harness(tiny(20), (1400.0, 900.0));
+    wait_for_trace(&mut h);
+    h.get_by_label("Speedup").click();
+    h.run_steps(2);
+    h.get_by_label("Start").click();
+    let gpu = dualscope::ui::engines::gpu_availability().is_ok();
+    let enough = |h: &Harness<'static, App>| {
+        let s = &h.state().speed().samples;
+        let n = |e| s.iter().filter(|x| x.engine == e).count();
+        n(dualscope::ui::engines::Engine::Cpu) >= 3 && (!gpu || n(dualscope::ui::engines::Engine::Vulkan) >= 3)
+    };
+    for _ in 0..4000 {
+        h.step();
+        if enough(&h) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(enough(&h), "samples: {:?}", h.state().speed().samples);
+    assert!(h.state().speed().is_running());
+    h.get_by_label("Stop").click();
+    h.run_steps(2);
+    assert!(!h.state().speed().is_running());
+    let s = &h.state().speed().samples;
+    assert!(s.iter().all(|x| x.wall_ms > 0.0 && x.loss.is_finite()));
+    // Both engines train the same model on the same batches: the same first loss.
+    if gpu {
+        let first = |e| s.iter().find(|x| x.engine == e).unwrap().loss;
+        let (c, g) = (first(dualscope::ui::engines::Engine::Cpu), first(dualscope::ui::engines::Engine::Vulkan));
+        assert!((c - g).abs() < 1e-4 * c.abs(), "CPU loss {c}, GPU loss {g}");
+        assert!(h.query_all_by_label_contains("×").count() >= 2, "the speedups are shown");
+    } else {
+        h.get_by_label_contains("GPU not timed");
+    }
+}
+
+/// The speedup view with known samples (a live run's times vary from run to run).
+#[test]
+fn snapshot_speedup_view() {
+    use dualscope::ui::engines::Engine;
+    use dualscope::ui::speed::Sample;
+    let mut h = harness(tiny(20), (1400.0, 900.0));
+    wait_for_trace(&mut h);
+    h.state_mut().queue(Command::SetView(dualscope::ui::state::View::Speedup));
+    let samples = &mut h.state_mut().speed_mut().samples;
+    for step in 0..30u64 {
+        let wobble = ((step * 7) % 5) as f64;
+        let s = |engine, wall_ms, device_ms| Sample { engine, step, wall_ms, device_ms, loss: 5.5 };
+        samples.push(s(Engine::Cpu, 40.0 + wobble, None));
+        samples.push(s(Engine::Vulkan, 8.0 + wobble / 5.0, Some(5.0 + wobble / 8.0)));
+    }
+    h.run_steps(3);
+    // Medians of the last 20: CPU 42 ms, GPU 8.4 ms.
+    h.get_by_label("5.00×");
+    mask_all(&mut h, &["positions in"]);
+    h.snapshot("speedup_view");
+}
+
+/// The inspector on a passing rung, snapshotted (tiny config, one row of 40 tokens).
+#[test]
+fn snapshot_inspector_view() {
+    let mut h = harness(tiny(40), (1600.0, 1000.0));
+    wait_for_trace(&mut h);
+    h.get_by_label("Run ladder").click();
+    h.run_steps(1);
+    wait_for_ladder(&mut h);
+    if dualscope::ui::engines::gpu_availability().is_err() {
+        return;
+    }
+    h.get_by_label("attn_fwd").click();
+    h.run_steps(2);
+    h.get_by_role_and_label(Role::Button, "ctx.attn").click();
+    h.run_steps(3);
+    // Hide the times, which vary from run to run.
+    // The ladder panel's times vary from run to run: hide everything right of its time column.
+    let left = h.query_all_by_label("GPU / CPU ms").map(|n| n.rect().min.x).fold(f32::INFINITY, f32::min);
+    h.mask(egui::Rect::from_min_max(egui::pos2(left - 4.0, 0.0), egui::pos2(1600.0, 1000.0)));
+    h.snapshot("inspector_view");
+}
+
+/// Writes `sessions/example-failing.ron` and its side file: the ladder on the
+/// `tiny` model (seed 0) over the first 64 tokens of the embedded corpus, on
+/// this machine's Vulkan device, with one weight of the GPU's copy of
+/// `gru.weight_hh_l1` changed before the rungs run. Run it by hand:
+/// `cargo test --test gui -- --ignored generate_example_sessions`.
+#[test]
+#[ignore]
+fn generate_example_sessions() {
+    use dualscope::ui::ladder_run::{self, Fault, LadderJob, LadderView};
+    use dualscope::ui::saved::LadderInput;
+    use dualscope::ui::state::View;
+    init_env();
+    let ds = dualscope::dataset::default_dataset();
+    let len = 64;
+    let tokens = ds.window(0, len).unwrap();
+    let fault = Fault {
+        tensor: "param.gru.weight_hh_l1".into(),
+        describe: "param.gru.weight_hh_l1[7] (row 1: r gate, unit 1; column 2: from h[2]) += 0.5 on the GPU".into(),
+        corrupt: Box::new(|w: &mut [f32]| w[7] += 0.5),
+    };
+    let input = LadderInput {
+        config: ConfigName::Tiny,
+        seed: 0,
+        dataset_hash: Some(ds.content_hash()),
+        offset: 0,
+        len,
+        checkpoint: None,
+        fault: Some(fault.describe.clone()),
+    };
+    let job = LadderJob { input, tokens };
+    let view = std::cell::RefCell::new(LadderView::default());
+    view.borrow_mut().input = Some(job.input.clone());
+    ladder_run::run(&job, &dualscope::ladder::ALL_RUNGS, Some(&fault), &|r| {
+        view.borrow_mut().apply(r);
+    });
+    let view = view.into_inner();
+    let state = State {
+        dataset: dualscope::ui::state::DatasetRef { path: None, hash: Some(ds.content_hash()) },
+        cursor: 10,
+        selected_rung: Some("gru_fwd".into()),
+        view: View::Inspector,
+        ..tiny(len)
+    };
+    session::save_with_ladder(&example("example-failing.ron"), &state, view.to_saved(), &view.tensors).unwrap();
+    let statuses: Vec<String> =
+        view.results.iter().map(|(k, r)| format!("{k}: {:?}", r.as_ref().map(|r| r.status))).collect();
+    eprintln!("example-failing.ron: {}", statuses.join(", "));
+}
+
+/// Parameters from a checkpoint: a good one changes the trace, one of another
+/// config or a missing file is an error in the status bar, and the seed's
+/// initialisation comes back with "Init from seed".
+#[test]
+fn checkpoint_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dualscope::model::Config::tiny();
+    let good = dir.path().join("tiny.safetensors");
+    dualscope::checkpoint::save_params(&good, &cfg, &dualscope::model::Params::<f32>::init(&cfg, 77)).unwrap();
+    let small = dir.path().join("small.safetensors");
+    let scfg = dualscope::model::Config::small();
+    dualscope::checkpoint::save_params(&small, &scfg, &dualscope::model::Params::<f32>::init(&scfg, 0)).unwrap();
+
+    let mut h = harness(tiny(30), (1400.0, 900.0));
+    wait_for_trace(&mut h);
+    let seed_loss = h.state().computed().unwrap().loss;
+    h.state_mut().checkpoint_path = good.display().to_string();
+    h.run_steps(1);
+    h.get_by_label("Use checkpoint").click();
+    h.run_steps(1);
+    wait_for_trace(&mut h);
+    assert_eq!(h.state().state.checkpoint.as_deref(), Some(good.as_path()));
+    let ckpt_loss = h.state().computed().unwrap().loss;
+    assert_ne!(ckpt_loss, seed_loss, "the checkpoint's parameters are used");
+
+    for (bad, says) in [(small, "another configuration"), (dir.path().join("nope.safetensors"), "nope.safetensors")] {
+        h.state_mut().queue(Command::SetCheckpoint(Some(bad)));
+        h.run_steps(1);
+        wait_for_trace(&mut h);
+        assert_eq!(h.state().message().unwrap().level, Level::Error, "{}", message(&h));
+        assert!(message(&h).contains(says), "{}", message(&h));
+    }
+    h.get_by_label("Init from seed").click();
+    h.run_steps(1);
+    wait_for_trace(&mut h);
+    assert_eq!(h.state().state.checkpoint, None);
+    assert_eq!(h.state().computed().unwrap().loss, seed_loss);
+}
+
+/// A checkpoint whose embedding row of one byte is NaN: every position reading
+/// that byte is non-finite on both engines, and "Next non-finite" walks them.
+#[test]
+fn next_non_finite_with_a_nan_weight() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dualscope::model::Config::tiny();
+    let good = dir.path().join("tiny.safetensors");
+    dualscope::checkpoint::save_params(&good, &cfg, &dualscope::model::Params::<f32>::init(&cfg, 0)).unwrap();
+    let (mut tensors, meta) = dualscope::checkpoint::load_tensors(&good).unwrap();
+    let byte = b' ' as usize;
+    let embed = tensors.get_mut("embed.weight").unwrap();
+    for v in &mut embed.data[byte * cfg.d_embed..(byte + 1) * cfg.d_embed] {
+        *v = f32::NAN;
+    }
+    let bad = dir.path().join("nan.safetensors");
+    let named: Vec<(String, &dualscope::tensor::Tensor<f32>)> = tensors.iter().map(|(k, v)| (k.clone(), v)).collect();
+    dualscope::checkpoint::save_tensors(&bad, &named, &meta).unwrap();
+
+    let mut h = harness(State { checkpoint: Some(bad), ..tiny(40) }, (1400.0, 900.0));
+    wait_for_trace(&mut h);
+    let c = h.state().computed().unwrap();
+    let first_space = c.tokens.iter().position(|&b| b == b' ').expect("a space in the first 40 bytes");
+    assert!(first_space > 0);
+    // The forward pass turns NaN at the first space and stays NaN (the GRU carries it);
+    // the backward pass carries it to every earlier position's gradients.
+    let nan = |v: &[f32]| v.iter().any(|x| x.is_nan());
+    assert!(!nan(c.row("gru.l0.h", first_space - 1)) && nan(c.row("gru.l0.h", first_space)));
+    if dualscope::ui::engines::gpu_availability().is_ok() {
+        assert!(c.gpu.is_ok(), "{:?}", c.gpu.as_ref().err());
+        assert!(!nan(c.gpu_row("gru.l0.h", first_space - 1)) && nan(c.gpu_row("gru.l0.h", first_space)));
+        assert!(c.gpu.as_ref().unwrap().non_finite[first_space], "the GPU's trace is non-finite too");
+    }
+    let want = c.next_non_finite(0).expect("non-finite positions");
+    assert!(c.non_finite_at(want));
+    assert_eq!(h.state().state.cursor, 0);
+    h.get_by_label("Next non-finite").click();
+    h.run_steps(2);
+    assert_eq!(h.state().state.cursor, want);
+    h.get_by_label("Next non-finite").click();
+    h.run_steps(2);
+    assert_eq!(h.state().state.cursor, want + 1, "every later position is non-finite as well");
 }

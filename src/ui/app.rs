@@ -13,10 +13,15 @@ use super::colormap::ColorMap;
 use super::command::Command;
 use super::computed::Computed;
 use super::heatmap::Heatmap;
+use super::inspect::{self, ExportFormat};
+use super::ladder_run::{LadderJob, LadderView};
 use super::loader::{AfterOpen, Loader, Opened};
+use super::panels::inspector::InspectorUi;
 use super::panels::{self, status::Level, status::Message};
+use super::saved::LadderInput;
 use super::session;
-use super::state::{DatasetRef, MAX_LEN, PanelId, State};
+use super::speed::SpeedRun;
+use super::state::{DatasetRef, MAX_LEN, PanelId, State, View};
 use super::worker::{Job, Report, Worker};
 
 /// What the command line asks for.
@@ -33,6 +38,7 @@ enum DialogPurpose {
     OpenDataset,
     SaveSession,
     LoadSession,
+    Export,
 }
 
 struct Running {
@@ -40,6 +46,9 @@ struct Running {
     stage: &'static str,
     started: Instant,
 }
+
+/// A session's side file as read on its thread: (session, tensors or why not).
+type SideFile = (PathBuf, Result<Option<super::saved::RungTensors>, String>);
 
 /// A callback for a background thread: asks the UI for a repaint once the
 /// context is known (from the first frame on).
@@ -70,11 +79,21 @@ pub struct App {
     pub data_path: String,
     /// The path typed in the side panel's session field.
     pub session_path: String,
+    /// The path typed in the side panel's checkpoint field.
+    pub checkpoint_path: String,
     loader: Loader,
     dialogs_tx: Sender<(DialogPurpose, Option<PathBuf>)>,
     dialogs_rx: Receiver<(DialogPurpose, Option<PathBuf>)>,
     newline: Option<&'static str>,
-    ladder: super::ladder_run::LadderView,
+    ladder: LadderView,
+    inspector: InspectorUi,
+    speed: SpeedRun,
+    exports_tx: Sender<Result<String, String>>,
+    exports_rx: Receiver<Result<String, String>>,
+    /// Exports running on their threads.
+    exporting: usize,
+    /// The side file of the session being loaded, read on a thread: (session, result).
+    side_rx: Option<Receiver<SideFile>>,
 }
 
 impl App {
@@ -82,6 +101,7 @@ impl App {
         let ctx_slot: Arc<Mutex<Option<egui::Context>>> = Arc::default();
         let worker = Worker::spawn(waker(&ctx_slot));
         let (dialogs_tx, dialogs_rx) = channel();
+        let (exports_tx, exports_rx) = channel();
         let mut app = App {
             state: opts.state.unwrap_or_default(),
             dataset: Arc::new(synthetic::default_dataset()),
@@ -101,11 +121,18 @@ impl App {
                 .as_ref()
                 .map(|p| p.display().to_string())
                 .unwrap_or_else(|| "sessions/session.ron".to_string()),
+            checkpoint_path: String::new(),
             loader: Loader::default(),
             dialogs_tx,
             dialogs_rx,
             newline: None,
             ladder: Default::default(),
+            inspector: InspectorUi::default(),
+            speed: SpeedRun::default(),
+            exports_tx,
+            exports_rx,
+            exporting: 0,
+            side_rx: None,
         };
         app.state.dataset = DatasetRef { path: None, hash: Some(app.dataset.content_hash()) };
         if let Some(p) = opts.session {
@@ -118,8 +145,40 @@ impl App {
     }
 
     /// The ladder runs and their results.
-    pub fn ladder(&self) -> &super::ladder_run::LadderView {
+    pub fn ladder(&self) -> &LadderView {
         &self.ladder
+    }
+
+    /// The inspector's view state.
+    pub fn inspector(&self) -> &InspectorUi {
+        &self.inspector
+    }
+
+    /// The inspector's view state, to type into its fields (tests).
+    pub fn inspector_mut(&mut self) -> &mut InspectorUi {
+        &mut self.inspector
+    }
+
+    /// The speedup run.
+    pub fn speed(&self) -> &SpeedRun {
+        &self.speed
+    }
+
+    /// The speedup run, to fill with known samples (snapshot tests).
+    pub fn speed_mut(&mut self) -> &mut SpeedRun {
+        &mut self.speed
+    }
+
+    /// True while an export is being written.
+    pub fn is_exporting(&self) -> bool {
+        self.exporting > 0
+    }
+
+    /// The tensor the inspector shows, if any.
+    pub fn inspected(&self) -> Option<&inspect::InspectedTensor> {
+        let rung = self.state.selected_rung.as_deref()?;
+        let list = self.ladder.tensors.get(rung)?;
+        panels::inspector::pick(rung, list, self.state.selected_tensor.as_deref())
     }
 
     /// The last computed sequence, if any.
@@ -129,7 +188,7 @@ impl App {
 
     /// True while the worker computes or a dataset is being opened.
     pub fn is_busy(&self) -> bool {
-        self.running.is_some() || self.needs_run || self.loader.is_busy()
+        self.running.is_some() || self.needs_run || self.loader.is_busy() || self.side_rx.is_some()
     }
 
     /// The status bar's message.
@@ -168,6 +227,9 @@ impl App {
         self.poll_worker();
         self.poll_dialogs();
         self.poll_loader();
+        self.poll_side_file();
+        self.speed.poll();
+        self.poll_exports();
         if self.ladder.poll() {
             let failed = self
                 .ladder
@@ -200,6 +262,7 @@ impl App {
                 dataset: &self.dataset,
                 data_path: &mut self.data_path,
                 session_path: &mut self.session_path,
+                checkpoint_path: &mut self.checkpoint_path,
                 stale,
             };
             panels::controls::show(ui, controls, &mut cmds);
@@ -211,7 +274,36 @@ impl App {
                 panels::ladder::inspector(ui, &self.ladder, &id);
             }
         });
-        egui::CentralPanel::default().show(ui, |ui| self.central(ui, newline, &mut cmds));
+        egui::CentralPanel::default().show(ui, |ui| {
+            ui.horizontal(|ui| {
+                for v in View::ALL {
+                    if ui
+                        .selectable_label(self.state.view == v, v.label())
+                        .on_hover_text(Command::SetView(v).tooltip())
+                        .clicked()
+                    {
+                        cmds.push(Command::SetView(v));
+                    }
+                }
+            });
+            ui.separator();
+            match self.state.view {
+                View::Sequence => self.central(ui, newline, &mut cmds),
+                View::Inspector => {
+                    egui::ScrollArea::vertical().id_salt("inspector_scroll").show(ui, |ui| {
+                        panels::inspector::show(
+                            ui,
+                            &mut self.inspector,
+                            &self.ladder,
+                            self.state.selected_rung.as_deref(),
+                            self.state.selected_tensor.as_deref(),
+                            &mut cmds,
+                        );
+                    });
+                }
+                View::Speedup => panels::speed::show(ui, &self.speed, &mut cmds),
+            }
+        });
 
         for cmd in cmds {
             self.apply(cmd);
@@ -219,7 +311,12 @@ impl App {
         if std::mem::take(&mut self.needs_run) {
             self.run();
         }
-        if self.running.is_some() || self.loader.is_busy() || self.ladder.is_busy() {
+        if self.running.is_some()
+            || self.loader.is_busy()
+            || self.ladder.is_busy()
+            || self.speed.is_running()
+            || self.exporting > 0
+        {
             // The threads wake us when they report; this is a fallback.
             ctx.request_repaint_after(std::time::Duration::from_millis(100));
         }
@@ -385,6 +482,10 @@ impl App {
                 DialogPurpose::OpenDataset => Command::OpenDataset(path),
                 DialogPurpose::SaveSession => Command::SaveSession(path),
                 DialogPurpose::LoadSession => Command::LoadSession(path),
+                DialogPurpose::Export => {
+                    let format = ExportFormat::of_path(&path).unwrap_or(ExportFormat::Safetensors);
+                    Command::ExportTensor(format, path)
+                }
             });
         }
     }
@@ -402,6 +503,11 @@ impl App {
                 DialogPurpose::SaveSession => {
                     d.add_filter("session", &["ron"]).set_file_name("session.ron").save_file()
                 }
+                DialogPurpose::Export => d
+                    .add_filter("safetensors", &["safetensors"])
+                    .add_filter("CSV", &["csv"])
+                    .set_file_name("tensor.safetensors")
+                    .save_file(),
             };
             let _ = tx.send((purpose, path));
             if let Some(ctx) = ctx {
@@ -424,7 +530,65 @@ impl App {
             seed: self.state.seed,
             offset: self.state.offset,
             len: self.state.len,
+            checkpoint: self.state.checkpoint.clone(),
+            gpu: self.state.gpu_trace,
         });
+    }
+
+    fn poll_exports(&mut self) {
+        while let Ok(r) = self.exports_rx.try_recv() {
+            self.exporting = self.exporting.saturating_sub(1);
+            match r {
+                Ok(text) => self.say(Level::Info, text),
+                Err(e) => self.say(Level::Error, format!("export failed: {e}")),
+            }
+        }
+    }
+
+    /// Writes the inspected tensor on a thread of its own (a large tensor's CSV takes a while).
+    fn export(&mut self, format: ExportFormat, path: PathBuf) {
+        let (Some(rung), Some(t)) = (self.state.selected_rung.clone(), self.inspected().cloned()) else {
+            return self.say(Level::Error, "export: no tensor is selected (click a rung, then a tensor)");
+        };
+        if path.as_os_str().is_empty() {
+            return self.say(Level::Error, "export: type a file path first");
+        }
+        let tx = self.exports_tx.clone();
+        let wake = waker(&self.ctx_slot);
+        let name = t.name.clone();
+        let spawned = std::thread::Builder::new().name("dualscope-export".into()).spawn(move || {
+            let _ = tx.send(inspect::export(&path, format, &rung, &t));
+            wake();
+        });
+        match spawned {
+            Ok(_) => {
+                self.exporting += 1;
+                self.say(Level::Info, format!("Exporting {name}…"));
+            }
+            Err(e) => self.say(Level::Error, format!("cannot start the export: {e}")),
+        }
+    }
+
+    /// Starts the ladder on the sequence shown.
+    fn run_ladder(&mut self) {
+        if self.ladder.is_busy() {
+            return;
+        }
+        let tokens = match self.dataset.window(self.state.offset, self.state.len) {
+            Ok(t) => t,
+            Err(e) => return self.say(Level::Error, format!("cannot run the ladder: {e}")),
+        };
+        let input = LadderInput {
+            config: self.state.config,
+            seed: self.state.seed,
+            dataset_hash: Some(self.dataset.content_hash()),
+            offset: self.state.offset,
+            len: self.state.len,
+            checkpoint: self.state.checkpoint.clone(),
+            fault: None,
+        };
+        self.ladder.start(crate::ladder::ALL_RUNGS.to_vec(), LadderJob { input, tokens }, waker(&self.ctx_slot));
+        self.say(Level::Info, "Running the ladder…");
     }
 
     fn set_cursor(&mut self, pos: usize) {
@@ -479,11 +643,50 @@ impl App {
             }
             Command::SaveSession(path) => self.save_session(&path),
             Command::LoadSession(path) => self.load_session(&path),
-            Command::RunLadder => {
-                self.ladder.start(crate::ladder::ALL_RUNGS.to_vec(), self.state.config.config(), waker(&self.ctx_slot));
-                self.say(Level::Info, "Running the ladder…");
+            Command::RunLadder => self.run_ladder(),
+            Command::SelectRung(id) => {
+                if id.is_some() {
+                    self.state.view = View::Inspector;
+                } else if self.state.view == View::Inspector {
+                    self.state.view = View::Sequence;
+                }
+                if id != self.state.selected_rung {
+                    self.state.selected_tensor = None;
+                }
+                self.state.selected_rung = id;
             }
-            Command::SelectRung(id) => self.state.selected_rung = id,
+            Command::SelectTensor(name) => self.state.selected_tensor = Some(name),
+            Command::JumpToWorst => {
+                if let Some(t) = self.inspected().cloned() {
+                    self.inspector.jump_to_worst(&t);
+                }
+            }
+            Command::ExportTensor(format, path) => self.export(format, path),
+            Command::ExportTensorDialog => self.dialog(DialogPurpose::Export),
+            Command::WorstDivergence => match self.computed.as_ref().map(|c| c.worst_divergence()) {
+                Some(Some(p)) => self.set_cursor(p),
+                Some(None) => {
+                    let why = self.computed.as_ref().and_then(|c| c.gpu.as_ref().err().cloned()).unwrap_or_default();
+                    self.say(Level::Info, format!("no GPU trace to compare with: {why}"));
+                }
+                None => {}
+            },
+            Command::SetView(v) => self.state.view = v,
+            Command::StartSpeed => {
+                let wake = waker(&self.ctx_slot);
+                let (config, seed, ckpt) = (self.state.config, self.state.seed, self.state.checkpoint.clone());
+                self.speed.start(self.dataset.clone(), config, seed, ckpt, wake);
+                self.say(Level::Info, "Timing training steps on both engines…");
+            }
+            Command::StopSpeed => self.speed.stop(),
+            Command::SetCheckpoint(p) => {
+                self.state.checkpoint = p;
+                self.needs_run = true;
+            }
+            Command::SetGpuTrace(on) => {
+                self.state.gpu_trace = on;
+                self.needs_run = true;
+            }
             Command::TogglePanel(p) => {
                 let on = self.state.panels.get_mut(p);
                 *on = !*on;
@@ -533,9 +736,51 @@ impl App {
         }
     }
 
+    fn read_side_file(&mut self, session: &Path, name: Option<String>) {
+        if name.is_none() {
+            return;
+        }
+        let (tx, rx) = channel();
+        let wake = waker(&self.ctx_slot);
+        let session = session.to_path_buf();
+        let probe = State { tensors_file: name, ..State::default() };
+        let spawned = std::thread::Builder::new().name("dualscope-side-file".into()).spawn(move || {
+            let r = session::load_side_file(&session, &probe);
+            let _ = tx.send((session, r));
+            wake();
+        });
+        match spawned {
+            Ok(_) => self.side_rx = Some(rx),
+            Err(e) => self.say(Level::Error, format!("cannot start reading the side file: {e}")),
+        }
+    }
+
+    /// Takes the side file's tensors, once the session itself is restored (its
+    /// dataset may still be opening), so that a problem is the last word in the status bar.
+    fn poll_side_file(&mut self) {
+        if self.loader.is_busy() {
+            return;
+        }
+        let Some(rx) = &self.side_rx else { return };
+        let Ok((session, result)) = rx.try_recv() else { return };
+        self.side_rx = None;
+        match result {
+            Ok(tensors) if !self.ladder.is_busy() => self.ladder.tensors = tensors.unwrap_or_default(),
+            Ok(_) => {} // a new ladder run started meanwhile
+            Err(e) => self.say(
+                Level::Warning,
+                format!(
+                    "session {}: the inspector's tensors cannot be read ({e}); the rest is restored",
+                    session.display()
+                ),
+            ),
+        }
+    }
+
     fn save_session(&mut self, path: &Path) {
         self.state.dataset.hash = Some(self.dataset.content_hash());
-        match session::save(path, &self.state) {
+        let ladder = self.ladder.to_saved();
+        match session::save_with_ladder(path, &self.state, ladder, &self.ladder.tensors) {
             Ok(()) => {
                 self.session_path = path.display().to_string();
                 self.say(Level::Info, format!("Saved the session to {}", path.display()));
@@ -547,11 +792,21 @@ impl App {
     /// Loads a session: a file that does not parse changes nothing; a session
     /// whose dataset is missing or changed still restores everything else.
     fn load_session(&mut self, path: &Path) {
-        let loaded = match session::load(path) {
+        let mut loaded = match session::load(path) {
             Ok(s) => s,
             Err(e) => return self.say(Level::Error, e.to_string()),
         };
         self.session_path = path.display().to_string();
+        // The ladder results: shown as saved; the side file's tensors follow
+        // from a thread (a large side file takes a while to read and summarise).
+        self.side_rx = None;
+        match loaded.ladder.take() {
+            Some(l) => {
+                self.ladder.restore(l, Default::default());
+                self.read_side_file(path, loaded.tensors_file.take());
+            }
+            None => self.ladder.clear(),
+        }
         match loaded.dataset.path.clone() {
             None => {
                 if self.state.dataset.path.is_some() {
@@ -581,7 +836,8 @@ impl App {
             ));
         }
         let dataset = self.state.dataset.clone();
-        self.state = State { dataset, ..loaded };
+        self.state = State { dataset, ladder: None, tensors_file: None, ..loaded };
+        self.checkpoint_path = self.state.checkpoint.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
         self.clamp_sequence();
         self.needs_run = true;
         match problem {

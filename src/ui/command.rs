@@ -6,7 +6,8 @@ use std::path::PathBuf;
 
 use egui::Key;
 
-use super::state::{ConfigName, PanelId};
+use super::inspect::ExportFormat;
+use super::state::{ConfigName, PanelId, View};
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Command {
@@ -35,6 +36,22 @@ pub enum Command {
     RunLadder,
     /// Show this rung in the inspector (None: close it).
     SelectRung(Option<String>),
+    /// Show this tensor of the selected rung.
+    SelectTensor(String),
+    /// Centre the inspector's maps on the selected tensor's worst element.
+    JumpToWorst,
+    /// Write the selected tensor (CPU, GPU, difference) to a file.
+    ExportTensor(ExportFormat, PathBuf),
+    ExportTensorDialog,
+    /// Move the cursor to the largest GPU–CPU difference of the sequence.
+    WorstDivergence,
+    SetView(View),
+    StartSpeed,
+    StopSpeed,
+    /// Take the parameters from a checkpoint (None: initialise from the seed).
+    SetCheckpoint(Option<PathBuf>),
+    /// Also compute the GPU's trace of the sequence (for the stepper's CPU vs GPU).
+    SetGpuTrace(bool),
 }
 
 impl Command {
@@ -64,6 +81,18 @@ impl Command {
             Command::TogglePanel(p) => p.label(),
             Command::RunLadder => "Run ladder",
             Command::SelectRung(_) => "Inspect rung",
+            Command::SelectTensor(_) => "Inspect tensor",
+            Command::JumpToWorst => "Jump to worst",
+            Command::ExportTensor(ExportFormat::Safetensors, _) => "Export safetensors",
+            Command::ExportTensor(ExportFormat::Csv, _) => "Export CSV",
+            Command::ExportTensorDialog => "Export…",
+            Command::WorstDivergence => "Worst divergence",
+            Command::SetView(v) => v.label(),
+            Command::StartSpeed => "Start",
+            Command::StopSpeed => "Stop",
+            Command::SetCheckpoint(Some(_)) => "Use checkpoint",
+            Command::SetCheckpoint(None) => "Init from seed",
+            Command::SetGpuTrace(_) => "Compare with the GPU in the stepper",
         }
     }
 
@@ -95,7 +124,28 @@ impl Command {
             Command::RunLadder => {
                 "Run every implemented rung, CPU reference against the Vulkan engine, on the config's shapes"
             }
-            Command::SelectRung(_) => "Show this rung's cases in the inspector",
+            Command::SelectRung(_) => "Show this rung's cases and tensors in the inspector",
+            Command::SelectTensor(_) => "Show this tensor's CPU, GPU and difference",
+            Command::JumpToWorst => {
+                "Zoom the maps onto the element with the largest |GPU - CPU| (or the first new non-finite value)"
+            }
+            Command::ExportTensor(ExportFormat::Safetensors, _) => {
+                "Write cpu, gpu, diff (and f64) tensors as safetensors to this path, atomically"
+            }
+            Command::ExportTensor(ExportFormat::Csv, _) => {
+                "Write one line per element (index, cpu, gpu, diff, f64) as CSV to this path, atomically"
+            }
+            Command::ExportTensorDialog => {
+                "Choose where to export (.safetensors or .csv; needs a desktop portal, else type a path)"
+            }
+            Command::WorstDivergence => "Jump to the position with the largest |GPU - CPU| over every traced tensor",
+            Command::SetView(_) => "Show this view in the central area",
+            Command::StartSpeed => "Train on both engines, alternating steps, and plot each step's time",
+            Command::StopSpeed => "Stop after the current step",
+            Command::SetCheckpoint(_) => "Parameters from a checkpoint (safetensors) of the chosen config",
+            Command::SetGpuTrace(_) => {
+                "Run the same row through the Vulkan engine too and show its hidden states, gates and differences"
+            }
         }
     }
 

@@ -49,6 +49,68 @@ pub struct Computed {
     /// `[t, A]`: `‖g_t‖ · |c_t[f]|`, position × feature of the `W_ctx` contribution.
     pub ctx_grad: Arc<Matrix>,
     pub elapsed: Duration,
+    /// The GPU's trace of the same row, or why there is none.
+    pub gpu: Result<GpuTrace, String>,
+}
+
+/// The Vulkan engine's values of the per-position tensors, by the CPU trace's names.
+#[derive(Clone, Debug, Default)]
+pub struct GpuTrace {
+    pub values: std::collections::HashMap<String, Vec<f32>>,
+    /// Per position: the largest |gpu − cpu| over every per-position tensor
+    /// (infinite where one side is non-finite and the other is not).
+    pub divergence: Vec<f32>,
+    /// Per position: the tensor holding that largest difference.
+    pub worst_tensor: Vec<String>,
+    /// Per position: any GPU value is NaN or ±Inf.
+    pub non_finite: Vec<bool>,
+    /// GPU loss of the row.
+    pub loss: f64,
+    pub elapsed: Duration,
+}
+
+impl GpuTrace {
+    /// Compares the GPU's values with the CPU trace, position by position.
+    pub fn new(
+        values: std::collections::HashMap<String, Vec<f32>>,
+        cpu: &Trace<f32>,
+        t: usize,
+        loss: f64,
+        elapsed: Duration,
+    ) -> GpuTrace {
+        let mut divergence = vec![0.0f32; t];
+        let mut worst_tensor = vec![String::new(); t];
+        let mut non_finite = vec![false; t];
+        let mut names: Vec<&String> = values.keys().collect();
+        names.sort();
+        for name in names {
+            let (Some(c), g) = (cpu.get(name), &values[name]) else { continue };
+            if t == 0 || c.data.len() != g.len() || g.len() % t != 0 {
+                continue;
+            }
+            let row = g.len() / t;
+            for pos in 0..t {
+                let span = pos * row..(pos + 1) * row;
+                for (&cv, &gv) in c.data[span.clone()].iter().zip(&g[span]) {
+                    if !gv.is_finite() {
+                        non_finite[pos] = true;
+                    }
+                    let d = if cv.is_finite() && gv.is_finite() {
+                        (gv - cv).abs()
+                    } else if cv.to_bits() == gv.to_bits() || (cv.is_nan() && gv.is_nan()) {
+                        0.0
+                    } else {
+                        f32::INFINITY
+                    };
+                    if d > divergence[pos] {
+                        divergence[pos] = d;
+                        worst_tensor[pos] = name.clone();
+                    }
+                }
+            }
+        }
+        GpuTrace { values, divergence, worst_tensor, non_finite, loss, elapsed }
+    }
 }
 
 impl Computed {
@@ -77,7 +139,31 @@ impl Computed {
             }
         }
         let ctx_grad = Arc::new(ctx_grad_matrix(&trace, t, cfg.vocab, cfg.attn_dim));
-        Computed { generation, spec, cfg, tokens, t, trace, loss, non_finite, ctx_grad, elapsed }
+        let gpu = Err("not computed".to_string());
+        Computed { generation, spec, cfg, tokens, t, trace, loss, non_finite, ctx_grad, elapsed, gpu }
+    }
+
+    /// Row `pos` of a time-major GPU tensor (empty without the GPU or the tensor).
+    pub fn gpu_row(&self, name: &str, pos: usize) -> &[f32] {
+        match self.gpu.as_ref().ok().and_then(|g| g.values.get(name)) {
+            Some(v) if self.t > 0 && pos < self.t && v.len() % self.t == 0 => {
+                let n = v.len() / self.t;
+                &v[pos * n..(pos + 1) * n]
+            }
+            _ => &[],
+        }
+    }
+
+    /// Non-finite at `pos` on either engine.
+    pub fn non_finite_at(&self, pos: usize) -> bool {
+        self.non_finite.get(pos).copied().unwrap_or(false)
+            || self.gpu.as_ref().is_ok_and(|g| g.non_finite.get(pos).copied().unwrap_or(false))
+    }
+
+    /// The position of the largest GPU–CPU difference (`None` without the GPU).
+    pub fn worst_divergence(&self) -> Option<usize> {
+        let g = self.gpu.as_ref().ok()?;
+        (0..g.divergence.len()).rev().max_by(|&a, &b| g.divergence[a].total_cmp(&g.divergence[b]))
     }
 
     /// Row `pos` of a time-major traced tensor, or an empty slice if it is missing.
@@ -116,7 +202,7 @@ impl Computed {
 
     /// The next position after `from` (wrapping) where a value is non-finite.
     pub fn next_non_finite(&self, from: usize) -> Option<usize> {
-        (1..=self.t).map(|k| (from + k) % self.t.max(1)).find(|&p| self.non_finite[p])
+        (1..=self.t).map(|k| (from + k) % self.t.max(1)).find(|&p| self.non_finite_at(p))
     }
 
     /// The position of the largest per-token loss (a NaN loss counts as the worst).
@@ -168,6 +254,31 @@ mod tests {
         trace.push("grad.head.bias", Tensor::from_vec(&[t, 1], vec![f32::NAN; t]));
         let spec = JobSpec { dataset_name: "x".into(), config: ConfigName::Tiny, seed: 0, offset: 0, len: t + 1 };
         Computed::new(1, spec, Config::tiny(), vec![b'a'; t + 1], trace, Duration::ZERO)
+    }
+
+    #[test]
+    fn gpu_divergence_per_position() {
+        // Two positions of a `[t = 2, 1, 3]` tensor: the GPU is off by 0.5 at
+        // position 1, and has a NaN the CPU does not at position 0 of another.
+        let mut trace = Trace::new();
+        trace.push("a", Tensor::from_vec(&[2, 1, 3], vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]));
+        trace.push("b", Tensor::from_vec(&[2, 1, 1], vec![1.0, f32::NAN]));
+        let mut gpu = std::collections::HashMap::new();
+        gpu.insert("a".to_string(), vec![1.0, 2.0, 3.0, 4.0, 5.5, 6.0]);
+        let g = GpuTrace::new(gpu.clone(), &trace, 2, 1.0, Duration::ZERO);
+        assert_eq!(g.divergence, [0.0, 0.5]);
+        assert_eq!(g.worst_tensor[1], "a");
+        assert_eq!(g.non_finite, [false, false]);
+        gpu.insert("b".to_string(), vec![f32::NAN, f32::NAN]);
+        let g = GpuTrace::new(gpu, &trace, 2, 1.0, Duration::ZERO);
+        assert_eq!(g.divergence[0], f32::INFINITY, "a new NaN is the worst divergence");
+        assert_eq!(g.divergence[1], 0.5, "a NaN on both sides is no divergence");
+        assert_eq!(g.non_finite, [true, true]);
+
+        let mut c = computed(&[1.0, 2.0]);
+        c.gpu = Ok(g);
+        assert_eq!(c.worst_divergence(), Some(0));
+        assert_eq!(c.next_non_finite(1), Some(0), "GPU non-finite values count");
     }
 
     #[test]

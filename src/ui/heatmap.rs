@@ -28,6 +28,8 @@ pub struct Heatmap {
     builds: u64,
     /// Values above the colour range's top exist (it is the 99.5th percentile).
     saturated: bool,
+    /// The hover hint (what scrolling, dragging and clicking do).
+    hint: &'static str,
 }
 
 /// What happened to a heatmap this frame.
@@ -65,16 +67,50 @@ impl Heatmap {
             view: None,
             builds: 0,
             saturated: false,
+            hint: HINT,
         }
+    }
+
+    /// The same heatmap with another hover hint.
+    pub fn with_hint(mut self, hint: &'static str) -> Self {
+        self.hint = hint;
+        self
+    }
+
+    /// Shows `view` (cell units) from the next frame on, kept inside the data.
+    pub fn set_view(&mut self, view: Rect) {
+        if let Some(m) = &self.matrix {
+            let full = Self::full_view(m);
+            let w = view.width().clamp(1.0f32.min(full.width()), full.width());
+            let h = view.height().clamp(1.0f32.min(full.height()), full.height());
+            self.view = Some(clamp_view(Rect::from_min_size(view.min, vec2(w, h)), full));
+        }
+    }
+
+    /// The data's extent in cell units, once there is data.
+    pub fn full(&self) -> Option<Rect> {
+        self.matrix.as_deref().map(Self::full_view)
     }
 
     /// Sets the data; `build` runs (and the texture is rebuilt) only when `key` changed.
     pub fn set_data(&mut self, ctx: &egui::Context, key: u64, build: impl FnOnce() -> Arc<Matrix>) {
+        self.set_data_in(ctx, key, None, build);
+    }
+
+    /// [`Self::set_data`] with the colour range given (`None`: the data's
+    /// robust range), so that maps shown side by side share one scale.
+    pub fn set_data_in(
+        &mut self,
+        ctx: &egui::Context,
+        key: u64,
+        range: Option<(f32, f32)>,
+        build: impl FnOnce() -> Arc<Matrix>,
+    ) {
         if self.key == Some(key) && self.texture.is_some() {
             return;
         }
         let m = build();
-        let (lo, hi) = colormap::robust_range(&m.data);
+        let (lo, hi) = range.unwrap_or_else(|| colormap::robust_range(&m.data));
         let mut counts = [0usize; 3];
         let mut rows = Vec::new();
         for r in 0..m.rows {
@@ -142,7 +178,7 @@ impl Heatmap {
         let (outer, response) = ui.allocate_exact_size(vec2(width, style.height), Sense::click_and_drag());
         let name = self.name.clone();
         response.widget_info(|| egui::WidgetInfo::labeled(egui::Role::Image, true, &name));
-        let response = response.on_hover_text(HINT);
+        let response = response.on_hover_text(self.hint);
         let (Some(m), Some(tex)) = (self.matrix.clone(), self.texture.as_ref()) else {
             ui.painter().text(outer.center(), Align2::CENTER_CENTER, "no data", FontId::default(), Color32::GRAY);
             return HeatmapResponse { clicked: None, response };

@@ -1,32 +1,56 @@
 //! Ladder runs for the GUI: each run has a thread of its own that opens the
 //! Vulkan device, runs the asked rungs one by one on the CPU reference and the
-//! GPU, and reports each rung as it finishes. The UI polls the reports.
+//! GPU, and reports each rung as it finishes, with every tensor it compared
+//! (for the inspector). The UI polls the reports.
+//!
+//! The ladder runs on the sequence the GUI shows: its tokens as one row, the
+//! model initialised from the GUI's seed and config.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::mpsc::{Receiver, channel};
 use std::time::Instant;
 
-use std::sync::Arc;
-
+use super::inspect::InspectedTensor;
+use super::saved::{LadderInput, RungTensors, SavedLadder, SavedRung};
+use crate::dataset::Batch;
 use crate::ladder::{self, EndToEnd, ModelLadder, Precision, RungResult};
-use crate::model::{Config, Params};
 use crate::vk::{Context, ContextOptions, ops::GemmChoice};
 
-enum Report {
+pub enum Report {
     Started(&'static str),
-    Finished(&'static str, Result<RungResult, String>),
+    Finished(&'static str, Result<RungResult, String>, Vec<InspectedTensor>),
     EndToEnd(Result<EndToEnd, String>),
     Done,
 }
 
-/// The model rungs' inputs: a seeded init and the config's batch of random
-/// windows from the embedded dataset.
-fn setup(cfg: &Config) -> Result<ladder::Setup, String> {
-    let ds = crate::dataset::synthetic::default_dataset();
-    let batch = ds.random_windows(1, cfg.batch, cfg.seq_len + 1).map_err(|e| e.to_string())?;
+/// Changes a tensor's values in place.
+pub type Corrupt = Box<dyn Fn(&mut [f32]) + Send>;
+
+/// A fault injected into the GPU's copy of a tensor before the rungs run
+/// (the example sessions use one; the GUI itself never does).
+pub struct Fault {
+    /// A device tensor name, e.g. `param.gru.weight_hh_l1`.
+    pub tensor: String,
+    /// Says what was done, saved with the results.
+    pub describe: String,
+    pub corrupt: Corrupt,
+}
+
+/// What a run needs: what it runs on, and the row's tokens.
+#[derive(Clone)]
+pub struct LadderJob {
+    pub input: LadderInput,
+    pub tokens: Vec<u8>,
+}
+
+fn setup(job: &LadderJob) -> Result<ladder::Setup, String> {
+    let cfg = job.input.config.config();
+    let batch = Batch::from_rows(&[&job.tokens]).map_err(|e| e.to_string())?;
+    let params = super::worker::params(job.input.config, job.input.seed, job.input.checkpoint.as_deref())?;
     Ok(ladder::Setup {
         cfg: cfg.clone(),
-        params: Params::init(cfg, 1),
+        params,
         batch,
         opts: crate::cpu::StepOptions::default(),
         mode: ladder::Mode::Isolated,
@@ -34,12 +58,71 @@ fn setup(cfg: &Config) -> Result<ladder::Setup, String> {
     })
 }
 
+/// The tensors a rung compared, with their statistics (built here, off the UI thread).
+fn inspected(m: &mut ModelLadder, id: &str) -> Vec<InspectedTensor> {
+    m.take_tensors(id).into_iter().map(|t| InspectedTensor::new(t.name, t.shape, t.cpu, t.gpu, t.f64)).collect()
+}
+
+/// Runs `rungs` and the end-to-end gate, reporting as it goes. Blocking: the
+/// GUI calls it on a thread of its own; the example-session generator directly.
+pub fn run(job: &LadderJob, rungs: &[&'static str], fault: Option<&Fault>, send: &dyn Fn(Report)) {
+    let cfg = job.input.config.config();
+    let ctx = Context::new(&ContextOptions::default()).map(Arc::new).map_err(|e| format!("no GPU engine: {e}"));
+    let mut model: Option<Result<ModelLadder, String>> = None;
+    for &id in rungs {
+        send(Report::Started(id));
+        let (result, tensors) = match (&ctx, id) {
+            (Err(e), _) => (Err(e.clone()), Vec::new()),
+            (Ok(ctx), "gemm") => (
+                ladder::run_rung(ctx, id, &cfg, Precision::F32, 1, GemmChoice::Auto).map_err(|e| e.to_string()),
+                Vec::new(),
+            ),
+            (Ok(ctx), _) => {
+                let m = model.get_or_insert_with(|| {
+                    let mut m = ModelLadder::new(ctx, setup(job)?).map_err(|e| format!("the model ladder: {e}"))?;
+                    if let Some(f) = fault {
+                        inject(&mut m, f)?;
+                    }
+                    Ok(m)
+                });
+                match m {
+                    Ok(m) => {
+                        let r = m.run_rung(id).map_err(|e| e.to_string());
+                        let t = inspected(m, id);
+                        (r, t)
+                    }
+                    Err(e) => (Err(e.clone()), Vec::new()),
+                }
+            }
+        };
+        send(Report::Finished(id, result, tensors));
+    }
+    if let Some(m) = model.as_mut() {
+        send(Report::EndToEnd(match m {
+            Ok(m) => m.end_to_end().map_err(|e| e.to_string()),
+            Err(e) => Err(e.clone()),
+        }));
+    }
+    send(Report::Done);
+}
+
+fn inject(m: &mut ModelLadder, f: &Fault) -> Result<(), String> {
+    let e = m.engine();
+    let mut v = e.read_named(&[&f.tensor]).map_err(|e| e.to_string())?.pop().unwrap_or_default();
+    (f.corrupt)(&mut v);
+    e.write_named(&f.tensor, &v).map_err(|e| format!("injecting the fault into {}: {e}", f.tensor))
+}
+
 /// What the ladder panel shows: the last result of every rung run so far.
 #[derive(Default)]
 pub struct LadderView {
-    pub results: BTreeMap<&'static str, Result<RungResult, String>>,
+    pub results: BTreeMap<String, Result<RungResult, String>>,
+    /// Every tensor each rung compared.
+    pub tensors: RungTensors,
     pub running: Option<&'static str>,
     pub end_to_end: Option<Result<EndToEnd, String>>,
+    /// What the results were computed on (`None` before any run).
+    pub input: Option<LadderInput>,
     pub started: Option<Instant>,
     rx: Option<Receiver<Report>>,
 }
@@ -49,76 +132,95 @@ impl LadderView {
         self.rx.is_some()
     }
 
-    /// Starts a run of `rungs` (implemented ones; others are skipped) on the
-    /// shapes of `cfg`. `wake` is called after each report.
-    pub fn start(&mut self, rungs: Vec<&'static str>, cfg: Config, wake: Box<dyn Fn() + Send>) {
+    /// Starts a run of `rungs` on `job`. `wake` is called after each report.
+    pub fn start(&mut self, rungs: Vec<&'static str>, job: LadderJob, wake: Box<dyn Fn() + Send>) {
         if self.is_busy() {
             return;
         }
         let (tx, rx) = channel();
         self.rx = Some(rx);
         self.started = Some(Instant::now());
+        self.results.clear();
+        self.tensors.clear();
+        self.end_to_end = None;
+        self.input = Some(job.input.clone());
         let spawned = std::thread::Builder::new().name("dualscope-ladder".into()).spawn(move || {
             let send = |r: Report| {
                 let _ = tx.send(r);
                 wake();
             };
-            let ctx = Context::new(&ContextOptions::default()).map(Arc::new).map_err(|e| format!("no GPU engine: {e}"));
-            let mut model: Option<Result<ModelLadder, String>> = None;
-            for id in rungs {
-                send(Report::Started(id));
-                let result = match (&ctx, id) {
-                    (Err(e), _) => Err(e.clone()),
-                    (Ok(ctx), "gemm") => {
-                        ladder::run_rung(ctx, id, &cfg, Precision::F32, 1, GemmChoice::Auto).map_err(|e| e.to_string())
-                    }
-                    (Ok(ctx), _) => {
-                        let m = model.get_or_insert_with(|| {
-                            ModelLadder::new(ctx, setup(&cfg)?).map_err(|e| format!("the model ladder: {e}"))
-                        });
-                        match m {
-                            Ok(m) => m.run_rung(id).map_err(|e| e.to_string()),
-                            Err(e) => Err(e.clone()),
-                        }
-                    }
-                };
-                send(Report::Finished(id, result));
-            }
-            if let Some(m) = model.as_mut() {
-                send(Report::EndToEnd(match m {
-                    Ok(m) => m.end_to_end().map_err(|e| e.to_string()),
-                    Err(e) => Err(e.clone()),
-                }));
-            }
-            send(Report::Done);
+            run(&job, &rungs, None, &send);
         });
         if let Err(e) = spawned {
             self.rx = None;
             for id in ladder::IMPLEMENTED {
-                self.results.insert(id, Err(format!("cannot start the ladder thread: {e}")));
+                self.results.insert(id.to_string(), Err(format!("cannot start the ladder thread: {e}")));
             }
         }
     }
 
+    /// Applies one report.
+    pub fn apply(&mut self, r: Report) -> bool {
+        match r {
+            Report::Started(id) => self.running = Some(id),
+            Report::Finished(id, result, tensors) => {
+                self.results.insert(id.to_string(), result);
+                if !tensors.is_empty() {
+                    self.tensors.insert(id.to_string(), Arc::new(tensors));
+                }
+                self.running = None;
+            }
+            Report::EndToEnd(r) => self.end_to_end = Some(r),
+            Report::Done => return true,
+        }
+        false
+    }
+
     /// Applies the reports that have arrived; true when the run ended.
     pub fn poll(&mut self) -> bool {
-        let Some(rx) = &self.rx else { return false };
+        let Some(rx) = self.rx.take() else { return false };
         let mut ended = false;
         for r in rx.try_iter() {
-            match r {
-                Report::Started(id) => self.running = Some(id),
-                Report::Finished(id, result) => {
-                    self.results.insert(id, result);
-                    self.running = None;
-                }
-                Report::EndToEnd(r) => self.end_to_end = Some(r),
-                Report::Done => ended = true,
-            }
+            ended |= self.apply(r);
         }
         if ended {
-            self.rx = None;
             self.running = None;
+        } else {
+            self.rx = Some(rx);
         }
         ended
+    }
+
+    /// The results as a session saves them (`None` when nothing ran).
+    pub fn to_saved(&self) -> Option<SavedLadder> {
+        let input = self.input.clone()?;
+        Some(SavedLadder {
+            input,
+            rungs: self
+                .results
+                .iter()
+                .map(|(k, r)| (k.clone(), r.as_ref().map(SavedRung::from).map_err(|e| e.clone())))
+                .collect(),
+            end_to_end: self.end_to_end.as_ref().map(|r| r.as_ref().map(Into::into).map_err(|e| e.clone())),
+        })
+    }
+
+    /// Shows saved results (and their tensors, where the side file had them).
+    pub fn restore(&mut self, saved: SavedLadder, tensors: RungTensors) {
+        self.rx = None;
+        self.running = None;
+        self.started = None;
+        self.results =
+            saved.rungs.iter().map(|(k, r)| (k.clone(), r.as_ref().map(Into::into).map_err(|e| e.clone()))).collect();
+        self.end_to_end = saved.end_to_end.as_ref().map(|r| r.as_ref().map(Into::into).map_err(|e| e.clone()));
+        self.input = Some(saved.input);
+        self.tensors = tensors;
+    }
+
+    /// Forgets every result (a session without ladder results).
+    pub fn clear(&mut self) {
+        if !self.is_busy() {
+            *self = LadderView::default();
+        }
     }
 }

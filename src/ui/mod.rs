@@ -11,10 +11,13 @@ pub mod command;
 pub mod computed;
 pub mod engines;
 pub mod heatmap;
+pub mod inspect;
 pub mod ladder_run;
 pub mod loader;
 pub mod panels;
+pub mod saved;
 pub mod session;
+pub mod speed;
 pub mod state;
 pub mod worker;
 

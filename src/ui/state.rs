@@ -115,9 +115,33 @@ impl Panels {
     }
 }
 
+/// The view the central area shows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum View {
+    /// The token stepper and the heatmaps over the sequence.
+    #[default]
+    Sequence,
+    /// The tensors of the selected rung.
+    Inspector,
+    /// Per-step times of both engines.
+    Speedup,
+}
+
+impl View {
+    pub const ALL: [View; 3] = [View::Sequence, View::Inspector, View::Speedup];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            View::Sequence => "Sequence",
+            View::Inspector => "Tensor inspector",
+            View::Speedup => "Speedup",
+        }
+    }
+}
+
 /// The saved part of the app. Missing fields take their defaults when a
 /// session is read, so older files of the same format version still load.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct State {
     pub format_version: u32,
@@ -135,6 +159,23 @@ pub struct State {
     pub panels: Panels,
     /// The rung the inspector shows.
     pub selected_rung: Option<String>,
+    /// The tensor of that rung the inspector shows.
+    pub selected_tensor: Option<String>,
+    /// The view in the central area.
+    pub view: View,
+    /// Also compute the GPU's trace of the sequence (the stepper's CPU vs GPU).
+    pub gpu_trace: bool,
+    /// A checkpoint (safetensors) to take the parameters from instead of
+    /// initialising them from `seed`; its config must be the chosen one.
+    pub checkpoint: Option<PathBuf>,
+    /// Ladder results. Only in session files: the app keeps its live results
+    /// in its ladder view and fills this in when it saves.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ladder: Option<super::saved::SavedLadder>,
+    /// The side file holding the inspector's tensors, next to the session
+    /// file (its name only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tensors_file: Option<String>,
 }
 
 impl Default for State {
@@ -150,6 +191,12 @@ impl Default for State {
             head: 0,
             panels: Panels::default(),
             selected_rung: None,
+            selected_tensor: None,
+            view: View::Sequence,
+            gpu_trace: true,
+            checkpoint: None,
+            ladder: None,
+            tensors_file: None,
         }
     }
 }

@@ -2,6 +2,8 @@
 //! and reports progress over a channel. One thread; a job queued while another
 //! runs replaces any job still waiting, so only the latest request is computed.
 
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::thread::JoinHandle;
@@ -11,7 +13,7 @@ use crate::cpu;
 use crate::dataset::{Batch, Dataset};
 use crate::model::Params;
 
-use super::computed::{Computed, JobSpec};
+use super::computed::{Computed, GpuTrace, JobSpec};
 use super::state::ConfigName;
 
 pub struct Job {
@@ -21,6 +23,30 @@ pub struct Job {
     pub seed: u64,
     pub offset: usize,
     pub len: usize,
+    /// Parameters from this checkpoint instead of the seed's initialisation.
+    pub checkpoint: Option<PathBuf>,
+    /// Also compute the GPU's trace of the row (where a GPU exists).
+    pub gpu: bool,
+}
+
+/// The parameters a job runs with: the checkpoint's, or the seed's
+/// initialisation. A checkpoint of another config is an error that says so.
+pub fn params(config: ConfigName, seed: u64, checkpoint: Option<&Path>) -> Result<Params<f32>, String> {
+    let cfg = config.config();
+    match checkpoint {
+        None => Ok(Params::<f32>::init(&cfg, seed)),
+        Some(p) => {
+            let (got, params) = crate::checkpoint::load_params(p).map_err(|e| e.to_string())?;
+            if got != cfg {
+                return Err(format!(
+                    "checkpoint {} holds another configuration than {} ({got:?})",
+                    p.display(),
+                    config.label()
+                ));
+            }
+            Ok(params)
+        }
+    }
 }
 
 pub enum Report {
@@ -68,7 +94,11 @@ impl Drop for Worker {
     }
 }
 
+/// The worker's Vulkan context, opened on first use and kept.
+type Gpu = Option<Result<Arc<crate::vk::Context>, String>>;
+
 fn worker_loop(jobs: Receiver<Job>, reports: Sender<Report>, wake: Box<dyn Fn() + Send>) {
+    let mut gpu: Gpu = None;
     while let Ok(mut job) = jobs.recv() {
         // Skip to the newest request.
         while let Ok(newer) = jobs.try_recv() {
@@ -79,7 +109,7 @@ fn worker_loop(jobs: Receiver<Job>, reports: Sender<Report>, wake: Box<dyn Fn() 
             let _ = reports.send(Report::Progress { generation, stage });
             wake();
         };
-        let result = compute(&job, &progress).map(Box::new);
+        let result = compute(&job, &mut gpu, &progress).map(Box::new);
         if reports.send(Report::Done { generation, result }).is_err() {
             return;
         }
@@ -87,14 +117,14 @@ fn worker_loop(jobs: Receiver<Job>, reports: Sender<Report>, wake: Box<dyn Fn() 
     }
 }
 
-fn compute(job: &Job, progress: &dyn Fn(&'static str)) -> Result<Computed, String> {
+fn compute(job: &Job, gpu: &mut Gpu, progress: &dyn Fn(&'static str)) -> Result<Computed, String> {
     let start = Instant::now();
     progress("reading the sequence");
     let tokens = job.dataset.window(job.offset, job.len).map_err(|e| e.to_string())?;
     let batch = Batch::from_rows(&[&tokens]).map_err(|e| e.to_string())?;
     let cfg = job.config.config();
     progress("initialising parameters");
-    let params = Params::<f32>::init(&cfg, job.seed);
+    let params = params(job.config, job.seed, job.checkpoint.as_deref())?;
     progress("forward and backward");
     let (_, _, trace) = cpu::traced(&cfg, &params, &batch, 1.0, None).map_err(|e| e.to_string())?;
     progress("summarising");
@@ -105,5 +135,47 @@ fn compute(job: &Job, progress: &dyn Fn(&'static str)) -> Result<Computed, Strin
         offset: job.offset,
         len: job.len,
     };
-    Ok(Computed::new(job.generation, spec, cfg, tokens, trace, start.elapsed()))
+    let elapsed = start.elapsed();
+    let mut c = Computed::new(job.generation, spec, cfg, tokens, trace, elapsed);
+    c.gpu = if job.gpu {
+        progress("GPU forward and backward");
+        gpu_trace(gpu, &c, &params, &batch)
+    } else {
+        Err("the GPU trace is off".to_string())
+    };
+    Ok(c)
+}
+
+/// The GPU's values of every per-position tensor of the CPU trace, from one
+/// `Engine::grads` run on the same row and parameters.
+fn gpu_trace(gpu: &mut Gpu, c: &Computed, params: &Params<f32>, batch: &Batch) -> Result<GpuTrace, String> {
+    use crate::vk::engine::Engine;
+    let ctx = gpu
+        .get_or_insert_with(|| {
+            let opts = crate::vk::ContextOptions { device: None, validation: Some(false) };
+            crate::vk::Context::new(&opts).map(Arc::new).map_err(|e| format!("no GPU engine: {e}"))
+        })
+        .clone()?;
+    let start = Instant::now();
+    let err = |e: crate::vk::VkError| format!("the GPU trace: {e}");
+    let opts = cpu::StepOptions::default();
+    let mut engine =
+        Engine::new(&ctx, &c.cfg, params, &opts, &cpu::LossScale::fixed(), crate::vk::ops::GemmPath::TiledF32)
+            .map_err(err)?;
+    let grads = engine.grads(batch).map_err(err)?;
+    let names: Vec<&str> = c
+        .trace
+        .iter()
+        .filter(|(n, t)| {
+            !n.starts_with("grad.")
+                && t.shape.len() >= 2
+                && t.shape[0] == c.t
+                && t.shape[1] == 1
+                && engine.slot(n).is_some()
+        })
+        .map(|(n, _)| n)
+        .collect();
+    let read = engine.read_named(&names).map_err(err)?;
+    let values: HashMap<String, Vec<f32>> = names.iter().map(|n| n.to_string()).zip(read).collect();
+    Ok(GpuTrace::new(values, &c.trace, c.t, grads.loss, start.elapsed()))
 }

@@ -14,6 +14,8 @@ pub struct Controls<'a> {
     pub data_path: &'a mut String,
     /// The path typed in the session field.
     pub session_path: &'a mut String,
+    /// The path typed in the checkpoint field.
+    pub checkpoint_path: &'a mut String,
     /// The settings differ from what was last computed.
     pub stale: bool,
 }
@@ -21,15 +23,16 @@ pub struct Controls<'a> {
 pub fn show(ui: &mut egui::Ui, c: Controls<'_>, out: &mut Vec<Command>) {
     egui::ScrollArea::vertical().show(ui, |ui| {
         dataset_section(ui, &c, out);
-        let Controls { data_path, session_path, .. } = c;
+        let Controls { data_path, session_path, checkpoint_path, .. } = c;
         ui.horizontal(|ui| {
             ui.add(egui::TextEdit::singleline(data_path).hint_text("dataset file path").desired_width(170.0));
             button(ui, Command::OpenDataset(data_path.trim().into()), !data_path.trim().is_empty(), out);
         });
         ui.separator();
         sequence_section(ui, c.state, c.dataset, c.stale, out);
+        checkpoint_section(ui, c.state, checkpoint_path, out);
         ui.separator();
-        engines_section(ui);
+        engines_section(ui, c.state, out);
         ui.separator();
         panels_section(ui, c.state, out);
         ui.separator();
@@ -91,8 +94,32 @@ fn sequence_section(ui: &mut egui::Ui, s: &State, ds: &Dataset, stale: bool, out
     });
 }
 
-fn engines_section(ui: &mut egui::Ui) {
+fn checkpoint_section(ui: &mut egui::Ui, s: &State, path: &mut String, out: &mut Vec<Command>) {
+    ui.horizontal(|ui| {
+        ui.add(egui::TextEdit::singleline(path).hint_text("checkpoint (.safetensors)").desired_width(170.0));
+        let p = path.trim();
+        button(ui, Command::SetCheckpoint(Some(p.into())), !p.is_empty(), out);
+    });
+    match &s.checkpoint {
+        Some(p) => {
+            ui.horizontal_wrapped(|ui| {
+                ui.label(RichText::new(format!("parameters from {}", p.display())).small());
+                button(ui, Command::SetCheckpoint(None), true, out);
+            });
+        }
+        None => {
+            ui.label(RichText::new("parameters initialised from the seed").weak().small());
+        }
+    }
+}
+
+fn engines_section(ui: &mut egui::Ui, s: &State, out: &mut Vec<Command>) {
     ui.heading("Engines");
+    let mut on = s.gpu_trace;
+    let cmd = Command::SetGpuTrace(!on);
+    if ui.checkbox(&mut on, cmd.label()).on_hover_text(cmd.tooltip()).changed() {
+        out.push(Command::SetGpuTrace(on));
+    }
     for engine in [Engine::Cpu, Engine::Vulkan] {
         ui.horizontal_wrapped(|ui| match engines::availability(engine) {
             Ok(what) => {

@@ -43,7 +43,16 @@ pub fn show(ui: &mut egui::Ui, view: &LadderView, selected: Option<&str>, cmds: 
             ui.label(format!("{:.1} s", t.elapsed().as_secs_f64()));
         }
     });
-    ui.label(RichText::new("GPU vs CPU on fresh random inputs, f32, the config's shapes").small().weak());
+    match &view.input {
+        Some(input) => {
+            let text = format!("GPU vs CPU, f32, on {}", input.describe());
+            let text = RichText::new(text).small();
+            ui.label(if input.fault.is_some() { text.color(Color32::from_rgb(230, 180, 40)) } else { text.weak() });
+        }
+        None => {
+            ui.label(RichText::new("GPU vs CPU, f32, on the sequence shown (one row)").small().weak());
+        }
+    }
     egui::Grid::new("ladder_grid").striped(true).num_columns(5).show(ui, |ui| {
         ui.label("#");
         ui.label("rung");
@@ -54,12 +63,15 @@ pub fn show(ui: &mut egui::Ui, view: &LadderView, selected: Option<&str>, cmds: 
         for (i, id) in ladder::ALL_RUNGS.iter().enumerate() {
             ui.label(format!("{}", i + 1));
             let is_selected = selected == Some(*id);
-            if ui.selectable_label(is_selected, *id).on_hover_text("Inspect this rung (click again to close)").clicked()
+            if ui
+                .selectable_label(is_selected, *id)
+                .on_hover_text("Inspect this rung's tensors (click again to close)")
+                .clicked()
             {
                 cmds.push(Command::SelectRung((!is_selected).then(|| id.to_string())));
             }
             ui.label(status_text(view, id));
-            match view.results.get(id) {
+            match view.results.get(*id) {
                 Some(Ok(r)) => {
                     ui.label(format!("{:.1e} / {:.0e}", r.rel_l2, r.tolerance));
                     ui.label(format!("{} / {}", ms(r.gpu_ms), ms(Some(r.cpu_ms))));

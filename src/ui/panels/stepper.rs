@@ -20,9 +20,10 @@ pub fn show(ui: &mut egui::Ui, c: &Computed, cursor: usize, newline: &str, out: 
         button(ui, Command::StepCursor(1), cursor < last, out);
         button(ui, Command::CursorLast, cursor < last, out);
         ui.separator();
-        let any_bad = c.non_finite.iter().any(|&b| b);
+        let any_bad = (0..c.t).any(|p| c.non_finite_at(p));
         button(ui, Command::NextNonFinite, any_bad, out);
         button(ui, Command::WorstLoss, c.t > 0, out);
+        button(ui, Command::WorstDivergence, c.gpu.is_ok() && c.t > 0, out);
         ui.separator();
         ui.spacing_mut().slider_width = (ui.available_width() - 140.0).clamp(120.0, 600.0);
         let mut pos = cursor;
@@ -90,8 +91,16 @@ fn values_grid(ui: &mut egui::Ui, c: &Computed, pos: usize, newline: &str) {
         row(ui, "target byte", format!("{} (0x{tgt:02x})", text::quoted(tgt, newline)));
         row(ui, "token loss", fmt_value(c.scalar("loss.token", pos)));
         row(ui, "ctx grad norm", fmt_value(c.scalar("ctx.token_norm", pos)));
-        let bad = if c.non_finite[pos] { "yes" } else { "no" };
+        let bad = match (c.non_finite[pos], c.gpu.as_ref().map(|g| g.non_finite[pos])) {
+            (true, Ok(true)) => "CPU and GPU",
+            (true, _) => "CPU",
+            (false, Ok(true)) => "GPU",
+            _ => "no",
+        };
         row(ui, "non-finite here", bad.to_string());
+        if let Ok(g) = &c.gpu {
+            row(ui, "max |GPU - CPU|", fmt_value(g.divergence[pos]));
+        }
         row(ui, "sequence loss", format!("{:.4}", c.loss));
     });
 }
