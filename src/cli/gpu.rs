@@ -126,25 +126,58 @@ pub struct BisectArgs {
     pub json: bool,
 }
 
-pub fn bisect(a: &BisectArgs) -> Result<i32, CliError> {
-    use crate::dataset::{Dataset, synthetic};
-    let fault = parse_fault(&a.fault)?;
-    if let Some(out) = &a.out {
-        let inputs: Vec<&std::path::Path> = a.data.iter().chain(&a.checkpoint).map(|p| p.as_path()).collect();
+/// What ladder, bisect and audit run on: the parameters (a checkpoint, whose
+/// config wins, or a seeded init of `config`) and the dataset (the embedded
+/// one by default). Checks `out` against the inputs first.
+struct Inputs {
+    cfg: Config,
+    params: crate::model::Params<f32>,
+    ds: crate::dataset::Dataset,
+}
+
+fn load_inputs(
+    config: &str,
+    checkpoint: &Option<std::path::PathBuf>,
+    seed: u64,
+    data: &Option<std::path::PathBuf>,
+    out: &Option<std::path::PathBuf>,
+) -> Result<Inputs, CliError> {
+    if let Some(out) = out {
+        let inputs: Vec<&std::path::Path> = data.iter().chain(checkpoint).map(|p| p.as_path()).collect();
         super::common::check_output(out, &inputs)?;
     }
-    let (cfg, params) = match &a.checkpoint {
-        Some(path) => crate::checkpoint::load_params(path)?,
+    let (cfg, params) = match checkpoint {
+        Some(path) => {
+            if config != "small" {
+                return Err(CliError::Usage("--config and --checkpoint: the checkpoint carries its config".into()));
+            }
+            crate::checkpoint::load_params(path)?
+        }
         None => {
-            let cfg = Config::resolve(&a.config)?;
-            let p = crate::model::Params::<f32>::init(&cfg, a.seed);
+            let cfg = Config::resolve(config)?;
+            let p = crate::model::Params::<f32>::init(&cfg, seed);
             (cfg, p)
         }
     };
-    let ds = match &a.data {
-        Some(path) => Dataset::open(path)?,
-        None => synthetic::default_dataset(),
+    let ds = match data {
+        Some(path) => crate::dataset::Dataset::open(path)?,
+        None => crate::dataset::synthetic::default_dataset(),
     };
+    Ok(Inputs { cfg, params, ds })
+}
+
+/// Writes a JSON report atomically.
+fn write_report(out: &Option<std::path::PathBuf>, value: &serde_json::Value) -> Result<(), CliError> {
+    if let Some(out) = out {
+        let text = serde_json::to_string_pretty(value).expect("report serializes");
+        crate::checkpoint::write_atomic(out, text.as_bytes())?;
+    }
+    Ok(())
+}
+
+pub fn bisect(a: &BisectArgs) -> Result<i32, CliError> {
+    let fault = parse_fault(&a.fault)?;
+    let Inputs { cfg, params, ds } = load_inputs(&a.config, &a.checkpoint, a.seed, &a.data, &a.out)?;
     let avail = ds.len_tokens().saturating_sub(a.offset + 1);
     let max_len = a.max_len.unwrap_or(4096).min(avail);
     if max_len < 1 {
@@ -166,10 +199,7 @@ pub fn bisect(a: &BisectArgs) -> Result<i32, CliError> {
         e => CliError::Engine(e.to_string()),
     })?;
     let value = serde_json::to_value(&report).expect("report serializes");
-    if let Some(out) = &a.out {
-        let text = serde_json::to_string_pretty(&value).expect("report serializes");
-        crate::checkpoint::write_atomic(out, text.as_bytes())?;
-    }
+    write_report(&a.out, &value)?;
     emit(json, value, || match (&report.smallest_failing, &report.failure) {
         (Some(n), Some(p)) => {
             println!(
@@ -221,28 +251,12 @@ pub struct AuditArgs {
 }
 
 pub fn audit(a: &AuditArgs) -> Result<i32, CliError> {
-    use crate::dataset::{Dataset, synthetic};
     use crate::ladder::audit::Verdict;
     let fault = parse_fault(&a.fault)?;
     if !(a.loss_scale.is_finite() && a.loss_scale > 0.0) {
         return Err(CliError::Usage(format!("--loss-scale {}: a positive finite number", a.loss_scale)));
     }
-    if let Some(out) = &a.out {
-        let inputs: Vec<&std::path::Path> = a.data.iter().chain(&a.checkpoint).map(|p| p.as_path()).collect();
-        super::common::check_output(out, &inputs)?;
-    }
-    let (cfg, params) = match &a.checkpoint {
-        Some(path) => crate::checkpoint::load_params(path)?,
-        None => {
-            let cfg = Config::resolve(&a.config)?;
-            let p = crate::model::Params::<f32>::init(&cfg, a.seed);
-            (cfg, p)
-        }
-    };
-    let ds = match &a.data {
-        Some(path) => Dataset::open(path)?,
-        None => synthetic::default_dataset(),
-    };
+    let Inputs { cfg, params, ds } = load_inputs(&a.config, &a.checkpoint, a.seed, &a.data, &a.out)?;
     let row = ds.window(a.offset, a.len + 1)?;
     let ctx = std::sync::Arc::new(open(a.device)?);
     let report = crate::ladder::audit::audit(&ctx, &cfg, &params, &row, a.loss_scale, fault).map_err(|e| match e {
@@ -250,10 +264,7 @@ pub fn audit(a: &AuditArgs) -> Result<i32, CliError> {
         e => CliError::Engine(e.to_string()),
     })?;
     let value = serde_json::to_value(&report).expect("report serializes");
-    if let Some(out) = &a.out {
-        let text = serde_json::to_string_pretty(&value).expect("report serializes");
-        crate::checkpoint::write_atomic(out, text.as_bytes())?;
-    }
+    write_report(&a.out, &value)?;
     let bad = report.tensors.iter().any(|t| matches!(t.verdict, Verdict::RealError | Verdict::MissingUnscale));
     let summary = json!({
         "len": report.len, "loss_scale": report.loss_scale, "fault": report.fault,
@@ -439,25 +450,8 @@ fn print_report(r: &DeviceReport) {
 fn ladder_inputs(
     a: &LadderArgs,
 ) -> Result<(Config, crate::model::Params<f32>, crate::dataset::Batch, String), CliError> {
-    use crate::dataset::{Batch, Dataset, synthetic};
-    let (cfg, params) = match &a.checkpoint {
-        Some(path) => {
-            let (cfg, p) = crate::checkpoint::load_params(path)?;
-            if a.config != "small" {
-                return Err(CliError::Usage("--config and --checkpoint: the checkpoint carries its config".into()));
-            }
-            (cfg, p)
-        }
-        None => {
-            let cfg = Config::resolve(&a.config)?;
-            let p = crate::model::Params::<f32>::init(&cfg, a.seed);
-            (cfg, p)
-        }
-    };
-    let ds = match &a.data {
-        Some(path) => Dataset::open(path)?,
-        None => synthetic::default_dataset(),
-    };
+    use crate::dataset::Batch;
+    let Inputs { cfg, params, ds } = load_inputs(&a.config, &a.checkpoint, a.seed, &a.data, &a.out)?;
     let (batch, source) = match (a.len, a.offset) {
         (Some(t), offset) => {
             let offset = offset.unwrap_or(0);
@@ -485,10 +479,6 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
         return Err(CliError::Usage(format!("--rungs is empty; the rungs are {}", ladder::ALL_RUNGS.join(", "))));
     }
     ladder::check_rungs(&rungs).map_err(|e| CliError::Usage(format!("--rungs: {e}")))?;
-    if let Some(out) = &a.out {
-        let inputs: Vec<&std::path::Path> = a.data.iter().chain(&a.checkpoint).map(|p| p.as_path()).collect();
-        super::common::check_output(out, &inputs)?;
-    }
     let precision = match a.precision {
         LadderPrecision::F32 => Precision::F32,
         LadderPrecision::F16 => Precision::F16,
@@ -558,10 +548,7 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
         "end_to_end": end_to_end,
         "status": if failed { "fail" } else { "pass" },
     });
-    if let Some(out) = &a.out {
-        let text = serde_json::to_string_pretty(&value).expect("report serializes");
-        crate::checkpoint::write_atomic(out, text.as_bytes())?;
-    }
+    write_report(&a.out, &value)?;
     emit(a.json, value, || {
         println!("batch: {source}; mode {}", mode.as_str());
         if let Some(f) = fault {
