@@ -91,7 +91,7 @@ fn probe(
             && t.shape[0] == len
         {
             let per = t.cpu.len() / len;
-            for pos in 0..len {
+            for (pos, &tok) in tokens.iter().enumerate().take(len) {
                 let (mut d, mut w) = (0.0f64, 0.0f64);
                 let mut bad_nonfinite = false;
                 for i in pos * per..(pos + 1) * per {
@@ -103,7 +103,7 @@ fn probe(
                 let rel = if w > 0.0 { (d / w).sqrt() } else { d.sqrt() };
                 if bad_nonfinite || !(rel <= case.tolerance) {
                     p.position = Some(pos);
-                    p.token = Some(tokens[pos]);
+                    p.token = Some(tok);
                     p.position_rel_l2 = Some(rel);
                     break;
                 }

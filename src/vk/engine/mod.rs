@@ -61,6 +61,9 @@ impl Stage {
     ];
 }
 
+/// A submitted step's timings and each stage's device milliseconds.
+pub type Staged = (Timings, Vec<(Stage, Option<f64>)>);
+
 /// Flat per-parameter buffers: parameters, gradients, the AdamW moments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FlatBuf {
@@ -651,13 +654,13 @@ impl Engine {
 
     /// A whole training step in one submit, with the device milliseconds of
     /// each stage (`None` without timestamps).
-    pub fn run_step_staged(&self) -> VkResult<(Timings, Vec<(Stage, Option<f64>)>)> {
+    pub fn run_step_staged(&self) -> VkResult<Staged> {
         self.run_staged(true)
     }
 
     /// Forward and backward (then unscale and norm, or with `optim` the whole
     /// optimizer) in one submit, with each stage's device milliseconds.
-    pub fn run_staged(&self, optim: bool) -> VkResult<(Timings, Vec<(Stage, Option<f64>)>)> {
+    pub fn run_staged(&self, optim: bool) -> VkResult<Staged> {
         let mut seq = Sequence::new(&self.ctx)?;
         self.record_begin(&mut seq)?;
         let mut ranges = Vec::new();
