@@ -9,7 +9,8 @@
 //   d_h [T,B,H] (from above); dh_tot [T,B,H]; d_gi, d_gh [T,B,3H].
 #include "model.glsl"
 #define MAXH 1024u
-layout(local_size_x = 256) in;
+#define WG 1024u
+layout(local_size_x = 1024) in;
 layout(std430, binding = 0) readonly buffer Par { float p[]; };
 layout(std430, binding = 1) readonly buffer Gh { float gh[]; };
 layout(std430, binding = 2) readonly buffer Gates { float gates[]; };
@@ -31,7 +32,7 @@ void main() {
     // A chunk after the first starts from d_gh of the step above it.
     if (pc.t + 1u < pc.T) {
         uint above = (pc.t + 1u) * pc.B + b;
-        for (uint r = lid; r < H3; r += 256u) sdgh[0][r] = d_gh[above * H3 + r];
+        for (uint r = lid; r < H3; r += WG) sdgh[0][r] = d_gh[above * H3 + r];
     }
     memoryBarrierShared();
     barrier();
@@ -44,7 +45,7 @@ void main() {
         for (uint q = 0u; q < 4u; ++q) carry[q] = 0.0;
         if (t + 1u < pc.T) {
             uint next = row + pc.B;
-            for (uint q = 0u, j = lid; j < H; j += 256u, ++q) {
+            for (uint q = 0u, j = lid; j < H; j += WG, ++q) {
                 float acc = 0.0;
                 uint r = 0u;
                 for (; r + 4u <= H3; r += 4u) {
@@ -56,7 +57,7 @@ void main() {
                 carry[q] = dh_tot[next * H + j] * gates[rh + next * H + j] + acc;
             }
         }
-        for (uint q = 0u, j = lid; j < H; j += 256u, ++q) {
+        for (uint q = 0u, j = lid; j < H; j += WG, ++q) {
             uint i = row * H + j;
             float dh = d_h[i] + carry[q];
             dh_tot[i] = dh;

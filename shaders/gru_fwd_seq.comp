@@ -2,7 +2,7 @@
 // A GRU layer's forward recurrence over the steps pc.t .. pc.t + pc.n - 1 (a
 // chunk; PyTorch gate order r, z, n). Rows of a batch are independent, so
 // workgroup b walks row b through the chunk's timesteps, keeping h_{t-1} in shared memory (double-buffered:
-// one barrier per step). Invocations own units j = lid, lid + 256, ...
+// one barrier per step). Invocation lid owns units j = lid, lid + 1024, ...
 //   wt:    W_hh transposed, [H, 3H] (so that neighbouring units read
 //          neighbouring addresses); p: b_hh [3H] at off1 of the parameters
 //   gi:    [T, B, 3H] W_ih u_t + b_ih; gh: [T, B, 3H]; gates: [3][T, B, H]; h: [T, B, H]
@@ -11,7 +11,8 @@
 // gate applied before the matmul (TensorFlow's convention; a planted bug).
 #include "model.glsl"
 #define MAXH 1024u
-layout(local_size_x = 256) in;
+#define WG 1024u
+layout(local_size_x = 1024) in;
 layout(std430, binding = 0) readonly buffer Par { float p[]; };
 layout(std430, binding = 1) readonly buffer Gi { float gi[]; };
 layout(std430, binding = 2) writeonly buffer Gh { float gh[]; };
@@ -31,7 +32,7 @@ void main() {
     uint H3 = 3u * H;
     uint rh_len = pc.T * pc.B * H;
     // A chunk after the first starts from h of the step before it.
-    for (uint j = lid; j < H; j += 256u) hs[0][j] = pc.t > 0u ? h[((pc.t - 1u) * pc.B + b) * H + j] : 0.0;
+    for (uint j = lid; j < H; j += WG) hs[0][j] = pc.t > 0u ? h[((pc.t - 1u) * pc.B + b) * H + j] : 0.0;
     memoryBarrierShared();
     barrier();
     uint t_end = min(pc.T, pc.t + pc.n);
@@ -41,7 +42,7 @@ void main() {
         uint g = row * H3;
 #ifdef FAULT_RESET_BEFORE
         // r first, for every unit, then the n gate's matmul over r ⊙ h.
-        for (uint j = lid; j < H; j += 256u) {
+        for (uint j = lid; j < H; j += WG) {
             float ar = 0.0;
             for (uint k = 0u; k < H; ++k) ar += hs[cur][k] * wt[k * H3 + j];
             rh[j] = sigmoid(gi[g + j] + ar + p[pc.off1 + j]) * hs[cur][j];
@@ -49,7 +50,7 @@ void main() {
         memoryBarrierShared();
         barrier();
 #endif
-        for (uint j = lid; j < H; j += 256u) {
+        for (uint j = lid; j < H; j += WG) {
             float ar = 0.0, az = 0.0, an = 0.0;
             // Two steps of k per iteration: lavapipe stops any one loop after
             // 65535 iterations in total per invocation (the engine sizes the

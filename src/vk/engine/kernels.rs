@@ -113,7 +113,7 @@ pub static GRU_FWD_SEQ: KernelSpec = KernelSpec {
     spirv: shaders::GRU_FWD_SEQ,
     bindings: &[R, R, W, W, RW, R],
     push_size: 64,
-    local_size: [256, 1, 1],
+    local_size: [1024, 1, 1],
     items_per_group: [1, 1, 1],
     shared_bytes: 2 * 1024 * 4,
 };
@@ -130,7 +130,7 @@ pub static GRU_BWD_SEQ: KernelSpec = KernelSpec {
     spirv: shaders::GRU_BWD_SEQ,
     bindings: &[R, R, R, R, R, RW, W, RW],
     push_size: 64,
-    local_size: [256, 1, 1],
+    local_size: [1024, 1, 1],
     items_per_group: [1, 1, 1],
     shared_bytes: 2 * 3 * 1024 * 4,
 };
