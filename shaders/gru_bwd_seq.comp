@@ -9,8 +9,14 @@
 //   d_h [T,B,H] (from above); dh_tot [T,B,H]; d_gi, d_gh [T,B,3H].
 #include "model.glsl"
 #define MAXH 1024u
-#define WG 1024u
-layout(local_size_x = 1024) in;
+// Invocations per workgroup: 1024 (every unit its own invocation up to H = 1024),
+// or 256 for narrow layers (build.rs's `_wg256` variants), where idle
+// invocations would only wait at the barriers.
+#ifndef WG_SIZE
+#define WG_SIZE 1024
+#endif
+#define WG uint(WG_SIZE)
+layout(local_size_x = WG_SIZE) in;
 layout(std430, binding = 0) readonly buffer Par { float p[]; };
 layout(std430, binding = 1) readonly buffer Gh { float gh[]; };
 layout(std430, binding = 2) readonly buffer Gates { float gates[]; };

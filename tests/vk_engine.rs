@@ -155,10 +155,11 @@ fn long_recurrences_run_in_chunks_and_match_the_cpu() {
     let test = "long_recurrences_run_in_chunks_and_match_the_cpu";
     let Some(ctx) = context(test) else { return };
     let ctx = Arc::new(ctx);
+    // H = 300: the 1024-invocation kernels (H > 256), in two forward and three backward chunks.
     let cfg = Config {
         vocab: 256,
         d_embed: 8,
-        hidden: 128,
+        hidden: 300,
         layers: 2,
         attn_dim: 6,
         heads: 2,

@@ -30,6 +30,8 @@ pub static SCALE_GRADS: &[u8] = spirv!("scale_grads");
 pub static ADAMW: &[u8] = spirv!("adamw");
 pub static GRU_FWD_SEQ: &[u8] = spirv!("gru_fwd_seq");
 pub static GRU_BWD_SEQ: &[u8] = spirv!("gru_bwd_seq");
+pub static GRU_FWD_SEQ_WG256: &[u8] = spirv!("gru_fwd_seq_wg256");
+pub static GRU_BWD_SEQ_WG256: &[u8] = spirv!("gru_bwd_seq_wg256");
 pub static TRANSPOSE: &[u8] = spirv!("transpose");
 
 // The fault catalogue's planted bugs.

@@ -117,13 +117,19 @@ pub static GRU_FWD_SEQ: KernelSpec = KernelSpec {
     items_per_group: [1, 1, 1],
     shared_bytes: 2 * 1024 * 4,
 };
-pub static GRU_FWD_SEQ_FAULT_NO_BARRIER: KernelSpec =
-    KernelSpec { name: "gru_fwd_seq_fault_no_barrier", spirv: shaders::GRU_FWD_SEQ_FAULT_NO_BARRIER, ..GRU_FWD_SEQ };
+/// 256 invocations: for layers of H ≤ 256, where the rest would idle.
+pub static GRU_FWD_SEQ_WG256: KernelSpec =
+    KernelSpec { name: "gru_fwd_seq_wg256", spirv: shaders::GRU_FWD_SEQ_WG256, local_size: [256, 1, 1], ..GRU_FWD_SEQ };
+pub static GRU_FWD_SEQ_FAULT_NO_BARRIER: KernelSpec = KernelSpec {
+    name: "gru_fwd_seq_fault_no_barrier",
+    spirv: shaders::GRU_FWD_SEQ_FAULT_NO_BARRIER,
+    ..GRU_FWD_SEQ_WG256
+};
 pub static GRU_FWD_SEQ_FAULT_RESET_BEFORE: KernelSpec = KernelSpec {
     name: "gru_fwd_seq_fault_reset_before",
     spirv: shaders::GRU_FWD_SEQ_FAULT_RESET_BEFORE,
     shared_bytes: 3 * 1024 * 4,
-    ..GRU_FWD_SEQ
+    ..GRU_FWD_SEQ_WG256
 };
 pub static GRU_BWD_SEQ: KernelSpec = KernelSpec {
     name: "gru_bwd_seq",
@@ -134,6 +140,8 @@ pub static GRU_BWD_SEQ: KernelSpec = KernelSpec {
     items_per_group: [1, 1, 1],
     shared_bytes: 2 * 3 * 1024 * 4,
 };
+pub static GRU_BWD_SEQ_WG256: KernelSpec =
+    KernelSpec { name: "gru_bwd_seq_wg256", spirv: shaders::GRU_BWD_SEQ_WG256, local_size: [256, 1, 1], ..GRU_BWD_SEQ };
 pub static ATTN_FWD_FAULT_NO_MAX: KernelSpec =
     KernelSpec { name: "attn_fwd_fault_no_max", spirv: shaders::ATTN_FWD_FAULT_NO_MAX, ..ATTN_FWD };
 pub static ATTN_FWD_FAULT_WINDOW: KernelSpec =

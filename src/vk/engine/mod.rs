@@ -477,6 +477,7 @@ impl Engine {
                     let spec = match self.fault {
                         Some(Fault::RecurrenceNoBarrier) => &GRU_FWD_SEQ_FAULT_NO_BARRIER,
                         Some(Fault::ResetBeforeMatmul) => &GRU_FWD_SEQ_FAULT_RESET_BEFORE,
+                        _ if h <= 256 => &GRU_FWD_SEQ_WG256,
                         _ => &GRU_FWD_SEQ,
                     };
                     let bufs = [pb, &lb.gi, &lb.gh, &lb.gates, &lb.h, &ws.wt];
@@ -564,7 +565,8 @@ impl Engine {
                     while hi > 0 {
                         let n = chunk.min(hi);
                         let p = ModelPush { t: (hi - 1) as u32, n: n as u32, ..p };
-                        self.run(seq, &GRU_BWD_SEQ, &bufs, &p, ws.b, &format!("gru.l{l} bwd recurrence"))?;
+                        let spec = if h <= 256 { &GRU_BWD_SEQ_WG256 } else { &GRU_BWD_SEQ };
+                        self.run(seq, spec, &bufs, &p, ws.b, &format!("gru.l{l} bwd recurrence"))?;
                         hi -= n;
                     }
                     let input = if l == 0 { &ws.emb } else { &ws.layers[l - 1].h };
