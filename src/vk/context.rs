@@ -114,6 +114,9 @@ pub(crate) struct Inner {
     pub limits: Limits,
     /// Nanoseconds per timestamp tick; `None` when the queue has no timestamps.
     pub timestamp_period: Option<f64>,
+    /// How long a submit may take: a software device (lavapipe) runs a `bench`
+    /// step in minutes, a GPU in milliseconds.
+    pub fence_timeout_s: u64,
     counters: Box<Counters>,
 }
 
@@ -294,6 +297,7 @@ impl Context {
             allocator: Mutex::new(None),
             limits: picked.limits.clone(),
             timestamp_period: picked.timestamps.then_some(picked.timestamp_period as f64),
+            fence_timeout_s: if picked.device_type == vk::PhysicalDeviceType::CPU { 3600 } else { 300 },
             counters,
         };
         // From here on `Inner`'s `Drop` cleans up on every error path.

@@ -18,8 +18,6 @@ const MAX_TIMED: u32 = 32768;
 /// Descriptor sets per descriptor pool chunk.
 const SETS_PER_POOL: u32 = 64;
 const DESCRIPTORS_PER_SET: u32 = 8;
-/// How long `submit` waits for the device (lavapipe is slow).
-const FENCE_TIMEOUT_S: u64 = 300;
 
 /// Per-dispatch device times of a finished sequence.
 #[derive(Clone, Debug, Default)]
@@ -416,10 +414,11 @@ impl<'a> Sequence<'a> {
             d.queue_submit(*queue, &info, self.fence).map_err(call("vkQueueSubmit"))?;
             self.submitted = true;
             drop(queue);
-            match d.wait_for_fences(&[self.fence], true, FENCE_TIMEOUT_S * 1_000_000_000) {
+            let timeout_s = self.inner.fence_timeout_s;
+            match d.wait_for_fences(&[self.fence], true, timeout_s * 1_000_000_000) {
                 Ok(()) => {}
                 Err(vk::Result::TIMEOUT) => {
-                    return Err(VkError::Timeout { what: "a submitted sequence", secs: FENCE_TIMEOUT_S });
+                    return Err(VkError::Timeout { what: "a submitted sequence", secs: timeout_s });
                 }
                 Err(e) => return Err(call("vkWaitForFences")(e)),
             }
@@ -459,7 +458,8 @@ impl Drop for Sequence<'_> {
         // for the whole device) before destroying what it uses; then every
         // handle owned here is destroyed, null ones being no-ops.
         unsafe {
-            if self.submitted && d.wait_for_fences(&[self.fence], true, FENCE_TIMEOUT_S * 1_000_000_000).is_err() {
+            let wait_ns = self.inner.fence_timeout_s * 1_000_000_000;
+            if self.submitted && d.wait_for_fences(&[self.fence], true, wait_ns).is_err() {
                 let _ = d.device_wait_idle();
             }
             for p in self.desc_pools.drain(..) {
