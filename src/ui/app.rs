@@ -12,16 +12,17 @@ use crate::dataset::{Dataset, synthetic};
 use super::colormap::ColorMap;
 use super::command::Command;
 use super::computed::Computed;
+use super::diagnose::{AuditRun, BisectRun, RowJob, TrainLogView};
 use super::heatmap::Heatmap;
 use super::inspect::{self, ExportFormat};
-use super::ladder_run::{LadderJob, LadderView};
+use super::ladder_run::{ENGINE_FAULT_PREFIX, LadderJob, LadderView};
 use super::loader::{AfterOpen, Loader, Opened};
 use super::panels::inspector::InspectorUi;
 use super::panels::{self, status::Level, status::Message};
 use super::saved::LadderInput;
 use super::session;
 use super::speed::SpeedRun;
-use super::state::{DatasetRef, MAX_LEN, PanelId, State, View};
+use super::state::{DatasetRef, FaultTool, MAX_LEN, PanelId, State, View};
 use super::worker::{Job, Report, Worker};
 
 /// What the command line asks for.
@@ -39,6 +40,7 @@ enum DialogPurpose {
     SaveSession,
     LoadSession,
     Export,
+    TrainLog,
 }
 
 struct Running {
@@ -94,6 +96,11 @@ pub struct App {
     exporting: usize,
     /// The side file of the session being loaded, read on a thread: (session, result).
     side_rx: Option<Receiver<SideFile>>,
+    bisect: BisectRun,
+    audit: AuditRun,
+    train_log: TrainLogView,
+    /// The path typed in the training-curves view's field.
+    pub train_log_path: String,
 }
 
 impl App {
@@ -133,7 +140,14 @@ impl App {
             exports_rx,
             exporting: 0,
             side_rx: None,
+            bisect: BisectRun::default(),
+            audit: AuditRun::default(),
+            train_log: TrainLogView::default(),
+            train_log_path: String::new(),
         };
+        if let Some(p) = &app.state.train_log {
+            app.train_log_path = p.display().to_string();
+        }
         app.state.dataset = DatasetRef { path: None, hash: Some(app.dataset.content_hash()) };
         if let Some(p) = opts.session {
             app.pending.push(Command::LoadSession(p));
@@ -167,6 +181,26 @@ impl App {
     /// The speedup run, to fill with known samples (snapshot tests).
     pub fn speed_mut(&mut self) -> &mut SpeedRun {
         &mut self.speed
+    }
+
+    /// The bisect in flight (its probes so far).
+    pub fn bisect(&self) -> &BisectRun {
+        &self.bisect
+    }
+
+    /// The audit's result and selection.
+    pub fn audit(&self) -> &AuditRun {
+        &self.audit
+    }
+
+    /// The training run's log the curves view shows.
+    pub fn train_log(&self) -> &TrainLogView {
+        &self.train_log
+    }
+
+    /// True while a bisect, an audit or a log read runs.
+    pub fn diagnostics_busy(&self) -> bool {
+        self.bisect.is_busy() || self.audit.is_busy() || self.train_log.is_busy()
     }
 
     /// True while an export is being written.
@@ -242,6 +276,7 @@ impl App {
                 self.say(Level::Info, "Ladder finished: every implemented rung passed");
             }
         }
+        self.poll_diagnostics();
         let mut cmds = std::mem::take(&mut self.pending);
         self.keyboard(&ctx, &mut cmds);
         self.dropped_files(&ctx, &mut cmds);
@@ -268,7 +303,8 @@ impl App {
             panels::controls::show(ui, controls, &mut cmds);
         });
         egui::Panel::right("ladder").default_size(380.0).resizable(true).show(ui, |ui| {
-            panels::ladder::show(ui, &self.ladder, self.state.selected_rung.as_deref(), &mut cmds);
+            let fault = self.state.fault(FaultTool::Ladder);
+            panels::ladder::show(ui, &self.ladder, self.state.selected_rung.as_deref(), fault, &mut cmds);
             if let Some(id) = self.state.selected_rung.clone() {
                 ui.separator();
                 panels::ladder::inspector(ui, &self.ladder, &id);
@@ -302,6 +338,21 @@ impl App {
                     });
                 }
                 View::Speedup => panels::speed::show(ui, &self.speed, &mut cmds),
+                View::Bisect => {
+                    egui::ScrollArea::vertical().id_salt("bisect_scroll").show(ui, |ui| {
+                        panels::bisect::show(ui, &self.state, &self.bisect, &mut cmds);
+                    });
+                }
+                View::Audit => {
+                    egui::ScrollArea::vertical().id_salt("audit_scroll").show(ui, |ui| {
+                        panels::audit::show(ui, &self.state, &self.audit, &mut cmds);
+                    });
+                }
+                View::Training => {
+                    egui::ScrollArea::vertical().id_salt("training_scroll").show(ui, |ui| {
+                        panels::training::show(ui, &self.train_log, &mut self.train_log_path, &mut cmds);
+                    });
+                }
             }
         });
 
@@ -316,6 +367,7 @@ impl App {
             || self.ladder.is_busy()
             || self.speed.is_running()
             || self.exporting > 0
+            || self.diagnostics_busy()
         {
             // The threads wake us when they report; this is a fallback.
             ctx.request_repaint_after(std::time::Duration::from_millis(100));
@@ -486,6 +538,10 @@ impl App {
                     let format = ExportFormat::of_path(&path).unwrap_or(ExportFormat::Safetensors);
                     Command::ExportTensor(format, path)
                 }
+                DialogPurpose::TrainLog => {
+                    self.train_log_path = path.display().to_string();
+                    Command::LoadTrainLog(path)
+                }
             });
         }
     }
@@ -500,6 +556,9 @@ impl App {
             let path = match purpose {
                 DialogPurpose::OpenDataset => d.set_title("Open a dataset").pick_file(),
                 DialogPurpose::LoadSession => d.add_filter("session", &["ron"]).pick_file(),
+                DialogPurpose::TrainLog => {
+                    d.set_title("A training run's log.jsonl").add_filter("log", &["jsonl"]).pick_file()
+                }
                 DialogPurpose::SaveSession => {
                     d.add_filter("session", &["ron"]).set_file_name("session.ron").save_file()
                 }
@@ -578,6 +637,7 @@ impl App {
             Ok(t) => t,
             Err(e) => return self.say(Level::Error, format!("cannot run the ladder: {e}")),
         };
+        let engine_fault = self.state.fault(FaultTool::Ladder);
         let input = LadderInput {
             config: self.state.config,
             seed: self.state.seed,
@@ -585,10 +645,88 @@ impl App {
             offset: self.state.offset,
             len: self.state.len,
             checkpoint: self.state.checkpoint.clone(),
-            fault: None,
+            fault: engine_fault.map(|f| format!("{ENGINE_FAULT_PREFIX}{}", f.name())),
         };
-        self.ladder.start(crate::ladder::ALL_RUNGS.to_vec(), LadderJob { input, tokens }, waker(&self.ctx_slot));
-        self.say(Level::Info, "Running the ladder…");
+        let job = LadderJob { input, tokens, engine_fault };
+        self.ladder.start(crate::ladder::ALL_RUNGS.to_vec(), job, waker(&self.ctx_slot));
+        match engine_fault {
+            Some(f) => self.say(Level::Info, format!("Running the ladder with the fault {} planted…", f.name())),
+            None => self.say(Level::Info, "Running the ladder…"),
+        }
+    }
+
+    /// The sequence's row from its offset, `len` tokens, for a bisect or an audit.
+    fn row_job(&self, len: usize, tool: FaultTool) -> Result<RowJob, String> {
+        let tokens = self.dataset.window(self.state.offset, len).map_err(|e| e.to_string())?;
+        Ok(RowJob {
+            config: self.state.config,
+            seed: self.state.seed,
+            checkpoint: self.state.checkpoint.clone(),
+            tokens,
+            fault: self.state.fault(tool),
+        })
+    }
+
+    fn run_bisect(&mut self) {
+        if self.bisect.is_busy() {
+            return;
+        }
+        let max_len = self.state.bisect_max_len.max(1);
+        let started = self
+            .row_job(max_len + 1, FaultTool::Bisect)
+            .and_then(|job| self.bisect.start(job, max_len, waker(&self.ctx_slot)));
+        match started {
+            Ok(()) => self.say(Level::Info, format!("Bisecting lengths up to {max_len}…")),
+            Err(e) => self.say(Level::Error, format!("cannot run the bisect: {e}")),
+        }
+    }
+
+    fn run_audit(&mut self) {
+        if self.audit.is_busy() {
+            return;
+        }
+        let started =
+            self.row_job(self.state.len, FaultTool::Audit).and_then(|job| self.audit.start(job, waker(&self.ctx_slot)));
+        match started {
+            Ok(()) => self.say(Level::Info, "Auditing the CPU and GPU gradient contributions…"),
+            Err(e) => self.say(Level::Error, format!("cannot run the audit: {e}")),
+        }
+    }
+
+    fn poll_diagnostics(&mut self) {
+        match self.bisect.poll() {
+            Some(Ok(r)) => {
+                let text = match (r.smallest_failing, &r.failure) {
+                    (Some(l), Some(f)) => format!(
+                        "Bisect: smallest failing length {l} (rung {}, position {})",
+                        f.rung.as_deref().unwrap_or("-"),
+                        f.position.map_or("-".into(), |p| p.to_string())
+                    ),
+                    _ => "Bisect: every length passed".to_string(),
+                };
+                self.say(Level::Info, text);
+                self.state.bisect = Some(r);
+            }
+            Some(Err(e)) => self.say(Level::Error, format!("the bisect failed: {e}")),
+            None => {}
+        }
+        match self.audit.poll() {
+            Some(Ok(())) => {
+                let r = self.audit.report.as_deref().expect("kept on success");
+                let off = r.tensors.iter().filter(|t| t.verdict != crate::ladder::audit::Verdict::Noise).count();
+                self.say(Level::Info, format!("Audit: {} tensors, {off} outside the f32 envelope", r.tensors.len()));
+            }
+            Some(Err(e)) => self.say(Level::Error, format!("the audit failed: {e}")),
+            None => {}
+        }
+        match self.train_log.poll() {
+            Some(Ok(l)) => {
+                self.state.train_log = Some(l.path.clone());
+                self.say(Level::Info, format!("Read {} training steps from {}", l.steps.len(), l.path.display()));
+            }
+            Some(Err(e)) => self.say(Level::Error, format!("cannot load the training log: {e}")),
+            None => {}
+        }
     }
 
     fn set_cursor(&mut self, pos: usize) {
@@ -687,6 +825,25 @@ impl App {
                 self.state.gpu_trace = on;
                 self.needs_run = true;
             }
+            Command::SetFault(tool, f) => self.state.set_fault(tool, f),
+            Command::RunBisect => self.run_bisect(),
+            Command::SetBisectMaxLen(l) => self.state.bisect_max_len = l.clamp(1, MAX_LEN),
+            Command::RunAudit => self.run_audit(),
+            Command::SelectAuditTensor(i) => {
+                self.audit.selected = i;
+                self.audit.position = None;
+            }
+            Command::PickAuditPosition(p) => self.audit.position = Some(p),
+            Command::GoToPosition(p) => {
+                self.state.view = View::Sequence;
+                self.set_cursor(p);
+            }
+            Command::LoadTrainLog(path) => {
+                if let Err(e) = self.train_log.load(path, waker(&self.ctx_slot)) {
+                    self.say(Level::Error, e);
+                }
+            }
+            Command::TrainLogDialog => self.dialog(DialogPurpose::TrainLog),
             Command::TogglePanel(p) => {
                 let on = self.state.panels.get_mut(p);
                 *on = !*on;
@@ -838,6 +995,9 @@ impl App {
         let dataset = self.state.dataset.clone();
         self.state = State { dataset, ladder: None, tensors_file: None, ..loaded };
         self.checkpoint_path = self.state.checkpoint.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
+        if let Some(p) = &self.state.train_log {
+            self.train_log_path = p.display().to_string();
+        }
         self.clamp_sequence();
         self.needs_run = true;
         match problem {

@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use egui::Key;
 
 use super::inspect::ExportFormat;
-use super::state::{ConfigName, PanelId, View};
+use super::state::{ConfigName, FaultTool, PanelId, View};
+use crate::vk::engine::Fault as EngineFault;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Command {
@@ -52,6 +53,22 @@ pub enum Command {
     SetCheckpoint(Option<PathBuf>),
     /// Also compute the GPU's trace of the sequence (for the stepper's CPU vs GPU).
     SetGpuTrace(bool),
+    /// The engine fault a tool plants (None: none).
+    SetFault(FaultTool, Option<EngineFault>),
+    /// Bisect the sequence's row for the smallest failing length (on its own thread).
+    RunBisect,
+    SetBisectMaxLen(usize),
+    /// Audit the CPU/GPU gradient contributions of the sequence (on its own thread).
+    RunAudit,
+    /// Show this tensor (index in the audit) in the audit's plot.
+    SelectAuditTensor(usize),
+    /// Pick a position in the audit's plot.
+    PickAuditPosition(usize),
+    /// Move the stepper's cursor there and show the sequence.
+    GoToPosition(usize),
+    /// Read a training run's log.jsonl (or the run's directory).
+    LoadTrainLog(PathBuf),
+    TrainLogDialog,
 }
 
 impl Command {
@@ -93,6 +110,15 @@ impl Command {
             Command::SetCheckpoint(Some(_)) => "Use checkpoint",
             Command::SetCheckpoint(None) => "Init from seed",
             Command::SetGpuTrace(_) => "Compare with the GPU in the stepper",
+            Command::SetFault(..) => "Fault",
+            Command::RunBisect => "Run bisect",
+            Command::SetBisectMaxLen(_) => "Max length",
+            Command::RunAudit => "Run audit",
+            Command::SelectAuditTensor(_) => "Audit tensor",
+            Command::PickAuditPosition(_) => "Pick position",
+            Command::GoToPosition(_) => "Go to position",
+            Command::LoadTrainLog(_) => "Load log",
+            Command::TrainLogDialog => "Browse...",
         }
     }
 
@@ -146,6 +172,19 @@ impl Command {
             Command::SetGpuTrace(_) => {
                 "Run the same row through the Vulkan engine too and show its hidden states, gates and differences"
             }
+            Command::SetFault(..) => "A bug from the fault catalogue planted in the Vulkan engine for this tool's runs",
+            Command::RunBisect => {
+                "Run rungs 2-11 on the row capped at 64, 128, ... positions, then bisect down to the smallest failing length"
+            }
+            Command::SetBisectMaxLen(_) => "The most positions the bisect tries (the row holds one token more)",
+            Command::RunAudit => {
+                "Per token and per tensor, the CPU and GPU gradient contributions and their norms, each divergence classified"
+            }
+            Command::SelectAuditTensor(_) => "Plot this tensor's per-token contribution norms",
+            Command::PickAuditPosition(_) => "Show the values at this position",
+            Command::GoToPosition(_) => "Move the token stepper's cursor to this position and show the sequence",
+            Command::LoadTrainLog(_) => "Read the log.jsonl at this path (or in this run directory)",
+            Command::TrainLogDialog => "Choose a training run's log.jsonl (needs a desktop portal; else type a path)",
         }
     }
 

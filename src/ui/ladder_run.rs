@@ -15,7 +15,11 @@ use super::inspect::InspectedTensor;
 use super::saved::{LadderInput, RungTensors, SavedLadder, SavedRung};
 use crate::dataset::Batch;
 use crate::ladder::{self, EndToEnd, ModelLadder, Precision, RungResult};
+use crate::vk::engine::Fault as EngineFault;
 use crate::vk::{Context, ContextOptions, ops::GemmChoice};
+
+/// How a planted engine fault is named in [`LadderInput::fault`].
+pub const ENGINE_FAULT_PREFIX: &str = "engine fault ";
 
 pub enum Report {
     Started(&'static str),
@@ -27,8 +31,10 @@ pub enum Report {
 /// Changes a tensor's values in place.
 pub type Corrupt = Box<dyn Fn(&mut [f32]) + Send>;
 
-/// A fault injected into the GPU's copy of a tensor before the rungs run
-/// (the example sessions use one; the GUI itself never does).
+/// A corrupted weight: a fault injected into the GPU's copy of a tensor
+/// before the rungs run (the example sessions use one; the GUI itself never
+/// does). Not to be confused with the engine's fault catalogue
+/// ([`EngineFault`]), which the GUI plants through [`LadderJob::engine_fault`].
 pub struct Fault {
     /// A device tensor name, e.g. `param.gru.weight_hh_l1`.
     pub tensor: String,
@@ -42,6 +48,8 @@ pub struct Fault {
 pub struct LadderJob {
     pub input: LadderInput,
     pub tokens: Vec<u8>,
+    /// A bug from the engine's fault catalogue switched on for every rung.
+    pub engine_fault: Option<EngineFault>,
 }
 
 fn setup(job: &LadderJob) -> Result<ladder::Setup, String> {
@@ -74,12 +82,16 @@ pub fn run(job: &LadderJob, rungs: &[&'static str], fault: Option<&Fault>, send:
         let (result, tensors) = match (&ctx, id) {
             (Err(e), _) => (Err(e.clone()), Vec::new()),
             (Ok(ctx), "gemm") => (
-                ladder::run_rung(ctx, id, &cfg, Precision::F32, 1, GemmChoice::Auto).map_err(|e| e.to_string()),
+                ladder::run_rung_with_fault(ctx, id, &cfg, Precision::F32, 1, GemmChoice::Auto, job.engine_fault)
+                    .map_err(|e| e.to_string()),
                 Vec::new(),
             ),
             (Ok(ctx), _) => {
                 let m = model.get_or_insert_with(|| {
                     let mut m = ModelLadder::new(ctx, setup(job)?).map_err(|e| format!("the model ladder: {e}"))?;
+                    if job.engine_fault.is_some() {
+                        m.set_fault(job.engine_fault);
+                    }
                     if let Some(f) = fault {
                         inject(&mut m, f)?;
                     }
@@ -215,6 +227,19 @@ impl LadderView {
         self.end_to_end = saved.end_to_end.as_ref().map(|r| r.as_ref().map(Into::into).map_err(|e| e.clone()));
         self.input = Some(saved.input);
         self.tensors = tensors;
+    }
+
+    /// The engine fault the results were computed with, if any.
+    pub fn planted(&self) -> Option<EngineFault> {
+        let f = self.input.as_ref()?.fault.as_deref()?;
+        EngineFault::parse(f.strip_prefix(ENGINE_FAULT_PREFIX)?)
+    }
+
+    /// The first rung, in ladder order, that failed or could not run.
+    pub fn first_failed(&self) -> Option<&'static str> {
+        ladder::ALL_RUNGS.iter().copied().find(|id| {
+            self.results.get(*id).is_some_and(|r| r.as_ref().map_or(true, |r| r.status == ladder::Status::Fail))
+        })
     }
 
     /// Forgets every result (a session without ladder results).

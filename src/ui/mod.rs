@@ -9,6 +9,7 @@ pub mod app;
 pub mod colormap;
 pub mod command;
 pub mod computed;
+pub mod diagnose;
 pub mod engines;
 pub mod heatmap;
 pub mod inspect;

@@ -125,16 +125,26 @@ pub enum View {
     Inspector,
     /// Per-step times of both engines.
     Speedup,
+    /// The length bisect on the sequence's row.
+    Bisect,
+    /// The CPU/GPU norm audit of the sequence.
+    Audit,
+    /// The loss, norm and skip curves of a training run.
+    Training,
 }
 
 impl View {
-    pub const ALL: [View; 3] = [View::Sequence, View::Inspector, View::Speedup];
+    pub const ALL: [View; 6] =
+        [View::Sequence, View::Inspector, View::Speedup, View::Bisect, View::Audit, View::Training];
 
     pub fn label(self) -> &'static str {
         match self {
             View::Sequence => "Sequence",
             View::Inspector => "Tensor inspector",
             View::Speedup => "Speedup",
+            View::Bisect => "Bisect",
+            View::Audit => "Audit",
+            View::Training => "Training curves",
         }
     }
 }
@@ -176,6 +186,52 @@ pub struct State {
     /// file (its name only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tensors_file: Option<String>,
+    /// The engine fault (catalogue name) the ladder plants; `None`: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ladder_fault: Option<String>,
+    /// The engine fault the bisect plants.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bisect_fault: Option<String>,
+    /// The most positions the bisect tries.
+    pub bisect_max_len: usize,
+    /// The last bisect's result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bisect: Option<crate::ladder::BisectReport>,
+    /// The engine fault the audit plants.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit_fault: Option<String>,
+    /// The training run's log the curves view shows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub train_log: Option<PathBuf>,
+}
+
+/// The tools that plant an engine fault, each with its own choice.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultTool {
+    Ladder,
+    Bisect,
+    Audit,
+}
+
+impl State {
+    /// The fault `tool` plants (a name that is not in the catalogue: none).
+    pub fn fault(&self, tool: FaultTool) -> Option<crate::vk::engine::Fault> {
+        let name = match tool {
+            FaultTool::Ladder => &self.ladder_fault,
+            FaultTool::Bisect => &self.bisect_fault,
+            FaultTool::Audit => &self.audit_fault,
+        };
+        name.as_deref().and_then(crate::vk::engine::Fault::parse)
+    }
+
+    pub fn set_fault(&mut self, tool: FaultTool, f: Option<crate::vk::engine::Fault>) {
+        let name = f.map(|f| f.name().to_string());
+        match tool {
+            FaultTool::Ladder => self.ladder_fault = name,
+            FaultTool::Bisect => self.bisect_fault = name,
+            FaultTool::Audit => self.audit_fault = name,
+        }
+    }
 }
 
 impl Default for State {
@@ -197,6 +253,12 @@ impl Default for State {
             checkpoint: None,
             ladder: None,
             tensors_file: None,
+            ladder_fault: None,
+            bisect_fault: None,
+            bisect_max_len: 512,
+            bisect: None,
+            audit_fault: None,
+            train_log: None,
         }
     }
 }

@@ -6,6 +6,8 @@ use egui::{Color32, RichText};
 use crate::ladder::{self, RungResult, Status};
 use crate::ui::command::{Command, button};
 use crate::ui::ladder_run::LadderView;
+use crate::ui::state::FaultTool;
+use crate::vk::engine::Fault as EngineFault;
 
 fn status_rich(status: Status) -> RichText {
     match status {
@@ -34,8 +36,15 @@ fn ms(x: Option<f64>) -> String {
 }
 
 /// The checklist. Clicking a rung's name selects it for the inspector.
-pub fn show(ui: &mut egui::Ui, view: &LadderView, selected: Option<&str>, cmds: &mut Vec<Command>) {
+pub fn show(
+    ui: &mut egui::Ui,
+    view: &LadderView,
+    selected: Option<&str>,
+    fault: Option<EngineFault>,
+    cmds: &mut Vec<Command>,
+) {
     ui.heading("Ladder");
+    ui.add_enabled_ui(!view.is_busy(), |ui| super::faults::combo(ui, "Fault", FaultTool::Ladder, fault, cmds));
     ui.horizontal(|ui| {
         button(ui, Command::RunLadder, !view.is_busy(), cmds);
         if let (true, Some(t)) = (view.is_busy(), view.started) {
@@ -51,6 +60,24 @@ pub fn show(ui: &mut egui::Ui, view: &LadderView, selected: Option<&str>, cmds: 
         }
         None => {
             ui.label(RichText::new("GPU vs CPU, f32, on the sequence shown (one row)").small().weak());
+        }
+    }
+    if let Some(f) = view.planted() {
+        let expected = f.expected_rung();
+        ui.label(RichText::new(format!("planted: {} (expected to fail first: {expected})", f.name())).strong());
+        if !view.is_busy() {
+            match view.first_failed() {
+                Some(id) if id == expected => {
+                    ui.colored_label(Color32::LIGHT_GREEN, format!("first failed: {id}, as expected"));
+                }
+                Some(id) => {
+                    ui.colored_label(Color32::LIGHT_RED, format!("first failed: {id}, NOT {expected}"));
+                }
+                None if view.results.is_empty() => {}
+                None => {
+                    ui.colored_label(Color32::LIGHT_RED, "no rung failed: the fault was NOT caught");
+                }
+            }
         }
     }
     egui::Grid::new("ladder_grid").striped(true).num_columns(5).show(ui, |ui| {

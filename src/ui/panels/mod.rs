@@ -2,7 +2,10 @@
 //! [`Command`](super::command::Command)s of the user's actions; none mutates the app.
 
 pub mod attention;
+pub mod audit;
+pub mod bisect;
 pub mod controls;
+pub mod faults;
 pub mod gradient;
 pub mod gru;
 pub mod inspector;
@@ -11,3 +14,4 @@ pub mod speed;
 pub mod status;
 pub mod stepper;
 pub mod text;
+pub mod training;

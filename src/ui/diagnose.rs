@@ -1,0 +1,315 @@
+//! The diagnostics views' background work: the length bisect, the CPU/GPU
+//! norm audit (both on the sequence's row, with a planted engine fault or
+//! none) and reading a training run's `log.jsonl`. Each runs on a thread of
+//! its own; the UI polls for the results.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, channel};
+use std::time::Instant;
+
+use super::state::ConfigName;
+use crate::ladder::audit::AuditReport;
+use crate::ladder::{BisectReport, Probe};
+use crate::vk::engine::Fault as EngineFault;
+use crate::vk::{Context, ContextOptions};
+
+/// The catalogue's faults as the GUI offers them: `None` is "none".
+pub fn fault_label(f: Option<EngineFault>) -> &'static str {
+    f.map_or("none", |f| f.name())
+}
+
+/// `s` in the glyphs the default font surely has (ASCII and `·`).
+pub fn ascii(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            c if c.is_ascii() || c == '·' => out.push(c),
+            '×' => out.push('x'),
+            '≥' => out.push_str(">="),
+            '≤' => out.push_str("<="),
+            '⊙' => out.push('*'),
+            '−' => out.push('-'),
+            '→' => out.push_str("->"),
+            '‖' => out.push('|'),
+            'Δ' | 'δ' => out.push('d'),
+            '≈' => out.push('~'),
+            _ => out.push('?'),
+        }
+    }
+    out
+}
+
+/// A fault's description, in the glyphs the default font has.
+pub fn fault_description(f: EngineFault) -> String {
+    ascii(f.description())
+}
+
+/// What a bisect or an audit runs on: the model and one row of tokens.
+#[derive(Clone)]
+pub struct RowJob {
+    pub config: ConfigName,
+    pub seed: u64,
+    pub checkpoint: Option<PathBuf>,
+    pub tokens: Vec<u8>,
+    pub fault: Option<EngineFault>,
+}
+
+fn context() -> Result<Arc<Context>, String> {
+    Context::new(&ContextOptions::default()).map(Arc::new).map_err(|e| format!("no GPU engine: {e}"))
+}
+
+enum BisectMsg {
+    Probe(Probe),
+    Done(Result<BisectReport, String>),
+}
+
+/// A bisect in flight: the probes so far.
+#[derive(Default)]
+pub struct BisectRun {
+    pub probes: Vec<Probe>,
+    pub started: Option<Instant>,
+    pub fault: Option<EngineFault>,
+    rx: Option<Receiver<BisectMsg>>,
+}
+
+impl BisectRun {
+    pub fn is_busy(&self) -> bool {
+        self.rx.is_some()
+    }
+
+    /// Bisects positions up to `max_len` on `job.tokens` (`max_len + 1` of them).
+    pub fn start(&mut self, job: RowJob, max_len: usize, wake: Box<dyn Fn() + Send>) -> Result<(), String> {
+        if self.is_busy() {
+            return Err("a bisect is already running".into());
+        }
+        let (tx, rx) = channel();
+        self.probes.clear();
+        self.fault = job.fault;
+        std::thread::Builder::new()
+            .name("dualscope-bisect".into())
+            .spawn(move || {
+                let run = || -> Result<BisectReport, String> {
+                    let ctx = context()?;
+                    let cfg = job.config.config();
+                    let params = super::worker::params(job.config, job.seed, job.checkpoint.as_deref())?;
+                    crate::ladder::bisect(&ctx, &cfg, &params, &job.tokens, max_len, job.fault, |p| {
+                        let _ = tx.send(BisectMsg::Probe(p.clone()));
+                        wake();
+                    })
+                    .map_err(|e| e.to_string())
+                };
+                let r = run();
+                let _ = tx.send(BisectMsg::Done(r));
+                wake();
+            })
+            .map_err(|e| format!("cannot start the bisect thread: {e}"))?;
+        self.rx = Some(rx);
+        self.started = Some(Instant::now());
+        Ok(())
+    }
+
+    /// Takes the probes that arrived; the result once the bisect ended.
+    pub fn poll(&mut self) -> Option<Result<BisectReport, String>> {
+        let rx = self.rx.take()?;
+        let mut done = None;
+        for m in rx.try_iter() {
+            match m {
+                BisectMsg::Probe(p) => self.probes.push(p),
+                BisectMsg::Done(r) => done = Some(r),
+            }
+        }
+        if done.is_none() {
+            self.rx = Some(rx);
+        }
+        done
+    }
+}
+
+/// The audit: its last result and the view's selection.
+#[derive(Default)]
+pub struct AuditRun {
+    pub report: Option<Arc<AuditReport>>,
+    /// The tensor whose per-token plot shows.
+    pub selected: usize,
+    /// The position picked in the plot.
+    pub position: Option<usize>,
+    pub started: Option<Instant>,
+    rx: Option<Receiver<Result<AuditReport, String>>>,
+}
+
+/// The loss scale the audit's GPU backward runs at (its contributions are unscaled after).
+pub const AUDIT_LOSS_SCALE: f64 = 1024.0;
+
+impl AuditRun {
+    pub fn is_busy(&self) -> bool {
+        self.rx.is_some()
+    }
+
+    pub fn start(&mut self, job: RowJob, wake: Box<dyn Fn() + Send>) -> Result<(), String> {
+        if self.is_busy() {
+            return Err("an audit is already running".into());
+        }
+        let (tx, rx) = channel();
+        std::thread::Builder::new()
+            .name("dualscope-audit".into())
+            .spawn(move || {
+                let run = || -> Result<AuditReport, String> {
+                    let ctx = context()?;
+                    let cfg = job.config.config();
+                    let params = super::worker::params(job.config, job.seed, job.checkpoint.as_deref())?;
+                    crate::ladder::audit::audit(&ctx, &cfg, &params, &job.tokens, AUDIT_LOSS_SCALE, job.fault)
+                        .map_err(|e| e.to_string())
+                };
+                let _ = tx.send(run());
+                wake();
+            })
+            .map_err(|e| format!("cannot start the audit thread: {e}"))?;
+        self.rx = Some(rx);
+        self.started = Some(Instant::now());
+        Ok(())
+    }
+
+    /// The result once the audit ended (also kept in `report` when it succeeded).
+    pub fn poll(&mut self) -> Option<Result<(), String>> {
+        let rx = self.rx.take()?;
+        match rx.try_recv() {
+            Ok(Ok(r)) => {
+                self.selected = self.selected.min(r.tensors.len().saturating_sub(1));
+                self.position = None;
+                self.report = Some(Arc::new(r));
+                Some(Ok(()))
+            }
+            Ok(Err(e)) => Some(Err(e)),
+            Err(std::sync::mpsc::TryRecvError::Empty) => {
+                self.rx = Some(rx);
+                None
+            }
+            Err(std::sync::mpsc::TryRecvError::Disconnected) => {
+                Some(Err("the audit thread ended without a result".into()))
+            }
+        }
+    }
+}
+
+/// One step of a training run's log.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LogStep {
+    pub step: u64,
+    /// NaN where the log has none (a non-finite loss is written as null).
+    pub loss: f64,
+    pub grad_norm: f64,
+    /// Why the step was not applied, if it was not.
+    pub skipped: Option<String>,
+    pub lr: f64,
+}
+
+/// One controller action.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LogAction {
+    pub step: u64,
+    pub action: String,
+    pub reason: String,
+}
+
+/// A training run's `log.jsonl`, read.
+#[derive(Clone, Debug, Default)]
+pub struct TrainLog {
+    pub path: PathBuf,
+    pub steps: Vec<LogStep>,
+    pub actions: Vec<LogAction>,
+    /// Lines that did not parse (a line cut by a kill, say).
+    pub bad_lines: usize,
+}
+
+fn num(v: &serde_json::Value, k: &str) -> f64 {
+    v.get(k).and_then(|x| x.as_f64()).unwrap_or(f64::NAN)
+}
+
+/// Reads `path`: a `log.jsonl`, or the `--out` directory holding one.
+pub fn read_train_log(path: &Path) -> Result<TrainLog, String> {
+    let file = if path.is_dir() { path.join("log.jsonl") } else { path.to_path_buf() };
+    let text = std::fs::read_to_string(&file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+    let mut log = TrainLog { path: file.clone(), ..Default::default() };
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let v: serde_json::Value = match serde_json::from_str(line) {
+            Ok(v @ serde_json::Value::Object(_)) => v,
+            _ => {
+                log.bad_lines += 1;
+                continue;
+            }
+        };
+        let Some(step) = v.get("step").and_then(|s| s.as_u64()) else {
+            log.bad_lines += 1;
+            continue;
+        };
+        let skipped = match v.get("skipped") {
+            Some(serde_json::Value::String(s)) => Some(s.clone()),
+            Some(serde_json::Value::Bool(true)) => Some("skipped".into()),
+            _ => None,
+        };
+        log.steps.push(LogStep {
+            step,
+            loss: num(&v, "loss"),
+            grad_norm: num(&v, "grad_norm"),
+            skipped,
+            lr: num(&v, "lr"),
+        });
+        for a in v.get("actions").and_then(|a| a.as_array()).into_iter().flatten() {
+            log.actions.push(LogAction {
+                step: a.get("step").and_then(|s| s.as_u64()).unwrap_or(step),
+                action: a.get("action").and_then(|s| s.as_str()).unwrap_or("?").to_string(),
+                reason: ascii(a.get("reason").and_then(|s| s.as_str()).unwrap_or("")),
+            });
+        }
+    }
+    if log.steps.is_empty() {
+        return Err(format!("{} holds no training steps", file.display()));
+    }
+    Ok(log)
+}
+
+/// The training-curves view's log, read on a thread.
+#[derive(Default)]
+pub struct TrainLogView {
+    pub log: Option<Arc<TrainLog>>,
+    rx: Option<Receiver<Result<TrainLog, String>>>,
+}
+
+impl TrainLogView {
+    pub fn is_busy(&self) -> bool {
+        self.rx.is_some()
+    }
+
+    pub fn load(&mut self, path: PathBuf, wake: Box<dyn Fn() + Send>) -> Result<(), String> {
+        let (tx, rx) = channel();
+        std::thread::Builder::new()
+            .name("dualscope-train-log".into())
+            .spawn(move || {
+                let _ = tx.send(read_train_log(&path));
+                wake();
+            })
+            .map_err(|e| format!("cannot start reading the log: {e}"))?;
+        self.rx = Some(rx);
+        Ok(())
+    }
+
+    pub fn poll(&mut self) -> Option<Result<Arc<TrainLog>, String>> {
+        let rx = self.rx.take()?;
+        match rx.try_recv() {
+            Ok(Ok(l)) => {
+                let l = Arc::new(l);
+                self.log = Some(l.clone());
+                Some(Ok(l))
+            }
+            Ok(Err(e)) => Some(Err(e)),
+            Err(std::sync::mpsc::TryRecvError::Empty) => {
+                self.rx = Some(rx);
+                None
+            }
+            Err(std::sync::mpsc::TryRecvError::Disconnected) => {
+                Some(Err("the log reader ended without a result".into()))
+            }
+        }
+    }
+}
