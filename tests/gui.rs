@@ -903,7 +903,8 @@ fn generate_example_sessions() {
         checkpoint: None,
         fault: Some(fault.describe.clone()),
     };
-    let job = LadderJob { input, tokens, engine_fault: None };
+    let job =
+        LadderJob { input, tokens, engine_fault: None, precision: dualscope::ladder::Precision::F32, token_cap: None };
     let view = std::cell::RefCell::new(LadderView::default());
     view.borrow_mut().input = Some(job.input.clone());
     ladder_run::run(&job, &dualscope::ladder::ALL_RUNGS, Some(&fault), &|r| {
@@ -1196,4 +1197,42 @@ fn training_curves_load_a_log() {
         h.mask(r);
     }
     h.snapshot("training_view");
+}
+
+/// The per-token guard from the side panel: the trace runs with the cap, the
+/// stepper shows how many positions it capped; the ladder's gemm rung runs in
+/// the precision chosen there; both are saved in the session.
+#[test]
+fn token_guard_and_precision_controls() {
+    let mut h = harness(tiny(30), (1600.0, 1000.0));
+    wait_for_trace(&mut h);
+    h.get_by_label("off");
+    h.get_by_label("Per-token guard").click();
+    h.run_steps(2);
+    assert_eq!(h.state().state.token_cap, Some(0.01));
+    // A cap far below every position's norm caps them all.
+    h.state_mut().queue(Command::SetTokenCap(Some(1e-9)));
+    h.state_mut().queue(Command::Run);
+    h.run_steps(2);
+    wait_for_trace(&mut h);
+    let c = h.state().computed().unwrap();
+    assert_eq!((c.token_cap, c.capped), (Some(1e-9), c.t));
+    h.get_by_label_contains(&format!("{} of {} positions capped", c.t, c.t));
+    // Nonsense caps switch the guard off rather than poisoning the trace.
+    h.state_mut().queue(Command::SetTokenCap(Some(-1.0)));
+    h.run_steps(1);
+    assert_eq!(h.state().state.token_cap, None);
+    h.state_mut().queue(Command::SetPrecision(dualscope::ui::state::GemmPrecision::Bf16));
+    h.run_steps(1);
+    let saved = ron::to_string(&h.state().state).unwrap();
+    assert!(saved.contains("precision:bf16") || saved.contains("precision: bf16"), "{saved}");
+    if dualscope::ui::engines::gpu_availability().is_err() {
+        return;
+    }
+    h.get_by_label("Run ladder").click();
+    h.run_steps(1);
+    wait_for_ladder(&mut h);
+    let gemm = h.state().ladder().results.get("gemm").unwrap().as_ref().unwrap();
+    assert_eq!(gemm.precision, dualscope::ladder::Precision::Bf16);
+    assert_eq!(gemm.status, dualscope::ladder::Status::Pass);
 }

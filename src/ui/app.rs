@@ -591,6 +591,7 @@ impl App {
             len: self.state.len,
             checkpoint: self.state.checkpoint.clone(),
             gpu: self.state.gpu_trace,
+            token_cap: self.state.token_cap,
         });
     }
 
@@ -647,7 +648,13 @@ impl App {
             checkpoint: self.state.checkpoint.clone(),
             fault: engine_fault.map(|f| format!("{ENGINE_FAULT_PREFIX}{}", f.name())),
         };
-        let job = LadderJob { input, tokens, engine_fault };
+        let job = LadderJob {
+            input,
+            tokens,
+            engine_fault,
+            precision: self.state.precision.ladder(),
+            token_cap: self.state.token_cap,
+        };
         self.ladder.start(crate::ladder::ALL_RUNGS.to_vec(), job, waker(&self.ctx_slot));
         match engine_fault {
             Some(f) => self.say(Level::Info, format!("Running the ladder with the fault {} planted…", f.name())),
@@ -763,6 +770,8 @@ impl App {
             Command::SelectHead(h) => self.state.head = h,
             Command::SetConfig(c) => self.state.config = c,
             Command::SetSeed(s) => self.state.seed = s,
+            Command::SetPrecision(p) => self.state.precision = p,
+            Command::SetTokenCap(c) => self.state.token_cap = c.filter(|x| x.is_finite() && *x > 0.0),
             Command::SetOffset(o) => {
                 self.state.offset = o;
                 self.clamp_sequence();

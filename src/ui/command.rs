@@ -23,6 +23,10 @@ pub enum Command {
     SelectHead(usize),
     SetConfig(ConfigName),
     SetSeed(u64),
+    /// The precision of the ladder's gemm rung.
+    SetPrecision(super::state::GemmPrecision),
+    /// The per-token guard's cap (None: off).
+    SetTokenCap(Option<f64>),
     SetOffset(usize),
     SetLen(usize),
     OpenDatasetDialog,
@@ -86,6 +90,8 @@ impl Command {
             Command::SelectHead(_) => "Head",
             Command::SetConfig(_) => "Config",
             Command::SetSeed(_) => "Seed",
+            Command::SetPrecision(_) => "Precision",
+            Command::SetTokenCap(_) => "Per-token guard",
             Command::SetOffset(_) => "Offset",
             Command::SetLen(_) => "Length",
             Command::OpenDatasetDialog => "Open dataset…",
@@ -135,6 +141,12 @@ impl Command {
             Command::SelectHead(_) => "Attention head the heatmap shows",
             Command::SetConfig(_) => "Model configuration (parameters initialised from the seed)",
             Command::SetSeed(_) => "Seed of the parameter initialisation",
+            Command::SetPrecision(_) => {
+                "Precision of the ladder's gemm rung (f16/bf16 inputs, f32 accumulation); rungs 2-11 check the f32 step"
+            }
+            Command::SetTokenCap(_) => {
+                "Cap each position's contribution to the W_ctx gradient at tau (MODEL.md's per-token guard); press Run"
+            }
             Command::SetOffset(_) => "First token of the sequence in the dataset",
             Command::SetLen(_) => "Tokens in the sequence (one row)",
             Command::OpenDatasetDialog => {

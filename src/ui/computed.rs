@@ -51,6 +51,9 @@ pub struct Computed {
     pub elapsed: Duration,
     /// The GPU's trace of the same row, or why there is none.
     pub gpu: Result<GpuTrace, String>,
+    /// The per-token guard's cap the traces ran with, and the positions it capped (CPU).
+    pub token_cap: Option<f64>,
+    pub capped: usize,
 }
 
 /// The Vulkan engine's values of the per-position tensors, by the CPU trace's names.
@@ -140,7 +143,21 @@ impl Computed {
         }
         let ctx_grad = Arc::new(ctx_grad_matrix(&trace, t, cfg.vocab, cfg.attn_dim));
         let gpu = Err("not computed".to_string());
-        Computed { generation, spec, cfg, tokens, t, trace, loss, non_finite, ctx_grad, elapsed, gpu }
+        Computed {
+            generation,
+            spec,
+            cfg,
+            tokens,
+            t,
+            trace,
+            loss,
+            non_finite,
+            ctx_grad,
+            elapsed,
+            gpu,
+            token_cap: None,
+            capped: 0,
+        }
     }
 
     /// Row `pos` of a time-major GPU tensor (empty without the GPU or the tensor).

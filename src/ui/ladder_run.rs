@@ -50,6 +50,10 @@ pub struct LadderJob {
     pub tokens: Vec<u8>,
     /// A bug from the engine's fault catalogue switched on for every rung.
     pub engine_fault: Option<EngineFault>,
+    /// The gemm rung's precision (rungs 2-11 check the f32 step).
+    pub precision: Precision,
+    /// The per-token guard's cap for rungs 2-11.
+    pub token_cap: Option<f64>,
 }
 
 fn setup(job: &LadderJob) -> Result<ladder::Setup, String> {
@@ -60,7 +64,7 @@ fn setup(job: &LadderJob) -> Result<ladder::Setup, String> {
         cfg: cfg.clone(),
         params,
         batch,
-        opts: crate::cpu::StepOptions::default(),
+        opts: crate::cpu::StepOptions { token_cap: job.token_cap, ..Default::default() },
         mode: ladder::Mode::Isolated,
         precision: Precision::F32,
     })
@@ -82,7 +86,7 @@ pub fn run(job: &LadderJob, rungs: &[&'static str], fault: Option<&Fault>, send:
         let (result, tensors) = match (&ctx, id) {
             (Err(e), _) => (Err(e.clone()), Vec::new()),
             (Ok(ctx), "gemm") => (
-                ladder::run_rung_with_fault(ctx, id, &cfg, Precision::F32, 1, GemmChoice::Auto, job.engine_fault)
+                ladder::run_rung_with_fault(ctx, id, &cfg, job.precision, 1, GemmChoice::Auto, job.engine_fault)
                     .map_err(|e| e.to_string()),
                 Vec::new(),
             ),

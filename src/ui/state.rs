@@ -203,6 +203,42 @@ pub struct State {
     /// The training run's log the curves view shows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub train_log: Option<PathBuf>,
+    /// The precision of the ladder's `gemm` rung (rungs 2-11 check the f32 step).
+    pub precision: GemmPrecision,
+    /// The per-token guard's cap on the `W_ctx` gradient (MODEL.md); `None`: off.
+    /// Applies to the traces and the ladder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_cap: Option<f64>,
+}
+
+/// The ladder's `gemm` precision, as saved in sessions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GemmPrecision {
+    #[default]
+    F32,
+    F16,
+    Bf16,
+}
+
+impl GemmPrecision {
+    pub const ALL: [GemmPrecision; 3] = [GemmPrecision::F32, GemmPrecision::F16, GemmPrecision::Bf16];
+
+    pub fn ladder(self) -> crate::ladder::Precision {
+        match self {
+            GemmPrecision::F32 => crate::ladder::Precision::F32,
+            GemmPrecision::F16 => crate::ladder::Precision::F16,
+            GemmPrecision::Bf16 => crate::ladder::Precision::Bf16,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            GemmPrecision::F32 => "f32",
+            GemmPrecision::F16 => "f16",
+            GemmPrecision::Bf16 => "bf16",
+        }
+    }
 }
 
 /// The tools that plant an engine fault, each with its own choice.
@@ -259,6 +295,8 @@ impl Default for State {
             bisect: None,
             audit_fault: None,
             train_log: None,
+            precision: GemmPrecision::F32,
+            token_cap: None,
         }
     }
 }

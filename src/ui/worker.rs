@@ -27,6 +27,8 @@ pub struct Job {
     pub checkpoint: Option<PathBuf>,
     /// Also compute the GPU's trace of the row (where a GPU exists).
     pub gpu: bool,
+    /// The per-token guard's cap (None: off).
+    pub token_cap: Option<f64>,
 }
 
 /// The parameters a job runs with: the checkpoint's, or the seed's
@@ -126,7 +128,7 @@ fn compute(job: &Job, gpu: &mut Gpu, progress: &dyn Fn(&'static str)) -> Result<
     progress("initialising parameters");
     let params = params(job.config, job.seed, job.checkpoint.as_deref())?;
     progress("forward and backward");
-    let (_, _, trace) = cpu::traced(&cfg, &params, &batch, 1.0, None).map_err(|e| e.to_string())?;
+    let (_, bwd, trace) = cpu::traced(&cfg, &params, &batch, 1.0, job.token_cap).map_err(|e| e.to_string())?;
     progress("summarising");
     let spec = JobSpec {
         dataset_name: job.dataset.name().to_string(),
@@ -137,6 +139,8 @@ fn compute(job: &Job, gpu: &mut Gpu, progress: &dyn Fn(&'static str)) -> Result<
     };
     let elapsed = start.elapsed();
     let mut c = Computed::new(job.generation, spec, cfg, tokens, trace, elapsed);
+    c.token_cap = job.token_cap;
+    c.capped = bwd.capped;
     c.gpu = if job.gpu {
         progress("GPU forward and backward");
         gpu_trace(gpu, &c, &params, &batch)
@@ -158,7 +162,7 @@ fn gpu_trace(gpu: &mut Gpu, c: &Computed, params: &Params<f32>, batch: &Batch) -
         .clone()?;
     let start = Instant::now();
     let err = |e: crate::vk::VkError| format!("the GPU trace: {e}");
-    let opts = cpu::StepOptions::default();
+    let opts = cpu::StepOptions { token_cap: c.token_cap, ..Default::default() };
     let mut engine =
         Engine::new(&ctx, &c.cfg, params, &opts, &cpu::LossScale::fixed(), crate::vk::ops::GemmPath::TiledF32)
             .map_err(err)?;

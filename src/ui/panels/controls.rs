@@ -60,6 +60,31 @@ fn sequence_section(ui: &mut egui::Ui, s: &State, ds: &Dataset, stale: bool, out
             }
         }
     });
+    egui::ComboBox::from_label("Precision")
+        .selected_text(s.precision.name())
+        .show_ui(ui, |ui| {
+            for p in crate::ui::state::GemmPrecision::ALL {
+                if ui.selectable_label(s.precision == p, p.name()).clicked() && s.precision != p {
+                    out.push(Command::SetPrecision(p));
+                }
+            }
+        })
+        .response
+        .on_hover_text(Command::SetPrecision(s.precision).tooltip());
+    ui.horizontal(|ui| {
+        let mut on = s.token_cap.is_some();
+        let r = ui.checkbox(&mut on, "Per-token guard").on_hover_text(Command::SetTokenCap(None).tooltip());
+        if r.changed() {
+            out.push(Command::SetTokenCap(on.then_some(0.01)));
+        }
+        if let Some(mut tau) = s.token_cap {
+            ui.label("tau");
+            let r = ui.add(DragValue::new(&mut tau).speed(0.001).range(1e-6..=1e6));
+            if r.changed() {
+                out.push(Command::SetTokenCap(Some(tau)));
+            }
+        }
+    });
     egui::Grid::new("sequence_grid").num_columns(2).show(ui, |ui| {
         let mut seed = s.seed;
         ui.label("Seed");

@@ -91,6 +91,14 @@ fn values_grid(ui: &mut egui::Ui, c: &Computed, pos: usize, newline: &str) {
         row(ui, "target byte", format!("{} (0x{tgt:02x})", text::quoted(tgt, newline)));
         row(ui, "token loss", fmt_value(c.scalar("loss.token", pos)));
         row(ui, "ctx grad norm", fmt_value(c.scalar("ctx.token_norm", pos)));
+        let guard = match c.token_cap {
+            None => "off".to_string(),
+            Some(tau) => {
+                let here = c.scalar("ctx.token_norm", pos) as f64 > tau;
+                format!("tau {tau}: {} of {} positions capped{}", c.capped, c.t, if here { " (this one)" } else { "" })
+            }
+        };
+        row(ui, "per-token guard", guard);
         let bad = match (c.non_finite[pos], c.gpu.as_ref().map(|g| g.non_finite[pos])) {
             (true, Ok(true)) => "CPU and GPU",
             (true, _) => "CPU",
