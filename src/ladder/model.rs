@@ -328,15 +328,10 @@ impl ModelLadder {
         let cfg = &setup.cfg;
         let cpu_err = |e: cpu::CpuError| LadderError::Input(e.to_string());
         cpu::profile::enable(true);
-        let (_, _, cpu32) =
+        let (_, bwd32, cpu32) =
             cpu::traced(cfg, &setup.params, &setup.batch, 1.0, setup.opts.token_cap).map_err(cpu_err)?;
         // The optimizer: one CPU step from zero moments gives the prior state.
-        let g32 = Params::from_iter_canonical(
-            cfg,
-            &mut crate::model::param_specs(cfg)
-                .into_iter()
-                .map(|(n, _)| cpu32.get(&format!("grad.{n}")).expect("traced").clone()),
-        );
+        let g32 = bwd32.grads;
         let mut prior = OptimState::<f32>::new(cfg);
         {
             let (mut p, mut g) = (setup.params.clone(), g32.clone());
@@ -350,13 +345,8 @@ impl ModelLadder {
         let after = (p1, s1, out.grad_norm);
 
         let p64: Params<f64> = setup.params.cast();
-        let (_, _, cpu64) = cpu::traced(cfg, &p64, &setup.batch, 1.0, setup.opts.token_cap).map_err(cpu_err)?;
-        let g64 = Params::from_iter_canonical(
-            cfg,
-            &mut crate::model::param_specs(cfg)
-                .into_iter()
-                .map(|(n, _)| cpu64.get(&format!("grad.{n}")).expect("traced").clone()),
-        );
+        let (_, bwd64, cpu64) = cpu::traced(cfg, &p64, &setup.batch, 1.0, setup.opts.token_cap).map_err(cpu_err)?;
+        let g64 = bwd64.grads;
         let mut s64 = OptimState::<f64> { m: prior.m.cast(), v: prior.v.cast(), step: prior.step };
         let (mut q64, mut gg64) = (p64, scaled(&g64));
         let out64 = cpu::apply_step(cfg, &mut q64, &mut gg64, &mut s64, &mut optim_scale(), &setup.opts);

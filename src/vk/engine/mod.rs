@@ -699,13 +699,12 @@ impl Engine {
     pub fn grads(&mut self, batch: &Batch) -> VkResult<GpuGrads> {
         self.set_batch(batch)?;
         self.run_grads()?;
-        let w = self.read_state()?;
-        let fl = |i: usize| f32::from_bits(w[i]) as f64;
+        let r = self.report()?;
         Ok(GpuGrads {
-            loss: fl(st::LOSS),
-            n_targets: self.ws()?.n_targets,
-            grad_norm: fl(st::NORM),
-            capped: w[st::CAPPED] as usize,
+            loss: r.loss,
+            n_targets: r.n_targets,
+            grad_norm: r.optim.grad_norm,
+            capped: r.capped_tokens,
             grads: self.read_params(FlatBuf::Grads)?,
         })
     }
