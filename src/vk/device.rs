@@ -32,6 +32,8 @@ pub struct Features {
     pub storage_16bit: bool,
     pub float16: bool,
     pub bfloat16: bool,
+    /// Subgroup arithmetic (subgroupAdd) in compute shaders: the grid recurrence uses it.
+    pub subgroup_arithmetic: bool,
 }
 
 /// One line of the ranked device list.
@@ -234,6 +236,8 @@ fn describe(entry: &ash::Entry, instance: &ash::Instance, physical: vk::Physical
             storage_16bit: f11.storage_buffer16_bit_access == vk::TRUE,
             float16: f12.shader_float16 == vk::TRUE,
             bfloat16: has(c"VK_KHR_shader_bfloat16"),
+            subgroup_arithmetic: subgroup.supported_operations.contains(vk::SubgroupFeatureFlags::ARITHMETIC)
+                && subgroup.supported_stages.contains(vk::ShaderStageFlags::COMPUTE),
         };
         let l = &p.limits;
         Some(Candidate {

@@ -33,6 +33,8 @@ pub static GRU_BWD_SEQ: &[u8] = spirv!("gru_bwd_seq");
 pub static GRU_FWD_SEQ_WG256: &[u8] = spirv!("gru_fwd_seq_wg256");
 pub static GRU_BWD_SEQ_WG256: &[u8] = spirv!("gru_bwd_seq_wg256");
 pub static TRANSPOSE: &[u8] = spirv!("transpose");
+pub static GRU_FWD_GRID: &[u8] = spirv!("gru_fwd_grid");
+pub static GRU_BWD_GRID: &[u8] = spirv!("gru_bwd_grid");
 
 // The fault catalogue's planted bugs.
 pub static GEMM_F32_FAULT_NO_BOUNDS: &[u8] = spirv!("gemm_f32_fault_no_bounds");

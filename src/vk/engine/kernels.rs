@@ -43,6 +43,8 @@ pub mod st {
     pub const STEP_SCALE: usize = 9;
     pub const CLIP_FACTOR: usize = 10;
     pub const SKIPPED_TOTAL: usize = 11;
+    pub const GRID_FAIL: usize = 13;
+    pub const GRID_COUNT: usize = 14;
     pub const LR: usize = 16;
     pub const BETA1: usize = 17;
     pub const BETA2: usize = 18;
@@ -63,6 +65,7 @@ pub mod state_op {
     pub const NORM: u32 = 2;
     pub const POST_CLIP: u32 = 3;
     pub const FINISH: u32 = 4;
+    pub const GRID_RESET: u32 = 5;
 }
 
 /// Values one `sumsq` workgroup reduces.
@@ -142,6 +145,32 @@ pub static GRU_BWD_SEQ: KernelSpec = KernelSpec {
 };
 pub static GRU_BWD_SEQ_WG256: KernelSpec =
     KernelSpec { name: "gru_bwd_seq_wg256", spirv: shaders::GRU_BWD_SEQ_WG256, local_size: [256, 1, 1], ..GRU_BWD_SEQ };
+/// Hidden units one workgroup of the grid recurrence owns (`U` in the shaders).
+pub const GRID_UNITS: usize = 4;
+/// Widest layer the grid recurrence takes (its W_hh slice in shared memory).
+pub const GRID_MAX_HIDDEN: usize = 512;
+
+/// The recurrence spread over ceil(H/4) workgroups, each owning 4 units for
+/// every row; a grid-wide barrier between steps, or one step per dispatch.
+pub static GRU_FWD_GRID: KernelSpec = KernelSpec {
+    name: "gru_fwd_grid",
+    spirv: shaders::GRU_FWD_GRID,
+    bindings: &[R, R, W, W, RW, RW],
+    push_size: 64,
+    local_size: [256, 1, 1],
+    items_per_group: [1, 1, 1],
+    shared_bytes: (3 * GRID_MAX_HIDDEN + 128 * 3) as u32 * 16,
+};
+pub static GRU_BWD_GRID: KernelSpec = KernelSpec {
+    name: "gru_bwd_grid",
+    spirv: shaders::GRU_BWD_GRID,
+    bindings: &[R, R, R, R, R, RW, W, RW, RW],
+    push_size: 64,
+    local_size: [256, 1, 1],
+    items_per_group: [1, 1, 1],
+    shared_bytes: (3 * GRID_MAX_HIDDEN + 128) as u32 * 16,
+};
+
 pub static ATTN_FWD_FAULT_NO_MAX: KernelSpec =
     KernelSpec { name: "attn_fwd_fault_no_max", spirv: shaders::ATTN_FWD_FAULT_NO_MAX, ..ATTN_FWD };
 pub static ATTN_FWD_FAULT_WINDOW: KernelSpec =

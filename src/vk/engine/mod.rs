@@ -61,6 +61,74 @@ impl Stage {
     ];
 }
 
+/// How the GRU recurrences run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Recurrence {
+    /// One workgroup per batch row walks the timesteps (`gru_*_seq`): any
+    /// device, any width up to [`MAX_HIDDEN`].
+    Seq,
+    /// The grid kernels (`gru_*_grid`: the units spread over ceil(H/4)
+    /// workgroups), one dispatch per timestep.
+    Steps,
+    /// The grid kernels walking every timestep in one dispatch, with a
+    /// grid-wide barrier between steps: needs all workgroups resident at once (GPUs).
+    Grid,
+}
+
+impl Recurrence {
+    pub fn parse(s: &str) -> Result<Recurrence, String> {
+        match s {
+            "seq" => Ok(Recurrence::Seq),
+            "steps" => Ok(Recurrence::Steps),
+            "grid" => Ok(Recurrence::Grid),
+            _ => Err(format!("unknown recurrence {s:?} (seq, steps or grid)")),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Recurrence::Seq => "seq",
+            Recurrence::Steps => "steps",
+            Recurrence::Grid => "grid",
+        }
+    }
+
+    /// Whether `ctx` can run this mode for layers of width `h`, and if not, why.
+    pub fn check(self, ctx: &Context, h: usize) -> VkResult<()> {
+        if self == Recurrence::Seq {
+            return Ok(());
+        }
+        if !ctx.report().features.subgroup_arithmetic {
+            return Err(VkError::Unsupported(format!(
+                "the {} recurrence needs subgroup arithmetic in compute shaders, which this device lacks",
+                self.name()
+            )));
+        }
+        if h > GRID_MAX_HIDDEN {
+            return Err(VkError::Limit(format!(
+                "hidden = {h}: the {} recurrence keeps its W_hh slice in shared memory and takes at most {GRID_MAX_HIDDEN}",
+                self.name()
+            )));
+        }
+        Ok(())
+    }
+
+    /// The default for `ctx` and width `h`: `DUALSCOPE_RECURRENCE` if set;
+    /// else the grid on GPUs that can run it, and the per-row kernel on CPU
+    /// devices (lavapipe), where a spinning barrier would starve the threads
+    /// that run the other workgroups.
+    pub fn default_for(ctx: &Context, h: usize) -> VkResult<Recurrence> {
+        if let Ok(v) = std::env::var("DUALSCOPE_RECURRENCE") {
+            let r = Recurrence::parse(v.trim()).map_err(|e| VkError::Invalid(format!("DUALSCOPE_RECURRENCE: {e}")))?;
+            r.check(ctx, h)?;
+            return Ok(r);
+        }
+        let gpu = ctx.report().device_type != "cpu";
+        Ok(if gpu && Recurrence::Grid.check(ctx, h).is_ok() { Recurrence::Grid } else { Recurrence::Seq })
+    }
+}
+
 /// A submitted step's timings and each stage's device milliseconds.
 pub type Staged = (Timings, Vec<(Stage, Option<f64>)>);
 
@@ -85,6 +153,7 @@ pub struct Engine {
     state: Buffer,
     opts: StepOptions,
     path: GemmPath,
+    recurrence: Recurrence,
     fault: Option<Fault>,
     ws: Option<Workspace>,
 }
@@ -136,6 +205,7 @@ impl Engine {
             layout,
             opts: *opts,
             path,
+            recurrence: Recurrence::default_for(ctx, cfg.hidden)?,
             fault: None,
             ws: None,
         };
@@ -166,6 +236,17 @@ impl Engine {
 
     pub fn options(&self) -> &StepOptions {
         &self.opts
+    }
+
+    pub fn recurrence(&self) -> Recurrence {
+        self.recurrence
+    }
+
+    /// Chooses how the GRU recurrences run (an error where the device or the width cannot).
+    pub fn set_recurrence(&mut self, r: Recurrence) -> VkResult<()> {
+        r.check(&self.ctx, self.cfg.hidden)?;
+        self.recurrence = r;
+        Ok(())
     }
 
     /// Plants a bug of the fault catalogue (None: the correct engine).
@@ -471,9 +552,18 @@ impl Engine {
                     };
                     self.run(seq, &BIAS_ADD, &[pb, &lb.gi], &p, rows * 3 * h, &format!("gru.l{l} bias_ih"))?;
                     let w_hh = self.off(&format!("gru.weight_hh_l{l}"));
+                    let b_hh = self.off(&format!("gru.bias_hh_l{l}")) as u32;
+                    let label = format!("gru.l{l} fwd recurrence");
+                    let seq_fault = matches!(self.fault, Some(Fault::RecurrenceNoBarrier | Fault::ResetBeforeMatmul));
+                    if self.recurrence != Recurrence::Seq && !seq_fault {
+                        let p = ModelPush { off0: w_hh as u32, off1: b_hh, ..base };
+                        let bufs = [pb, &lb.gi, &lb.gh, &lb.gates, &lb.h, &self.state];
+                        self.record_grid(seq, &GRU_FWD_GRID, &bufs, &p, (0..ws.t).map(|t| (t, 1)), &label)?;
+                        continue;
+                    }
                     let p = ModelPush { n: u(3 * h * h, "n")?, d: h as u32, off0: w_hh as u32, ..base };
                     self.run(seq, &TRANSPOSE, &[pb, &ws.wt], &p, 3 * h * h, &format!("gru.l{l} W_hh^T"))?;
-                    let p = ModelPush { off1: self.off(&format!("gru.bias_hh_l{l}")) as u32, ..base };
+                    let p = ModelPush { off1: b_hh, ..base };
                     let spec = match self.fault {
                         Some(Fault::RecurrenceNoBarrier) => &GRU_FWD_SEQ_FAULT_NO_BARRIER,
                         Some(Fault::ResetBeforeMatmul) => &GRU_FWD_SEQ_FAULT_RESET_BEFORE,
@@ -484,7 +574,7 @@ impl Engine {
                     let chunk = fwd_chunk(h);
                     for t0 in (0..ws.t).step_by(chunk) {
                         let p = ModelPush { t: t0 as u32, n: chunk as u32, ..p };
-                        self.run(seq, spec, &bufs, &p, ws.b, &format!("gru.l{l} fwd recurrence"))?;
+                        self.run(seq, spec, &bufs, &p, ws.b, &label)?;
                     }
                 }
             }
@@ -559,15 +649,23 @@ impl Engine {
                     let lb = &ws.layers[l];
                     let n_in = cfg.gru_in(l);
                     let p = ModelPush { off0: self.off(&format!("gru.weight_hh_l{l}")) as u32, ..base };
-                    let bufs = [pb, &lb.gh, &lb.gates, &lb.h, &lb.d_h, &lb.dh_tot, &lb.d_gi, &lb.d_gh];
-                    let chunk = bwd_chunk(h);
-                    let mut hi = ws.t;
-                    while hi > 0 {
-                        let n = chunk.min(hi);
-                        let p = ModelPush { t: (hi - 1) as u32, n: n as u32, ..p };
-                        let spec = if h <= 256 { &GRU_BWD_SEQ_WG256 } else { &GRU_BWD_SEQ };
-                        self.run(seq, spec, &bufs, &p, ws.b, &format!("gru.l{l} bwd recurrence"))?;
-                        hi -= n;
+                    let label = format!("gru.l{l} bwd recurrence");
+                    if self.recurrence != Recurrence::Seq {
+                        let bufs =
+                            [pb, &lb.gh, &lb.gates, &lb.h, &lb.d_h, &lb.dh_tot, &lb.d_gi, &lb.d_gh, &self.state];
+                        let steps = (0..ws.t).rev().map(|t| (t, 1));
+                        self.record_grid(seq, &GRU_BWD_GRID, &bufs, &p, steps, &label)?;
+                    } else {
+                        let bufs = [pb, &lb.gh, &lb.gates, &lb.h, &lb.d_h, &lb.dh_tot, &lb.d_gi, &lb.d_gh];
+                        let chunk = bwd_chunk(h);
+                        let mut hi = ws.t;
+                        while hi > 0 {
+                            let n = chunk.min(hi);
+                            let p = ModelPush { t: (hi - 1) as u32, n: n as u32, ..p };
+                            let spec = if h <= 256 { &GRU_BWD_SEQ_WG256 } else { &GRU_BWD_SEQ };
+                            self.run(seq, spec, &bufs, &p, ws.b, &label)?;
+                            hi -= n;
+                        }
                     }
                     let input = if l == 0 { &ws.emb } else { &ws.layers[l - 1].h };
                     let w_ih = self.off(&format!("gru.weight_ih_l{l}"));
@@ -611,6 +709,35 @@ impl Engine {
                 let p = ModelPush { flag: state_op::FINISH, ..base };
                 self.run(seq, &STATE, &[&self.state, &ws.partials], &p, 1, "state finish")?;
             }
+        }
+        Ok(())
+    }
+
+    /// Records a grid recurrence kernel (`gru_fwd_grid`, `gru_bwd_grid`):
+    /// with [`Recurrence::Steps`], one dispatch per `(t, 1)` of `steps`; with
+    /// [`Recurrence::Grid`], one dispatch walking them all (from the first
+    /// `t`, forward or backward as `spec` does), its barrier counter zeroed first.
+    fn record_grid<'a>(
+        &'a self,
+        seq: &mut Sequence<'a>,
+        spec: &'static KernelSpec,
+        bufs: &[&'a Buffer],
+        push: &ModelPush,
+        mut steps: impl Iterator<Item = (usize, usize)>,
+        label: &str,
+    ) -> VkResult<()> {
+        let groups = self.cfg.hidden.div_ceil(GRID_UNITS);
+        if self.recurrence == Recurrence::Grid {
+            let Some((t0, _)) = steps.next() else { return Ok(()) };
+            let n = 1 + steps.count();
+            let reset = ModelPush { flag: state_op::GRID_RESET, ..*push };
+            self.run(seq, &STATE, &[&self.state, &self.ws()?.partials], &reset, 1, "grid barrier reset")?;
+            let p = ModelPush { t: t0 as u32, n: n as u32, ..*push };
+            return self.run(seq, spec, bufs, &p, groups, label);
+        }
+        for (t, n) in steps {
+            let p = ModelPush { t: t as u32, n: n as u32, ..*push };
+            self.run(seq, spec, bufs, &p, groups, label)?;
         }
         Ok(())
     }
@@ -719,6 +846,13 @@ impl Engine {
     /// What the last step did, from the state words.
     pub fn report(&self) -> VkResult<StepReport> {
         let w = self.read_state()?;
+        if w[st::GRID_FAIL] != 0 {
+            return Err(VkError::Invalid(
+                "the grid recurrence's barrier gave up waiting: this device did not run all its workgroups at once; \
+                 run with DUALSCOPE_RECURRENCE=seq"
+                    .into(),
+            ));
+        }
         let fl = |i: usize| f32::from_bits(w[i]) as f64;
         let skipped = match w[st::SKIP] {
             0 => None,

@@ -1,0 +1,126 @@
+#version 450
+// Backpropagation through time for a GRU layer, spread over the whole device
+// as gru_fwd_grid: workgroup g owns U = 4 hidden units (j = 4g .. 4g+3) for
+// every batch row and keeps the columns j of W_hh (all 3H rows) in shared
+// memory. The dispatch walks t = pc.t down to pc.t + 1 - pc.n; at each step,
+// for its units,
+//   dh_t = d_h[t] + dh_{t+1} ⊙ z_{t+1} + (d_gh[t+1] · W_hh)[:, j]
+// (the last term needs d_gh[t+1] of every unit: written by all workgroups
+// before the grid-wide barrier), then the gate gradients of step t.
+//   p: W_hh [3H, H] at off0; gh [T,B,3H]; gates [3][T,B,H]; h [T,B,H];
+//   d_h [T,B,H] (from above); dh_tot [T,B,H]; d_gi, d_gh [T,B,3H].
+// The same arithmetic as gru_bwd_seq, with the W_hh product's sum split over a
+// subgroup (r = lane + S·i) and combined with subgroupAdd.
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_EXT_control_flow_attributes : require
+#include "model.glsl"
+
+#define U 4u
+#define MAXH 512u
+#define NB 4u
+// d_gh values per row an invocation loads at once.
+#define KC 16u
+#define PASS_ROWS 128u
+layout(local_size_x = 256) in;
+layout(std430, binding = 0) readonly buffer Par { float p[]; };
+layout(std430, binding = 1) readonly buffer Gh { float gh[]; };
+layout(std430, binding = 2) readonly buffer Gates { float gates[]; };
+layout(std430, binding = 3) readonly buffer Hs { float h[]; };
+layout(std430, binding = 4) readonly buffer Dh { float d_h[]; };
+layout(std430, binding = 5) buffer DhTot { float dh_tot[]; };
+layout(std430, binding = 6) writeonly buffer Dgi { float d_gi[]; };
+layout(std430, binding = 7) coherent buffer Dgh { float d_gh[]; };
+#define GRID_STATE_BINDING 8
+#include "grid.glsl"
+
+// Columns j0 .. j0+3 of W_hh, by row: wc[r] (zero past H).
+shared vec4 wc[3u * MAXH];
+// A pass's sums (d_gh[t+1] · W_hh)[:, j0 .. j0+3], by row in the pass.
+shared vec4 sums[PASS_ROWS];
+
+void main() {
+    uint lid = gl_LocalInvocationID.x;
+    uint H = pc.H;
+    uint H3 = 3u * H;
+    uint j0 = gl_WorkGroupID.x * U;
+    for (uint r = lid; r < H3; r += 256u) {
+        vec4 w = vec4(0.0);
+        for (uint u = 0u; u < U; ++u) {
+            if (j0 + u < H) w[u] = p[pc.off0 + r * H + j0 + u];
+        }
+        wc[r] = w;
+    }
+    barrier();
+
+    uint S = gl_SubgroupSize;
+    uint lane = gl_SubgroupInvocationID;
+    uint sg = gl_SubgroupID;
+    uint groups = min(gl_NumSubgroups, PASS_ROWS / NB);
+    uint pass_rows = groups * NB;
+    uint rh = pc.T * pc.B * H;
+    for (uint s = 0u; s < pc.n; ++s) {
+        uint t = pc.t - s;
+        if (s > 0u) grid_sync(s);
+        bool above = t + 1u < pc.T;
+        for (uint b0 = 0u; b0 < pc.B; b0 += pass_rows) {
+            if (sg < groups && above) {
+                vec4 acc[NB];
+                for (uint i = 0u; i < NB; ++i) acc[i] = vec4(0.0);
+                uint rb = b0 + sg * NB;
+                uint grow = (t + 1u) * pc.B + rb;
+                // KC values of each row per invocation are loaded before any is
+                // used, so their latencies overlap (one round trip per chunk).
+                for (uint kb = 0u; kb < H3; kb += KC * S) {
+                    float gs[NB][KC];
+                    [[unroll]] for (uint c = 0u; c < KC; ++c) {
+                        uint r = kb + lane + S * c;
+                        [[unroll]] for (uint i = 0u; i < NB; ++i)
+                            gs[i][c] = r < H3 && rb + i < pc.B ? d_gh[(grow + i) * H3 + r] : 0.0;
+                    }
+                    [[unroll]] for (uint c = 0u; c < KC; ++c) {
+                        uint r = kb + lane + S * c;
+                        if (r >= H3) break;
+                        vec4 w = wc[r];
+                        [[unroll]] for (uint i = 0u; i < NB; ++i) acc[i] += gs[i][c] * w;
+                    }
+                }
+                for (uint i = 0u; i < NB; ++i) {
+                    vec4 sum = subgroupAdd(acc[i]);
+                    if (lane == 0u) sums[sg * NB + i] = sum;
+                }
+            }
+            barrier();
+            for (uint i = lid; i < pass_rows * U; i += 256u) {
+                uint rl = i / U, u = i - rl * U;
+                uint b = b0 + rl, j = j0 + u;
+                if (b >= pc.B || j >= H) continue;
+                uint row = t * pc.B + b;
+                uint x = row * H + j;
+                float carry = 0.0;
+                if (above) {
+                    uint next = x + pc.B * H;
+                    carry = dh_tot[next] * gates[rh + next] + sums[rl][u];
+                }
+                float dh = d_h[x] + carry;
+                dh_tot[x] = dh;
+                float r = gates[x];
+                float z = gates[rh + x];
+                float n = gates[2u * rh + x];
+                float hp = t > 0u ? h[x - pc.B * H] : 0.0;
+                float dn = dh * (1.0 - z);
+                float dz = dh * (hp - n);
+                float dan = dn * (1.0 - n * n);
+                float dar = dan * gh[row * H3 + 2u * H + j] * r * (1.0 - r);
+                float daz = dz * z * (1.0 - z);
+                d_gi[row * H3 + j] = dar;
+                d_gi[row * H3 + H + j] = daz;
+                d_gi[row * H3 + 2u * H + j] = dan;
+                d_gh[row * H3 + j] = dar;
+                d_gh[row * H3 + H + j] = daz;
+                d_gh[row * H3 + 2u * H + j] = dan * r;
+            }
+            barrier();
+        }
+    }
+}
