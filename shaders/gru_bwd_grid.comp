@@ -10,7 +10,9 @@
 //   p: W_hh [3H, H] at off0; gh [T,B,3H]; gates [3][T,B,H]; h [T,B,H];
 //   d_h [T,B,H] (from above); dh_tot [T,B,H]; d_gi, d_gh [T,B,3H].
 // The same arithmetic as gru_bwd_seq, with the W_hh product's sum split over a
-// subgroup (r = lane + S·i) and combined with subgroupAdd.
+// subgroup (r = lane + S·i) and combined with subgroupAdd. When B·U fits one
+// pass and one invocation each, each invocation keeps one (row, unit): its
+// inputs of the step are loaded before the barrier, dh_{t+1} in a register.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_control_flow_attributes : require
@@ -32,12 +34,55 @@ layout(std430, binding = 5) buffer DhTot { float dh_tot[]; };
 layout(std430, binding = 6) writeonly buffer Dgi { float d_gi[]; };
 layout(std430, binding = 7) coherent buffer Dgh { float d_gh[]; };
 #define GRID_STATE_BINDING 8
+#define GRID_SYNC_BINDING 9
 #include "grid.glsl"
 
 // Columns j0 .. j0+3 of W_hh, by row: wc[r] (zero past H).
 shared vec4 wc[3u * MAXH];
 // A pass's sums (d_gh[t+1] · W_hh)[:, j0 .. j0+3], by row in the pass.
 shared vec4 sums[PASS_ROWS];
+
+// What step t of (row b, unit j) reads besides the carry.
+struct Inputs {
+    float d_h, r, z, n, hp, ghn, z_next;
+};
+
+Inputs load_inputs(uint t, uint b, uint j, bool above) {
+    uint H = pc.H;
+    uint rh = pc.T * pc.B * H;
+    uint x = (t * pc.B + b) * H + j;
+    Inputs v;
+    v.d_h = d_h[x];
+    v.r = gates[x];
+    v.z = gates[rh + x];
+    v.n = gates[2u * rh + x];
+    v.hp = t > 0u ? h[x - pc.B * H] : 0.0;
+    v.ghn = gh[(t * pc.B + b) * 3u * H + 2u * H + j];
+    v.z_next = above ? gates[rh + x + pc.B * H] : 0.0;
+    return v;
+}
+
+// The gate gradients of step t for (row b, unit j), given the carry
+// dh_{t+1} ⊙ z_{t+1} + (d_gh[t+1] · W_hh)[:, j]; returns dh_t.
+float step_grads(uint t, uint b, uint j, Inputs v, float carry) {
+    uint H = pc.H;
+    uint H3 = 3u * H;
+    uint row = t * pc.B + b;
+    float dh = v.d_h + carry;
+    dh_tot[row * H + j] = dh;
+    float dn = dh * (1.0 - v.z);
+    float dz = dh * (v.hp - v.n);
+    float dan = dn * (1.0 - v.n * v.n);
+    float dar = dan * v.ghn * v.r * (1.0 - v.r);
+    float daz = dz * v.z * (1.0 - v.z);
+    d_gi[row * H3 + j] = dar;
+    d_gi[row * H3 + H + j] = daz;
+    d_gi[row * H3 + 2u * H + j] = dan;
+    d_gh[row * H3 + j] = dar;
+    d_gh[row * H3 + H + j] = daz;
+    d_gh[row * H3 + 2u * H + j] = dan * v.r;
+    return dh;
+}
 
 void main() {
     uint lid = gl_LocalInvocationID.x;
@@ -59,10 +104,19 @@ void main() {
     uint groups = min(gl_NumSubgroups, PASS_ROWS / NB);
     uint pass_rows = groups * NB;
     uint rh = pc.T * pc.B * H;
+    // One pass, one (row, unit) per invocation (lid = b·U + u): the step's
+    // inputs are loaded before the barrier and dh_{t+1} stays in a register.
+    bool one = pc.B <= pass_rows && pc.B * U <= 256u;
+    uint fb = lid / U, fj = j0 + lid % U;
+    bool mine = one && fb < pc.B && fj < H;
+    float fdh = 0.0;
+    if (mine && pc.t + 1u < pc.T) fdh = dh_tot[((pc.t + 1u) * pc.B + fb) * H + fj];
     for (uint s = 0u; s < pc.n; ++s) {
         uint t = pc.t - s;
-        if (s > 0u) grid_sync(s);
         bool above = t + 1u < pc.T;
+        Inputs fin;
+        if (mine) fin = load_inputs(t, fb, fj, above);
+        if (s > 0u) grid_sync(s);
         for (uint b0 = 0u; b0 < pc.B; b0 += pass_rows) {
             if (sg < groups && above) {
                 vec4 acc[NB];
@@ -91,34 +145,21 @@ void main() {
                 }
             }
             barrier();
-            for (uint i = lid; i < pass_rows * U; i += 256u) {
-                uint rl = i / U, u = i - rl * U;
-                uint b = b0 + rl, j = j0 + u;
-                if (b >= pc.B || j >= H) continue;
-                uint row = t * pc.B + b;
-                uint x = row * H + j;
-                float carry = 0.0;
-                if (above) {
-                    uint next = x + pc.B * H;
-                    carry = dh_tot[next] * gates[rh + next] + sums[rl][u];
+            if (one) {
+                if (mine) {
+                    float carry = above ? fdh * fin.z_next + sums[fb][fj - j0] : 0.0;
+                    fdh = step_grads(t, fb, fj, fin, carry);
                 }
-                float dh = d_h[x] + carry;
-                dh_tot[x] = dh;
-                float r = gates[x];
-                float z = gates[rh + x];
-                float n = gates[2u * rh + x];
-                float hp = t > 0u ? h[x - pc.B * H] : 0.0;
-                float dn = dh * (1.0 - z);
-                float dz = dh * (hp - n);
-                float dan = dn * (1.0 - n * n);
-                float dar = dan * gh[row * H3 + 2u * H + j] * r * (1.0 - r);
-                float daz = dz * z * (1.0 - z);
-                d_gi[row * H3 + j] = dar;
-                d_gi[row * H3 + H + j] = daz;
-                d_gi[row * H3 + 2u * H + j] = dan;
-                d_gh[row * H3 + j] = dar;
-                d_gh[row * H3 + H + j] = daz;
-                d_gh[row * H3 + 2u * H + j] = dan * r;
+            } else {
+                for (uint i = lid; i < pass_rows * U; i += 256u) {
+                    uint rl = i / U, u = i - rl * U;
+                    uint b = b0 + rl, j = j0 + u;
+                    if (b >= pc.B || j >= H) continue;
+                    Inputs in_ = load_inputs(t, b, j, above);
+                    float carry = 0.0;
+                    if (above) carry = dh_tot[((t + 1u) * pc.B + b) * H + j] * in_.z_next + sums[rl][u];
+                    step_grads(t, b, j, in_, carry);
+                }
             }
             barrier();
         }

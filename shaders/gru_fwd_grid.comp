@@ -7,19 +7,20 @@
 //
 // The dispatch walks the steps pc.t .. pc.t + pc.n - 1. Between two steps
 // every workgroup must have written h_t before any reads it: a grid-wide
-// barrier (a counter in the step-state buffer that each workgroup raises and
-// then waits on). It is only safe when every workgroup of the dispatch runs at
-// once; the engine uses it on GPUs (ceil(H/4) <= 128 workgroups) and dispatches
-// one step at a time elsewhere (pc.n = 1: the dispatch boundary is the barrier).
-// A wait that never ends (workgroups not co-resident) gives up after a bound,
-// sets ST_GRID_FAIL and lets every later wait through, so the step reports an
-// error instead of hanging the device.
+// barrier (include/grid.glsl). It is only safe when every workgroup of the
+// dispatch runs at once; the engine uses it on GPUs (ceil(H/4) <= 128
+// workgroups) and elsewhere dispatches one step at a time (pc.n = 1: the
+// dispatch boundary is the barrier).
 //
 //   p: W_hh [3H, H] at off0, b_hh [3H] at off1 of the parameters
 //   gi: [T, B, 3H] (W_ih u_t + b_ih); gh: [T, B, 3H]; gates: [3][T, B, H]; h: [T, B, H]
 // The dot products are split over a subgroup's invocations (k = lane + S·i)
 // and summed with subgroupAdd; a subgroup handles NB batch rows at once so
 // that each weight read from shared memory serves NB rows.
+// When B·U fits one pass and one invocation each (B <= 32 on a GPU), each
+// invocation keeps one (row, unit) for the whole dispatch: its bias and
+// h_{t-1} stay in registers and its gi is loaded before the barrier, so
+// only the matrix product waits on the other workgroups.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_control_flow_attributes : require
@@ -39,6 +40,7 @@ layout(std430, binding = 2) writeonly buffer Gh { float gh[]; };
 layout(std430, binding = 3) writeonly buffer Gates { float gates[]; };
 layout(std430, binding = 4) coherent buffer Hs { float h[]; };
 #define GRID_STATE_BINDING 5
+#define GRID_SYNC_BINDING 6
 #include "grid.glsl"
 
 // W_hh rows of this workgroup's units, by k: ws[3k + q] holds gate q's rows
@@ -47,10 +49,39 @@ shared vec4 ws[3u * MAXH];
 // A pass's sums W_hh h_{t-1}: [row in pass][gate] of 4 units.
 shared vec4 sums[PASS_ROWS * 3u];
 
+// Gates and h_t of (row b, unit j) at step t; m = W_hh h_{t-1} of the unit's
+// three rows, gin its gi, bias its b_hh, hp = h_{t-1}.
+void gate(uint t, uint b, uint j, vec3 m, vec3 gin, vec3 bias, float hp, out float hn) {
+    uint H = pc.H;
+    uint row = t * pc.B + b;
+    uint g = row * 3u * H;
+    vec3 ghv = m + bias;
+    float r = sigmoid(gin.x + ghv.x);
+    float z = sigmoid(gin.y + ghv.y);
+    float n = tanh_safe(gin.z + r * ghv.z);
+    uint rh = pc.T * pc.B * H;
+    gh[g + j] = ghv.x;
+    gh[g + H + j] = ghv.y;
+    gh[g + 2u * H + j] = ghv.z;
+    gates[row * H + j] = r;
+    gates[rh + row * H + j] = z;
+    gates[2u * rh + row * H + j] = n;
+    hn = (1.0 - z) * n + z * hp;
+    h[row * H + j] = hn;
+}
+
+vec3 load_gi(uint t, uint b, uint j) {
+    uint g = (t * pc.B + b) * 3u * pc.H;
+    return vec3(gi[g + j], gi[g + pc.H + j], gi[g + 2u * pc.H + j]);
+}
+
+vec3 load_bias(uint j) {
+    return vec3(p[pc.off1 + j], p[pc.off1 + pc.H + j], p[pc.off1 + 2u * pc.H + j]);
+}
+
 void main() {
     uint lid = gl_LocalInvocationID.x;
     uint H = pc.H;
-    uint H3 = 3u * H;
     uint j0 = gl_WorkGroupID.x * U;
     for (uint i = lid; i < 3u * H; i += 256u) {
         uint k = i / 3u, q = i - 3u * k;
@@ -67,8 +98,15 @@ void main() {
     uint sg = gl_SubgroupID;
     uint groups = min(gl_NumSubgroups, PASS_ROWS / NB);
     uint pass_rows = groups * NB;
+    // One pass, one (row, unit) per invocation: lid = b·U + u.
+    bool one = pc.B <= pass_rows && pc.B * U <= 256u;
+    uint fb = lid / U, fj = j0 + lid % U;
+    bool mine = one && fb < pc.B && fj < H;
+    vec3 fbias = mine ? load_bias(fj) : vec3(0.0);
+    float fh = mine && pc.t > 0u ? h[((pc.t - 1u) * pc.B + fb) * H + fj] : 0.0;
     uint t_end = min(pc.T, pc.t + pc.n);
     for (uint t = pc.t; t < t_end; ++t) {
+        vec3 fgi = mine ? load_gi(t, fb, fj) : vec3(0.0);
         if (t > pc.t) grid_sync(t - pc.t);
         for (uint b0 = 0u; b0 < pc.B; b0 += pass_rows) {
             if (sg < groups && t > 0u) {
@@ -104,28 +142,22 @@ void main() {
                     }
             }
             barrier();
-            for (uint i = lid; i < pass_rows * U; i += 256u) {
-                uint rl = i / U, u = i - rl * U;
-                uint b = b0 + rl, j = j0 + u;
-                if (b >= pc.B || j >= H) continue;
-                uint row = t * pc.B + b;
-                uint g = row * H3;
-                vec3 m = t > 0u ? vec3(sums[rl * 3u][u], sums[rl * 3u + 1u][u], sums[rl * 3u + 2u][u]) : vec3(0.0);
-                float ghr = m.x + p[pc.off1 + j];
-                float ghz = m.y + p[pc.off1 + H + j];
-                float ghn = m.z + p[pc.off1 + 2u * H + j];
-                float r = sigmoid(gi[g + j] + ghr);
-                float z = sigmoid(gi[g + H + j] + ghz);
-                float n = tanh_safe(gi[g + 2u * H + j] + r * ghn);
-                float hp = t > 0u ? h[row * H + j - pc.B * H] : 0.0;
-                uint rh = pc.T * pc.B * H;
-                gh[g + j] = ghr;
-                gh[g + H + j] = ghz;
-                gh[g + 2u * H + j] = ghn;
-                gates[row * H + j] = r;
-                gates[rh + row * H + j] = z;
-                gates[2u * rh + row * H + j] = n;
-                h[row * H + j] = (1.0 - z) * n + z * hp;
+            if (one) {
+                if (mine) {
+                    uint u = fj - j0;
+                    vec3 m = t > 0u ? vec3(sums[fb * 3u][u], sums[fb * 3u + 1u][u], sums[fb * 3u + 2u][u]) : vec3(0.0);
+                    gate(t, fb, fj, m, fgi, fbias, fh, fh);
+                }
+            } else {
+                for (uint i = lid; i < pass_rows * U; i += 256u) {
+                    uint rl = i / U, u = i - rl * U;
+                    uint b = b0 + rl, j = j0 + u;
+                    if (b >= pc.B || j >= H) continue;
+                    vec3 m = t > 0u ? vec3(sums[rl * 3u][u], sums[rl * 3u + 1u][u], sums[rl * 3u + 2u][u]) : vec3(0.0);
+                    float hp = t > 0u ? h[((t - 1u) * pc.B + b) * H + j] : 0.0;
+                    float hn;
+                    gate(t, b, j, m, load_gi(t, b, j), load_bias(j), hp, hn);
+                }
             }
             barrier();
         }

@@ -5,7 +5,6 @@
 //   flag 2 norm:   norm = sqrt(Σ partials); guard (non-finite or zero: skip);
 //                  clip factor clip / (norm + 1e-6) where norm > clip
 //   flag 3 post:   after clipping, the post-clip norm and its guard
-//   flag 5 grid:   zero the grid barrier's arrival counter (include/grid.glsl)
 //   flag 4 finish: the step counter, the skip count and the loss scale
 //                  (GradScaler: back off on a skip, grow after an interval)
 #include "model.glsl"
@@ -66,8 +65,6 @@ void main() {
         st[ST_CLIPPED] = 0u;
         st[ST_GRID_FAIL] = 0u;
         ST_SETF(ST_CLIP_FACTOR, 1.0);
-    } else if (pc.flag == 5u) {
-        st[ST_GRID_COUNT] = 0u;
     } else if (pc.flag == 4u) {
         bool skipped = st[ST_SKIP] != 0u;
         if (skipped) {

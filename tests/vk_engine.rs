@@ -181,3 +181,69 @@ fn long_recurrences_run_in_chunks_and_match_the_cpu() {
     }
     assert_clean(&ctx, test);
 }
+
+/// Every trace tensor and gradient of `e` after `grads(b)` against the CPU.
+fn assert_matches_cpu(e: &mut Engine, cfg: &Config, params: &Params<f32>, b: &Batch, what: &str) {
+    let (_, _, trace) = cpu::traced(cfg, params, b, 1.0, None).unwrap();
+    let g = e.grads(b).unwrap();
+    let cpu_g = cpu::grads(cfg, params, b, None).unwrap();
+    assert!((g.loss - cpu_g.loss).abs() <= 1e-5 * cpu_g.loss, "{what}: loss {} vs {}", g.loss, cpu_g.loss);
+    for (name, want) in trace.iter() {
+        if name == "loss.value" {
+            continue;
+        }
+        let got = e.read_named(&[name]).unwrap().remove(0);
+        let r = rel(&got, &want.data);
+        assert!(r <= 2e-5, "{what}: {name}: rel L2 {r:.3e}");
+    }
+    for ((name, t), gt) in cpu_g.grads.named(cfg).into_iter().zip(g.grads.tensors()) {
+        let r = rel(&gt.data, &t.data);
+        assert!(r <= 2e-5, "{what}: grad {name}: {r:.3e}");
+    }
+}
+
+/// The grid recurrence kernels (units spread over workgroups), one dispatch
+/// per step: odd widths (a workgroup with units past H), a batch too large for
+/// one pass (B·4 > 256 invocations), and H = 300, whose dot products take
+/// several chunks of loads.
+#[test]
+fn grid_recurrence_kernels_match_the_cpu() {
+    use dualscope::vk::engine::Recurrence;
+    let test = "grid_recurrence_kernels_match_the_cpu";
+    let Some(ctx) = context(test) else { return };
+    let ctx = Arc::new(ctx);
+    let wide = Config { hidden: 300, d_embed: 8, batch: 2, seq_len: 30, ..odd() };
+    let many: Vec<usize> = (0..70).map(|i| 2 + i % 5).collect();
+    for (cfg, lens) in [(odd(), vec![12, 5, 2]), (odd(), many), (wide, vec![31, 17])] {
+        let params = Params::<f32>::init(&cfg, 11);
+        let b = batch(4, &lens);
+        let mut e =
+            Engine::new(&ctx, &cfg, &params, &StepOptions::default(), &LossScale::fixed(), GemmPath::TiledF32).unwrap();
+        e.set_recurrence(Recurrence::Steps).unwrap();
+        assert_matches_cpu(&mut e, &cfg, &params, &b, &format!("H={} B={}", cfg.hidden, lens.len()));
+    }
+    assert_clean(&ctx, test);
+}
+
+/// The one-dispatch grid recurrence needs every workgroup resident at once. On
+/// a device that does not schedule them so (lavapipe runs a dispatch's
+/// workgroups a few at a time), its bounded barrier gives up and the step is an
+/// error, not a hang and not a wrong answer; where it does run, it matches.
+#[test]
+fn grid_barrier_either_matches_or_reports_the_device() {
+    use dualscope::vk::engine::Recurrence;
+    let test = "grid_barrier_either_matches_or_reports_the_device";
+    let Some(ctx) = context(test) else { return };
+    let ctx = Arc::new(ctx);
+    let cfg = odd();
+    let params = Params::<f32>::init(&cfg, 12);
+    let b = batch(5, &[12, 7, 3]);
+    let mut e =
+        Engine::new(&ctx, &cfg, &params, &StepOptions::default(), &LossScale::fixed(), GemmPath::TiledF32).unwrap();
+    e.set_recurrence(Recurrence::Grid).unwrap();
+    match e.grads(&b) {
+        Ok(_) => assert_matches_cpu(&mut e, &cfg, &params, &b, "grid"),
+        Err(err) => assert!(err.to_string().contains("DUALSCOPE_RECURRENCE=seq"), "{err}"),
+    }
+    assert_clean(&ctx, test);
+}

@@ -246,6 +246,19 @@ impl<'a> Sequence<'a> {
         Ok(())
     }
 
+    /// Fills the whole of `dst` with the 32-bit word `value`.
+    pub fn fill(&mut self, dst: &'a Buffer, value: u32) -> VkResult<()> {
+        self.check_buffer(dst)?;
+        let t = vk::PipelineStageFlags::TRANSFER;
+        let mut list = Vec::new();
+        self.access(dst.handle, t, vk::AccessFlags::empty(), vk::AccessFlags::TRANSFER_WRITE, &mut list);
+        self.barrier(t, &list);
+        // SAFETY: the buffer is live, of this device and borrowed for `'a`;
+        // WHOLE_SIZE fills it to its end (its size is a multiple of 4).
+        unsafe { self.inner.device.cmd_fill_buffer(self.cmd, dst.handle, 0, vk::WHOLE_SIZE, value) };
+        Ok(())
+    }
+
     /// Records one dispatch of `kernel` over `work` items with `buffers` bound
     /// to its bindings in order. Checks the group counts against the device.
     pub fn dispatch<P: PushConstants>(

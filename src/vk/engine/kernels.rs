@@ -44,7 +44,6 @@ pub mod st {
     pub const CLIP_FACTOR: usize = 10;
     pub const SKIPPED_TOTAL: usize = 11;
     pub const GRID_FAIL: usize = 13;
-    pub const GRID_COUNT: usize = 14;
     pub const LR: usize = 16;
     pub const BETA1: usize = 17;
     pub const BETA2: usize = 18;
@@ -65,7 +64,6 @@ pub mod state_op {
     pub const NORM: u32 = 2;
     pub const POST_CLIP: u32 = 3;
     pub const FINISH: u32 = 4;
-    pub const GRID_RESET: u32 = 5;
 }
 
 /// Values one `sumsq` workgroup reduces.
@@ -149,13 +147,17 @@ pub static GRU_BWD_SEQ_WG256: KernelSpec =
 pub const GRID_UNITS: usize = 4;
 /// Widest layer the grid recurrence takes (its W_hh slice in shared memory).
 pub const GRID_MAX_HIDDEN: usize = 512;
+/// Workgroups of a grid recurrence at most (one barrier flag each).
+pub const GRID_MAX_GROUPS: usize = GRID_MAX_HIDDEN / GRID_UNITS;
+/// Words per barrier flag (a 128-byte line; `GRID_FLAG_STRIDE` in grid.glsl).
+pub const GRID_FLAG_WORDS: usize = 32;
 
 /// The recurrence spread over ceil(H/4) workgroups, each owning 4 units for
 /// every row; a grid-wide barrier between steps, or one step per dispatch.
 pub static GRU_FWD_GRID: KernelSpec = KernelSpec {
     name: "gru_fwd_grid",
     spirv: shaders::GRU_FWD_GRID,
-    bindings: &[R, R, W, W, RW, RW],
+    bindings: &[R, R, W, W, RW, RW, RW],
     push_size: 64,
     local_size: [256, 1, 1],
     items_per_group: [1, 1, 1],
@@ -164,7 +166,7 @@ pub static GRU_FWD_GRID: KernelSpec = KernelSpec {
 pub static GRU_BWD_GRID: KernelSpec = KernelSpec {
     name: "gru_bwd_grid",
     spirv: shaders::GRU_BWD_GRID,
-    bindings: &[R, R, R, R, R, RW, W, RW, RW],
+    bindings: &[R, R, R, R, R, RW, W, RW, RW, RW],
     push_size: 64,
     local_size: [256, 1, 1],
     items_per_group: [1, 1, 1],

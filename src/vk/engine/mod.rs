@@ -557,7 +557,7 @@ impl Engine {
                     let seq_fault = matches!(self.fault, Some(Fault::RecurrenceNoBarrier | Fault::ResetBeforeMatmul));
                     if self.recurrence != Recurrence::Seq && !seq_fault {
                         let p = ModelPush { off0: w_hh as u32, off1: b_hh, ..base };
-                        let bufs = [pb, &lb.gi, &lb.gh, &lb.gates, &lb.h, &self.state];
+                        let bufs = [pb, &lb.gi, &lb.gh, &lb.gates, &lb.h, &self.state, &ws.sync];
                         self.record_grid(seq, &GRU_FWD_GRID, &bufs, &p, (0..ws.t).map(|t| (t, 1)), &label)?;
                         continue;
                     }
@@ -652,7 +652,7 @@ impl Engine {
                     let label = format!("gru.l{l} bwd recurrence");
                     if self.recurrence != Recurrence::Seq {
                         let bufs =
-                            [pb, &lb.gh, &lb.gates, &lb.h, &lb.d_h, &lb.dh_tot, &lb.d_gi, &lb.d_gh, &self.state];
+                            [pb, &lb.gh, &lb.gates, &lb.h, &lb.d_h, &lb.dh_tot, &lb.d_gi, &lb.d_gh, &self.state, &ws.sync];
                         let steps = (0..ws.t).rev().map(|t| (t, 1));
                         self.record_grid(seq, &GRU_BWD_GRID, &bufs, &p, steps, &label)?;
                     } else {
@@ -730,8 +730,7 @@ impl Engine {
         if self.recurrence == Recurrence::Grid {
             let Some((t0, _)) = steps.next() else { return Ok(()) };
             let n = 1 + steps.count();
-            let reset = ModelPush { flag: state_op::GRID_RESET, ..*push };
-            self.run(seq, &STATE, &[&self.state, &self.ws()?.partials], &reset, 1, "grid barrier reset")?;
+            seq.fill(&self.ws()?.sync, 0)?;
             let p = ModelPush { t: t0 as u32, n: n as u32, ..*push };
             return self.run(seq, spec, bufs, &p, groups, label);
         }

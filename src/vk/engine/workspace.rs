@@ -6,7 +6,7 @@ use crate::dataset::Batch;
 use crate::model::Config;
 use crate::vk::{Buffer, Context, MemoryKind, VkError, VkResult};
 
-use super::kernels::SUMSQ_CHUNK;
+use super::kernels::{GRID_FLAG_WORDS, GRID_MAX_GROUPS, SUMSQ_CHUNK};
 
 /// One GRU layer's buffers, each `[T, B, ·]`.
 pub struct LayerBufs {
@@ -59,6 +59,8 @@ pub struct Workspace {
     pub partials: Buffer,
     /// Scratch: a layer's W_hh transposed, `[H, 3H]`.
     pub wt: Buffer,
+    /// The grid recurrence's barrier flags, one 128-byte line per workgroup.
+    pub sync: Buffer,
 }
 
 /// Bytes of device memory a workspace of `rows` positions takes.
@@ -134,6 +136,7 @@ impl Workspace {
             d_emb: dev("embed.d_out", rows * d)?,
             partials: dev("reduce.partials", n_params.div_ceil(SUMSQ_CHUNK).max(rows))?,
             wt: dev("gru.w_hh_t", 3 * h * h)?,
+            sync: dev("grid.sync", GRID_MAX_GROUPS * GRID_FLAG_WORDS)?,
         })
     }
 
