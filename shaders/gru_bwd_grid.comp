@@ -13,6 +13,7 @@
 // subgroup (r = lane + S·i) and combined with subgroupAdd. When B·U fits one
 // pass and one invocation each, each invocation keeps one (row, unit): its
 // inputs of the step are loaded before the barrier, dh_{t+1} in a register.
+// VEC4 (built as gru_bwd_grid_vec4, used where H % 4 == 0): d_gh as vec4.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_control_flow_attributes : require
@@ -32,7 +33,18 @@ layout(std430, binding = 3) readonly buffer Hs { float h[]; };
 layout(std430, binding = 4) readonly buffer Dh { float d_h[]; };
 layout(std430, binding = 5) buffer DhTot { float dh_tot[]; };
 layout(std430, binding = 6) writeonly buffer Dgi { float d_gi[]; };
+#ifdef VEC4
+// H % 4 == 0: d_gh read four values at a time (fewer, wider loads per step).
+layout(std430, binding = 7) coherent buffer Dgh { vec4 d_gh4[]; };
+#define DGH_AT(i) d_gh4[(i) >> 2][(i) & 3u]
+// Where W_hh row r sits in wc: grouped by r % 4, so that the invocations of
+// a subgroup (r = 4·lane + c) read neighbouring entries.
+#define WC_AT(r) (((r) & 3u) * ((3u * pc.H) >> 2) + ((r) >> 2))
+#else
 layout(std430, binding = 7) coherent buffer Dgh { float d_gh[]; };
+#define DGH_AT(i) d_gh[i]
+#define WC_AT(r) (r)
+#endif
 #define GRID_STATE_BINDING 8
 #define GRID_SYNC_BINDING 9
 #include "grid.glsl"
@@ -78,9 +90,9 @@ float step_grads(uint t, uint b, uint j, Inputs v, float carry) {
     d_gi[row * H3 + j] = dar;
     d_gi[row * H3 + H + j] = daz;
     d_gi[row * H3 + 2u * H + j] = dan;
-    d_gh[row * H3 + j] = dar;
-    d_gh[row * H3 + H + j] = daz;
-    d_gh[row * H3 + 2u * H + j] = dan * v.r;
+    DGH_AT(row * H3 + j) = dar;
+    DGH_AT(row * H3 + H + j) = daz;
+    DGH_AT(row * H3 + 2u * H + j) = dan * v.r;
     return dh;
 }
 
@@ -94,7 +106,7 @@ void main() {
         for (uint u = 0u; u < U; ++u) {
             if (j0 + u < H) w[u] = p[pc.off0 + r * H + j0 + u];
         }
-        wc[r] = w;
+        wc[WC_AT(r)] = w;
     }
     barrier();
 
@@ -118,13 +130,31 @@ void main() {
         if (mine) fin = load_inputs(t, fb, fj, above);
         if (s > 0u) grid_sync(s);
         for (uint b0 = 0u; b0 < pc.B; b0 += pass_rows) {
-            if (sg < groups && above) {
+            if (sg < groups && above && b0 + sg * NB < pc.B) {
                 vec4 acc[NB];
                 for (uint i = 0u; i < NB; ++i) acc[i] = vec4(0.0);
                 uint rb = b0 + sg * NB;
                 uint grow = (t + 1u) * pc.B + rb;
                 // KC values of each row per invocation are loaded before any is
                 // used, so their latencies overlap (one round trip per chunk).
+#ifdef VEC4
+                for (uint kb = 0u; kb < H3; kb += KC * S) {
+                    vec4 gs[NB][KC / 4u];
+                    [[unroll]] for (uint c = 0u; c < KC / 4u; ++c) {
+                        uint r = kb + 4u * (lane + S * c);
+                        [[unroll]] for (uint i = 0u; i < NB; ++i)
+                            gs[i][c] = r < H3 && rb + i < pc.B ? d_gh4[((grow + i) * H3 + r) >> 2] : vec4(0.0);
+                    }
+                    [[unroll]] for (uint c = 0u; c < KC / 4u; ++c) {
+                        uint r = kb + 4u * (lane + S * c);
+                        if (r >= H3) break;
+                        [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+                            vec4 w = wc[WC_AT(r + e)];
+                            [[unroll]] for (uint i = 0u; i < NB; ++i) acc[i] += gs[i][c][e] * w;
+                        }
+                    }
+                }
+#else
                 for (uint kb = 0u; kb < H3; kb += KC * S) {
                     float gs[NB][KC];
                     [[unroll]] for (uint c = 0u; c < KC; ++c) {
@@ -139,6 +169,7 @@ void main() {
                         [[unroll]] for (uint i = 0u; i < NB; ++i) acc[i] += gs[i][c] * w;
                     }
                 }
+#endif
                 for (uint i = 0u; i < NB; ++i) {
                     vec4 sum = subgroupAdd(acc[i]);
                     if (lane == 0u) sums[sg * NB + i] = sum;

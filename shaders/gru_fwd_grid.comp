@@ -21,6 +21,8 @@
 // invocation keeps one (row, unit) for the whole dispatch: its bias and
 // h_{t-1} stay in registers and its gi is loaded before the barrier, so
 // only the matrix product waits on the other workgroups.
+// VEC4 (built as gru_fwd_grid_vec4, used where H % 4 == 0): h as vec4.
+// flag 1: no arithmetic, only pc.n - 1 grid barriers (Engine::probe_grid_barrier).
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_control_flow_attributes : require
@@ -38,7 +40,18 @@ layout(std430, binding = 0) readonly buffer Par { float p[]; };
 layout(std430, binding = 1) readonly buffer Gi { float gi[]; };
 layout(std430, binding = 2) writeonly buffer Gh { float gh[]; };
 layout(std430, binding = 3) writeonly buffer Gates { float gates[]; };
+#ifdef VEC4
+// H % 4 == 0: h read four values at a time (fewer, wider loads per step).
+layout(std430, binding = 4) coherent buffer Hs { vec4 h4[]; };
+#define H_AT(i) h4[(i) >> 2][(i) & 3u]
+// Where W_hh column k sits in ws: grouped by k % 4, so that the invocations
+// of a subgroup (k = 4·lane + c) read neighbouring entries.
+#define WS_AT(k) (((k) & 3u) * (pc.H >> 2) + ((k) >> 2))
+#else
 layout(std430, binding = 4) coherent buffer Hs { float h[]; };
+#define H_AT(i) h[i]
+#define WS_AT(k) (k)
+#endif
 #define GRID_STATE_BINDING 5
 #define GRID_SYNC_BINDING 6
 #include "grid.glsl"
@@ -67,7 +80,7 @@ void gate(uint t, uint b, uint j, vec3 m, vec3 gin, vec3 bias, float hp, out flo
     gates[rh + row * H + j] = z;
     gates[2u * rh + row * H + j] = n;
     hn = (1.0 - z) * n + z * hp;
-    h[row * H + j] = hn;
+    H_AT(row * H + j) = hn;
 }
 
 vec3 load_gi(uint t, uint b, uint j) {
@@ -89,7 +102,7 @@ void main() {
         for (uint u = 0u; u < U; ++u) {
             if (j0 + u < H) w[u] = p[pc.off0 + (q * H + j0 + u) * H + k];
         }
-        ws[i] = w;
+        ws[3u * WS_AT(k) + q] = w;
     }
     barrier();
 
@@ -103,13 +116,18 @@ void main() {
     uint fb = lid / U, fj = j0 + lid % U;
     bool mine = one && fb < pc.B && fj < H;
     vec3 fbias = mine ? load_bias(fj) : vec3(0.0);
-    float fh = mine && pc.t > 0u ? h[((pc.t - 1u) * pc.B + fb) * H + fj] : 0.0;
+    float fh = mine && pc.t > 0u ? H_AT(((pc.t - 1u) * pc.B + fb) * H + fj) : 0.0;
     uint t_end = min(pc.T, pc.t + pc.n);
+    if (pc.flag == 1u) {
+        // The barrier alone, pc.n - 1 times: the floor of the recurrence.
+        for (uint k = 1u; k < pc.n; ++k) grid_sync(k);
+        return;
+    }
     for (uint t = pc.t; t < t_end; ++t) {
         vec3 fgi = mine ? load_gi(t, fb, fj) : vec3(0.0);
-        if (t > pc.t) grid_sync(t - pc.t);
+        if (t > pc.t && (pc.flag & 2u) == 0u) grid_sync(t - pc.t);
         for (uint b0 = 0u; b0 < pc.B; b0 += pass_rows) {
-            if (sg < groups && t > 0u) {
+            if (sg < groups && t > 0u && b0 + sg * NB < pc.B && (pc.flag & 4u) == 0u) {
                 vec4 acc[NB][3];
                 for (uint r = 0u; r < NB; ++r)
                     for (uint q = 0u; q < 3u; ++q) acc[r][q] = vec4(0.0);
@@ -117,6 +135,29 @@ void main() {
                 uint hrow = (t - 1u) * pc.B + rb;
                 // KC values of each row per invocation are loaded before any is
                 // used, so their latencies overlap (one round trip per chunk).
+#ifdef VEC4
+                for (uint kb = 0u; kb < H; kb += KC * S) {
+                    vec4 xs[NB][KC / 4u];
+                    [[unroll]] for (uint i = 0u; i < KC / 4u; ++i) {
+                        uint k = kb + 4u * (lane + S * i);
+                        [[unroll]] for (uint r = 0u; r < NB; ++r)
+                            xs[r][i] = k < H && rb + r < pc.B && (pc.flag & 16u) == 0u ? h4[((hrow + r) * H + k) >> 2] : vec4(float(k));
+                    }
+                    [[unroll]] for (uint i = 0u; i < KC / 4u; ++i) {
+                        uint k = kb + 4u * (lane + S * i);
+                        if (k >= H) break;
+                        [[unroll]] for (uint c = 0u; c < 4u; ++c) {
+                            uint w = 3u * WS_AT(k + c);
+                            vec4 w0 = ws[w], w1 = ws[w + 1u], w2 = ws[w + 2u];
+                            [[unroll]] for (uint r = 0u; r < NB; ++r) {
+                                acc[r][0] += xs[r][i][c] * w0;
+                                acc[r][1] += xs[r][i][c] * w1;
+                                acc[r][2] += xs[r][i][c] * w2;
+                            }
+                        }
+                    }
+                }
+#else
                 for (uint kb = 0u; kb < H; kb += KC * S) {
                     float xs[NB][KC];
                     [[unroll]] for (uint i = 0u; i < KC; ++i) {
@@ -135,15 +176,16 @@ void main() {
                         }
                     }
                 }
+#endif
                 for (uint r = 0u; r < NB; ++r)
                     for (uint q = 0u; q < 3u; ++q) {
-                        vec4 s = subgroupAdd(acc[r][q]);
+                        vec4 s = (pc.flag & 32u) != 0u ? acc[r][q] : subgroupAdd(acc[r][q]);
                         if (lane == 0u) sums[(sg * NB + r) * 3u + q] = s;
                     }
             }
             barrier();
             if (one) {
-                if (mine) {
+                if (mine && (pc.flag & 8u) == 0u) {
                     uint u = fj - j0;
                     vec3 m = t > 0u ? vec3(sums[fb * 3u][u], sums[fb * 3u + 1u][u], sums[fb * 3u + 2u][u]) : vec3(0.0);
                     gate(t, fb, fj, m, fgi, fbias, fh, fh);
@@ -154,7 +196,7 @@ void main() {
                     uint b = b0 + rl, j = j0 + u;
                     if (b >= pc.B || j >= H) continue;
                     vec3 m = t > 0u ? vec3(sums[rl * 3u][u], sums[rl * 3u + 1u][u], sums[rl * 3u + 2u][u]) : vec3(0.0);
-                    float hp = t > 0u ? h[((t - 1u) * pc.B + b) * H + j] : 0.0;
+                    float hp = t > 0u ? H_AT(((t - 1u) * pc.B + b) * H + j) : 0.0;
                     float hn;
                     gate(t, b, j, m, load_gi(t, b, j), load_bias(j), hp, hn);
                 }

@@ -74,6 +74,8 @@ struct Timed {
     /// Mean milliseconds per step by phase (CPU) or by stage and by kernel (GPU).
     breakdown: Vec<(String, f64)>,
     kernels: Vec<(String, f64)>,
+    /// GPU: how the recurrences ran, and their floor (see `recurrence_floor`).
+    recurrence: Option<serde_json::Value>,
 }
 
 fn bench_cpu(a: &BenchArgs, cfg: &Config, params: &Params<f32>, batch: &Batch) -> Result<Timed, CliError> {
@@ -100,7 +102,7 @@ fn bench_cpu(a: &BenchArgs, cfg: &Config, params: &Params<f32>, batch: &Batch) -
     let breakdown =
         crate::cpu::profile::take().into_iter().map(|(n, ms)| (n.to_string(), ms / a.steps as f64)).collect();
     crate::cpu::profile::enable(false);
-    Ok(Timed { wall, device: Vec::new(), first_loss: first_loss.unwrap_or(f64::NAN), breakdown, kernels: Vec::new() })
+    Ok(Timed { wall, device: Vec::new(), first_loss: first_loss.unwrap_or(f64::NAN), breakdown, kernels: Vec::new(), recurrence: None })
 }
 
 /// The kernel a dispatch label names: `gemm 8192x1536x256 tb` → `gemm 8192x1536x256 tb`,
@@ -161,7 +163,50 @@ fn bench_gpu(a: &BenchArgs, cfg: &Config, params: &Params<f32>, batch: &Batch) -
     if ctx.validation_errors() > 0 {
         return Err(CliError::Failed(format!("{} Vulkan validation errors (see stderr)", ctx.validation_errors())));
     }
-    Ok(Timed { wall, device, first_loss: first_loss.unwrap_or(f64::NAN), breakdown: stages, kernels })
+    let recurrence = Some(recurrence_floor(&e, cfg, batch.t, &kernels).map_err(fail)?);
+    Ok(Timed { wall, device, first_loss: first_loss.unwrap_or(f64::NAN), breakdown: stages, kernels, recurrence })
+}
+
+/// The recurrences' device time per step against their floor: the dependent
+/// steps (2 directions × layers × (T - 1) grid barriers) times the latency of
+/// one barrier alone, measured with the arithmetic switched off
+/// (`Engine::probe_grid_barrier`, median of 5). Only for the grid recurrence.
+fn recurrence_floor(
+    e: &crate::vk::engine::Engine,
+    cfg: &Config,
+    t: usize,
+    kernels: &[(String, f64)],
+) -> Result<serde_json::Value, crate::vk::VkError> {
+    use crate::vk::engine::Recurrence;
+    let mode = e.recurrence();
+    let measured: f64 = kernels.iter().filter(|(k, _)| k.contains("recurrence")).map(|(_, ms)| ms).sum();
+    let mut v = json!({"mode": mode.name(), "recurrence_ms": measured});
+    if mode != Recurrence::Grid || t < 2 {
+        return Ok(v);
+    }
+    let mut probes = Vec::new();
+    for _ in 0..5 {
+        if let Some(ms) = e.probe_grid_barrier(t)? {
+            probes.push(ms);
+        }
+    }
+    if probes.is_empty() {
+        return Ok(v);
+    }
+    let barrier_us = percentiles(&mut probes).0 * 1e3 / (t - 1) as f64;
+    let barriers = 2 * cfg.layers * (t - 1);
+    v["barrier_us"] = json!(barrier_us);
+    v["barriers_per_step"] = json!(barriers);
+    v["floor_ms"] = json!(barrier_us * barriers as f64 / 1e3);
+    if std::env::var("DUALSCOPE_GRID_PROBE").is_ok() {
+        for flag in [0u32, 2, 4, 8, 6, 10, 12, 14, 26, 42, 58] {
+            let mut xs: Vec<f64> = (0..5).filter_map(|_| e.probe_grid(t, flag).ok().flatten()).collect();
+            if !xs.is_empty() {
+                v[format!("probe_{flag}_us")] = json!(percentiles(&mut xs).0 * 1e3 / t as f64);
+            }
+        }
+    }
+    Ok(v)
 }
 
 fn summary(engine: &str, t: &mut Timed, tokens: f64) -> serde_json::Value {
@@ -173,6 +218,7 @@ fn summary(engine: &str, t: &mut Timed, tokens: f64) -> serde_json::Value {
         "tokens_per_s": tokens / (median / 1e3), "first_loss": t.first_loss,
         "breakdown_ms": t.breakdown.iter().map(|(n, ms)| json!({"phase": n, "ms": ms})).collect::<Vec<_>>(),
         "kernels_ms": t.kernels.iter().take(25).map(|(n, ms)| json!({"kernel": n, "ms": ms})).collect::<Vec<_>>(),
+        "recurrence": t.recurrence,
     })
 }
 
@@ -230,6 +276,20 @@ fn print(v: &serde_json::Value, breakdown: bool) {
             e["p90_ms"].as_f64().unwrap_or(f64::NAN),
             e["tokens_per_s"].as_f64().unwrap_or(f64::NAN)
         );
+        if let Some(r) = e.get("recurrence").filter(|r| !r.is_null()) {
+            let floor = match (r["barrier_us"].as_f64(), r["floor_ms"].as_f64()) {
+                (Some(b), Some(f)) => format!(
+                    "; floor {f:.3} ms ({} barriers × {b:.2} µs)",
+                    r["barriers_per_step"].as_u64().unwrap_or(0)
+                ),
+                _ => String::new(),
+            };
+            println!(
+                "      recurrence {}: {:.3} ms/step{floor}",
+                r["mode"].as_str().unwrap_or("?"),
+                r["recurrence_ms"].as_f64().unwrap_or(f64::NAN)
+            );
+        }
         if breakdown {
             for p in e["breakdown_ms"].as_array().into_iter().flatten() {
                 println!(

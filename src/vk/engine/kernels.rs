@@ -173,6 +173,12 @@ pub static GRU_BWD_GRID: KernelSpec = KernelSpec {
     shared_bytes: (3 * GRID_MAX_HIDDEN + 128) as u32 * 16,
 };
 
+/// The grid kernels where H % 4 == 0: h and d_gh read as vec4.
+pub static GRU_FWD_GRID_VEC4: KernelSpec =
+    KernelSpec { name: "gru_fwd_grid_vec4", spirv: shaders::GRU_FWD_GRID_VEC4, ..GRU_FWD_GRID };
+pub static GRU_BWD_GRID_VEC4: KernelSpec =
+    KernelSpec { name: "gru_bwd_grid_vec4", spirv: shaders::GRU_BWD_GRID_VEC4, ..GRU_BWD_GRID };
+
 pub static ATTN_FWD_FAULT_NO_MAX: KernelSpec =
     KernelSpec { name: "attn_fwd_fault_no_max", spirv: shaders::ATTN_FWD_FAULT_NO_MAX, ..ATTN_FWD };
 pub static ATTN_FWD_FAULT_WINDOW: KernelSpec =

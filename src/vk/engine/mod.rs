@@ -558,7 +558,8 @@ impl Engine {
                     if self.recurrence != Recurrence::Seq && !seq_fault {
                         let p = ModelPush { off0: w_hh as u32, off1: b_hh, ..base };
                         let bufs = [pb, &lb.gi, &lb.gh, &lb.gates, &lb.h, &self.state, &ws.sync];
-                        self.record_grid(seq, &GRU_FWD_GRID, &bufs, &p, (0..ws.t).map(|t| (t, 1)), &label)?;
+                        let spec = if h % 4 == 0 { &GRU_FWD_GRID_VEC4 } else { &GRU_FWD_GRID };
+                        self.record_grid(seq, spec, &bufs, &p, (0..ws.t).map(|t| (t, 1)), &label)?;
                         continue;
                     }
                     let p = ModelPush { n: u(3 * h * h, "n")?, d: h as u32, off0: w_hh as u32, ..base };
@@ -654,7 +655,8 @@ impl Engine {
                         let bufs =
                             [pb, &lb.gh, &lb.gates, &lb.h, &lb.d_h, &lb.dh_tot, &lb.d_gi, &lb.d_gh, &self.state, &ws.sync];
                         let steps = (0..ws.t).rev().map(|t| (t, 1));
-                        self.record_grid(seq, &GRU_BWD_GRID, &bufs, &p, steps, &label)?;
+                        let spec = if h % 4 == 0 { &GRU_BWD_GRID_VEC4 } else { &GRU_BWD_GRID };
+                        self.record_grid(seq, spec, &bufs, &p, steps, &label)?;
                     } else {
                         let bufs = [pb, &lb.gh, &lb.gates, &lb.h, &lb.d_h, &lb.dh_tot, &lb.d_gi, &lb.d_gh];
                         let chunk = bwd_chunk(h);
@@ -739,6 +741,33 @@ impl Engine {
             self.run(seq, spec, bufs, &p, groups, label)?;
         }
         Ok(())
+    }
+
+    /// Device milliseconds of `steps - 1` grid-wide barriers alone (the
+    /// forward grid kernel with its arithmetic switched off): what the
+    /// dependent steps of a recurrence cost at the least. `None` without
+    /// timestamps.
+    pub fn probe_grid_barrier(&self, steps: usize) -> VkResult<Option<f64>> {
+        self.probe_grid(steps, 1)
+    }
+
+    pub fn probe_grid(&self, steps: usize, flag: u32) -> VkResult<Option<f64>> {
+        Recurrence::Grid.check(&self.ctx, self.cfg.hidden)?;
+        let ws = self.ws()?;
+        let lb = &ws.layers[0];
+        let mut seq = Sequence::new(&self.ctx)?;
+        self.record_begin(&mut seq)?;
+        seq.fill(&ws.sync, 0)?;
+        let p = ModelPush { flag, t: 0, n: u(steps, "steps")?, off0: self.off("gru.weight_hh_l0") as u32, off1: self.off("gru.bias_hh_l0") as u32, ..self.push(ws) };
+        let bufs = [&self.params, &lb.gi, &lb.gh, &lb.gates, &lb.h, &self.state, &ws.sync];
+        let groups = self.cfg.hidden.div_ceil(GRID_UNITS);
+        let spec = if self.cfg.hidden % 4 == 0 { &GRU_FWD_GRID_VEC4 } else { &GRU_FWD_GRID };
+        self.run(&mut seq, spec, &bufs, &p, groups, "grid barrier probe")?;
+        let t = seq.submit()?;
+        if self.read_state()?[st::GRID_FAIL] != 0 {
+            return Err(VkError::Invalid("the grid barrier gave up waiting: workgroups not resident at once".into()));
+        }
+        Ok(t.dispatches.last().and_then(|d| d.1).map(|ns| ns / 1e6))
     }
 
     fn record_norm<'a>(&'a self, seq: &mut Sequence<'a>, op: u32) -> VkResult<()> {
