@@ -1,0 +1,75 @@
+// Shared by the tiled attention kernels (attn_fwd, attn_bwd_q, attn_bwd_kv):
+// the tile sizes, the shared-memory tiles and the fixed-order row reductions.
+//
+// A workgroup of 256 invocations owns a block of ATTN_QB = 16 positions of one
+// (batch row, head) (queries in attn_fwd and attn_bwd_q, keys in attn_bwd_kv;
+// src/vk/engine/kernels.rs dispatches one workgroup per block). Invocation
+// l = 64·g + x works for the block's positions g, g+4, g+8, g+12: the four
+// components r of its vec4s are position g + 4r. x is a key of the current
+// chunk (dot-product phases) or a head dim of the current dim chunk (weighted
+// sums).
+//
+// Every per-invocation loop is short (a chunk has at most 64 keys or dims):
+// lavapipe stops any loop after 65535 iterations per invocation.
+#ifndef DUALSCOPE_ATTN_TILE_GLSL
+#define DUALSCOPE_ATTN_TILE_GLSL
+
+#define ATTN_QB 16u      // positions per workgroup (kernels.rs: ATTN_BLOCK)
+#define ATTN_KC 64u      // keys (or queries) per chunk
+#define ATTN_DC 64u      // head dims per chunk
+#define ATTN_KPITCH 65u  // odd row pitch of rows staged for dot products: no bank conflicts
+
+#define NEG_INF uintBitsToFloat(0xff800000u)
+
+// The block's 16 rows of the broadcast operand: [x][g] holds rows g, g+4, g+8,
+// g+12 at index x (a head dim, or a key of the chunk). Every invocation of a
+// subgroup of 32 has the same g, so a read is one broadcast.
+shared vec4 rows4[ATTN_DC * 4u];
+// A chunk of rows of the other operand: [x][d] with pitch ATTN_KPITCH (read
+// across x, for dot products) or ATTN_DC (read across d, for weighted sums).
+shared float tileb[ATTN_KC * ATTN_KPITCH];
+// Row reductions: 16 rows × 64 partials.
+shared float red[ATTN_QB * 64u];
+
+#define SYNC()                 \
+    memoryBarrierShared();     \
+    barrier()
+
+// acc[r] += Σ_{x < n} rows4[x][g][r] · tileb[base + x·stride], in order of x.
+vec4 mac_rows(vec4 acc, uint g, uint base, uint stride, uint n) {
+    uint x = 0u;
+    for (; x + 4u <= n; x += 4u) {
+        uint o = base + x * stride;
+        acc += rows4[x * 4u + g] * tileb[o];
+        acc += rows4[x * 4u + 4u + g] * tileb[o + stride];
+        acc += rows4[x * 4u + 8u + g] * tileb[o + 2u * stride];
+        acc += rows4[x * 4u + 12u + g] * tileb[o + 3u * stride];
+    }
+    for (; x < n; ++x) acc += rows4[x * 4u + g] * tileb[base + x * stride];
+    return acc;
+}
+
+// Per-row maximum (is_max) or sum of the 64 partials of each of the 16 rows:
+// invocation 64·g + x gives partial x of rows g + 4r. A fixed tree in shared
+// memory, so the result does not depend on scheduling; every invocation gets
+// the totals of its own rows. Call from uniform control flow.
+vec4 reduce_rows(vec4 part, bool is_max) {
+    uint l = gl_LocalInvocationIndex;
+    uint g = l / 64u, x = l % 64u;
+    for (uint r = 0u; r < 4u; ++r) red[(g + 4u * r) * 64u + x] = part[r];
+    SYNC();
+    uint row = l / 16u, p = l % 16u;
+    for (uint s = 32u; s > 0u; s >>= 1u) {
+        for (uint i = p; i < s; i += 16u) {
+            float a = red[row * 64u + i], b = red[row * 64u + i + s];
+            red[row * 64u + i] = is_max ? max(a, b) : a + b;
+        }
+        SYNC();
+    }
+    vec4 total;
+    for (uint r = 0u; r < 4u; ++r) total[r] = red[(g + 4u * r) * 64u];
+    SYNC(); // `red` may be written again by the next reduction
+    return total;
+}
+
+#endif
