@@ -1,4 +1,5 @@
 #version 450
+#extension GL_EXT_control_flow_attributes : require
 // Attention backward for the keys and values: the queries that see key j are
 // t in [j, min(j+W-1, T-1)], at slot j+W-1-t;
 //   dk[j] = Σ_t ds[t, slot] q[t],  dv[j] = Σ_t attn[t, slot] dc[t],
@@ -40,21 +41,24 @@ void main() {
                 uint tb = j0 + qc * ATTN_KC;
                 uint tn = min(ATTN_KC, te - tb);
                 SYNC(); // the previous chunk's reads are done
-                // Weights: 16 consecutive slots of each query's row per 16 invocations.
-                for (uint e = l; e < tn * ATTN_QB; e += 256u) {
-                    uint i = e / ATTN_QB, kk = e % ATTN_QB;
-                    uint t = tb + i, j = j0 + kk;
-                    float w = 0.0;
-                    if (j < j1 && t >= j && t + 1u <= j + pc.W) {
-                        uint o = ((t * pc.B + b) * pc.NH + hd) * pc.W + j + pc.W - 1u - t;
-                        w = which == 0u ? ds[o] : attn[o];
-                    }
-                    rows4[i * 4u + kk % 4u][kk / 4u] = w;
+                // Weights: invocation l loads the slot of key j0 + l % 16 in the
+                // rows of queries l / 16 + 16i of the chunk (16 invocations read
+                // 16 consecutive slots of one row).
+                uint kk = l % ATTN_QB, j = j0 + kk;
+                float w[4];
+                [[unroll]] for (uint i = 0u; i < 4u; ++i) {
+                    uint t = tb + l / ATTN_QB + 16u * i;
+                    uint o = ((t * pc.B + b) * pc.NH + hd) * pc.W + j + pc.W - 1u - t;
+                    bool seen = t < tb + tn && j < j1 && t >= j && t + 1u <= j + pc.W;
+                    w[i] = seen ? (which == 0u ? ds[o] : attn[o]) : 0.0;
                 }
-                for (uint e = l; e < tn * dn; e += 256u) {
-                    uint i = e / dn, d = e - i * dn;
-                    uint o = ((tb + i) * pc.B + b) * pc.A + col + db + d;
-                    tileb[i * ATTN_DC + d] = which == 0u ? q[o] : dc[o];
+                [[unroll]] for (uint i = 0u; i < 4u; ++i) {
+                    rows4[(l / ATTN_QB + 16u * i) * 4u + kk % 4u][kk / 4u] = w[i];
+                }
+                if (which == 0u) {
+                    STAGE_TILE(q, tb, tn, db, dn, ATTN_DC);
+                } else {
+                    STAGE_TILE(dc, tb, tn, db, dn, ATTN_DC);
                 }
                 SYNC();
                 if (x < dn) acc = mac_rows(acc, g, x, ATTN_DC, tn);

@@ -1,4 +1,5 @@
 #version 450
+#extension GL_EXT_control_flow_attributes : require
 // Attention backward for the queries: dp_j = dc_t · v_j, then
 // ds_j = a_j (dp_j - Σ_j a_j dp_j) / sqrt(dh) into ds ([T, B, NH, W], slots as
 // attn, 0 before the row's start), and dq_t = Σ_j ds_j k_j. f0 = 1/sqrt(dh).
@@ -55,19 +56,10 @@ void main() {
         for (uint c = 0u; c < ndc; ++c) {
             uint db = c * ATTN_DC, dn = min(ATTN_DC, dh - db);
             SYNC(); // the previous chunk's reads are done
-            if (kc == 0u || ndc > 1u) {
-                for (uint e = l; e < ATTN_QB * dn; e += 256u) {
-                    uint i = e / dn, d = e - i * dn;
-                    uint t = t0 + i;
-                    rows4[d * 4u + i % 4u][i / 4u] = t < t1 ? dc[(t * pc.B + b) * pc.A + col + db + d] : 0.0;
-                }
-            }
-            for (uint e = l; e < kn * dn; e += 256u) {
-                uint j = e / dn, d = e - j * dn;
-                tileb[j * ATTN_KPITCH + d] = v[((kb + j) * pc.B + b) * pc.A + col + db + d];
-            }
+            if (kc == 0u || ndc > 1u) STAGE_BLOCK(dc, t0, t1, db, dn);
+            STAGE_TILE(v, kb, kn, db, dn, ATTN_KPITCH);
             SYNC();
-            acc = mac_rows(acc, g, x * ATTN_KPITCH, 1u, dn);
+            if (x < kn) acc = mac_rows(acc, g, x * ATTN_KPITCH, 1u, dn);
         }
         uint j = kb + x;
         for (uint r = 0u; r < 4u; ++r) {
@@ -110,10 +102,7 @@ void main() {
                 if (VALID(r, kb + x)) p[r] = ds[arow[r] + kb + x];
             }
             rows4[x * 4u + g] = p;
-            for (uint e = l; e < kn * dn; e += 256u) {
-                uint j = e / dn, d = e - j * dn;
-                tileb[j * ATTN_DC + d] = k[((kb + j) * pc.B + b) * pc.A + col + db + d];
-            }
+            STAGE_TILE(k, kb, kn, db, dn, ATTN_DC);
             SYNC();
             if (x < dn) acc = mac_rows(acc, g, x, ATTN_DC, kn);
         }

@@ -1,4 +1,5 @@
 #version 450
+#extension GL_EXT_control_flow_attributes : require
 // Multi-head sliding-window attention, forward. q, k, v, c are [T, B, A]; attn
 // is [T, B, NH, W], slot w of query t holding key t+1+w-W (0 before the row's
 // start). f0 = 1/sqrt(dh).
@@ -69,19 +70,10 @@ void main() {
         for (uint dc = 0u; dc < ndc; ++dc) {
             uint db = dc * ATTN_DC, dn = min(ATTN_DC, dh - db);
             SYNC(); // the previous chunk's reads are done
-            if (kc == 0u || ndc > 1u) {
-                for (uint e = l; e < ATTN_QB * dn; e += 256u) {
-                    uint i = e / dn, d = e - i * dn;
-                    uint t = t0 + i;
-                    rows4[d * 4u + i % 4u][i / 4u] = t < t1 ? q[(t * pc.B + b) * pc.A + col + db + d] : 0.0;
-                }
-            }
-            for (uint e = l; e < kn * dn; e += 256u) {
-                uint j = e / dn, d = e - j * dn;
-                tileb[j * ATTN_KPITCH + d] = k[((kb + j) * pc.B + b) * pc.A + col + db + d];
-            }
+            if (kc == 0u || ndc > 1u) STAGE_BLOCK(q, t0, t1, db, dn);
+            STAGE_TILE(k, kb, kn, db, dn, ATTN_KPITCH);
             SYNC();
-            acc = mac_rows(acc, g, x * ATTN_KPITCH, 1u, dn);
+            if (x < kn) acc = mac_rows(acc, g, x * ATTN_KPITCH, 1u, dn);
         }
         uint j = kb + x;
         for (uint r = 0u; r < 4u; ++r) {
@@ -139,10 +131,7 @@ void main() {
                 if (VALID(r, kb + x)) p[r] = attn[arow[r] + kb + x];
             }
             rows4[x * 4u + g] = p;
-            for (uint e = l; e < kn * dn; e += 256u) {
-                uint j = e / dn, d = e - j * dn;
-                tileb[j * ATTN_DC + d] = v[((kb + j) * pc.B + b) * pc.A + col + db + d];
-            }
+            STAGE_TILE(v, kb, kn, db, dn, ATTN_DC);
             SYNC();
             if (x < dn) acc = mac_rows(acc, g, x, ATTN_DC, kn);
         }

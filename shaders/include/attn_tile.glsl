@@ -35,6 +35,36 @@ shared float red[ATTN_QB * 64u];
     memoryBarrierShared();     \
     barrier()
 
+// The staging macros read a [T, B, A] buffer BUF at (position, row b, column
+// col + dim) and expect g = l / 64, x = l % 64, b and col in scope. Each
+// invocation issues all its loads before its first store, so that they are in
+// flight together (GL_EXT_control_flow_attributes: the including shader
+// enables it).
+
+// tileb[j·PITCH + d] = BUF row base + j, dim db + d, for j < 64, d < 64 (0 past
+// n rows or dn dims): invocation (g, x) loads dim x of rows g + 4i.
+#define STAGE_TILE(BUF, base, n, db, dn, PITCH)                                              \
+    {                                                                                        \
+        float v_[16];                                                                        \
+        [[unroll]] for (uint i_ = 0u; i_ < 16u; ++i_) {                                      \
+            uint j_ = g + 4u * i_;                                                           \
+            v_[i_] = j_ < (n) && x < (dn) ? BUF[(((base) + j_) * pc.B + b) * pc.A + col + (db) + x] : 0.0; \
+        }                                                                                    \
+        [[unroll]] for (uint i_ = 0u; i_ < 16u; ++i_) tileb[(g + 4u * i_) * (PITCH) + x] = v_[i_]; \
+    }
+
+// rows4[d][g] = BUF rows t0 + g + 4i (i = 0..3; 0 from t1 on), dim db + d, for
+// d < 64 (0 past dn): the block's 16 rows, one vec4 per invocation.
+#define STAGE_BLOCK(BUF, t0, t1, db, dn)                                                     \
+    {                                                                                        \
+        vec4 v_;                                                                             \
+        [[unroll]] for (uint i_ = 0u; i_ < 4u; ++i_) {                                       \
+            uint t_ = (t0) + g + 4u * i_;                                                    \
+            v_[i_] = t_ < (t1) && x < (dn) ? BUF[(t_ * pc.B + b) * pc.A + col + (db) + x] : 0.0; \
+        }                                                                                    \
+        rows4[x * 4u + g] = v_;                                                              \
+    }
+
 // acc[r] += Σ_{x < n} rows4[x][g][r] · tileb[base + x·stride], in order of x.
 vec4 mac_rows(vec4 acc, uint g, uint base, uint stride, uint n) {
     uint x = 0u;
