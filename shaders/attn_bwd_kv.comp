@@ -61,7 +61,7 @@ void main() {
                     STAGE_TILE(dc, tb, tn, db, dn, ATTN_DC);
                 }
                 SYNC();
-                if (x < dn) acc = mac_rows(acc, g, x, ATTN_DC, tn);
+                if (x < dn) acc = mac_rows(acc, g, 4u, x, ATTN_DC, tn);
             }
             for (uint r = 0u; r < 4u; ++r) {
                 uint j = j0 + g + 4u * r;

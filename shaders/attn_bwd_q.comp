@@ -59,7 +59,7 @@ void main() {
             if (kc == 0u || ndc > 1u) STAGE_BLOCK(dc, t0, t1, db, dn);
             STAGE_TILE(v, kb, kn, db, dn, ATTN_KPITCH);
             SYNC();
-            if (x < kn) acc = mac_rows(acc, g, x * ATTN_KPITCH, 1u, dn);
+            if (x < kn) acc = mac_rows(acc, g * ATTN_DC, 1u, x * ATTN_KPITCH, 1u, dn);
         }
         uint j = kb + x;
         for (uint r = 0u; r < 4u; ++r) {
@@ -101,10 +101,10 @@ void main() {
             for (uint r = 0u; r < 4u; ++r) {
                 if (VALID(r, kb + x)) p[r] = ds[arow[r] + kb + x];
             }
-            rows4[x * 4u + g] = p;
+            rows4[g * ATTN_KC + x] = p;
             STAGE_TILE(k, kb, kn, db, dn, ATTN_DC);
             SYNC();
-            if (x < dn) acc = mac_rows(acc, g, x, ATTN_DC, kn);
+            if (x < dn) acc = mac_rows(acc, g * ATTN_KC, 1u, x, ATTN_DC, kn);
         }
         for (uint r = 0u; r < 4u; ++r) {
             if (tq[r] < t1 && x < dn) dq[(tq[r] * pc.B + b) * pc.A + col + db + x] = acc[r];

@@ -21,9 +21,11 @@
 
 #define NEG_INF uintBitsToFloat(0xff800000u)
 
-// The block's 16 rows of the broadcast operand: [x][g] holds rows g, g+4, g+8,
-// g+12 at index x (a head dim, or a key of the chunk). Every invocation of a
-// subgroup of 32 has the same g, so a read is one broadcast.
+// The block's 16 rows of the broadcast operand, a vec4 of rows g, g+4, g+8,
+// g+12 per index x (a head dim, or a key of the chunk): at [g][x] (index
+// 64·g + x) or [x][g] (4·x + g), whichever the kernel stages without bank
+// conflicts. Every invocation of a subgroup of 32 has the same g and reads the
+// same x, so a read is one broadcast.
 shared vec4 rows4[ATTN_DC * 4u];
 // A chunk of rows of the other operand: [x][d] with pitch ATTN_KPITCH (read
 // across x, for dot products) or ATTN_DC (read across d, for weighted sums).
@@ -53,7 +55,7 @@ shared float red[ATTN_QB * 64u];
         [[unroll]] for (uint i_ = 0u; i_ < 16u; ++i_) tileb[(g + 4u * i_) * (PITCH) + x] = v_[i_]; \
     }
 
-// rows4[d][g] = BUF rows t0 + g + 4i (i = 0..3; 0 from t1 on), dim db + d, for
+// rows4[g][d] = BUF rows t0 + g + 4i (i = 0..3; 0 from t1 on), dim db + d, for
 // d < 64 (0 past dn): the block's 16 rows, one vec4 per invocation.
 #define STAGE_BLOCK(BUF, t0, t1, db, dn)                                                     \
     {                                                                                        \
@@ -62,20 +64,20 @@ shared float red[ATTN_QB * 64u];
             uint t_ = (t0) + g + 4u * i_;                                                    \
             v_[i_] = t_ < (t1) && x < (dn) ? BUF[(t_ * pc.B + b) * pc.A + col + (db) + x] : 0.0; \
         }                                                                                    \
-        rows4[x * 4u + g] = v_;                                                              \
+        rows4[g * ATTN_DC + x] = v_;                                                         \
     }
 
-// acc[r] += Σ_{x < n} rows4[x][g][r] · tileb[base + x·stride], in order of x.
-vec4 mac_rows(vec4 acc, uint g, uint base, uint stride, uint n) {
+// acc[r] += Σ_{x < n} rows4[ra + x·rs][r] · tileb[base + x·stride], in order of x.
+vec4 mac_rows(vec4 acc, uint ra, uint rs, uint base, uint stride, uint n) {
     uint x = 0u;
     for (; x + 4u <= n; x += 4u) {
-        uint o = base + x * stride;
-        acc += rows4[x * 4u + g] * tileb[o];
-        acc += rows4[x * 4u + 4u + g] * tileb[o + stride];
-        acc += rows4[x * 4u + 8u + g] * tileb[o + 2u * stride];
-        acc += rows4[x * 4u + 12u + g] * tileb[o + 3u * stride];
+        uint o = base + x * stride, p = ra + x * rs;
+        acc += rows4[p] * tileb[o];
+        acc += rows4[p + rs] * tileb[o + stride];
+        acc += rows4[p + 2u * rs] * tileb[o + 2u * stride];
+        acc += rows4[p + 3u * rs] * tileb[o + 3u * stride];
     }
-    for (; x < n; ++x) acc += rows4[x * 4u + g] * tileb[base + x * stride];
+    for (; x < n; ++x) acc += rows4[ra + x * rs] * tileb[base + x * stride];
     return acc;
 }
 
