@@ -9,8 +9,10 @@
 // chunk (dot-product phases) or a head dim of the current dim chunk (weighted
 // sums).
 //
-// Every per-invocation loop is short (a chunk has at most 64 keys or dims):
-// lavapipe stops any loop after 65535 iterations per invocation.
+// Loops are short: about 40 iterations per invocation for each (key chunk,
+// dim chunk) pair, about 11000 in all at W = 4096, dh = 256, so lavapipe's
+// guard (it stops any loop after 65535 iterations in total per invocation) is
+// far off for any window and head width the model uses.
 #ifndef DUALSCOPE_ATTN_TILE_GLSL
 #define DUALSCOPE_ATTN_TILE_GLSL
 
