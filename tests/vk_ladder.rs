@@ -159,6 +159,59 @@ fn model_rungs_pass_in_both_modes() {
     assert_clean(&ctx, test);
 }
 
+/// The tiled attention kernels (blocks of 16 queries, chunks of 64 keys and
+/// 64 head dims) on shapes the model configs above do not reach: a window of
+/// three key chunks with dh = 67 (two dim chunks, neither a multiple of 4) and
+/// T = 180 past the window; T = 36 shorter than a window of 100 with dh = 5;
+/// the bench's heads and window (dh = 64, W = 128, T = 256), which also keeps
+/// lavapipe's per-invocation loop guard honest at that size. Rows of
+/// different lengths, so masks and padding matter.
+#[test]
+fn attention_rungs_pass_on_wide_windows_and_heads() {
+    let test = "attention_rungs_pass_on_wide_windows_and_heads";
+    let Some(ctx) = context(test) else { return };
+    let ctx = std::sync::Arc::new(ctx);
+    let cfg = |attn_dim, heads, window, batch, seq_len| Config {
+        vocab: 256,
+        d_embed: 5,
+        hidden: 9,
+        layers: 1,
+        attn_dim,
+        heads,
+        window,
+        batch,
+        seq_len,
+    };
+    let cases = [
+        (cfg(134, 2, 150, 2, 180), vec![181, 97]),
+        (cfg(15, 3, 100, 3, 36), vec![37, 20, 2]),
+        (cfg(256, 4, 128, 1, 256), vec![257]),
+    ];
+    for (cfg, lens) in cases {
+        for mode in [ladder::Mode::Isolated, ladder::Mode::Chained] {
+            let mut l = ladder::ModelLadder::new(&ctx, setup(&cfg, mode, &lens, 17)).unwrap();
+            for id in ["attn_fwd", "attn_bwd"] {
+                let r = l.run_rung(id).unwrap();
+                let bad: Vec<_> = r.cases.iter().filter(|c| c.status != Status::Pass).collect();
+                assert_eq!(r.status, Status::Pass, "{cfg:?} {mode:?} {id}: {bad:#?}");
+                let stress = if id == "attn_fwd" && mode == ladder::Mode::Isolated { 2 } else { 0 };
+                assert_eq!(r.cases.len(), ladder::outputs(id, &cfg).len() + stress);
+                for c in &r.cases {
+                    assert_eq!(c.non_finite_gpu, 0, "{id} {}", c.name);
+                    eprintln!(
+                        "W={} dh={} {mode:?} {}: rel L2 {:.2e}",
+                        cfg.window,
+                        cfg.head_dim(),
+                        c.name,
+                        c.rel_l2_gpu_f64.unwrap()
+                    );
+                }
+            }
+        }
+    }
+    assert_clean(&ctx, test);
+}
+
 /// A wrong recurrent weight on the GPU: the rungs before the GRU pass, the GRU
 /// forward fails first, and the end-to-end step does not pass. (Here the loss
 /// moves by less than its gate, so it warns on the gradient norm, naming a

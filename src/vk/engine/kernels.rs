@@ -92,9 +92,6 @@ spec!(BIAS_ADD, "bias_add", BIAS_ADD, [R, RW], 256);
 spec!(ADD, "add", ADD, [R, R, W], 256);
 spec!(COL_SUM, "col_sum", COL_SUM, [R, RW], 256);
 spec!(TRANSPOSE, "transpose", TRANSPOSE, [R, W], 256);
-spec!(ATTN_FWD, "attn_fwd", ATTN_FWD, [R, R, R, RW, W], 256);
-spec!(ATTN_BWD_Q, "attn_bwd_q", ATTN_BWD_Q, [R, R, R, R, RW, W], 256);
-spec!(ATTN_BWD_KV, "attn_bwd_kv", ATTN_BWD_KV, [R, R, R, R, W, W], 256);
 spec!(TOKEN_GUARD, "token_guard", TOKEN_GUARD, [R, R, W, W, RW], 256);
 spec!(SCALE_GRADS, "scale_grads", SCALE_GRADS, [R, RW], 256);
 spec!(ADAMW, "adamw", ADAMW, [R, RW, R, RW, RW], 256);
@@ -179,6 +176,29 @@ pub static GRU_FWD_GRID_VEC4: KernelSpec =
 pub static GRU_BWD_GRID_VEC4: KernelSpec =
     KernelSpec { name: "gru_bwd_grid_vec4", spirv: shaders::GRU_BWD_GRID_VEC4, ..GRU_BWD_GRID };
 
+/// Positions (queries, or keys for `attn_bwd_kv`) one attention workgroup
+/// owns: `ATTN_QB` of `shaders/include/attn_tile.glsl`. The attention kernels
+/// are dispatched over `[T, B, NH]` work items, one workgroup per block of
+/// positions of one (row, head).
+pub const ATTN_BLOCK: u32 = 16;
+
+/// The attention kernels' shared memory (`attn_tile.glsl`): a 64×4 vec4 row
+/// block, a 64×65 float tile and 16×64 floats of row reductions.
+const ATTN_SHARED: u32 = (64 * 4 * 4 + 64 * 65 + 16 * 64) * 4;
+
+pub static ATTN_FWD: KernelSpec = KernelSpec {
+    name: "attn_fwd",
+    spirv: shaders::ATTN_FWD,
+    bindings: &[R, R, R, RW, W],
+    push_size: 64,
+    local_size: [256, 1, 1],
+    items_per_group: [ATTN_BLOCK, 1, 1],
+    shared_bytes: ATTN_SHARED,
+};
+pub static ATTN_BWD_Q: KernelSpec =
+    KernelSpec { name: "attn_bwd_q", spirv: shaders::ATTN_BWD_Q, bindings: &[R, R, R, R, RW, W], ..ATTN_FWD };
+pub static ATTN_BWD_KV: KernelSpec =
+    KernelSpec { name: "attn_bwd_kv", spirv: shaders::ATTN_BWD_KV, bindings: &[R, R, R, R, W, W], ..ATTN_FWD };
 pub static ATTN_FWD_FAULT_NO_MAX: KernelSpec =
     KernelSpec { name: "attn_fwd_fault_no_max", spirv: shaders::ATTN_FWD_FAULT_NO_MAX, ..ATTN_FWD };
 pub static ATTN_FWD_FAULT_WINDOW: KernelSpec =

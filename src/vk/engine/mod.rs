@@ -490,6 +490,21 @@ impl Engine {
         seq.dispatch(&kernel, bufs, push, [items.clamp(1, cap) as u64, 1, 1], label)
     }
 
+    /// An attention kernel: one workgroup per block of `ATTN_BLOCK` positions
+    /// of one (row, head), a grid of `[T / ATTN_BLOCK, B, NH]` workgroups.
+    fn run_attn<'a>(
+        &self,
+        seq: &mut Sequence<'a>,
+        spec: &'static KernelSpec,
+        bufs: &[&'a Buffer],
+        push: &ModelPush,
+        label: &str,
+    ) -> VkResult<()> {
+        let kernel = self.ctx.kernel(spec)?;
+        let work = [push.t_len as u64, push.b as u64, push.nh as u64];
+        seq.dispatch(&kernel, bufs, push, work, label)
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn mm<'a>(
         &self,
@@ -591,7 +606,7 @@ impl Engine {
                     Some(Fault::WindowOffByOne) => &ATTN_FWD_FAULT_WINDOW,
                     _ => &ATTN_FWD,
                 };
-                self.run(seq, spec, &bufs, &p, rows * cfg.heads, "attn_fwd")?;
+                self.run_attn(seq, spec, &bufs, &p, "attn_fwd")?;
             }
             Stage::HeadFwd => {
                 let s = &ws.layers.last().expect("layers >= 1").h;
@@ -630,9 +645,9 @@ impl Engine {
                 let s = &ws.layers.last().expect("layers >= 1").h;
                 let p = ModelPush { f0: (1.0 / (cfg.head_dim() as f64).sqrt()) as f32, ..base };
                 let bufs = [&ws.k, &ws.v, &ws.attn, &ws.d_c, &ws.ds, &ws.d_q];
-                self.run(seq, &ATTN_BWD_Q, &bufs, &p, rows * cfg.heads, "attn_bwd_q")?;
+                self.run_attn(seq, &ATTN_BWD_Q, &bufs, &p, "attn_bwd_q")?;
                 let bufs = [&ws.q, &ws.attn, &ws.ds, &ws.d_c, &ws.d_k, &ws.d_v];
-                self.run(seq, &ATTN_BWD_KV, &bufs, &p, rows * a, "attn_bwd_kv")?;
+                self.run_attn(seq, &ATTN_BWD_KV, &bufs, &p, "attn_bwd_kv")?;
                 let parts = [("ctx.q.weight", &ws.d_q), ("ctx.k.weight", &ws.d_k), ("ctx.v.weight", &ws.d_v)];
                 for (name, dx) in parts {
                     self.mm(seq, (a, h, rows), (dx, 0, true), (s, 0, false), (gb, self.off(name)), false)?;
