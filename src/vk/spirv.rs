@@ -71,7 +71,7 @@ mod tests {
     #[test]
     fn reads_the_gemm_push_constant_block() {
         let words = ash::util::read_spv(&mut std::io::Cursor::new(super::super::shaders::GEMM_F32)).unwrap();
-        assert_eq!(push_constant_size(&words), Some(48));
+        assert_eq!(push_constant_size(&words), Some(64));
         assert_eq!(push_constant_size(&[1, 2, 3]), None);
     }
 }

@@ -20,7 +20,7 @@ mod workspace;
 pub use faults::Fault;
 pub use kernels::{MAX_HIDDEN, ModelPush, st};
 pub use layout::{ParamEntry, ParamLayout};
-pub use workspace::{Workspace, workspace_bytes};
+pub use workspace::{Workspace, scratch_len, step_products, workspace_bytes};
 
 use std::sync::Arc;
 
@@ -409,9 +409,11 @@ impl Engine {
         seq.dispatch(&kernel, bufs, push, [items.clamp(1, cap) as u64, 1, 1], label)
     }
 
+    /// Records a product, split along K where `ops::split_k_plan` says so
+    /// (the partial sums go through the workspace's scratch).
     #[allow(clippy::too_many_arguments)]
     fn mm<'a>(
-        &self,
+        &'a self,
         seq: &mut Sequence<'a>,
         (m, n, k): (usize, usize, usize),
         a: (&'a Buffer, usize, bool),
@@ -420,14 +422,21 @@ impl Engine {
         accumulate: bool,
     ) -> VkResult<()> {
         let shape = GemmShape { m, n, k, ta: a.2, tb: b.2, accumulate };
-        ops::gemm_with(
+        let path = self.gemm_path_now();
+        let scratch = &self.ws()?.scratch;
+        debug_assert!(
+            ops::split_k_scratch_len(path, &shape) <= scratch.len_f32(),
+            "gemm {m}x{n}x{k}: its split-K scratch is missing from workspace::step_products"
+        );
+        ops::gemm_split(
             &self.ctx,
             seq,
-            self.gemm_path_now(),
+            path,
             &shape,
             MatRef { buf: a.0, offset: a.1 },
             MatRef { buf: b.0, offset: b.1 },
             MatRef { buf: c.0, offset: c.1 },
+            Some(scratch),
         )
     }
 

@@ -4,6 +4,7 @@
 
 use crate::dataset::Batch;
 use crate::model::Config;
+use crate::vk::ops::{GemmPath, GemmShape, split_k_scratch_len};
 use crate::vk::{Buffer, Context, MemoryKind, VkError, VkResult};
 
 use super::kernels::SUMSQ_CHUNK;
@@ -59,6 +60,48 @@ pub struct Workspace {
     pub partials: Buffer,
     /// Scratch: a layer's W_hh transposed, `[H, 3H]`.
     pub wt: Buffer,
+    /// Scratch of the split-K products' partial sums ([`scratch_len`] values).
+    pub scratch: Buffer,
+}
+
+/// `(m, n, k)` of every matrix product `Engine::record_stage` records for
+/// `rows` positions of `b` rows. It sizes the split-K scratch; `Engine::mm`
+/// checks (in debug builds) that each product it records is covered.
+pub fn step_products(cfg: &Config, rows: usize, b: usize) -> Vec<(usize, usize, usize)> {
+    let (h, a, v, g) = (cfg.hidden, cfg.attn_dim, cfg.vocab, 3 * cfg.hidden);
+    let mut p = vec![
+        (rows, a, h), // q, k, v
+        (rows, v, h), // logits from s
+        (rows, v, a), // logits += from c
+        (v, h, rows), // dW_tok
+        (v, a, rows), // dW_ctx
+        (rows, h, v), // d_s from the head
+        (rows, a, v), // d_c
+        (a, h, rows), // dW_q, dW_k, dW_v
+        (rows, h, a), // d_s from the context stream
+    ];
+    for l in 0..cfg.layers {
+        let n_in = cfg.gru_in(l);
+        p.extend([
+            (rows, g, n_in),                // input projection
+            (g, n_in, rows),                // dW_ih
+            (g, h, rows.saturating_sub(b)), // dW_hh (h at t-1)
+            (rows, n_in, g),                // d_in
+        ]);
+    }
+    p
+}
+
+/// Values the workspace's `scratch` holds: the largest split-K scratch of the
+/// step's products (at least 1).
+pub fn scratch_len(cfg: &Config, rows: usize, b: usize) -> usize {
+    let shape = |(m, n, k)| GemmShape { m, n, k, ta: false, tb: false, accumulate: false };
+    let gemm = step_products(cfg, rows, b)
+        .into_iter()
+        .map(|p| split_k_scratch_len(GemmPath::TiledF32, &shape(p)))
+        .max()
+        .unwrap_or(0);
+    gemm.max(1)
 }
 
 /// Bytes of device memory a workspace of `rows` positions takes.
@@ -76,7 +119,7 @@ pub fn workspace_bytes(cfg: &Config, rows: usize) -> u64 {
         + 3 * a
         + h
         + d;
-    (rows as u64 * per_row as u64 + 4 * rows as u64 + v as u64) * 4
+    (rows as u64 * per_row as u64 + 4 * rows as u64 + v as u64 + scratch_len(cfg, rows, 0) as u64) * 4
 }
 
 impl Workspace {
@@ -134,6 +177,7 @@ impl Workspace {
             d_emb: dev("embed.d_out", rows * d)?,
             partials: dev("reduce.partials", n_params.div_ceil(SUMSQ_CHUNK).max(rows))?,
             wt: dev("gru.w_hh_t", 3 * h * h)?,
+            scratch: dev("reduce.scratch", scratch_len(cfg, rows, b))?,
         })
     }
 
