@@ -20,6 +20,7 @@ pub static EMBED_BWD: &[u8] = spirv!("embed_bwd");
 pub static BIAS_ADD: &[u8] = spirv!("bias_add");
 pub static ADD: &[u8] = spirv!("add");
 pub static COL_SUM: &[u8] = spirv!("col_sum");
+pub static COL_SUM_FINAL: &[u8] = spirv!("col_sum_final");
 pub static ATTN_FWD: &[u8] = spirv!("attn_fwd");
 pub static ATTN_BWD_Q: &[u8] = spirv!("attn_bwd_q");
 pub static ATTN_BWD_KV: &[u8] = spirv!("attn_bwd_kv");

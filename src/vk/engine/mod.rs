@@ -15,11 +15,13 @@
 mod faults;
 mod kernels;
 mod layout;
+mod reduce;
 mod workspace;
 
 pub use faults::Fault;
 pub use kernels::{MAX_HIDDEN, ModelPush, st};
 pub use layout::{ParamEntry, ParamLayout};
+pub use reduce::{col_sum_chunks, col_sum_scratch_len, record_col_sum};
 pub use workspace::{Workspace, scratch_len, step_products, workspace_bytes};
 
 use std::sync::Arc;
@@ -440,6 +442,19 @@ impl Engine {
         )
     }
 
+    /// Records the column sums of `x` (`[rows, d]`) into the gradients at `out_off`.
+    fn col_sum<'a>(
+        &'a self,
+        seq: &mut Sequence<'a>,
+        x: &'a Buffer,
+        (rows, d): (usize, usize),
+        out_off: usize,
+        label: &str,
+    ) -> VkResult<()> {
+        let (x, out) = (MatRef::whole(x), MatRef { buf: &self.grads, offset: out_off });
+        record_col_sum(&self.ctx, seq, x, rows, d, out, &self.ws()?.scratch, label)
+    }
+
     fn off(&self, name: &str) -> usize {
         self.layout.offset(name)
     }
@@ -539,8 +554,7 @@ impl Engine {
                 let ctxw = self.off("head.ctx.weight");
                 self.mm(seq, (v, h, rows), (&ws.dlogits, 0, true), (s, 0, false), (gb, tok), false)?;
                 self.mm(seq, (v, a, rows), (dl_ctx, 0, true), (&ws.c, 0, false), (gb, ctxw), false)?;
-                let p = ModelPush { n: rows as u32, d: v as u32, off1: self.off("head.bias") as u32, ..base };
-                self.run(seq, &COL_SUM, &[&ws.dlogits, gb], &p, v, "head.bias grad")?;
+                self.col_sum(seq, &ws.dlogits, (rows, v), self.off("head.bias"), "head.bias grad")?;
                 self.mm(seq, (rows, h, v), (&ws.dlogits, 0, false), (pb, tok, false), (&ws.d_s_head, 0), false)?;
                 self.mm(seq, (rows, a, v), (&ws.dlogits, 0, false), (pb, ctxw, false), (&ws.d_c, 0), false)?;
             }
@@ -595,8 +609,7 @@ impl Engine {
                     for (name, src) in
                         [(format!("gru.bias_ih_l{l}"), &lb.d_gi), (format!("gru.bias_hh_l{l}"), &lb.d_gh)]
                     {
-                        let p = ModelPush { n: rows as u32, d: (3 * h) as u32, off1: self.off(&name) as u32, ..base };
-                        self.run(seq, &COL_SUM, &[src, gb], &p, 3 * h, &format!("{name} grad"))?;
+                        self.col_sum(seq, src, (rows, 3 * h), self.off(&name), &format!("{name} grad"))?;
                     }
                     let d_in = if l == 0 { &ws.d_emb } else { &ws.layers[l - 1].d_h };
                     self.mm(seq, (rows, n_in, 3 * h), (&lb.d_gi, 0, false), (pb, w_ih, false), (d_in, 0), false)?;

@@ -8,6 +8,7 @@ use crate::vk::ops::{GemmPath, GemmShape, split_k_scratch_len};
 use crate::vk::{Buffer, Context, MemoryKind, VkError, VkResult};
 
 use super::kernels::SUMSQ_CHUNK;
+use super::reduce::col_sum_scratch_len;
 
 /// One GRU layer's buffers, each `[T, B, ·]`.
 pub struct LayerBufs {
@@ -60,7 +61,8 @@ pub struct Workspace {
     pub partials: Buffer,
     /// Scratch: a layer's W_hh transposed, `[H, 3H]`.
     pub wt: Buffer,
-    /// Scratch of the split-K products' partial sums ([`scratch_len`] values).
+    /// Scratch of the split-K products' partial sums and of the column sums'
+    /// chunk sums ([`scratch_len`] values).
     pub scratch: Buffer,
 }
 
@@ -93,7 +95,7 @@ pub fn step_products(cfg: &Config, rows: usize, b: usize) -> Vec<(usize, usize, 
 }
 
 /// Values the workspace's `scratch` holds: the largest split-K scratch of the
-/// step's products (at least 1).
+/// step's products and of its column sums (at least 1).
 pub fn scratch_len(cfg: &Config, rows: usize, b: usize) -> usize {
     let shape = |(m, n, k)| GemmShape { m, n, k, ta: false, tb: false, accumulate: false };
     let gemm = step_products(cfg, rows, b)
@@ -101,7 +103,8 @@ pub fn scratch_len(cfg: &Config, rows: usize, b: usize) -> usize {
         .map(|p| split_k_scratch_len(GemmPath::TiledF32, &shape(p)))
         .max()
         .unwrap_or(0);
-    gemm.max(1)
+    let sums = col_sum_scratch_len(rows, cfg.vocab).max(col_sum_scratch_len(rows, 3 * cfg.hidden));
+    gemm.max(sums).max(1)
 }
 
 /// Bytes of device memory a workspace of `rows` positions takes.
