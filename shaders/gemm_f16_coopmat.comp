@@ -2,7 +2,7 @@
 // C[M×N] = op(A)·op(B) (or C += … with accumulate) on cooperative matrices:
 // A and B are f32 in memory and rounded to f16 as they are staged into shared
 // memory; 16×16×16 f16 × f16 → f32 products accumulate in f32.
-// The push-constant block is the tiled kernel's (12 × u32 = 48 bytes).
+// The push-constant block is the tiled kernel's (16 × u32 = 64 bytes).
 //
 // Tiling: a workgroup of 4 subgroups of 32 invocations computes a BM×BN =
 // 64×64 tile of C, walking K in BK = 32 slices. Each subgroup owns a 32×32
@@ -34,6 +34,9 @@ layout(push_constant) uniform Push {
     uint lda; uint ldb; uint ldc;
     uint a_off; uint b_off; uint c_off;
     uint ta; uint tb; uint accumulate;
+    // The tiled kernel's split-K fields: this kernel is never split (the
+    // engine's planner keeps one slice for it) and ignores them.
+    uint k_chunk; uint c_stride; uint slices; uint reserved;
 } pc;
 
 shared float16_t As[BM * ASTR];

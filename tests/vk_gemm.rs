@@ -97,7 +97,7 @@ fn work_past_the_group_count_limit_is_a_clear_error() {
     let e = dualscope::vk::group_counts(&ops::GEMM_F32, ctx.limits(), [1, u64::MAX, 1]).unwrap_err();
     assert!(e.to_string().contains("maxComputeWorkGroupCount"), "{e}");
     // A real product one tile row past the limit (when that fits in memory).
-    let m = (limit + 1) * 64;
+    let m = (limit + 1) * ops::GEMM_TILE_M;
     if m * 4 <= ctx.limits().max_storage_buffer_range as usize && m <= 1 << 24 {
         let a = Buffer::device_f32(&ctx, "tall.a", m).unwrap();
         let b = Buffer::device_f32(&ctx, "tall.b", 1).unwrap();
@@ -222,4 +222,186 @@ fn random_shapes_and_offsets_in_one_sequence() {
         assert!(guards.into_iter().all(|x| x.to_bits() == SENTINEL.to_bits()), "{:?}: guard overwritten", c.s);
     }
     assert_clean(&ctx, "random_shapes_and_offsets_in_one_sequence");
+}
+
+/// One product into a C padded with sentinels: the inputs, the initial C and
+/// the device buffers, so that it can be recorded several times.
+struct Product {
+    s: GemmShape,
+    offs: [usize; 3],
+    a: Vec<f32>,
+    b: Vec<f32>,
+    c0: Vec<f32>,
+    bufs: [Buffer; 3],
+    c_init: Buffer,
+    back: Buffer,
+}
+
+impl Product {
+    fn new(ctx: &dualscope::vk::Context, rng: &mut Rng, s: GemmShape) -> Product {
+        let (m, n, k) = (s.m, s.n, s.k);
+        let offs = [rng.below(40) as usize, rng.below(40) as usize, 1 + rng.below(40) as usize];
+        let (a, b, c0) = (random(rng, m * k), random(rng, k * n), random(rng, m * n));
+        let padded = |x: &[f32], off: usize| {
+            let mut v = vec![SENTINEL; off + x.len() + GUARD];
+            v[off..off + x.len()].copy_from_slice(x);
+            v
+        };
+        let c_pad = padded(&c0, offs[2]);
+        let bufs = [
+            Buffer::upload_f32(ctx, "a", &padded(&a, offs[0])).unwrap(),
+            Buffer::upload_f32(ctx, "b", &padded(&b, offs[1])).unwrap(),
+            Buffer::device_f32(ctx, "c", c_pad.len()).unwrap(),
+        ];
+        let c_init = Buffer::upload_f32(ctx, "c.init", &c_pad).unwrap();
+        let back = Buffer::readback_f32(ctx, "c.back", c_pad.len()).unwrap();
+        Product { s, offs, a, b, c0, bufs, c_init, back }
+    }
+
+    fn at(&self, i: usize) -> MatRef<'_> {
+        MatRef { buf: &self.bufs[i], offset: self.offs[i] }
+    }
+
+    /// The f64 reference, with the initial C added when accumulating.
+    fn want(&self) -> Vec<f64> {
+        let GemmShape { m, n, k, ta, tb, accumulate } = self.s;
+        let mut want = reference(m, n, k, &self.a, ta, &self.b, tb);
+        if accumulate {
+            want.iter_mut().zip(&self.c0).for_each(|(w, &x)| *w += x as f64);
+        }
+        want
+    }
+
+    /// C as read back, after checking that the guards kept their bits.
+    fn result(&self) -> Vec<f32> {
+        let got = self.back.read_f32().unwrap();
+        let (off, len) = (self.offs[2], self.s.m * self.s.n);
+        let guards = got[..off].iter().chain(&got[off + len..]);
+        assert!(guards.into_iter().all(|x| x.to_bits() == SENTINEL.to_bits()), "{:?}: guard overwritten", self.s);
+        got[off..off + len].to_vec()
+    }
+}
+
+/// The tiled kernel on shapes of several 128×64 tiles that divide none of the
+/// tile's sides (and a few that do), every transpose, offsets, accumulate.
+/// K stays below the split-K threshold: one dispatch per product.
+#[test]
+fn big_tile_shapes_that_do_not_divide_the_tile() {
+    let test = "big_tile_shapes_that_do_not_divide_the_tile";
+    let Some(ctx) = context(test) else { return };
+    let mut rng = Rng::new(77);
+    let mut cases = Vec::new();
+    for &(m, n, k) in &[(300, 200, 100), (129, 65, 17), (257, 130, 48), (128, 64, 16), (127, 63, 15), (256, 192, 33)] {
+        for (ta, tb) in [(false, false), (false, true), (true, false), (true, true)] {
+            let accumulate = rng.below(2) == 1;
+            let s = GemmShape { m, n, k, ta, tb, accumulate };
+            assert_eq!(ops::split_k_plan(ops::GemmPath::TiledF32, &s, usize::MAX).slices, 1);
+            cases.push(Product::new(&ctx, &mut rng, s));
+        }
+    }
+    let timings = {
+        let mut seq = Sequence::new(&ctx).unwrap();
+        for c in &cases {
+            seq.copy(&c.c_init, 0, &c.bufs[2], 0, c.c_init.bytes()).unwrap();
+            ops::gemm(&ctx, &mut seq, &c.s, c.at(0), c.at(1), c.at(2)).unwrap();
+            seq.copy(&c.bufs[2], 0, &c.back, 0, c.back.bytes()).unwrap();
+        }
+        seq.submit().unwrap()
+    };
+    assert_eq!(timings.dispatches.len(), cases.len());
+    for c in &cases {
+        let err = rel_l2(&c.result(), &c.want());
+        eprintln!("{:?}: rel L2 {err:.2e}", c.s);
+        // The f32 bound of rung 1 (ladder::f32_tolerance): 1e-5 for K ≤ 4096.
+        assert!(err <= dualscope::ladder::f32_tolerance(c.s.k), "{:?} offsets {:?}: rel L2 {err:e}", c.s, c.offs);
+    }
+    assert_clean(&ctx, test);
+}
+
+/// Split-K on products with few output tiles and long K (none a multiple of
+/// the tile or of the K-slice; the last slice shorter), every transpose,
+/// offsets, accumulate: within rung 1's f32 bound, which grows with K as the
+/// rounding error of a K-term sum does (`ladder::f32_tolerance`); the guards
+/// around C intact; and bit for bit the same result on a second run.
+#[test]
+fn split_k_matches_the_reference_and_is_deterministic() {
+    let test = "split_k_matches_the_reference_and_is_deterministic";
+    let Some(ctx) = context(test) else { return };
+    let path = ops::GemmPath::TiledF32;
+    let mut rng = Rng::new(4242);
+    let mut cases = Vec::new();
+    for (i, &(m, n, k)) in
+        [(37, 70, 1500), (130, 65, 777), (1, 1, 2000), (200, 3, 4100), (5, 300, 513)].iter().enumerate()
+    {
+        for (j, (ta, tb)) in [(false, false), (false, true), (true, false), (true, true)].into_iter().enumerate() {
+            let s = GemmShape { m, n, k, ta, tb, accumulate: (i + j) % 2 == 1 };
+            let plan = ops::split_k_plan(path, &s, usize::MAX);
+            assert!(plan.slices >= 2, "{s:?} is not split: {plan:?}");
+            assert!(plan.chunk.is_multiple_of(ops::GEMM_TILE_K) && (plan.slices - 1) * plan.chunk < k);
+            cases.push(Product::new(&ctx, &mut rng, s));
+        }
+    }
+    // Scratch with room to spare: the plan, not the buffer, sets the split.
+    let need = cases.iter().map(|c| ops::split_k_scratch_len(path, &c.s)).max().unwrap();
+    let scratch = Buffer::device_f32(&ctx, "splitk.scratch", need + 1000).unwrap();
+    let run = || {
+        let timings = {
+            let mut seq = Sequence::new(&ctx).unwrap();
+            for c in &cases {
+                seq.copy(&c.c_init, 0, &c.bufs[2], 0, c.c_init.bytes()).unwrap();
+                ops::gemm_split(&ctx, &mut seq, path, &c.s, c.at(0), c.at(1), c.at(2), Some(&scratch)).unwrap();
+                seq.copy(&c.bufs[2], 0, &c.back, 0, c.back.bytes()).unwrap();
+            }
+            seq.submit().unwrap()
+        };
+        // Two dispatches per product: the slices' partial products, then the reduction.
+        assert_eq!(timings.dispatches.len(), 2 * cases.len());
+        for (c, pair) in cases.iter().zip(timings.dispatches.chunks(2)) {
+            let plan = ops::split_k_plan(path, &c.s, usize::MAX);
+            assert!(pair[0].0.starts_with(&format!("gemm {}x{}x{}", c.s.m, c.s.n, c.s.k)), "{pair:?}");
+            assert!(pair[1].0.ends_with(&format!("splitk-reduce {}", plan.slices)), "{pair:?}");
+        }
+        cases.iter().map(|c| c.result()).collect::<Vec<_>>()
+    };
+    let first = run();
+    for (c, got) in cases.iter().zip(&first) {
+        let err = rel_l2(got, &c.want());
+        let tol = dualscope::ladder::f32_tolerance(c.s.k);
+        eprintln!("{:?}: rel L2 {err:.2e} (tolerance {tol:.1e})", c.s);
+        assert!(err <= tol, "{:?} offsets {:?}: rel L2 {err:e} (tolerance {tol:e})", c.s, c.offs);
+    }
+    let second = run();
+    for ((c, x), y) in cases.iter().zip(&first).zip(&second) {
+        let same = x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits());
+        assert!(same, "{:?}: two runs of the split product differ", c.s);
+    }
+    assert_clean(&ctx, test);
+}
+
+/// A scratch smaller than the plan wants caps the slices (the product is
+/// still right); with no room for two slices the product is not split.
+#[test]
+fn split_k_fits_the_scratch_it_is_given() {
+    let test = "split_k_fits_the_scratch_it_is_given";
+    let Some(ctx) = context(test) else { return };
+    let path = ops::GemmPath::TiledF32;
+    let mut rng = Rng::new(9);
+    let s = GemmShape { m: 20, n: 30, k: 3000, ta: true, tb: false, accumulate: true };
+    assert!(ops::split_k_plan(path, &s, usize::MAX).slices > 3);
+    for (room, slices) in [(3 * 600 + 599, 3), (2 * 600, 2), (600, 1)] {
+        assert_eq!(ops::split_k_plan(path, &s, room).slices, slices);
+        let c = Product::new(&ctx, &mut rng, s);
+        let scratch = Buffer::device_f32(&ctx, "splitk.scratch", room).unwrap();
+        let timings = {
+            let mut seq = Sequence::new(&ctx).unwrap();
+            seq.copy(&c.c_init, 0, &c.bufs[2], 0, c.c_init.bytes()).unwrap();
+            ops::gemm_split(&ctx, &mut seq, path, &c.s, c.at(0), c.at(1), c.at(2), Some(&scratch)).unwrap();
+            seq.copy(&c.bufs[2], 0, &c.back, 0, c.back.bytes()).unwrap();
+            seq.submit().unwrap()
+        };
+        assert_eq!(timings.dispatches.len(), if slices > 1 { 2 } else { 1 });
+        let err = rel_l2(&c.result(), &c.want());
+        assert!(err <= dualscope::ladder::f32_tolerance(s.k), "{slices} slices: rel L2 {err:e}");
+    }
+    assert_clean(&ctx, test);
 }

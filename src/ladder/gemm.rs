@@ -1,5 +1,5 @@
 //! Rung 1, `gemm`: every matrix product the model's training step uses for a
-//! configuration, and shapes that do not divide the kernel's 64×64×16 tiles,
+//! configuration, and shapes that do not divide the kernel's 128×64×16 tiles,
 //! on the Vulkan engine against the CPU reference in f64.
 
 use std::time::Instant;
@@ -201,13 +201,16 @@ fn run_case(ctx: &Context, c: &GemmCase, rng: &mut Rng, path: GemmPath) -> Resul
     let b_dev = Buffer::device_f32(ctx, "ladder.gemm.b", b.len())?;
     let c_dev = Buffer::device_f32(ctx, "ladder.gemm.c", c_init.len())?;
     let c_back = Buffer::readback_f32(ctx, "ladder.gemm.c.readback", c_init.len())?;
+    // Split along K as the engine splits it (the weight gradients' long K).
+    let scratch = ops::split_scratch(ctx, "ladder.gemm.splitk", path, &s)?;
     let timings = {
         let mut seq = Sequence::new(ctx)?;
         seq.copy(&a_up, 0, &a_dev, 0, a_dev.bytes())?;
         seq.copy(&b_up, 0, &b_dev, 0, b_dev.bytes())?;
         seq.copy(&c_up, 0, &c_dev, 0, c_dev.bytes())?;
         let cm = MatRef { buf: &c_dev, offset: GUARD };
-        ops::gemm_with(ctx, &mut seq, path, &s, MatRef::whole(&a_dev), MatRef::whole(&b_dev), cm)?;
+        let (am, bm) = (MatRef::whole(&a_dev), MatRef::whole(&b_dev));
+        ops::gemm_split(ctx, &mut seq, path, &s, am, bm, cm, scratch.as_ref())?;
         seq.copy(&c_dev, 0, &c_back, 0, c_dev.bytes())?;
         seq.submit()?
     };
@@ -246,7 +249,10 @@ fn run_case(ctx: &Context, c: &GemmCase, rng: &mut Rng, path: GemmPath) -> Resul
     };
     Ok(CaseResult {
         name: c.name.clone(),
-        params: format!("{} [{}]", params(&s), path.name()),
+        params: match ops::split_k_plan(path, &s, usize::MAX) {
+            p if p.slices > 1 => format!("{} [{}, split-K {}×{}]", params(&s), path.name(), p.slices, p.chunk),
+            _ => format!("{} [{}]", params(&s), path.name()),
+        },
         status,
         rel_l2: gpu.rel_l2,
         rel_l2_cpu_f32: cpu_cmp.rel_l2,

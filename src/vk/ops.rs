@@ -7,7 +7,8 @@ use super::kernel::{Access, KernelSpec, PushConstants};
 use super::recorder::{Sequence, Timings};
 use super::shaders;
 
-/// The push-constant block of `shaders/gemm_f32.comp` (12 × u32).
+/// The push-constant block of `shaders/gemm_f32.comp` (16 × u32), shared by
+/// `gemm_splitk_reduce.comp` and `gemm_f16_coopmat.comp`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct GemmPush {
@@ -23,20 +24,45 @@ pub struct GemmPush {
     pub ta: u32,
     pub tb: u32,
     pub accumulate: u32,
+    /// Workgroup `z` of the tiled kernel covers `k` in `[z·k_chunk, (z+1)·k_chunk)`.
+    pub k_chunk: u32,
+    /// Elements between the output planes of successive `z` (split-K partials).
+    pub c_stride: u32,
+    /// The reduce kernel: how many partial planes it adds.
+    pub slices: u32,
+    pub reserved: u32,
 }
-const _: () = assert!(std::mem::size_of::<GemmPush>() == 48);
-// SAFETY: `repr(C)`, twelve `u32` fields, no padding; matches the shader's block.
+const _: () = assert!(std::mem::size_of::<GemmPush>() == 64);
+// SAFETY: `repr(C)`, sixteen `u32` fields, no padding; matches the shaders' block.
 unsafe impl PushConstants for GemmPush {}
 
-/// 64×64 output tile per 16×16 workgroup, A and B slices of 16×(64+1) floats in shared memory.
+/// The tiled kernel's output tile (rows × columns) and K-slice.
+pub const GEMM_TILE_M: usize = 128;
+pub const GEMM_TILE_N: usize = 64;
+pub const GEMM_TILE_K: usize = 16;
+
+/// 128×64 output tile per 16×16 workgroup (8×4 values per thread), A and B
+/// slices of 16×(128+4) and 16×(64+4) floats in shared memory.
 pub static GEMM_F32: KernelSpec = KernelSpec {
     name: "gemm_f32",
     spirv: shaders::GEMM_F32,
     bindings: &[Access::Read, Access::Read, Access::ReadWrite],
-    push_size: 48,
+    push_size: 64,
     local_size: [16, 16, 1],
-    items_per_group: [64, 64, 1],
-    shared_bytes: 2 * 16 * 65 * 4,
+    items_per_group: [GEMM_TILE_N as u32, GEMM_TILE_M as u32, 1],
+    shared_bytes: (GEMM_TILE_K * (GEMM_TILE_M + 4) + GEMM_TILE_K * (GEMM_TILE_N + 4)) as u32 * 4,
+};
+
+/// The second pass of a split-K product: adds the partial planes in order
+/// (grid-stride over the `m×n` outputs).
+pub static GEMM_SPLITK_REDUCE: KernelSpec = KernelSpec {
+    name: "gemm_splitk_reduce",
+    spirv: shaders::GEMM_SPLITK_REDUCE,
+    bindings: &[Access::Read, Access::ReadWrite],
+    push_size: 64,
+    local_size: [256, 1, 1],
+    items_per_group: [256, 1, 1],
+    shared_bytes: 0,
 };
 
 /// The tiled kernel with every staged input rounded to f16 (f32 accumulation):
@@ -57,7 +83,7 @@ pub static GEMM_F16_COOPMAT: KernelSpec = KernelSpec {
         None => &[],
     },
     bindings: &[Access::Read, Access::Read, Access::ReadWrite],
-    push_size: 48,
+    push_size: 64,
     local_size: [128, 1, 1],
     items_per_group: [64, 64, 1],
     shared_bytes: 64 * 40 * 2 + 32 * 72 * 2 + 64 * 64 * 4,
@@ -110,6 +136,12 @@ impl GemmPath {
             GemmPath::FaultNoBounds => "tiled f32, fault: no bounds check",
             GemmPath::FaultF16Accum => "tiled f32, fault: f16 accumulation",
         }
+    }
+
+    /// Whether the kernel takes a K range per workgroup (split-K): the tiled
+    /// kernel and its variants do; the cooperative-matrix kernel does not.
+    pub fn splits(self) -> bool {
+        self != GemmPath::CoopMatF16
     }
 }
 
@@ -219,6 +251,50 @@ fn dim(what: &str, x: usize) -> VkResult<u32> {
     u32::try_from(x).map_err(|_| VkError::Limit(format!("gemm: {what} = {x} does not fit in 32 bits")))
 }
 
+/// Workgroups a split product aims for: about four per multiprocessor of a
+/// 132-SM GPU, two waves at two resident workgroups each. A property of the
+/// shape only, so that the summation order (and so every bit of the result)
+/// is the same on every device.
+pub const SPLIT_K_TARGET_GROUPS: usize = 512;
+/// The shortest K range a slice gets.
+pub const SPLIT_K_MIN_SLICE: usize = 256;
+
+/// How a product's K is cut: `slices` ranges of `chunk` (a multiple of the
+/// kernel's K-slice; the last may be shorter). `slices == 1`: not split.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SplitK {
+    pub slices: usize,
+    pub chunk: usize,
+}
+
+/// The split of `s` on `path` when the scratch holds `max_scratch` values:
+/// as many slices as bring the workgroups to about
+/// [`SPLIT_K_TARGET_GROUPS`], each at least [`SPLIT_K_MIN_SLICE`] long, and no
+/// more than the scratch holds (`slices·m·n` values). Products with enough
+/// output tiles, short K, or on the cooperative-matrix path are not split.
+pub fn split_k_plan(path: GemmPath, s: &GemmShape, max_scratch: usize) -> SplitK {
+    let whole = SplitK { slices: 1, chunk: s.k };
+    let tiles = s.m.div_ceil(GEMM_TILE_M) * s.n.div_ceil(GEMM_TILE_N);
+    if !path.splits() || tiles == 0 {
+        return whole;
+    }
+    let want = (SPLIT_K_TARGET_GROUPS / tiles).min(s.k / SPLIT_K_MIN_SLICE).min(max_scratch / (s.m * s.n));
+    if want < 2 {
+        return whole;
+    }
+    let chunk = s.k.div_ceil(want).next_multiple_of(GEMM_TILE_K);
+    let slices = s.k.div_ceil(chunk);
+    if slices < 2 { whole } else { SplitK { slices, chunk } }
+}
+
+/// Scratch values (f32) that `gemm_split` needs to split `s` as planned with
+/// unbounded scratch (0 when it is not split). Never more than
+/// `SPLIT_K_TARGET_GROUPS · 128 · 64` values, whatever the shape.
+pub fn split_k_scratch_len(path: GemmPath, s: &GemmShape) -> usize {
+    let plan = split_k_plan(path, s, usize::MAX);
+    if plan.slices > 1 { plan.slices * s.m * s.n } else { 0 }
+}
+
 /// Records `c (+)= op(a)·op(b)` into `seq` with the f32 tiled kernel.
 pub fn gemm<'a>(
     ctx: &Context,
@@ -231,7 +307,8 @@ pub fn gemm<'a>(
     gemm_with(ctx, seq, GemmPath::TiledF32, s, a, b, c)
 }
 
-/// Records `c (+)= op(a)·op(b)` into `seq` with the kernel of `path`.
+/// Records `c (+)= op(a)·op(b)` into `seq` with the kernel of `path`, in one
+/// dispatch (never split).
 pub fn gemm_with<'a>(
     ctx: &Context,
     seq: &mut Sequence<'a>,
@@ -240,6 +317,42 @@ pub fn gemm_with<'a>(
     a: MatRef<'a>,
     b: MatRef<'a>,
     c: MatRef<'a>,
+) -> VkResult<()> {
+    gemm_split(ctx, seq, path, s, a, b, c, None)
+}
+
+/// The dispatch label of a product, `gemm MxNxK[ ta][ tb][ acc]`.
+fn label(s: &GemmShape) -> String {
+    format!(
+        "gemm {}x{}x{}{}{}{}",
+        s.m,
+        s.n,
+        s.k,
+        if s.ta { " ta" } else { "" },
+        if s.tb { " tb" } else { "" },
+        if s.accumulate { " acc" } else { "" }
+    )
+}
+
+/// Records `c (+)= op(a)·op(b)` into `seq` with the kernel of `path`, split
+/// along K where [`split_k_plan`] says so and `scratch` (read from its start)
+/// has room: then the tiled kernel writes one partial product per K range
+/// into `scratch` (`[slices, m, n]`), and `gemm_splitk_reduce` adds them in
+/// slice order into `c` (adding the old `c` last with `accumulate`). No
+/// atomics: the result depends only on the shape, not on scheduling.
+///
+/// Dispatch labels: `gemm MxNxK[ ta][ tb][ acc]` for the product (split or
+/// not), and the same followed by ` splitk-reduce S` for the second pass.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_split<'a>(
+    ctx: &Context,
+    seq: &mut Sequence<'a>,
+    path: GemmPath,
+    s: &GemmShape,
+    a: MatRef<'a>,
+    b: MatRef<'a>,
+    c: MatRef<'a>,
+    scratch: Option<&'a Buffer>,
 ) -> VkResult<()> {
     if path == GemmPath::CoopMatF16
         && let Some(why) = coopmat_f16_unavailable(ctx)
@@ -259,18 +372,37 @@ pub fn gemm_with<'a>(
         ta: s.ta as u32,
         tb: s.tb as u32,
         accumulate: s.accumulate as u32,
+        k_chunk: dim("k", s.k)?,
+        c_stride: 0,
+        slices: 1,
+        reserved: 0,
     };
     let kernel = ctx.kernel(path.spec())?;
-    let label = format!(
-        "gemm {}x{}x{}{}{}{}",
-        s.m,
-        s.n,
-        s.k,
-        if s.ta { " ta" } else { "" },
-        if s.tb { " tb" } else { "" },
-        if s.accumulate { " acc" } else { "" }
-    );
-    seq.dispatch(&kernel, &[a.buf, b.buf, c.buf], &push, [s.n as u64, s.m as u64, 1], &label)
+    let label = label(s);
+    let plan = match scratch {
+        Some(buf) => split_k_plan(path, s, buf.len_f32()),
+        None => SplitK { slices: 1, chunk: s.k },
+    };
+    let Some(scratch) = scratch.filter(|_| plan.slices > 1) else {
+        return seq.dispatch(&kernel, &[a.buf, b.buf, c.buf], &push, [s.n as u64, s.m as u64, 1], &label);
+    };
+    let plane = s.m * s.n;
+    fits("the split-K scratch", &MatRef::whole(scratch), plan.slices * plane)?;
+    let partial = GemmPush {
+        ldc: push.n,
+        c_off: 0,
+        accumulate: 0,
+        k_chunk: dim("k_chunk", plan.chunk)?,
+        c_stride: dim("m·n", plane)?,
+        ..push
+    };
+    let work = [s.n as u64, s.m as u64, plan.slices as u64];
+    seq.dispatch(&kernel, &[a.buf, b.buf, scratch], &partial, work, &label)?;
+    let reduce = GemmPush { slices: plan.slices as u32, c_stride: partial.c_stride, ..push };
+    let kernel = ctx.kernel(&GEMM_SPLITK_REDUCE)?;
+    let items = plane.clamp(1, 65535 * 256) as u64;
+    let label = format!("{label} splitk-reduce {}", plan.slices);
+    seq.dispatch(&kernel, &[scratch, c.buf], &reduce, [items, 1, 1], &label)
 }
 
 /// Staging buffers holding `a` and `b`, and device buffers of their sizes:
@@ -284,8 +416,17 @@ fn operands(ctx: &Context, label: &str, a: &[f32], b: &[f32]) -> VkResult<[Buffe
     ])
 }
 
-/// Uploads `a` and `b`, computes `op(a)·op(b)` on the device, and reads the
-/// `m×n` result back, with the device time of the product.
+/// A scratch buffer for `s` split as [`split_k_plan`] wants (None if it is not split).
+pub fn split_scratch(ctx: &Context, name: &str, path: GemmPath, s: &GemmShape) -> VkResult<Option<Buffer>> {
+    match split_k_scratch_len(path, s) {
+        0 => Ok(None),
+        len => Buffer::device_f32(ctx, name, len).map(Some),
+    }
+}
+
+/// Uploads `a` and `b`, computes `op(a)·op(b)` on the device (split along K
+/// where the engine would split it), and reads the `m×n` result back, with the
+/// device time of the product.
 #[allow(clippy::too_many_arguments)]
 pub fn gemm_host_timed(
     ctx: &Context,
@@ -309,12 +450,14 @@ pub fn gemm_host_timed(
     let [a_up, b_up, a_dev, b_dev] = operands(ctx, "gemm", a, b)?;
     let c_dev = Buffer::device_f32(ctx, "gemm.c", m * n)?;
     let c_back = Buffer::readback_f32(ctx, "gemm.c.readback", m * n)?;
+    let shape = GemmShape { m, n, k, ta, tb, accumulate: false };
+    let scratch = split_scratch(ctx, "gemm.splitk", GemmPath::TiledF32, &shape)?;
     let timings = {
         let mut seq = Sequence::new(ctx)?;
         seq.copy(&a_up, 0, &a_dev, 0, a_dev.bytes())?;
         seq.copy(&b_up, 0, &b_dev, 0, b_dev.bytes())?;
-        let shape = GemmShape { m, n, k, ta, tb, accumulate: false };
-        gemm(ctx, &mut seq, &shape, MatRef::whole(&a_dev), MatRef::whole(&b_dev), MatRef::whole(&c_dev))?;
+        let (a, b, c) = (MatRef::whole(&a_dev), MatRef::whole(&b_dev), MatRef::whole(&c_dev));
+        gemm_split(ctx, &mut seq, GemmPath::TiledF32, &shape, a, b, c, scratch.as_ref())?;
         seq.copy(&c_dev, 0, &c_back, 0, c_dev.bytes())?;
         seq.submit()?
     };
@@ -339,26 +482,82 @@ pub fn gemm_host(
 }
 
 /// Device milliseconds of each of `reps` identical `m×n×k` products recorded
-/// into one sequence (random inputs; the outputs are not read back).
+/// into one sequence (random inputs; the outputs are not read back). A split
+/// product counts both of its passes.
 pub fn gemm_throughput(ctx: &Context, path: GemmPath, s: &GemmShape, reps: usize) -> VkResult<Vec<f64>> {
     let mut rng = crate::rng::Rng::new(42);
     let a: Vec<f32> = (0..s.m * s.k).map(|_| rng.normal() as f32).collect();
     let b: Vec<f32> = (0..s.k * s.n).map(|_| rng.normal() as f32).collect();
     let [a_up, b_up, a_dev, b_dev] = operands(ctx, "gemm_bench", &a, &b)?;
     let c_dev = Buffer::device_f32(ctx, "gemm_bench.c", s.m * s.n)?;
+    let scratch = split_scratch(ctx, "gemm_bench.splitk", path, s)?;
     let timings = {
         let mut seq = Sequence::new(ctx)?;
         seq.copy(&a_up, 0, &a_dev, 0, a_dev.bytes())?;
         seq.copy(&b_up, 0, &b_dev, 0, b_dev.bytes())?;
         for _ in 0..reps {
-            gemm_with(ctx, &mut seq, path, s, MatRef::whole(&a_dev), MatRef::whole(&b_dev), MatRef::whole(&c_dev))?;
+            let (a, b, c) = (MatRef::whole(&a_dev), MatRef::whole(&b_dev), MatRef::whole(&c_dev));
+            gemm_split(ctx, &mut seq, path, s, a, b, c, scratch.as_ref())?;
         }
         seq.submit()?
     };
-    let ms: Vec<f64> =
-        timings.dispatches.iter().filter_map(|(l, ns)| ns.filter(|_| l.starts_with("gemm")).map(|x| x / 1e6)).collect();
+    // One product is one dispatch, or two when it is split (product, reduce).
+    let per = if split_k_scratch_len(path, s) > 0 { 2 } else { 1 };
+    let ns: Option<Vec<f64>> = timings.dispatches.iter().map(|d| d.1).collect();
+    let ms: Vec<f64> = ns.unwrap_or_default().chunks(per).map(|c| c.iter().sum::<f64>() / 1e6).collect();
     if ms.is_empty() {
         return Err(VkError::Invalid("the device reported no timestamps for the products".into()));
     }
     Ok(ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape(m: usize, n: usize, k: usize) -> GemmShape {
+        GemmShape { m, n, k, ta: true, tb: false, accumulate: false }
+    }
+
+    #[test]
+    fn split_k_plans_cover_k_with_aligned_slices() {
+        for m in [1, 7, 64, 128, 129, 256, 1536, 8192] {
+            for n in [1, 3, 64, 65, 512] {
+                for k in [0, 1, 255, 256, 511, 512, 513, 1000, 4100, 8160, 8192, 131072] {
+                    let s = shape(m, n, k);
+                    let p = split_k_plan(GemmPath::TiledF32, &s, usize::MAX);
+                    if p.slices == 1 {
+                        assert_eq!(p.chunk, k);
+                        assert_eq!(split_k_scratch_len(GemmPath::TiledF32, &s), 0);
+                        continue;
+                    }
+                    let tiles = m.div_ceil(GEMM_TILE_M) * n.div_ceil(GEMM_TILE_N);
+                    assert!(p.chunk.is_multiple_of(GEMM_TILE_K), "{s:?} {p:?}");
+                    // Every slice is non-empty and together they cover K.
+                    assert!((p.slices - 1) * p.chunk < k && p.slices * p.chunk >= k, "{s:?} {p:?}");
+                    assert!(p.chunk >= SPLIT_K_MIN_SLICE, "{s:?} {p:?}");
+                    assert!(p.slices * tiles <= SPLIT_K_TARGET_GROUPS, "{s:?} {p:?}");
+                    let scratch = split_k_scratch_len(GemmPath::TiledF32, &s);
+                    assert_eq!(scratch, p.slices * m * n);
+                    assert!(scratch <= SPLIT_K_TARGET_GROUPS * GEMM_TILE_M * GEMM_TILE_N);
+                    // Less scratch: fewer slices, never more than it holds.
+                    let q = split_k_plan(GemmPath::TiledF32, &s, scratch - 1);
+                    assert!(q.slices < p.slices && (q.slices == 1 || q.slices * m * n < scratch), "{s:?} {q:?}");
+                }
+            }
+        }
+        assert_eq!(split_k_plan(GemmPath::CoopMatF16, &shape(256, 512, 8192), usize::MAX).slices, 1);
+    }
+
+    /// The bench configuration's weight gradients get enough workgroups.
+    #[test]
+    fn the_weight_gradients_of_bench_are_split() {
+        for (m, n, k) in [(256, 512, 8192), (1536, 512, 8160), (1536, 512, 8192), (1536, 256, 8192), (256, 256, 8192)] {
+            let p = split_k_plan(GemmPath::TiledF32, &shape(m, n, k), usize::MAX);
+            let groups = p.slices * m.div_ceil(GEMM_TILE_M) * n.div_ceil(GEMM_TILE_N);
+            assert!(groups >= 256, "{m}x{n}x{k}: {p:?}, {groups} workgroups");
+        }
+        // A product with enough tiles is left whole.
+        assert_eq!(split_k_plan(GemmPath::TiledF32, &shape(8192, 1536, 512), usize::MAX).slices, 1);
+    }
 }

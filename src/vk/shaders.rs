@@ -9,6 +9,7 @@ macro_rules! spirv {
 pub static GEMM_F32: &[u8] = spirv!("gemm_f32");
 pub static GEMM_F16IN_TILED: &[u8] = spirv!("gemm_f16in_tiled");
 pub static GEMM_BF16IN_TILED: &[u8] = spirv!("gemm_bf16in_tiled");
+pub static GEMM_SPLITK_REDUCE: &[u8] = spirv!("gemm_splitk_reduce");
 
 // `GEMM_F16_COOPMAT: Option<&[u8]>`: present when build.rs found glslang 13.
 include!(concat!(env!("OUT_DIR"), "/optional_shaders.rs"));
@@ -19,6 +20,7 @@ pub static EMBED_BWD: &[u8] = spirv!("embed_bwd");
 pub static BIAS_ADD: &[u8] = spirv!("bias_add");
 pub static ADD: &[u8] = spirv!("add");
 pub static COL_SUM: &[u8] = spirv!("col_sum");
+pub static COL_SUM_FINAL: &[u8] = spirv!("col_sum_final");
 pub static ATTN_FWD: &[u8] = spirv!("attn_fwd");
 pub static ATTN_BWD_Q: &[u8] = spirv!("attn_bwd_q");
 pub static ATTN_BWD_KV: &[u8] = spirv!("attn_bwd_kv");

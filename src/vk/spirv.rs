@@ -71,7 +71,14 @@ mod tests {
     #[test]
     fn reads_the_gemm_push_constant_block() {
         let words = ash::util::read_spv(&mut std::io::Cursor::new(super::super::shaders::GEMM_F32)).unwrap();
-        assert_eq!(push_constant_size(&words), Some(48));
+        assert_eq!(push_constant_size(&words), Some(64));
+        // The other kernels that share `GemmPush` declare the same 16 words.
+        let shaders =
+            super::super::shaders::GEMM_F16_COOPMAT.into_iter().chain([super::super::shaders::GEMM_SPLITK_REDUCE]);
+        for spirv in shaders {
+            let words = ash::util::read_spv(&mut std::io::Cursor::new(spirv)).unwrap();
+            assert_eq!(push_constant_size(&words), Some(64));
+        }
         assert_eq!(push_constant_size(&[1, 2, 3]), None);
     }
 }

@@ -51,7 +51,7 @@ impl Fault {
     pub fn description(self) -> &'static str {
         match self {
             Fault::GemmNoBounds => {
-                "GEMM tiles load past the matrix edge without a bounds check or zero padding (shapes that are not multiples of the 64×64×16 tile read neighbouring values)"
+                "GEMM tiles load past the matrix edge without a bounds check or zero padding (shapes that are not multiples of the 128×64×16 tile read neighbouring values)"
             }
             Fault::SoftmaxNoMax => {
                 "attention softmax without the maximum subtracted: exp overflows to Inf once a score passes ~88"

@@ -90,17 +90,30 @@ spec!(EMBED_FWD, "embed_fwd", EMBED_FWD, [R, R, W], 256);
 spec!(EMBED_BWD, "embed_bwd", EMBED_BWD, [R, R, RW], 256);
 spec!(BIAS_ADD, "bias_add", BIAS_ADD, [R, RW], 256);
 spec!(ADD, "add", ADD, [R, R, W], 256);
-spec!(COL_SUM, "col_sum", COL_SUM, [R, RW], 256);
 spec!(TRANSPOSE, "transpose", TRANSPOSE, [R, W], 256);
 spec!(TOKEN_GUARD, "token_guard", TOKEN_GUARD, [R, R, W, W, RW], 256);
 spec!(SCALE_GRADS, "scale_grads", SCALE_GRADS, [R, RW], 256);
 spec!(ADAMW, "adamw", ADAMW, [R, RW, R, RW, RW], 256);
+// Column sums, pass 2: one invocation per column adds the chunks' sums.
+spec!(COL_SUM_FINAL, "col_sum_final", COL_SUM_FINAL, [R, W], 256);
 // One workgroup per row of logits.
 spec!(LOSS, "loss", LOSS, [R, R, R, W, W, R], 1);
 // One workgroup per 4096 values.
 spec!(SUMSQ, "sumsq", SUMSQ, [R, W], 4096);
 // A single workgroup.
 spec!(STATE, "state", STATE, [RW, R], 1 << 30);
+
+/// Column sums, pass 1: a workgroup of 32 columns × 8 lanes per block of 32
+/// columns (x) and chunk of rows (y); see `reduce.rs`.
+pub static COL_SUM: KernelSpec = KernelSpec {
+    name: "col_sum",
+    spirv: shaders::COL_SUM,
+    bindings: &[R, W],
+    push_size: 64,
+    local_size: [32, 8, 1],
+    items_per_group: [32, 1, 1],
+    shared_bytes: 8 * 32 * 4,
+};
 
 /// Widest hidden state the recurrence kernels hold in shared memory.
 pub const MAX_HIDDEN: usize = 1024;

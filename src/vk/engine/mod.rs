@@ -15,12 +15,14 @@
 mod faults;
 mod kernels;
 mod layout;
+mod reduce;
 mod workspace;
 
 pub use faults::Fault;
 pub use kernels::{MAX_HIDDEN, ModelPush, st};
 pub use layout::{ParamEntry, ParamLayout};
-pub use workspace::{Workspace, workspace_bytes};
+pub use reduce::{col_sum_chunks, col_sum_scratch_len, record_col_sum};
+pub use workspace::{Workspace, scratch_len, step_products, workspace_bytes};
 
 use std::sync::Arc;
 
@@ -505,9 +507,11 @@ impl Engine {
         seq.dispatch(&kernel, bufs, push, work, label)
     }
 
+    /// Records a product, split along K where `ops::split_k_plan` says so
+    /// (the partial sums go through the workspace's scratch).
     #[allow(clippy::too_many_arguments)]
     fn mm<'a>(
-        &self,
+        &'a self,
         seq: &mut Sequence<'a>,
         (m, n, k): (usize, usize, usize),
         a: (&'a Buffer, usize, bool),
@@ -516,15 +520,35 @@ impl Engine {
         accumulate: bool,
     ) -> VkResult<()> {
         let shape = GemmShape { m, n, k, ta: a.2, tb: b.2, accumulate };
-        ops::gemm_with(
+        let path = self.gemm_path_now();
+        let scratch = &self.ws()?.scratch;
+        debug_assert!(
+            ops::split_k_scratch_len(path, &shape) <= scratch.len_f32(),
+            "gemm {m}x{n}x{k}: its split-K scratch is missing from workspace::step_products"
+        );
+        ops::gemm_split(
             &self.ctx,
             seq,
-            self.gemm_path_now(),
+            path,
             &shape,
             MatRef { buf: a.0, offset: a.1 },
             MatRef { buf: b.0, offset: b.1 },
             MatRef { buf: c.0, offset: c.1 },
+            Some(scratch),
         )
+    }
+
+    /// Records the column sums of `x` (`[rows, d]`) into the gradients at `out_off`.
+    fn col_sum<'a>(
+        &'a self,
+        seq: &mut Sequence<'a>,
+        x: &'a Buffer,
+        (rows, d): (usize, usize),
+        out_off: usize,
+        label: &str,
+    ) -> VkResult<()> {
+        let (x, out) = (MatRef::whole(x), MatRef { buf: &self.grads, offset: out_off });
+        record_col_sum(&self.ctx, seq, x, rows, d, out, &self.ws()?.scratch, label)
     }
 
     fn off(&self, name: &str) -> usize {
@@ -636,8 +660,7 @@ impl Engine {
                 let ctxw = self.off("head.ctx.weight");
                 self.mm(seq, (v, h, rows), (&ws.dlogits, 0, true), (s, 0, false), (gb, tok), false)?;
                 self.mm(seq, (v, a, rows), (dl_ctx, 0, true), (&ws.c, 0, false), (gb, ctxw), false)?;
-                let p = ModelPush { n: rows as u32, d: v as u32, off1: self.off("head.bias") as u32, ..base };
-                self.run(seq, &COL_SUM, &[&ws.dlogits, gb], &p, v, "head.bias grad")?;
+                self.col_sum(seq, &ws.dlogits, (rows, v), self.off("head.bias"), "head.bias grad")?;
                 self.mm(seq, (rows, h, v), (&ws.dlogits, 0, false), (pb, tok, false), (&ws.d_s_head, 0), false)?;
                 self.mm(seq, (rows, a, v), (&ws.dlogits, 0, false), (pb, ctxw, false), (&ws.d_c, 0), false)?;
             }
@@ -701,8 +724,7 @@ impl Engine {
                     for (name, src) in
                         [(format!("gru.bias_ih_l{l}"), &lb.d_gi), (format!("gru.bias_hh_l{l}"), &lb.d_gh)]
                     {
-                        let p = ModelPush { n: rows as u32, d: (3 * h) as u32, off1: self.off(&name) as u32, ..base };
-                        self.run(seq, &COL_SUM, &[src, gb], &p, 3 * h, &format!("{name} grad"))?;
+                        self.col_sum(seq, src, (rows, 3 * h), self.off(&name), &format!("{name} grad"))?;
                     }
                     let d_in = if l == 0 { &ws.d_emb } else { &ws.layers[l - 1].d_h };
                     self.mm(seq, (rows, n_in, 3 * h), (&lb.d_gi, 0, false), (pb, w_ih, false), (d_in, 0), false)?;

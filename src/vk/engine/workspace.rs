@@ -4,9 +4,11 @@
 
 use crate::dataset::Batch;
 use crate::model::Config;
+use crate::vk::ops::{GemmPath, GemmShape, split_k_scratch_len};
 use crate::vk::{Buffer, Context, MemoryKind, VkError, VkResult};
 
 use super::kernels::{GRID_FLAG_WORDS, GRID_MAX_GROUPS, SUMSQ_CHUNK};
+use super::reduce::col_sum_scratch_len;
 
 /// One GRU layer's buffers, each `[T, B, ·]`.
 pub struct LayerBufs {
@@ -61,6 +63,50 @@ pub struct Workspace {
     pub wt: Buffer,
     /// The grid recurrence's barrier flags, one 128-byte line per workgroup.
     pub sync: Buffer,
+    /// Scratch of the split-K products' partial sums and of the column sums'
+    /// chunk sums ([`scratch_len`] values).
+    pub scratch: Buffer,
+}
+
+/// `(m, n, k)` of every matrix product `Engine::record_stage` records for
+/// `rows` positions of `b` rows. It sizes the split-K scratch; `Engine::mm`
+/// checks (in debug builds) that each product it records is covered.
+pub fn step_products(cfg: &Config, rows: usize, b: usize) -> Vec<(usize, usize, usize)> {
+    let (h, a, v, g) = (cfg.hidden, cfg.attn_dim, cfg.vocab, 3 * cfg.hidden);
+    let mut p = vec![
+        (rows, a, h), // q, k, v
+        (rows, v, h), // logits from s
+        (rows, v, a), // logits += from c
+        (v, h, rows), // dW_tok
+        (v, a, rows), // dW_ctx
+        (rows, h, v), // d_s from the head
+        (rows, a, v), // d_c
+        (a, h, rows), // dW_q, dW_k, dW_v
+        (rows, h, a), // d_s from the context stream
+    ];
+    for l in 0..cfg.layers {
+        let n_in = cfg.gru_in(l);
+        p.extend([
+            (rows, g, n_in),                // input projection
+            (g, n_in, rows),                // dW_ih
+            (g, h, rows.saturating_sub(b)), // dW_hh (h at t-1)
+            (rows, n_in, g),                // d_in
+        ]);
+    }
+    p
+}
+
+/// Values the workspace's `scratch` holds: the largest split-K scratch of the
+/// step's products and of its column sums (at least 1).
+pub fn scratch_len(cfg: &Config, rows: usize, b: usize) -> usize {
+    let shape = |(m, n, k)| GemmShape { m, n, k, ta: false, tb: false, accumulate: false };
+    let gemm = step_products(cfg, rows, b)
+        .into_iter()
+        .map(|p| split_k_scratch_len(GemmPath::TiledF32, &shape(p)))
+        .max()
+        .unwrap_or(0);
+    let sums = col_sum_scratch_len(rows, cfg.vocab).max(col_sum_scratch_len(rows, 3 * cfg.hidden));
+    gemm.max(sums).max(1)
 }
 
 /// Bytes of device memory a workspace of `rows` positions takes.
@@ -78,7 +124,7 @@ pub fn workspace_bytes(cfg: &Config, rows: usize) -> u64 {
         + 3 * a
         + h
         + d;
-    (rows as u64 * per_row as u64 + 4 * rows as u64 + v as u64) * 4
+    (rows as u64 * per_row as u64 + 4 * rows as u64 + v as u64 + scratch_len(cfg, rows, 0) as u64) * 4
 }
 
 impl Workspace {
@@ -137,6 +183,7 @@ impl Workspace {
             partials: dev("reduce.partials", n_params.div_ceil(SUMSQ_CHUNK).max(rows))?,
             wt: dev("gru.w_hh_t", 3 * h * h)?,
             sync: dev("grid.sync", GRID_MAX_GROUPS * GRID_FLAG_WORDS)?,
+            scratch: dev("reduce.scratch", scratch_len(cfg, rows, b))?,
         })
     }
 
