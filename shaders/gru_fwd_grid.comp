@@ -141,7 +141,7 @@ void main() {
                     [[unroll]] for (uint i = 0u; i < KC / 4u; ++i) {
                         uint k = kb + 4u * (lane + S * i);
                         [[unroll]] for (uint r = 0u; r < NB; ++r)
-                            xs[r][i] = k < H && rb + r < pc.B && (pc.flag & 16u) == 0u ? h4[((hrow + r) * H + k) >> 2] : vec4(float(k));
+                            xs[r][i] = k < H && rb + r < pc.B ? h4[((hrow + r) * H + k) >> 2] : vec4(0.0);
                     }
                     [[unroll]] for (uint i = 0u; i < KC / 4u; ++i) {
                         uint k = kb + 4u * (lane + S * i);
@@ -179,7 +179,7 @@ void main() {
 #endif
                 for (uint r = 0u; r < NB; ++r)
                     for (uint q = 0u; q < 3u; ++q) {
-                        vec4 s = (pc.flag & 32u) != 0u ? acc[r][q] : subgroupAdd(acc[r][q]);
+                        vec4 s = subgroupAdd(acc[r][q]);
                         if (lane == 0u) sums[(sg * NB + r) * 3u + q] = s;
                     }
             }

@@ -244,6 +244,9 @@ fn grid_barrier_either_matches_or_reports_the_device() {
     match e.grads(&b) {
         Ok(_) => assert_matches_cpu(&mut e, &cfg, &params, &b, "grid"),
         Err(err) => assert!(err.to_string().contains("DUALSCOPE_RECURRENCE=seq"), "{err}"),
+    }
+    assert_clean(&ctx, test);
+}
 
 /// The tiled attention kernels sum in a fixed order (no atomics, fixed
 /// reduction trees): the same inputs give the same bits, run after run, also
@@ -282,6 +285,9 @@ fn attention_is_bitwise_repeatable() {
     for (name, got) in names.iter().zip(&first) {
         let r = rel(got, &trace.get(name).unwrap().data);
         assert!(r <= 2e-5, "{name}: rel L2 {r:.3e}");
+    }
+    assert_clean(&ctx, test);
+}
 
 /// The bias gradients' column sums (`col_sum.comp`, then `col_sum_final.comp`
 /// past one chunk of rows) against a float64 sum: from one row to more rows

@@ -199,7 +199,7 @@ fn recurrence_floor(
     v["barriers_per_step"] = json!(barriers);
     v["floor_ms"] = json!(barrier_us * barriers as f64 / 1e3);
     if std::env::var("DUALSCOPE_GRID_PROBE").is_ok() {
-        for flag in [0u32, 2, 4, 8, 6, 10, 12, 14, 26, 42, 58] {
+        for flag in [0u32, 2, 4, 8, 6, 10, 12, 14] {
             let mut xs: Vec<f64> = (0..5).filter_map(|_| e.probe_grid(t, flag).ok().flatten()).collect();
             if !xs.is_empty() {
                 v[format!("probe_{flag}_us")] = json!(percentiles(&mut xs).0 * 1e3 / t as f64);
