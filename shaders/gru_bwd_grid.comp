@@ -16,14 +16,16 @@
 // VEC4 (built as gru_bwd_grid_vec4, used where H % 4 == 0): d_gh as vec4.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_EXT_control_flow_attributes : require
 #include "model.glsl"
+#include "butterfly.glsl"
 
 #define U 4u
 #define MAXH 512u
 #define NB 4u
 // d_gh values per row an invocation loads at once.
-#define KC 16u
+#define KC 24u
 #define PASS_ROWS 128u
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer Par { float p[]; };
@@ -170,9 +172,34 @@ void main() {
                     }
                 }
 #endif
-                for (uint i = 0u; i < NB; ++i) {
-                    vec4 sum = subgroupAdd(acc[i]);
-                    if (lane == 0u) sums[sg * NB + i] = sum;
+                uint so = sg * NB;
+                if (S >= 8u && S <= 64u) {
+                    // Butterfly: the 16 sums end spread over the lanes,
+                    // value g = row·4 + unit.
+                    float v16[16];
+                    [[unroll]] for (uint i = 0u; i < NB; ++i)
+                        [[unroll]] for (uint c = 0u; c < 4u; ++c) v16[i * 4u + c] = acc[i][c];
+                    float v8[8], v4[4], v2[2];
+                    HALVE(v8, v16, 16u, 1u);
+                    HALVE(v4, v8, 8u, 2u);
+                    HALVE(v2, v4, 4u, 4u);
+                    uint g = ((lane & 1u) != 0u ? 8u : 0u) + ((lane & 2u) != 0u ? 4u : 0u) + ((lane & 4u) != 0u ? 2u : 0u);
+                    if (S == 8u) {
+                        sums[so + g / 4u][g % 4u] = v2[0];
+                        sums[so + (g + 1u) / 4u][(g + 1u) % 4u] = v2[1];
+                    } else {
+                        float v1[1];
+                        HALVE(v1, v2, 2u, 8u);
+                        g += (lane & 8u) != 0u ? 1u : 0u;
+                        if (S >= 32u) v1[0] += subgroupShuffleXor(v1[0], 16u);
+                        if (S >= 64u) v1[0] += subgroupShuffleXor(v1[0], 32u);
+                        if ((lane & 48u) == 0u) sums[so + g / 4u][g % 4u] = v1[0];
+                    }
+                } else {
+                    for (uint i = 0u; i < NB; ++i) {
+                        vec4 sum = subgroupAdd(acc[i]);
+                        if (lane == 0u) sums[so + i] = sum;
+                    }
                 }
             }
             barrier();

@@ -25,8 +25,10 @@
 // flag 1: no arithmetic, only pc.n - 1 grid barriers (Engine::probe_grid_barrier).
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_EXT_control_flow_attributes : require
 #include "model.glsl"
+#include "butterfly.glsl"
 
 #define U 4u
 #define MAXH 512u
@@ -177,11 +179,37 @@ void main() {
                     }
                 }
 #endif
-                for (uint r = 0u; r < NB; ++r)
-                    for (uint q = 0u; q < 3u; ++q) {
-                        vec4 s = subgroupAdd(acc[r][q]);
-                        if (lane == 0u) sums[(sg * NB + r) * 3u + q] = s;
+                uint so = sg * NB * 3u;
+                if (S >= 8u && S <= 64u) {
+                    // Butterfly: the 48 sums end spread over the lanes,
+                    // value g = (row·3 + gate)·4 + unit.
+                    float v48[48];
+                    [[unroll]] for (uint r = 0u; r < NB; ++r)
+                        [[unroll]] for (uint q = 0u; q < 3u; ++q)
+                            [[unroll]] for (uint c = 0u; c < 4u; ++c) v48[(r * 3u + q) * 4u + c] = acc[r][q][c];
+                    float v24[24], v12[12], v6[6];
+                    HALVE(v24, v48, 48u, 1u);
+                    HALVE(v12, v24, 24u, 2u);
+                    HALVE(v6, v12, 12u, 4u);
+                    uint g = ((lane & 1u) != 0u ? 24u : 0u) + ((lane & 2u) != 0u ? 12u : 0u) + ((lane & 4u) != 0u ? 6u : 0u);
+                    if (S == 8u) {
+                        [[unroll]] for (uint i = 0u; i < 6u; ++i) sums[so + (g + i) / 4u][(g + i) % 4u] = v6[i];
+                    } else {
+                        float v3[3];
+                        HALVE(v3, v6, 6u, 8u);
+                        g += (lane & 8u) != 0u ? 3u : 0u;
+                        if (S >= 32u) [[unroll]] for (uint i = 0u; i < 3u; ++i) v3[i] += subgroupShuffleXor(v3[i], 16u);
+                        if (S >= 64u) [[unroll]] for (uint i = 0u; i < 3u; ++i) v3[i] += subgroupShuffleXor(v3[i], 32u);
+                        if ((lane & 48u) == 0u)
+                            [[unroll]] for (uint i = 0u; i < 3u; ++i) sums[so + (g + i) / 4u][(g + i) % 4u] = v3[i];
                     }
+                } else {
+                    for (uint r = 0u; r < NB; ++r)
+                        for (uint q = 0u; q < 3u; ++q) {
+                            vec4 s = subgroupAdd(acc[r][q]);
+                            if (lane == 0u) sums[so + r * 3u + q] = s;
+                        }
+                }
             }
             barrier();
             if (one) {

@@ -76,6 +76,9 @@ struct Timed {
     kernels: Vec<(String, f64)>,
     /// GPU: how the recurrences ran, and their floor (see `recurrence_floor`).
     recurrence: Option<serde_json::Value>,
+    /// GPU: wall and device milliseconds of the step recorded once and
+    /// replayed (`Sequence::replay`, the CUDA-graph way), step after step.
+    replay: Option<(Vec<f64>, Vec<f64>)>,
 }
 
 fn bench_cpu(a: &BenchArgs, cfg: &Config, params: &Params<f32>, batch: &Batch) -> Result<Timed, CliError> {
@@ -102,7 +105,7 @@ fn bench_cpu(a: &BenchArgs, cfg: &Config, params: &Params<f32>, batch: &Batch) -
     let breakdown =
         crate::cpu::profile::take().into_iter().map(|(n, ms)| (n.to_string(), ms / a.steps as f64)).collect();
     crate::cpu::profile::enable(false);
-    Ok(Timed { wall, device: Vec::new(), first_loss: first_loss.unwrap_or(f64::NAN), breakdown, kernels: Vec::new(), recurrence: None })
+    Ok(Timed { wall, device: Vec::new(), first_loss: first_loss.unwrap_or(f64::NAN), breakdown, kernels: Vec::new(), recurrence: None, replay: None })
 }
 
 /// The kernel a dispatch label names: `gemm 8192x1536x256 tb` → `gemm 8192x1536x256 tb`,
@@ -160,11 +163,37 @@ fn bench_gpu(a: &BenchArgs, cfg: &Config, params: &Params<f32>, batch: &Batch) -
     }
     pb.finish_and_clear();
     kernels.sort_by(|x, y| y.1.total_cmp(&x.1));
+    let recurrence = Some(recurrence_floor(&e, cfg, batch.t, &kernels).map_err(fail)?);
+    let replay = Some(bench_replay(a, &ctx, &e).map_err(fail)?);
     if ctx.validation_errors() > 0 {
         return Err(CliError::Failed(format!("{} Vulkan validation errors (see stderr)", ctx.validation_errors())));
     }
-    let recurrence = Some(recurrence_floor(&e, cfg, batch.t, &kernels).map_err(fail)?);
-    Ok(Timed { wall, device, first_loss: first_loss.unwrap_or(f64::NAN), breakdown: stages, kernels, recurrence })
+    let first_loss = first_loss.unwrap_or(f64::NAN);
+    Ok(Timed { wall, device, first_loss, breakdown: stages, kernels, recurrence, replay })
+}
+
+/// The same step recorded once, then replayed `warmup + steps` times: wall
+/// milliseconds (submit to fence) and device milliseconds per replay.
+fn bench_replay(
+    a: &BenchArgs,
+    ctx: &crate::vk::Context,
+    e: &crate::vk::engine::Engine,
+) -> Result<(Vec<f64>, Vec<f64>), crate::vk::VkError> {
+    let mut seq = crate::vk::Sequence::new(ctx)?;
+    e.record_step(&mut seq)?;
+    seq.end()?;
+    let (mut wall, mut device) = (Vec::new(), Vec::new());
+    for i in 0..a.warmup + a.steps {
+        let t0 = Instant::now();
+        let timings = seq.replay()?;
+        let ms = t0.elapsed().as_secs_f64() * 1e3;
+        if i >= a.warmup {
+            wall.push(ms);
+            device.extend(timings.total_ms());
+        }
+    }
+    e.report()?;
+    Ok((wall, device))
 }
 
 /// The recurrences' device time per step against their floor: the dependent
@@ -219,6 +248,8 @@ fn summary(engine: &str, t: &mut Timed, tokens: f64) -> serde_json::Value {
         "breakdown_ms": t.breakdown.iter().map(|(n, ms)| json!({"phase": n, "ms": ms})).collect::<Vec<_>>(),
         "kernels_ms": t.kernels.iter().take(25).map(|(n, ms)| json!({"kernel": n, "ms": ms})).collect::<Vec<_>>(),
         "recurrence": t.recurrence,
+        "replay_median_ms": t.replay.as_mut().map(|r| percentiles(&mut r.0).0),
+        "replay_device_median_ms": t.replay.as_mut().filter(|r| !r.1.is_empty()).map(|r| percentiles(&mut r.1).0),
     })
 }
 
@@ -260,8 +291,14 @@ fn one(a: &BenchArgs, cfg: &Config, rows: usize, t: usize) -> Result<serde_json:
         (Some(c), Some(g)) if g > 0.0 => Some(c / g),
         _ => None,
     };
+    let replay = engines.iter().find(|e| e["engine"] == "gpu").and_then(|e| e["replay_median_ms"].as_f64());
+    let speedup_replay = match (medians.0, replay) {
+        (Some(c), Some(g)) if g > 0.0 => Some(c / g),
+        _ => None,
+    };
     Ok(json!({"config": a.config, "batch": rows, "seq_len": t, "threads": rayon::current_num_threads(),
-              "warmup": a.warmup, "steps": a.steps, "engines": engines, "speedup": speedup}))
+              "warmup": a.warmup, "steps": a.steps, "engines": engines, "speedup": speedup,
+              "speedup_replay": speedup_replay}))
 }
 
 fn print(v: &serde_json::Value, breakdown: bool) {
@@ -276,6 +313,10 @@ fn print(v: &serde_json::Value, breakdown: bool) {
             e["p90_ms"].as_f64().unwrap_or(f64::NAN),
             e["tokens_per_s"].as_f64().unwrap_or(f64::NAN)
         );
+        if let Some(r) = e["replay_median_ms"].as_f64() {
+            let dev = e["replay_device_median_ms"].as_f64().map_or(String::new(), |d| format!(", device {d:.3} ms"));
+            println!("  {} replayed (recorded once): median {r:.3} ms/step{dev}", e["engine"].as_str().unwrap_or("?"));
+        }
         if let Some(r) = e.get("recurrence").filter(|r| !r.is_null()) {
             let floor = match (r["barrier_us"].as_f64(), r["floor_ms"].as_f64()) {
                 (Some(b), Some(f)) => format!(
@@ -309,6 +350,9 @@ fn print(v: &serde_json::Value, breakdown: bool) {
     }
     if let Some(s) = v["speedup"].as_f64() {
         println!("  speedup (CPU wall / GPU wall, same run): {s:.2}×");
+    }
+    if let Some(s) = v["speedup_replay"].as_f64() {
+        println!("  speedup with the GPU step replayed (CPU wall / replayed GPU wall): {s:.2}×");
     }
 }
 

@@ -32,8 +32,8 @@ pub struct Features {
     pub storage_16bit: bool,
     pub float16: bool,
     pub bfloat16: bool,
-    /// Subgroup arithmetic (subgroupAdd) in compute shaders: the grid recurrence uses it.
-    pub subgroup_arithmetic: bool,
+    /// Subgroup arithmetic and shuffles in compute shaders: the grid recurrence uses them.
+    pub subgroup_ops: bool,
 }
 
 /// One line of the ranked device list.
@@ -236,7 +236,7 @@ fn describe(entry: &ash::Entry, instance: &ash::Instance, physical: vk::Physical
             storage_16bit: f11.storage_buffer16_bit_access == vk::TRUE,
             float16: f12.shader_float16 == vk::TRUE,
             bfloat16: has(c"VK_KHR_shader_bfloat16"),
-            subgroup_arithmetic: subgroup.supported_operations.contains(vk::SubgroupFeatureFlags::ARITHMETIC)
+            subgroup_ops: subgroup.supported_operations.contains(vk::SubgroupFeatureFlags::ARITHMETIC | vk::SubgroupFeatureFlags::SHUFFLE)
                 && subgroup.supported_stages.contains(vk::ShaderStageFlags::COMPUTE),
         };
         let l = &p.limits;

@@ -64,6 +64,8 @@ pub struct Sequence<'a> {
     /// dispatched many times on the same buffers (a recurrence) reuses one.
     sets: HashMap<(vk::DescriptorSetLayout, Vec<vk::Buffer>), vk::DescriptorSet>,
     submitted: bool,
+    /// Recording ended ([`Sequence::end`]): the buffer can be submitted again and again.
+    ended: bool,
     _buffers: PhantomData<&'a Buffer>,
 }
 
@@ -84,6 +86,7 @@ impl<'a> Sequence<'a> {
             kernels: Vec::new(),
             sets: HashMap::new(),
             submitted: false,
+            ended: false,
             _buffers: PhantomData,
         };
         let d = &s.inner.device;
@@ -109,7 +112,7 @@ impl<'a> Sequence<'a> {
             s.fence = d.create_fence(&vk::FenceCreateInfo::default(), None).map_err(call("vkCreateFence"))?;
             d.begin_command_buffer(
                 s.cmd,
-                &vk::CommandBufferBeginInfo::default().flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
+                &vk::CommandBufferBeginInfo::default(),
             )
             .map_err(call("vkBeginCommandBuffer"))?;
             if s.inner.timestamp_period.is_some() {
@@ -125,6 +128,13 @@ impl<'a> Sequence<'a> {
             }
         }
         Ok(s)
+    }
+
+    fn check_recording(&self) -> VkResult<()> {
+        if self.ended {
+            return Err(VkError::Invalid("a command recorded after the sequence ended".into()));
+        }
+        Ok(())
     }
 
     fn check_buffer(&self, b: &Buffer) -> VkResult<()> {
@@ -222,6 +232,7 @@ impl<'a> Sequence<'a> {
         dst_offset: u64,
         bytes: u64,
     ) -> VkResult<()> {
+        self.check_recording()?;
         if src_offset + bytes > src.bytes() || dst_offset + bytes > dst.bytes() {
             return Err(VkError::Invalid(format!(
                 "copy of {bytes} bytes from {:?}+{src_offset} ({} bytes) to {:?}+{dst_offset} ({} bytes) is out of range",
@@ -248,6 +259,7 @@ impl<'a> Sequence<'a> {
 
     /// Fills the whole of `dst` with the 32-bit word `value`.
     pub fn fill(&mut self, dst: &'a Buffer, value: u32) -> VkResult<()> {
+        self.check_recording()?;
         self.check_buffer(dst)?;
         let t = vk::PipelineStageFlags::TRANSFER;
         let mut list = Vec::new();
@@ -269,6 +281,7 @@ impl<'a> Sequence<'a> {
         work: [u64; 3],
         label: &str,
     ) -> VkResult<()> {
+        self.check_recording()?;
         let spec = kernel.spec;
         if buffers.len() != spec.bindings.len() {
             return Err(VkError::Invalid(format!(
@@ -408,7 +421,18 @@ impl<'a> Sequence<'a> {
     /// Ends recording, submits, waits, and returns the per-dispatch times.
     /// Host-visible buffers written by the sequence can be read afterwards.
     pub fn submit(mut self) -> VkResult<Timings> {
-        // Make every pending write visible to the host.
+        self.end()?;
+        self.replay()
+    }
+
+    /// Ends recording (with every pending write made visible to the host).
+    /// The recorded commands can then be run any number of times with
+    /// [`Sequence::replay`], as a CUDA graph is: the same dispatches on the
+    /// same buffers, with the push constants they were recorded with.
+    pub fn end(&mut self) -> VkResult<()> {
+        if self.ended {
+            return Ok(());
+        }
         let host = vk::PipelineStageFlags::HOST;
         let mut list = Vec::new();
         let bufs: Vec<vk::Buffer> = self.pending.keys().copied().collect();
@@ -416,11 +440,28 @@ impl<'a> Sequence<'a> {
             self.access(b, host, vk::AccessFlags::HOST_READ, vk::AccessFlags::empty(), &mut list);
         }
         self.barrier(host, &list);
+        // SAFETY: the command buffer is recording and is ended once (`ended`).
+        unsafe { self.inner.device.end_command_buffer(self.cmd).map_err(call("vkEndCommandBuffer"))? };
+        self.ended = true;
+        Ok(())
+    }
+
+    /// Submits the ended sequence once more, waits, and returns its
+    /// per-dispatch times (the timestamp queries are reset by the recorded
+    /// commands themselves).
+    pub fn replay(&mut self) -> VkResult<Timings> {
+        if !self.ended {
+            return Err(VkError::Invalid("replay of a sequence still being recorded (call end first)".into()));
+        }
         let d = &self.inner.device;
-        // SAFETY: the command buffer is recording and is ended once; the queue
-        // is used under its mutex; the fence is unsignalled and ours.
+        // SAFETY: the command buffer is executable (ended) and not pending:
+        // every earlier submit was waited for below; the fence is ours and is
+        // reset only when no submit uses it; the queue is used under its mutex.
         unsafe {
-            d.end_command_buffer(self.cmd).map_err(call("vkEndCommandBuffer"))?;
+            if self.submitted {
+                d.reset_fences(&[self.fence]).map_err(call("vkResetFences"))?;
+                self.submitted = false;
+            }
             let cmds = [self.cmd];
             let info = [vk::SubmitInfo::default().command_buffers(&cmds)];
             let queue = self.inner.queue.lock().unwrap_or_else(|p| p.into_inner());
@@ -450,14 +491,15 @@ impl<'a> Sequence<'a> {
             .map_err(call("vkGetQueryPoolResults"))?;
         }
         let period = self.inner.timestamp_period.unwrap_or(0.0);
-        let dispatches = std::mem::take(&mut self.labels)
-            .into_iter()
+        let dispatches = self
+            .labels
+            .iter()
             .map(|(label, slot)| {
                 let ns = slot.map(|q| {
                     let (a, b) = (stamps[2 * q as usize], stamps[2 * q as usize + 1]);
                     b.wrapping_sub(a) as f64 * period
                 });
-                (label, ns)
+                (label.clone(), ns)
             })
             .collect();
         Ok(Timings { dispatches })

@@ -101,9 +101,9 @@ impl Recurrence {
         if self == Recurrence::Seq {
             return Ok(());
         }
-        if !ctx.report().features.subgroup_arithmetic {
+        if !ctx.report().features.subgroup_ops {
             return Err(VkError::Unsupported(format!(
-                "the {} recurrence needs subgroup arithmetic in compute shaders, which this device lacks",
+                "the {} recurrence needs subgroup arithmetic and shuffles in compute shaders, which this device lacks",
                 self.name()
             )));
         }
@@ -839,6 +839,17 @@ impl Engine {
         }
         self.record_unscale_and_norm(&mut seq)?;
         seq.submit()
+    }
+
+    /// Records a whole training step (the batch set last) into `seq`, for
+    /// [`Sequence::end`] and [`Sequence::replay`]: each replay is one more
+    /// training step on the same batch, as a CUDA graph replays its kernels.
+    pub fn record_step<'a>(&'a self, seq: &mut Sequence<'a>) -> VkResult<()> {
+        self.record_begin(seq)?;
+        for s in Stage::FORWARD_BACKWARD {
+            self.record_stage(seq, s)?;
+        }
+        self.record_stage(seq, Stage::Optim)
     }
 
     /// A whole training step in one submit.
