@@ -40,7 +40,8 @@ const VARIANTS: &[Variant] = &[
 /// that `scripts/setup.sh` installs (glslang 13, from PyPI), found through the
 /// `DUALSCOPE_GLSLANG` variable (`.cargo/config.toml`). Without it they are
 /// left out and the engine reports the path as not built.
-const OPTIONAL: &[(&str, &str)] = &[("gemm_f16_coopmat", "gemm_f16_coopmat.comp")];
+const OPTIONAL: &[(&str, &str)] =
+    &[("gemm_f16_coopmat", "gemm_f16_coopmat.comp"), ("gemm_f16_coopmat_big", "gemm_f16_coopmat_big.comp")];
 
 fn main() {
     let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());

@@ -81,7 +81,6 @@ fn ladder_usage_errors_are_exit_2() {
         &["ladder", "--precision", "f64"],
         &["ladder", "--mode", "sideways"],
         &["ladder", "--offset", "5"],
-        &["ladder", "--rungs", "gru_fwd", "--precision", "f16"],
     ] {
         let out = dualscope(args, &[]);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out.stderr));

@@ -23,9 +23,11 @@ pub struct GpuInfoArgs {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum LadderPrecision {
     F32,
-    /// f16 inputs, f32 accumulation.
+    /// The mixed-precision step: products with f16 inputs and f32
+    /// accumulation, a dynamic loss scale (`mixed` is the same).
+    #[value(alias = "mixed")]
     F16,
-    /// bfloat16 inputs, f32 accumulation (tiled kernel).
+    /// The mixed-precision step with bfloat16 inputs (tiled kernel).
     Bf16,
 }
 
@@ -34,8 +36,10 @@ pub enum GemmPathArg {
     /// Cooperative matrices where the device has them (f16), else tiled.
     Auto,
     Tiled,
-    /// Force the cooperative-matrix kernel (an error where it cannot run).
+    /// Force the 128×128 cooperative-matrix kernel (an error where it cannot run).
     Coopmat,
+    /// Force the older 64×64 cooperative-matrix kernel (for comparison).
+    Coopmat64,
 }
 
 impl GemmPathArg {
@@ -46,6 +50,7 @@ impl GemmPathArg {
             Some(GemmPathArg::Auto) => Ok(GemmChoice::Auto),
             Some(GemmPathArg::Tiled) => Ok(GemmChoice::Tiled),
             Some(GemmPathArg::Coopmat) => Ok(GemmChoice::CoopMat),
+            Some(GemmPathArg::Coopmat64) => Ok(GemmChoice::CoopMat64),
             None => GemmChoice::from_env().map_err(|e| CliError::Usage(format!("DUALSCOPE_GEMM_PATH: {e}"))),
         }
     }
@@ -61,7 +66,7 @@ pub struct LadderArgs {
     pub config: String,
     #[arg(long, value_enum, default_value_t = LadderPrecision::F32)]
     pub precision: LadderPrecision,
-    /// GEMM kernel for f16 precision (default: DUALSCOPE_GEMM_PATH, else auto).
+    /// GEMM kernel for f16 precision, every rung (default: DUALSCOPE_GEMM_PATH, else auto).
     #[arg(long, value_enum)]
     pub gemm_path: Option<GemmPathArg>,
     /// Device index in the ranked list (default: DUALSCOPE_VK_DEVICE, else 0).
@@ -492,11 +497,6 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
     let fault = parse_fault(&a.fault)?;
     let model_rungs = rungs.iter().any(|r| r != "gemm");
     let (cfg, params, batch, source) = ladder_inputs(a)?;
-    if model_rungs && precision != Precision::F32 {
-        return Err(CliError::Usage(
-            "--precision f16/bf16 applies to the gemm rung only so far; rungs 2–11 check the f32 step".into(),
-        ));
-    }
     let ctx = std::sync::Arc::new(open(a.device)?);
     let engine_err = |e: ladder::LadderError| match e {
         ladder::LadderError::Vk(VkError::Unsupported(why) | VkError::Invalid(why)) => CliError::Engine(why),
@@ -514,7 +514,7 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
             mode,
             precision,
         };
-        let mut m = ladder::ModelLadder::new(&ctx, setup).map_err(engine_err)?;
+        let mut m = ladder::ModelLadder::with_choice(&ctx, setup, choice).map_err(engine_err)?;
         m.set_fault(fault);
         model = Some(m);
     }
@@ -532,6 +532,9 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
         Some(m) => Some(m.end_to_end().map_err(engine_err)?),
         None => None,
     };
+    // The kernel the step's products ran on (the model rungs'), else the gemm rung's.
+    let gemm_path =
+        model.as_ref().map(|m| m.engine().gemm_path_now().name()).or_else(|| results.iter().find_map(|r| r.gemm_path));
     let validation_errors = ctx.validation_errors();
     let failed = results.iter().any(|r| r.status == Status::Fail)
         || end_to_end.as_ref().is_some_and(|e| e.status == Status::Fail)
@@ -540,6 +543,7 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
         "device": ctx.report().name,
         "config": cfg,
         "precision": precision,
+        "gemm_path": gemm_path,
         "mode": mode,
         "fault": fault,
         "batch": { "rows": batch.rows, "seq_len": batch.t, "targets": batch.num_targets(), "source": source },
@@ -550,7 +554,10 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
     });
     write_report(&a.out, &value)?;
     emit(a.json, value, || {
-        println!("batch: {source}; mode {}", mode.as_str());
+        println!("batch: {source}; mode {}; precision {}", mode.as_str(), precision.name());
+        if let Some(p) = gemm_path {
+            println!("products on: {p}");
+        }
         if let Some(f) = fault {
             println!("fault planted: {} ({})", f.name(), f.description());
         }
@@ -564,7 +571,7 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
 
 fn print_end_to_end(e: &ladder::EndToEnd) {
     println!(
-        "\nend-to-end {}: loss gpu {:.7} cpu {:.7} (rel {:.2e}, gate {:.0e}); grad norm gpu {:.6e} cpu {:.6e} (rel {:.2e}, diagnostic {:.0e}); grads rel L2 {:.2e}",
+        "\nend-to-end {}: loss gpu {:.7} cpu {:.7} (rel {:.2e}, gate {:.1e}); grad norm gpu {:.6e} cpu {:.6e} (rel {:.2e}, diagnostic {:.1e}); grads rel L2 {:.2e}",
         e.status.as_str(),
         e.loss_gpu,
         e.loss_cpu,
@@ -598,7 +605,7 @@ fn print_table(r: &DeviceReport, results: &[RungResult], validation_errors: u64)
     );
     for rung in results {
         println!(
-            "\n{:<10} {:<5} rel_l2 {:.3e}  max_abs {:.3e} [{}]  tol {:.1e}  sentinels {}  gpu {} ms  cpu {:.3} ms",
+            "\n{:<10} {:<5} rel_l2 {:.3e}  max_abs {:.3e} [{}]  tol {:.1e}  sentinels {}  gpu {} ms  cpu {:.3} ms  [{}, {}]",
             rung.id,
             rung.status.as_str(),
             rung.rel_l2,
@@ -607,7 +614,9 @@ fn print_table(r: &DeviceReport, results: &[RungResult], validation_errors: u64)
             rung.tolerance,
             if rung.sentinel_ok { "ok" } else { "BROKEN" },
             ms(rung.gpu_ms),
-            rung.cpu_ms
+            rung.cpu_ms,
+            rung.precision.name(),
+            rung.gemm_path.unwrap_or("-")
         );
         println!(
             "  {:<5} {:<42} {:<26} {:>10} {:>10} {:>10} {:>10} {:>8} {:>9} {:>9}",

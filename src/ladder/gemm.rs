@@ -71,15 +71,39 @@ pub fn round_bf16(v: f32) -> f32 {
     f32::from_bits(r & 0xffff_0000)
 }
 
-/// One product of the rung: where the model uses it, and its shape.
+/// One product of the rung: where the model uses it, its shape, and the
+/// scale of its unit-normal inputs (1, or [`RANGE_SCALE`]).
 #[derive(Clone, Debug)]
 pub struct GemmCase {
     pub name: String,
     pub shape: GemmShape,
+    pub scale: f32,
 }
 
 fn case(name: &str, m: usize, n: usize, k: usize, ta: bool, tb: bool, accumulate: bool) -> GemmCase {
-    GemmCase { name: name.to_string(), shape: GemmShape { m, n, k, ta, tb, accumulate } }
+    GemmCase { name: name.to_string(), shape: GemmShape { m, n, k, ta, tb, accumulate }, scale: 1.0 }
+}
+
+/// The inputs' scale in the range cases of the f16 and bf16 rungs: inputs of
+/// about ±128 (well inside f16's range) whose products, about 2^14 each, sum
+/// to a few 10^5 over K = 300, past f16's largest value 65504. Inputs in f16,
+/// accumulation in f32 keeps them; an accumulator kept in f16 overflows to
+/// Inf. A power of two, so the rounding of the inputs is that of the
+/// unscaled case and the tolerance is the same.
+pub const RANGE_SCALE: f32 = 128.0;
+
+/// [`gemm_cases`], and for f16 and bf16 precision two range cases (products
+/// that need f32 accumulation, see [`RANGE_SCALE`]).
+pub fn gemm_cases_for(cfg: &Config, precision: Precision) -> Vec<GemmCase> {
+    let mut cases = gemm_cases(cfg);
+    if precision.is_mixed() {
+        for (ta, tb, accumulate) in [(false, true, false), (true, false, true)] {
+            let mut c = case("range (sums past f16's 65504)", 65, 33, 300, ta, tb, accumulate);
+            c.scale = RANGE_SCALE;
+            cases.push(c);
+        }
+    }
+    cases
 }
 
 /// The products of one training step of `cfg` (MODEL.md; activations are
@@ -134,39 +158,33 @@ pub fn run(
     choice: GemmChoice,
     fault: Option<Fault>,
 ) -> Result<RungResult, LadderError> {
-    let path = match (fault, precision) {
-        (Some(Fault::GemmNoBounds), Precision::F32) => GemmPath::FaultNoBounds,
-        (Some(Fault::F16AccumNoScale), Precision::F32) => GemmPath::FaultF16Accum,
-        (_, precision) => pick(ctx, precision, choice)?,
+    // The planted GEMM bugs replace the kernel in every precision (the mixed
+    // step's engine does the same).
+    let path = match fault {
+        Some(Fault::GemmNoBounds) => GemmPath::FaultNoBounds,
+        Some(Fault::F16AccumNoScale) => GemmPath::FaultF16Accum,
+        _ => ops::path_for(ctx, precision, choice)?,
     };
     let mut rng = Rng::new(seed);
     let mut results = Vec::new();
-    for c in gemm_cases(cfg) {
-        results.push(run_case(ctx, &c, &mut rng, path)?);
+    for c in gemm_cases_for(cfg, precision) {
+        results.push(run_case(ctx, &c, &mut rng, path, precision)?);
     }
-    Ok(RungResult::from_cases("gemm", precision, results))
+    let mut r = RungResult::from_cases("gemm", precision, results);
+    r.gemm_path = Some(path.name());
+    Ok(r)
 }
 
-fn pick(ctx: &Context, precision: Precision, choice: GemmChoice) -> Result<GemmPath, LadderError> {
-    Ok(match precision {
-        Precision::Bf16 => match choice {
-            GemmChoice::CoopMat => {
-                return Err(VkError::Unsupported(
-                    "there is no bfloat16 cooperative-matrix kernel (glslang 13 has no bfloat16 types); use --gemm-path tiled"
-                        .into(),
-                )
-                .into());
-            }
-            _ => GemmPath::TiledBf16In,
-        },
-        p => ops::pick_path(ctx, p == Precision::F16, choice)?,
-    })
-}
-
-fn run_case(ctx: &Context, c: &GemmCase, rng: &mut Rng, path: GemmPath) -> Result<CaseResult, VkError> {
+fn run_case(
+    ctx: &Context,
+    c: &GemmCase,
+    rng: &mut Rng,
+    path: GemmPath,
+    precision: Precision,
+) -> Result<CaseResult, VkError> {
     let s = c.shape;
     let (m, n, k) = (s.m, s.n, s.k);
-    let mut draw = |len: usize| -> Vec<f32> { (0..len).map(|_| rng.normal() as f32).collect() };
+    let mut draw = |len: usize| -> Vec<f32> { (0..len).map(|_| rng.normal() as f32 * c.scale).collect() };
     let a = draw(m * k);
     let b = draw(k * n);
     let c0 = if s.accumulate { draw(m * n) } else { vec![0.0; m * n] };
@@ -177,10 +195,10 @@ fn run_case(ctx: &Context, c: &GemmCase, rng: &mut Rng, path: GemmPath) -> Resul
     tensor::gemm(&mut want, m, n, k, &wide(&a), s.ta, &wide(&b), s.tb, s.accumulate);
     // The CPU column: f32 arithmetic on the inputs the kernel actually sees.
     let seen = |x: &[f32]| -> Vec<f32> {
-        match path {
-            GemmPath::TiledF32 | GemmPath::FaultNoBounds | GemmPath::FaultF16Accum => x.to_vec(),
-            GemmPath::TiledBf16In => x.iter().map(|&v| round_bf16(v)).collect(),
-            GemmPath::TiledF16In | GemmPath::CoopMatF16 => x.iter().map(|&v| gemm::f16::from_f32(v).to_f32()).collect(),
+        match path.input_precision() {
+            Precision::F32 => x.to_vec(),
+            Precision::Bf16 => x.iter().map(|&v| round_bf16(v)).collect(),
+            Precision::F16 => x.iter().map(|&v| gemm::f16::from_f32(v).to_f32()).collect(),
         }
     };
     let (a_seen, b_seen) = (seen(&a), seen(&b));
@@ -220,10 +238,11 @@ fn run_case(ctx: &Context, c: &GemmCase, rng: &mut Rng, path: GemmPath) -> Resul
     let gpu = compare(&got[GUARD..GUARD + m * n], &want);
     let cpu_cmp = compare(&cpu, &want);
 
-    let tolerance = match path {
-        GemmPath::TiledF32 | GemmPath::FaultNoBounds | GemmPath::FaultF16Accum => f32_tolerance(k),
-        GemmPath::TiledBf16In => bf16_tolerance(),
-        GemmPath::TiledF16In | GemmPath::CoopMatF16 => f16_tolerance(),
+    // The contract is the precision's: a planted bug does not bring its own.
+    let tolerance = match precision {
+        Precision::F32 => f32_tolerance(k),
+        Precision::Bf16 => bf16_tolerance(),
+        Precision::F16 => f16_tolerance(),
     };
     let mut notes = Vec::new();
     if !sentinel_ok {
@@ -249,9 +268,12 @@ fn run_case(ctx: &Context, c: &GemmCase, rng: &mut Rng, path: GemmPath) -> Resul
     };
     Ok(CaseResult {
         name: c.name.clone(),
-        params: match ops::split_k_plan(path, &s, usize::MAX) {
-            p if p.slices > 1 => format!("{} [{}, split-K {}×{}]", params(&s), path.name(), p.slices, p.chunk),
-            _ => format!("{} [{}]", params(&s), path.name()),
+        params: {
+            let shape = if c.scale == 1.0 { params(&s) } else { format!("{} inputs×{}", params(&s), c.scale) };
+            match ops::split_k_plan(path, &s, usize::MAX) {
+                p if p.slices > 1 => format!("{shape} [{}, split-K {}×{}]", path.name(), p.slices, p.chunk),
+                _ => format!("{shape} [{}]", path.name()),
+            }
         },
         status,
         rel_l2: gpu.rel_l2,

@@ -20,10 +20,13 @@ use crate::vk::{Context, VkError};
 
 pub use bisect::{BisectReport, Probe, bisect, doubling};
 pub use compare::{Comparison, compare};
-pub use gemm::{GemmCase, bf16_tolerance, f16_tolerance, f32_tolerance, gemm_cases, round_bf16};
+pub use gemm::{
+    GemmCase, RANGE_SCALE, bf16_tolerance, f16_tolerance, f32_tolerance, gemm_cases, gemm_cases_for, round_bf16,
+};
 pub use model::{
-    Contributor, EndToEnd, LOSS_TOLERANCE, Mode, ModelLadder, NORM_TOLERANCE, OPTIM_SCALE, RungTensor, Setup,
-    default_batch, outputs, tolerance,
+    Contributor, EndToEnd, LOSS_TOLERANCE, MIXED_PRODUCT_BOUND, MIXED_SCALE, Mode, ModelLadder, NORM_TOLERANCE,
+    OPTIM_SCALE, RungTensor, Setup, backward_scale, default_batch, loss_tolerance, mixed_tolerance, norm_tolerance,
+    outputs, product_depth, step_scale, tolerance, tolerance_in,
 };
 
 /// Every rung of MODEL.md, in order.
@@ -62,16 +65,9 @@ impl Status {
     }
 }
 
-/// The precision the GPU side runs in (the CPU reference is always f64).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Precision {
-    F32,
-    /// f16 inputs, f32 accumulation (cooperative matrices where available).
-    F16,
-    /// bfloat16 inputs, f32 accumulation (tiled kernel only).
-    Bf16,
-}
+/// The precision the GPU side runs in (the CPU reference is f32 and f64):
+/// f32, or the mixed-precision step with f16 or bfloat16 products.
+pub use crate::vk::ops::Precision;
 
 /// One comparison inside a rung (for `gemm`: one matrix product).
 #[derive(Clone, Debug, Serialize)]
@@ -107,6 +103,8 @@ pub struct RungResult {
     pub id: String,
     pub status: Status,
     pub precision: Precision,
+    /// The kernel that computed the rung's matrix products (`GemmPath::name`).
+    pub gemm_path: Option<&'static str>,
     /// The largest relative L2 error over the cases.
     pub rel_l2: f64,
     pub max_abs_err: f64,
@@ -135,6 +133,7 @@ impl RungResult {
             id: id.to_string(),
             status,
             precision,
+            gemm_path: None,
             rel_l2: cases.iter().map(|c| c.rel_l2).fold(0.0, f64::max),
             max_abs_err: worst_abs.map_or(0.0, |c| c.max_abs_err),
             max_abs_index: worst_abs.map_or(0, |c| c.max_abs_index),

@@ -246,6 +246,8 @@ impl From<&SavedRung> for RungResult {
             id: r.id.clone(),
             status: r.status.into(),
             precision: r.precision.into(),
+            // Saved sessions do not record the kernel.
+            gemm_path: None,
             rel_l2: r.rel_l2,
             max_abs_err: r.max_abs_err,
             max_abs_index: r.max_abs_index,

@@ -75,7 +75,7 @@ pub static GEMM_BF16IN_TILED: KernelSpec =
     KernelSpec { name: "gemm_bf16in_tiled", spirv: shaders::GEMM_BF16IN_TILED, ..GEMM_F32 };
 
 /// 64×64 output tile per workgroup of 4 subgroups of 32; A and B staged as f16
-/// (64×40 and 32×72 halves), C through a 64×64 f32 block.
+/// (64×40 and 32×72 halves), C through a 64×64 f32 block. Never split along K.
 pub static GEMM_F16_COOPMAT: KernelSpec = KernelSpec {
     name: "gemm_f16_coopmat",
     spirv: match shaders::GEMM_F16_COOPMAT {
@@ -87,6 +87,41 @@ pub static GEMM_F16_COOPMAT: KernelSpec = KernelSpec {
     local_size: [128, 1, 1],
     items_per_group: [64, 64, 1],
     shared_bytes: 64 * 40 * 2 + 32 * 72 * 2 + 64 * 64 * 4,
+};
+
+/// The 128×128 cooperative-matrix kernel's output tile and K-slice.
+pub const COOPMAT_BIG_TILE: (usize, usize, usize) = (128, 128, 32);
+
+/// 128×128 output tile per workgroup of 8 subgroups of 32 (each a 64×32 block
+/// of 4×2 accumulators), A and B staged as f16 (128×40 and 32×136 halves), the
+/// results out through a 16×16 f32 block per subgroup; split along K like the
+/// tiled kernel.
+pub static GEMM_F16_COOPMAT_BIG: KernelSpec = KernelSpec {
+    name: "gemm_f16_coopmat_big",
+    spirv: match shaders::GEMM_F16_COOPMAT_BIG {
+        Some(s) => s,
+        None => &[],
+    },
+    bindings: &[Access::Read, Access::Read, Access::ReadWrite],
+    push_size: 64,
+    local_size: [256, 1, 1],
+    items_per_group: [COOPMAT_BIG_TILE.1 as u32, COOPMAT_BIG_TILE.0 as u32, 1],
+    shared_bytes: (128 * 40 * 2 + 32 * 136 * 2 + 8 * 256 * 4) as u32,
+};
+
+/// The f16 tiled kernel's output tile and K-slice.
+pub const F16_TILED_TILE: (usize, usize, usize) = (64, 64, 16);
+
+/// f16 inputs (precision and range, as a conversion to float16_t gives them),
+/// f32 accumulation, on any device: 64×64 tile per 16×16 workgroup.
+pub static GEMM_F16_TILED: KernelSpec = KernelSpec {
+    name: "gemm_f16_tiled",
+    spirv: shaders::GEMM_F16_TILED,
+    bindings: &[Access::Read, Access::Read, Access::ReadWrite],
+    push_size: 64,
+    local_size: [16, 16, 1],
+    items_per_group: [F16_TILED_TILE.1 as u32, F16_TILED_TILE.0 as u32, 1],
+    shared_bytes: (16 * 65 * 2 * 4) as u32,
 };
 
 /// The f32 kernel with the `gemm_no_bounds` fault planted.
@@ -103,12 +138,21 @@ pub static GEMM_F32_FAULT_F16_ACCUM: KernelSpec =
 pub enum GemmPath {
     /// f32 inputs, f32 accumulation, tiled through shared memory.
     TiledF32,
-    /// The tiled kernel with its inputs rounded to f16.
+    /// The f32 tiled kernel with its inputs' mantissas rounded to f16 (f16's
+    /// precision, f32's range).
     TiledF16In,
     /// The tiled kernel with its inputs rounded to bfloat16.
     TiledBf16In,
-    /// `VK_KHR_cooperative_matrix` 16×16×16, f16 inputs, f32 accumulation.
+    /// f16 inputs with f16's precision and range (overflow to Inf, subnormals),
+    /// f32 accumulation, tiled (`gemm_f16_tiled.comp`): the f16 path on
+    /// devices without cooperative matrices.
+    TiledF16,
+    /// `VK_KHR_cooperative_matrix` 16×16×16, f16 inputs, f32 accumulation,
+    /// 64×64 tiles (`gemm_f16_coopmat.comp`), never split.
     CoopMatF16,
+    /// The same on 128×128 tiles, split along K (`gemm_f16_coopmat_big.comp`):
+    /// the f16 path on devices with cooperative matrices.
+    CoopMatF16Big,
     /// Planted bug: no bounds check on the staged loads (fault catalogue).
     FaultNoBounds,
     /// Planted bug: f16 accumulation without a clamp (fault catalogue).
@@ -121,7 +165,9 @@ impl GemmPath {
             GemmPath::TiledF32 => &GEMM_F32,
             GemmPath::TiledF16In => &GEMM_F16IN_TILED,
             GemmPath::TiledBf16In => &GEMM_BF16IN_TILED,
+            GemmPath::TiledF16 => &GEMM_F16_TILED,
             GemmPath::CoopMatF16 => &GEMM_F16_COOPMAT,
+            GemmPath::CoopMatF16Big => &GEMM_F16_COOPMAT_BIG,
             GemmPath::FaultNoBounds => &GEMM_F32_FAULT_NO_BOUNDS,
             GemmPath::FaultF16Accum => &GEMM_F32_FAULT_F16_ACCUM,
         }
@@ -132,16 +178,91 @@ impl GemmPath {
             GemmPath::TiledF32 => "tiled f32",
             GemmPath::TiledF16In => "tiled f16-in",
             GemmPath::TiledBf16In => "tiled bf16-in",
+            GemmPath::TiledF16 => "tiled f16",
             GemmPath::CoopMatF16 => "coopmat f16",
+            GemmPath::CoopMatF16Big => "coopmat f16 128x128",
             GemmPath::FaultNoBounds => "tiled f32, fault: no bounds check",
             GemmPath::FaultF16Accum => "tiled f32, fault: f16 accumulation",
         }
     }
 
-    /// Whether the kernel takes a K range per workgroup (split-K): the tiled
-    /// kernel and its variants do; the cooperative-matrix kernel does not.
+    /// Whether the kernel takes a K range per workgroup (split-K): all but
+    /// the 64×64 cooperative-matrix kernel do.
     pub fn splits(self) -> bool {
         self != GemmPath::CoopMatF16
+    }
+
+    /// The output tile (rows, columns) and K-slice of the kernel.
+    pub fn tile(self) -> (usize, usize, usize) {
+        match self {
+            GemmPath::TiledF16 => F16_TILED_TILE,
+            GemmPath::CoopMatF16 => (64, 64, 32),
+            GemmPath::CoopMatF16Big => COOPMAT_BIG_TILE,
+            _ => (GEMM_TILE_M, GEMM_TILE_N, GEMM_TILE_K),
+        }
+    }
+
+    /// Whether the kernel needs cooperative matrices.
+    pub fn coopmat(self) -> bool {
+        matches!(self, GemmPath::CoopMatF16 | GemmPath::CoopMatF16Big)
+    }
+
+    /// What the inputs are rounded to before they are multiplied.
+    pub fn input_precision(self) -> Precision {
+        match self {
+            GemmPath::TiledF32 | GemmPath::FaultNoBounds | GemmPath::FaultF16Accum => Precision::F32,
+            GemmPath::TiledBf16In => Precision::Bf16,
+            GemmPath::TiledF16In | GemmPath::TiledF16 | GemmPath::CoopMatF16 | GemmPath::CoopMatF16Big => {
+                Precision::F16
+            }
+        }
+    }
+}
+
+/// The precision of a step's matrix products (everything else is f32): `F32`
+/// is the f32 step; `F16` and `Bf16` are the mixed-precision step, products
+/// with f16 (or bfloat16) inputs and f32 accumulation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    F32,
+    /// f16 inputs, f32 accumulation (cooperative matrices where available).
+    F16,
+    /// bfloat16 inputs, f32 accumulation (tiled kernel only).
+    Bf16,
+}
+
+impl Precision {
+    /// `f32`; `f16` or `mixed`; `bf16` or `mixed-bf16`.
+    pub fn parse(s: &str) -> VkResult<Precision> {
+        match s {
+            "f32" => Ok(Precision::F32),
+            "f16" | "mixed" => Ok(Precision::F16),
+            "bf16" | "mixed-bf16" => Ok(Precision::Bf16),
+            other => Err(VkError::Invalid(format!("precision {other:?}: expected f32, f16 (mixed) or bf16"))),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::F32 => "f32",
+            Precision::F16 => "f16",
+            Precision::Bf16 => "bf16",
+        }
+    }
+
+    /// Whether this is a mixed-precision step (products in f16 or bf16).
+    pub fn is_mixed(self) -> bool {
+        self != Precision::F32
+    }
+
+    /// The unit roundoff of the products' inputs: 2^-24, 2^-11, 2^-8.
+    pub fn unit_roundoff(self) -> f64 {
+        match self {
+            Precision::F32 => 2f64.powi(-24),
+            Precision::F16 => 2f64.powi(-11),
+            Precision::Bf16 => 2f64.powi(-8),
+        }
     }
 }
 
@@ -151,7 +272,10 @@ pub enum GemmChoice {
     /// Cooperative matrices where the device has them (f16 precision only).
     Auto,
     Tiled,
+    /// The 128×128 cooperative-matrix kernel (an error where it cannot run).
     CoopMat,
+    /// The 64×64 cooperative-matrix kernel, kept for comparison.
+    CoopMat64,
 }
 
 impl GemmChoice {
@@ -160,7 +284,8 @@ impl GemmChoice {
             "auto" => Ok(GemmChoice::Auto),
             "tiled" => Ok(GemmChoice::Tiled),
             "coopmat" => Ok(GemmChoice::CoopMat),
-            other => Err(VkError::Invalid(format!("gemm path {other:?}: expected auto, tiled or coopmat"))),
+            "coopmat64" => Ok(GemmChoice::CoopMat64),
+            other => Err(VkError::Invalid(format!("gemm path {other:?}: expected auto, tiled, coopmat or coopmat64"))),
         }
     }
 
@@ -170,12 +295,16 @@ impl GemmChoice {
     }
 }
 
-/// Why the cooperative-matrix kernel cannot run here, if it cannot.
-pub fn coopmat_f16_unavailable(ctx: &Context) -> Option<String> {
+/// Why a cooperative-matrix kernel cannot run here, if it cannot.
+pub fn coopmat_unavailable(ctx: &Context, path: GemmPath) -> Option<String> {
     let r = ctx.report();
+    let built = match path {
+        GemmPath::CoopMatF16Big => shaders::GEMM_F16_COOPMAT_BIG.is_some(),
+        _ => shaders::GEMM_F16_COOPMAT.is_some(),
+    };
     if let Some(why) = &r.coopmat_off {
         Some(format!("cooperative matrices on {}: {why}", r.name))
-    } else if shaders::GEMM_F16_COOPMAT.is_none() {
+    } else if !built {
         Some(
             "this build has no cooperative-matrix shader (glslang 13 was missing at build time: run scripts/setup.sh)"
                 .into(),
@@ -184,26 +313,57 @@ pub fn coopmat_f16_unavailable(ctx: &Context) -> Option<String> {
         Some(format!("{} offers no subgroup 16×16×16 f16×f16→f32 cooperative matrix", r.name))
     } else if r.subgroup_size != 32 {
         Some(format!("the kernel needs subgroup size 32; {} has {}", r.name, r.subgroup_size))
+    } else if (path.spec().shared_bytes as usize) > r.max_shared_memory as usize {
+        Some(format!(
+            "{} needs {} bytes of shared memory; {} has {}",
+            path.name(),
+            path.spec().shared_bytes,
+            r.name,
+            r.max_shared_memory
+        ))
     } else {
         None
     }
 }
 
+/// Why the cooperative-matrix kernels cannot run here, if they cannot.
+pub fn coopmat_f16_unavailable(ctx: &Context) -> Option<String> {
+    coopmat_unavailable(ctx, GemmPath::CoopMatF16Big)
+}
+
 /// The kernel for products in f16 (`f16`) or f32 precision under `choice`.
 pub fn pick_path(ctx: &Context, f16: bool, choice: GemmChoice) -> VkResult<GemmPath> {
-    match (f16, choice) {
-        (false, GemmChoice::CoopMat) => {
+    path_for(ctx, if f16 { Precision::F16 } else { Precision::F32 }, choice)
+}
+
+/// The kernel for products in `precision` under `choice`: f32 → the f32
+/// tiled kernel; f16 → the 128×128 cooperative-matrix kernel where the device
+/// has cooperative matrices (`auto`, `coopmat`), the 64×64 one with
+/// `coopmat64`, else the f16 tiled kernel; bf16 → the tiled kernel with
+/// bfloat16 inputs.
+pub fn path_for(ctx: &Context, precision: Precision, choice: GemmChoice) -> VkResult<GemmPath> {
+    let forced = |path: GemmPath| match coopmat_unavailable(ctx, path) {
+        None => Ok(path),
+        Some(why) => Err(VkError::Unsupported(why)),
+    };
+    match (precision, choice) {
+        (Precision::F32, GemmChoice::CoopMat | GemmChoice::CoopMat64) => {
             Err(VkError::Invalid("the cooperative-matrix path takes f16 inputs: use precision f16".into()))
         }
-        (false, _) => Ok(GemmPath::TiledF32),
-        (true, GemmChoice::Tiled) => Ok(GemmPath::TiledF16In),
-        (true, GemmChoice::Auto) => {
-            Ok(if coopmat_f16_unavailable(ctx).is_none() { GemmPath::CoopMatF16 } else { GemmPath::TiledF16In })
-        }
-        (true, GemmChoice::CoopMat) => match coopmat_f16_unavailable(ctx) {
-            None => Ok(GemmPath::CoopMatF16),
-            Some(why) => Err(VkError::Unsupported(why)),
-        },
+        (Precision::F32, _) => Ok(GemmPath::TiledF32),
+        (Precision::Bf16, GemmChoice::CoopMat | GemmChoice::CoopMat64) => Err(VkError::Unsupported(
+            "there is no bfloat16 cooperative-matrix kernel (glslang 13 has no bfloat16 types); use --gemm-path tiled"
+                .into(),
+        )),
+        (Precision::Bf16, _) => Ok(GemmPath::TiledBf16In),
+        (Precision::F16, GemmChoice::Tiled) => Ok(GemmPath::TiledF16),
+        (Precision::F16, GemmChoice::Auto) => Ok(if coopmat_unavailable(ctx, GemmPath::CoopMatF16Big).is_none() {
+            GemmPath::CoopMatF16Big
+        } else {
+            GemmPath::TiledF16
+        }),
+        (Precision::F16, GemmChoice::CoopMat) => forced(GemmPath::CoopMatF16Big),
+        (Precision::F16, GemmChoice::CoopMat64) => forced(GemmPath::CoopMatF16),
     }
 }
 
@@ -271,10 +431,12 @@ pub struct SplitK {
 /// as many slices as bring the workgroups to about
 /// [`SPLIT_K_TARGET_GROUPS`], each at least [`SPLIT_K_MIN_SLICE`] long, and no
 /// more than the scratch holds (`slices·m·n` values). Products with enough
-/// output tiles, short K, or on the cooperative-matrix path are not split.
+/// output tiles, short K, or on the 64×64 cooperative-matrix kernel are not
+/// split. The output tiles and the chunk's alignment are the path's.
 pub fn split_k_plan(path: GemmPath, s: &GemmShape, max_scratch: usize) -> SplitK {
     let whole = SplitK { slices: 1, chunk: s.k };
-    let tiles = s.m.div_ceil(GEMM_TILE_M) * s.n.div_ceil(GEMM_TILE_N);
+    let (tm, tn, tk) = path.tile();
+    let tiles = s.m.div_ceil(tm) * s.n.div_ceil(tn);
     if !path.splits() || tiles == 0 {
         return whole;
     }
@@ -282,14 +444,14 @@ pub fn split_k_plan(path: GemmPath, s: &GemmShape, max_scratch: usize) -> SplitK
     if want < 2 {
         return whole;
     }
-    let chunk = s.k.div_ceil(want).next_multiple_of(GEMM_TILE_K);
+    let chunk = s.k.div_ceil(want).next_multiple_of(tk);
     let slices = s.k.div_ceil(chunk);
     if slices < 2 { whole } else { SplitK { slices, chunk } }
 }
 
 /// Scratch values (f32) that `gemm_split` needs to split `s` as planned with
 /// unbounded scratch (0 when it is not split). Never more than
-/// `SPLIT_K_TARGET_GROUPS · 128 · 64` values, whatever the shape.
+/// `SPLIT_K_TARGET_GROUPS` times the path's output tile, whatever the shape.
 pub fn split_k_scratch_len(path: GemmPath, s: &GemmShape) -> usize {
     let plan = split_k_plan(path, s, usize::MAX);
     if plan.slices > 1 { plan.slices * s.m * s.n } else { 0 }
@@ -354,8 +516,8 @@ pub fn gemm_split<'a>(
     c: MatRef<'a>,
     scratch: Option<&'a Buffer>,
 ) -> VkResult<()> {
-    if path == GemmPath::CoopMatF16
-        && let Some(why) = coopmat_f16_unavailable(ctx)
+    if path.coopmat()
+        && let Some(why) = coopmat_unavailable(ctx, path)
     {
         return Err(VkError::Unsupported(why));
     }

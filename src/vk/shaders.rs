@@ -10,8 +10,10 @@ pub static GEMM_F32: &[u8] = spirv!("gemm_f32");
 pub static GEMM_F16IN_TILED: &[u8] = spirv!("gemm_f16in_tiled");
 pub static GEMM_BF16IN_TILED: &[u8] = spirv!("gemm_bf16in_tiled");
 pub static GEMM_SPLITK_REDUCE: &[u8] = spirv!("gemm_splitk_reduce");
+pub static GEMM_F16_TILED: &[u8] = spirv!("gemm_f16_tiled");
 
-// `GEMM_F16_COOPMAT: Option<&[u8]>`: present when build.rs found glslang 13.
+// `GEMM_F16_COOPMAT` and `GEMM_F16_COOPMAT_BIG: Option<&[u8]>`: present when
+// build.rs found glslang 13.
 include!(concat!(env!("OUT_DIR"), "/optional_shaders.rs"));
 
 // The model's kernels (src/vk/engine).

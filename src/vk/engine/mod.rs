@@ -22,7 +22,7 @@ pub use faults::Fault;
 pub use kernels::{MAX_HIDDEN, ModelPush, st};
 pub use layout::{ParamEntry, ParamLayout};
 pub use reduce::{col_sum_chunks, col_sum_scratch_len, record_col_sum};
-pub use workspace::{Workspace, scratch_len, step_products, workspace_bytes};
+pub use workspace::{Workspace, scratch_len, scratch_len_for, step_products, workspace_bytes};
 
 use std::sync::Arc;
 
@@ -30,7 +30,7 @@ use crate::cpu::{LossScale, OptimOutcome, OptimState, SkipReason, StepOptions, S
 use crate::dataset::Batch;
 use crate::model::{Config, Params};
 use crate::vk::kernel::KernelSpec;
-use crate::vk::ops::{self, GemmPath, GemmShape, MatRef};
+use crate::vk::ops::{self, GemmChoice, GemmPath, GemmShape, MatRef, Precision};
 use crate::vk::{Buffer, Context, Sequence, Timings, VkError, VkResult};
 use kernels::*;
 
@@ -171,6 +171,17 @@ pub struct GpuGrads {
     pub grads: Params<f32>,
 }
 
+/// The loss scale a step in `precision` starts from: GradScaler's dynamic
+/// scale (2^16, ×2 after 2000 good steps, ×0.5 on a skipped one) for f16,
+/// whose range needs it; none (S = 1) for f32 and for bfloat16, whose range is
+/// f32's.
+pub fn default_loss_scale(precision: Precision) -> LossScale {
+    match precision {
+        Precision::F16 => LossScale::dynamic(),
+        Precision::F32 | Precision::Bf16 => LossScale::fixed(),
+    }
+}
+
 fn u(x: usize, what: &str) -> VkResult<u32> {
     u32::try_from(x).map_err(|_| VkError::Limit(format!("{what} = {x} does not fit in 32 bits")))
 }
@@ -220,8 +231,30 @@ impl Engine {
         Ok(e)
     }
 
+    /// An engine for a step in `precision`: the f32 step, or the
+    /// mixed-precision step (every matrix product with f16 or bfloat16 inputs
+    /// and f32 accumulation on the kernel [`ops::path_for`] picks under
+    /// `choice`; everything else in f32 with f32 master weights), starting
+    /// from [`default_loss_scale`].
+    pub fn with_precision(
+        ctx: &Arc<Context>,
+        cfg: &Config,
+        params: &Params<f32>,
+        opts: &StepOptions,
+        precision: Precision,
+        choice: GemmChoice,
+    ) -> VkResult<Engine> {
+        let path = ops::path_for(ctx, precision, choice)?;
+        Engine::new(ctx, cfg, params, opts, &default_loss_scale(precision), path)
+    }
+
     pub fn context(&self) -> &Context {
         &self.ctx
+    }
+
+    /// The precision of the step's products (f32: the f32 step).
+    pub fn precision(&self) -> Precision {
+        self.path.input_precision()
     }
 
     pub fn config(&self) -> &Config {
@@ -260,7 +293,8 @@ impl Engine {
         self.fault
     }
 
-    fn gemm_path_now(&self) -> GemmPath {
+    /// The kernel the products run on now: the engine's, or a planted bug's.
+    pub fn gemm_path_now(&self) -> GemmPath {
         match self.fault {
             Some(Fault::GemmNoBounds) => GemmPath::FaultNoBounds,
             Some(Fault::F16AccumNoScale) => GemmPath::FaultF16Accum,
@@ -448,7 +482,8 @@ impl Engine {
         let fits = self.ws.as_ref().is_some_and(|w| w.t == batch.t && w.b == batch.rows);
         if !fits {
             self.ws = None;
-            self.ws = Some(Workspace::new(&self.ctx, &self.cfg, batch.t, batch.rows, self.layout.total)?);
+            let path = self.path;
+            self.ws = Some(Workspace::new(&self.ctx, &self.cfg, batch.t, batch.rows, self.layout.total, path)?);
         }
         let ws = self.ws.as_mut().expect("set above");
         ws.write_batch(&self.cfg, batch)
@@ -690,8 +725,18 @@ impl Engine {
                     let p = ModelPush { off0: self.off(&format!("gru.weight_hh_l{l}")) as u32, ..base };
                     let label = format!("gru.l{l} bwd recurrence");
                     if self.recurrence != Recurrence::Seq {
-                        let bufs =
-                            [pb, &lb.gh, &lb.gates, &lb.h, &lb.d_h, &lb.dh_tot, &lb.d_gi, &lb.d_gh, &self.state, &ws.sync];
+                        let bufs = [
+                            pb,
+                            &lb.gh,
+                            &lb.gates,
+                            &lb.h,
+                            &lb.d_h,
+                            &lb.dh_tot,
+                            &lb.d_gi,
+                            &lb.d_gh,
+                            &self.state,
+                            &ws.sync,
+                        ];
                         let steps = (0..ws.t).rev().map(|t| (t, 1));
                         let spec = if h % 4 == 0 { &GRU_BWD_GRID_VEC4 } else { &GRU_BWD_GRID };
                         self.record_grid(seq, spec, &bufs, &p, steps, &label)?;
@@ -795,7 +840,14 @@ impl Engine {
         let mut seq = Sequence::new(&self.ctx)?;
         self.record_begin(&mut seq)?;
         seq.fill(&ws.sync, 0)?;
-        let p = ModelPush { flag, t: 0, n: u(steps, "steps")?, off0: self.off("gru.weight_hh_l0") as u32, off1: self.off("gru.bias_hh_l0") as u32, ..self.push(ws) };
+        let p = ModelPush {
+            flag,
+            t: 0,
+            n: u(steps, "steps")?,
+            off0: self.off("gru.weight_hh_l0") as u32,
+            off1: self.off("gru.bias_hh_l0") as u32,
+            ..self.push(ws)
+        };
         let bufs = [&self.params, &lb.gi, &lb.gh, &lb.gates, &lb.h, &self.state, &ws.sync];
         let groups = self.cfg.hidden.div_ceil(GRID_UNITS);
         let spec = if self.cfg.hidden % 4 == 0 { &GRU_FWD_GRID_VEC4 } else { &GRU_FWD_GRID };

@@ -96,13 +96,19 @@ pub fn step_products(cfg: &Config, rows: usize, b: usize) -> Vec<(usize, usize, 
     p
 }
 
-/// Values the workspace's `scratch` holds: the largest split-K scratch of the
-/// step's products and of its column sums (at least 1).
+/// Values the workspace's `scratch` holds for the f32 step: the largest
+/// split-K scratch of the step's products and of its column sums (at least 1).
 pub fn scratch_len(cfg: &Config, rows: usize, b: usize) -> usize {
+    scratch_len_for(cfg, rows, b, GemmPath::TiledF32)
+}
+
+/// [`scratch_len`] for the products computed on `path` (its tiles set the
+/// split), and at least the f32 kernel's (the planted GEMM bugs run on it).
+pub fn scratch_len_for(cfg: &Config, rows: usize, b: usize, path: GemmPath) -> usize {
     let shape = |(m, n, k)| GemmShape { m, n, k, ta: false, tb: false, accumulate: false };
     let gemm = step_products(cfg, rows, b)
         .into_iter()
-        .map(|p| split_k_scratch_len(GemmPath::TiledF32, &shape(p)))
+        .flat_map(|p| [path, GemmPath::TiledF32].map(|path| split_k_scratch_len(path, &shape(p))))
         .max()
         .unwrap_or(0);
     let sums = col_sum_scratch_len(rows, cfg.vocab).max(col_sum_scratch_len(rows, 3 * cfg.hidden));
@@ -128,7 +134,15 @@ pub fn workspace_bytes(cfg: &Config, rows: usize) -> u64 {
 }
 
 impl Workspace {
-    pub fn new(ctx: &Context, cfg: &Config, t: usize, b: usize, n_params: usize) -> VkResult<Workspace> {
+    /// The workspace of `t` positions of `b` rows; `path` computes the products.
+    pub fn new(
+        ctx: &Context,
+        cfg: &Config,
+        t: usize,
+        b: usize,
+        n_params: usize,
+        path: GemmPath,
+    ) -> VkResult<Workspace> {
         let rows = t * b;
         if rows == 0 {
             return Err(VkError::Invalid("a batch of no positions".into()));
@@ -183,7 +197,7 @@ impl Workspace {
             partials: dev("reduce.partials", n_params.div_ceil(SUMSQ_CHUNK).max(rows))?,
             wt: dev("gru.w_hh_t", 3 * h * h)?,
             sync: dev("grid.sync", GRID_MAX_GROUPS * GRID_FLAG_WORDS)?,
-            scratch: dev("reduce.scratch", scratch_len(cfg, rows, b))?,
+            scratch: dev("reduce.scratch", scratch_len_for(cfg, rows, b, path))?,
         })
     }
 
