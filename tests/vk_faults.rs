@@ -19,6 +19,15 @@ fn cfg() -> Config {
 
 /// The first rung that does not pass, over the whole ladder in isolated mode.
 fn first_failure(ctx: &Arc<dualscope::vk::Context>, fault: Option<Fault>) -> Option<(String, Vec<String>)> {
+    first_failure_in(ctx, fault, Precision::F32)
+}
+
+/// [`first_failure`] of the ladder in `precision`.
+fn first_failure_in(
+    ctx: &Arc<dualscope::vk::Context>,
+    fault: Option<Fault>,
+    precision: Precision,
+) -> Option<(String, Vec<String>)> {
     let cfg = cfg();
     let ds = dualscope::dataset::synthetic::default_dataset();
     let setup = ladder::Setup {
@@ -27,9 +36,9 @@ fn first_failure(ctx: &Arc<dualscope::vk::Context>, fault: Option<Fault>) -> Opt
         batch: ladder::default_batch(&ds, &cfg, 4).unwrap(),
         opts: Default::default(),
         mode: Mode::Isolated,
-        precision: Precision::F32,
+        precision,
     };
-    let gemm = ladder::run_rung_with_fault(ctx, "gemm", &cfg, Precision::F32, 4, GemmChoice::Auto, fault).unwrap();
+    let gemm = ladder::run_rung_with_fault(ctx, "gemm", &cfg, precision, 4, GemmChoice::Auto, fault).unwrap();
     if gemm.status == Status::Fail {
         return Some(("gemm".into(), vec![]));
     }
@@ -56,6 +65,25 @@ fn every_fault_is_caught_at_its_rung() {
         let (rung, cases) = caught.unwrap_or_else(|| panic!("{f}: no rung failed"));
         assert_eq!(rung, f.expected_rung(), "{f}: first caught at {rung} ({cases:?})");
         eprintln!("{f}: caught at {rung} by {cases:?}");
+    }
+    assert_clean(&ctx, test);
+}
+
+/// The same catalogue against the mixed-precision ladder (f16 products, its
+/// wider tolerances): every planted bug is still caught first at its rung —
+/// `f16_accum_no_scale` by the gemm rung's range cases, whose sums pass f16's
+/// 65504 (an f16 accumulator overflows to Inf).
+#[test]
+fn every_fault_is_caught_at_its_rung_in_the_mixed_step() {
+    let test = "every_fault_is_caught_at_its_rung_in_the_mixed_step";
+    let Some(ctx) = context(test) else { return };
+    let ctx = Arc::new(ctx);
+    assert_eq!(first_failure_in(&ctx, None, Precision::F16), None, "the clean mixed engine passes");
+    for f in Fault::ALL {
+        let caught = first_failure_in(&ctx, Some(f), Precision::F16);
+        let (rung, cases) = caught.unwrap_or_else(|| panic!("{f}: no rung failed"));
+        assert_eq!(rung, f.expected_rung(), "{f}: first caught at {rung} ({cases:?})");
+        eprintln!("mixed {f}: caught at {rung} by {cases:?}");
     }
     assert_clean(&ctx, test);
 }

@@ -405,3 +405,128 @@ fn split_k_fits_the_scratch_it_is_given() {
     }
     assert_clean(&ctx, test);
 }
+
+/// The f16 value of `x` (round to nearest even; f16's range: Inf past 65504,
+/// subnormals below 2^-14), as an f32.
+fn f16(x: f32) -> f32 {
+    gemm::f16::from_f32(x).to_f32()
+}
+
+/// The f16 kernels this device can run: the tiled one always, the
+/// cooperative-matrix ones where the device has them.
+fn f16_paths(ctx: &dualscope::vk::Context) -> Vec<ops::GemmPath> {
+    let mut paths = vec![ops::GemmPath::TiledF16];
+    for p in [ops::GemmPath::CoopMatF16Big, ops::GemmPath::CoopMatF16] {
+        match ops::coopmat_unavailable(ctx, p) {
+            None => paths.push(p),
+            Some(why) => eprintln!("SKIPPED {}: {why}", p.name()),
+        }
+    }
+    paths
+}
+
+/// The f16 kernels convert each input exactly as a conversion to f16 does,
+/// range included: 65504 stays, 65520 and up become Inf, values below 2^-14
+/// land on the subnormal grid of 2^-24, ties go to even, NaN stays NaN.
+/// (A k = 1 product with B = 1: C is the converted A, bit for bit.)
+#[test]
+fn the_f16_kernels_round_their_inputs_as_f16_does() {
+    let test = "the_f16_kernels_round_their_inputs_as_f16_does";
+    let Some(ctx) = context(test) else { return };
+    let a: Vec<f32> = vec![
+        1.0,
+        1.0 + 1.0 / 2048.0,
+        1.0 + 3.0 / 2048.0,
+        -3.14159,
+        65504.0,
+        65519.0,
+        65520.0,
+        -70000.0,
+        1e9,
+        6.1035156e-5,
+        6.0e-5,
+        3.0e-8,
+        2.9e-8,
+        1.0e-9,
+        -4.5e-7,
+        0.0,
+        f32::INFINITY,
+        123.456,
+    ];
+    for path in f16_paths(&ctx) {
+        let s = GemmShape { m: a.len(), n: 1, k: 1, ta: false, tb: false, accumulate: false };
+        let dev = |name, x: &[f32]| Buffer::upload_f32(&ctx, name, x).unwrap();
+        let (ab, bb) = (dev("a", &a), dev("b", &[1.0]));
+        let cb = Buffer::device_f32(&ctx, "c", a.len()).unwrap();
+        let back = Buffer::readback_f32(&ctx, "c.back", a.len()).unwrap();
+        {
+            let mut seq = Sequence::new(&ctx).unwrap();
+            ops::gemm_with(&ctx, &mut seq, path, &s, MatRef::whole(&ab), MatRef::whole(&bb), MatRef::whole(&cb))
+                .unwrap();
+            seq.copy(&cb, 0, &back, 0, cb.bytes()).unwrap();
+            seq.submit().unwrap();
+        }
+        let got = back.read_f32().unwrap();
+        for (&x, &y) in a.iter().zip(&got) {
+            assert_eq!(
+                y.to_bits(),
+                f16(x).to_bits(),
+                "{}: f16({x:e}) = {:e}, the kernel gave {y:e}",
+                path.name(),
+                f16(x)
+            );
+        }
+    }
+    assert_clean(&ctx, test);
+}
+
+/// The f16 kernels on shapes that divide none of their tiles (64×64 tiled,
+/// 128×128 and 64×64 cooperative-matrix), every transpose, offsets,
+/// accumulate, and long-K products split along K: against the f64 product of
+/// the f16-rounded inputs, the only difference left is the f32 accumulation,
+/// so rung 1's f32 bound applies (4× on cooperative matrices, whose
+/// accumulation order and rounding the hardware chooses). A wrong tile, index
+/// or transpose gives errors of order 1; the guards around C stay intact.
+#[test]
+fn the_f16_kernels_match_the_f16_rounded_product() {
+    let test = "the_f16_kernels_match_the_f16_rounded_product";
+    let Some(ctx) = context(test) else { return };
+    let mut rng = Rng::new(1616);
+    for path in f16_paths(&ctx) {
+        let mut cases = Vec::new();
+        for (i, &(m, n, k)) in
+            [(1, 1, 1), (33, 7, 257), (129, 130, 33), (200, 65, 48), (37, 70, 1500), (5, 300, 613)].iter().enumerate()
+        {
+            for (j, (ta, tb)) in [(false, false), (false, true), (true, false), (true, true)].into_iter().enumerate() {
+                let s = GemmShape { m, n, k, ta, tb, accumulate: (i + j) % 2 == 1 };
+                cases.push(Product::new(&ctx, &mut rng, s));
+            }
+        }
+        let split = cases.iter().filter(|c| ops::split_k_plan(path, &c.s, usize::MAX).slices > 1).count();
+        assert!(path == ops::GemmPath::CoopMatF16 || split >= 8, "{}: {split} split products", path.name());
+        let need = cases.iter().map(|c| ops::split_k_scratch_len(path, &c.s)).max().unwrap().max(1);
+        let scratch = Buffer::device_f32(&ctx, "splitk.scratch", need).unwrap();
+        {
+            let mut seq = Sequence::new(&ctx).unwrap();
+            for c in &cases {
+                seq.copy(&c.c_init, 0, &c.bufs[2], 0, c.c_init.bytes()).unwrap();
+                ops::gemm_split(&ctx, &mut seq, path, &c.s, c.at(0), c.at(1), c.at(2), Some(&scratch)).unwrap();
+                seq.copy(&c.bufs[2], 0, &c.back, 0, c.back.bytes()).unwrap();
+            }
+            seq.submit().unwrap();
+        }
+        for c in &cases {
+            let GemmShape { m, n, k, ta, tb, accumulate } = c.s;
+            let r = |x: &[f32]| x.iter().map(|&v| f16(v)).collect::<Vec<f32>>();
+            let mut want = reference(m, n, k, &r(&c.a), ta, &r(&c.b), tb);
+            if accumulate {
+                want.iter_mut().zip(&c.c0).for_each(|(w, &x)| *w += x as f64);
+            }
+            let err = rel_l2(&c.result(), &want);
+            let tol = dualscope::ladder::f32_tolerance(k) * if path.coopmat() { 4.0 } else { 1.0 };
+            assert!(err <= tol, "{} {:?} offsets {:?}: rel L2 {err:e} (tolerance {tol:e})", path.name(), c.s, c.offs);
+        }
+        eprintln!("{}: {} products, {split} split along K", path.name(), cases.len());
+    }
+    assert_clean(&ctx, test);
+}

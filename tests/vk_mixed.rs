@@ -1,0 +1,228 @@
+//! The mixed-precision step (f16 products with f32 accumulation, everything
+//! else f32, a dynamic loss scale) on the Vulkan device: its ladder contract,
+//! GradScaler's skip and back-off on an f16 overflow, and training that
+//! tracks the f32 CPU reference.
+
+mod vk_support;
+
+use std::sync::Arc;
+
+use dualscope::cpu::{self, LossScale, OptimState, StepOptions};
+use dualscope::dataset::Batch;
+use dualscope::ladder::{self, Mode, ModelLadder, Precision, Status};
+use dualscope::model::{Config, Params};
+use dualscope::vk::engine::{Engine, FlatBuf};
+use dualscope::vk::ops::{GemmChoice, GemmPath, coopmat_f16_unavailable};
+use vk_support::{assert_clean, context};
+
+/// Widths that divide no tile: H = 13, A = 6 over 3 heads, W = 4 (as tests/vk_ladder.rs).
+fn odd() -> Config {
+    Config { vocab: 256, d_embed: 7, hidden: 13, layers: 2, attn_dim: 6, heads: 3, window: 4, batch: 3, seq_len: 11 }
+}
+
+fn rows(seed: u64, lens: &[usize]) -> Batch {
+    let mut rng = dualscope::rng::Rng::new(seed);
+    let rows: Vec<Vec<u8>> = lens.iter().map(|&n| (0..n).map(|_| (rng.next_u64() % 256) as u8).collect()).collect();
+    Batch::from_rows(&rows).unwrap()
+}
+
+fn setup(cfg: &Config, mode: Mode, lens: &[usize], seed: u64, precision: Precision) -> ladder::Setup {
+    ladder::Setup {
+        cfg: cfg.clone(),
+        params: Params::init(cfg, seed),
+        batch: rows(seed, lens),
+        opts: StepOptions::default(),
+        mode,
+        precision,
+    }
+}
+
+/// The kernel `auto` picks for f16 here.
+fn f16_path(ctx: &dualscope::vk::Context) -> GemmPath {
+    if coopmat_f16_unavailable(ctx).is_none() { GemmPath::CoopMatF16Big } else { GemmPath::TiledF16 }
+}
+
+/// Rungs 2–11 and the end-to-end gate of the mixed step pass on the odd-width
+/// and the tiny configs, isolated and chained, on the device's f16 kernel;
+/// tensors that a product feeds show f16's rounding (far above f32's), those
+/// computed without one in isolated mode keep the f32 contract.
+#[test]
+fn mixed_rungs_pass_in_both_modes() {
+    let test = "mixed_rungs_pass_in_both_modes";
+    let Some(ctx) = context(test) else { return };
+    let ctx = Arc::new(ctx);
+    let path = f16_path(&ctx);
+    for mode in [Mode::Isolated, Mode::Chained] {
+        for (cfg, lens) in [(odd(), vec![12, 6, 3]), (Config::tiny(), vec![9, 9])] {
+            let mut l = ModelLadder::new(&ctx, setup(&cfg, mode, &lens, 5, Precision::F16)).unwrap();
+            assert_eq!(l.engine().gemm_path(), path);
+            for id in &ladder::ALL_RUNGS[1..] {
+                let r = l.run_rung(id).unwrap();
+                let bad: Vec<_> = r.cases.iter().filter(|c| c.status != Status::Pass).collect();
+                assert_eq!(r.status, Status::Pass, "{mode:?} {id}: {bad:#?}");
+                assert_eq!(r.precision, Precision::F16);
+                assert_eq!(r.gemm_path, Some(path.name()));
+                let stress = if *id == "attn_fwd" && mode == Mode::Isolated { 2 } else { 0 };
+                assert_eq!(r.cases.len(), ladder::outputs(id, &cfg).len() + stress);
+                for c in &r.cases {
+                    assert!(c.rel_l2_gpu_f64.is_some_and(|x| x.is_finite()), "{id} {}", c.name);
+                    assert_eq!(c.non_finite_gpu, 0, "{id} {}", c.name);
+                    if c.name.contains("stress") {
+                        continue;
+                    }
+                    let depth = ladder::product_depth(&cfg, mode, id, &c.name);
+                    let f32_tol = ladder::tolerance(id, &c.name);
+                    if depth == 0 {
+                        assert_eq!(c.tolerance, f32_tol, "{mode:?} {id} {}", c.name);
+                    } else {
+                        assert!(c.tolerance > 10.0 * f32_tol.max(1e-5), "{mode:?} {id} {}", c.name);
+                    }
+                    eprintln!(
+                        "{mode:?} {id} {} (depth {depth}): rel L2 {:.2e} of {:.1e}",
+                        c.name, c.rel_l2, c.tolerance
+                    );
+                }
+            }
+            // The products ran in f16: the logits show its rounding.
+            let logits = &l.tensors("head_fwd")[0];
+            let r = dualscope::ladder::compare(&logits.gpu, &logits.f64);
+            assert!(r.rel_l2 > 2e-5, "logits rel L2 {:.2e}: not f16 products?", r.rel_l2);
+            let e = l.end_to_end().unwrap();
+            assert_eq!(e.status, Status::Pass, "{e:?}");
+            assert!(e.loss_tolerance > ladder::LOSS_TOLERANCE && e.loss_rel_err <= e.loss_tolerance, "{e:?}");
+            assert!(e.grad_norm_rel_diff <= e.grad_norm_tolerance, "{e:?}");
+        }
+    }
+    assert_clean(&ctx, test);
+}
+
+/// The bfloat16 products (no loss scale: bf16 has f32's range) pass their
+/// contract too, with bf16's unit roundoff.
+#[test]
+fn bf16_rungs_pass() {
+    let test = "bf16_rungs_pass";
+    let Some(ctx) = context(test) else { return };
+    let ctx = Arc::new(ctx);
+    let cfg = odd();
+    for mode in [Mode::Isolated, Mode::Chained] {
+        let mut l = ModelLadder::new(&ctx, setup(&cfg, mode, &[12, 6, 3], 8, Precision::Bf16)).unwrap();
+        assert_eq!(l.engine().gemm_path(), GemmPath::TiledBf16In);
+        for id in &ladder::ALL_RUNGS[1..] {
+            let r = l.run_rung(id).unwrap();
+            let bad: Vec<_> = r.cases.iter().filter(|c| c.status != Status::Pass).collect();
+            assert_eq!(r.status, Status::Pass, "{mode:?} {id}: {bad:#?}");
+        }
+        assert_eq!(l.end_to_end().unwrap().status, Status::Pass);
+    }
+    assert_clean(&ctx, test);
+}
+
+/// A planted bug still fails the mixed ladder: the GRU weight a wrong value
+/// (errors of order 1e-2, above every mixed tolerance) fails at `gru_fwd`.
+#[test]
+fn a_corrupted_weight_fails_the_mixed_ladder_at_its_rung() {
+    let test = "a_corrupted_weight_fails_the_mixed_ladder_at_its_rung";
+    let Some(ctx) = context(test) else { return };
+    let ctx = Arc::new(ctx);
+    let s = setup(&odd(), Mode::Chained, &[12, 6, 3], 9, Precision::F16);
+    let mut w = s.params.gru[1].w_hh.data.clone();
+    w[5] += 0.5;
+    let mut l = ModelLadder::new(&ctx, s).unwrap();
+    l.engine().write_named("param.gru.weight_hh_l1", &w).unwrap();
+    assert_eq!(l.run_rung("embed_fwd").unwrap().status, Status::Pass);
+    let r = l.run_rung("gru_fwd").unwrap();
+    assert_eq!(r.status, Status::Fail);
+    assert!(r.cases.iter().filter(|c| c.name.starts_with("gru.l0.")).all(|c| c.status == Status::Pass));
+    assert_clean(&ctx, test);
+}
+
+/// GradScaler on the mixed step: at a loss scale of 2^30 the scaled
+/// gradients pass f16's 65504 as the products convert them, so the gradients
+/// come out non-finite, the step is skipped (parameters, moments and step
+/// counter untouched) and the scale halves, step after step, until the
+/// gradients fit; the same scale in the f32 step overflows nothing. Two good
+/// steps in a row then double the scale (growth interval 2 here).
+#[test]
+fn an_f16_overflow_skips_the_step_and_backs_the_scale_off() {
+    let test = "an_f16_overflow_skips_the_step_and_backs_the_scale_off";
+    let Some(ctx) = context(test) else { return };
+    let ctx = Arc::new(ctx);
+    let cfg = odd();
+    let p0 = Params::<f32>::init(&cfg, 21);
+    let opts = StepOptions::default();
+    let b = rows(5, &[9, 6]);
+    let big = LossScale { scale: 2f64.powi(30), growth_interval: 2, ..LossScale::dynamic() };
+
+    // f32: 2^30 fits.
+    let mut e32 = Engine::new(&ctx, &cfg, &p0, &opts, &big, GemmPath::TiledF32).unwrap();
+    let (r, _) = e32.step(&b).unwrap();
+    assert_eq!(r.optim.skipped, None, "the f32 step at 2^30");
+
+    let mut e = Engine::with_precision(&ctx, &cfg, &p0, &opts, Precision::F16, GemmChoice::Auto).unwrap();
+    assert_eq!(e.precision(), Precision::F16);
+    let (s0, _, _) = e.loss_scale_and_step().unwrap();
+    assert!(s0.dynamic && s0.scale == 65536.0, "the mixed step starts from GradScaler's 2^16: {s0:?}");
+    e.write_state(&big, 0, 0).unwrap();
+    let before = (e.read_flat(FlatBuf::Params).unwrap(), e.read_flat(FlatBuf::M).unwrap());
+    let mut scale = big.scale;
+    let mut skipped = 0;
+    loop {
+        let (r, _) = e.step(&b).unwrap();
+        assert_eq!(r.optim.scale, scale);
+        if r.optim.skipped.is_none() {
+            break;
+        }
+        assert_eq!(r.optim.skipped, Some(cpu::SkipReason::NonFiniteNorm));
+        assert!(!r.optim.grad_norm.is_finite());
+        assert!(r.loss.is_finite(), "the forward is unscaled and finite");
+        assert_eq!(r.optim.next_scale, scale / 2.0, "backed off");
+        skipped += 1;
+        scale /= 2.0;
+        let after = (e.read_flat(FlatBuf::Params).unwrap(), e.read_flat(FlatBuf::M).unwrap());
+        let same = |x: &[f32], y: &[f32]| x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits());
+        assert!(same(&before.0, &after.0) && same(&before.1, &after.1), "a skipped step changed the state");
+        assert!(skipped < 30, "never stopped overflowing");
+    }
+    // It took scales of 2^30 down to well above 1 to fit: f16 overflowed.
+    assert!(skipped >= 1 && scale >= 1024.0, "{skipped} skipped steps, then a step at {scale}");
+    let (s, step, total) = e.loss_scale_and_step().unwrap();
+    assert_eq!((s.scale, s.growth_tracker, step, total), (scale, 1, 1, skipped));
+    let (r, _) = e.step(&b).unwrap();
+    assert_eq!((r.optim.skipped, r.optim.next_scale), (None, 2.0 * scale), "grown after 2 good steps");
+    eprintln!("{skipped} steps skipped from 2^30; the first good step at 2^{}", scale.log2());
+    assert_clean(&ctx, test);
+}
+
+/// A few training steps of the mixed step (dynamic scale from 2^16) against
+/// the f32 CPU reference's steps from the same start (the same dynamic
+/// scale, which f32 never needs to back off): the losses agree within the
+/// end-to-end gate of the mixed contract at every step, and no step is
+/// skipped on either side.
+#[test]
+fn mixed_training_tracks_the_f32_cpu_loss() {
+    let test = "mixed_training_tracks_the_f32_cpu_loss";
+    let Some(ctx) = context(test) else { return };
+    let ctx = Arc::new(ctx);
+    for (cfg, lens) in [(odd(), vec![12, 8, 12]), (Config::tiny(), vec![8, 8])] {
+        let p0 = Params::<f32>::init(&cfg, 33);
+        let opts = StepOptions::default();
+        let mut e = Engine::with_precision(&ctx, &cfg, &p0, &opts, Precision::F16, GemmChoice::Auto).unwrap();
+        let (mut p, mut st, mut sc) = (p0.clone(), OptimState::<f32>::new(&cfg), LossScale::dynamic());
+        for step in 0..6 {
+            let b = rows(100 + step, &lens);
+            // The gate the ladder's end-to-end step applies to this batch and these parameters.
+            let (_, _, trace) = cpu::traced(&cfg, &p, &b, 1.0, None).unwrap();
+            let z = &trace.get("head.logits").unwrap().data;
+            let rms = (z.iter().map(|&x| (x as f64).powi(2)).sum::<f64>() / z.len() as f64).sqrt();
+            let cpu_r = cpu::train_step(&cfg, &mut p, &mut st, &mut sc, &b, &opts).unwrap();
+            let (gpu_r, _) = e.step(&b).unwrap();
+            assert_eq!((gpu_r.optim.skipped, cpu_r.optim.skipped), (None, None), "step {step}");
+            assert_eq!(gpu_r.optim.scale, cpu_r.optim.scale);
+            let gate = ladder::loss_tolerance(Precision::F16, &cfg, rms, cpu_r.loss);
+            let rel = (gpu_r.loss - cpu_r.loss).abs() / cpu_r.loss;
+            eprintln!("step {step}: loss gpu {:.7} cpu {:.7} (rel {rel:.2e}, gate {gate:.1e})", gpu_r.loss, cpu_r.loss);
+            assert!(rel <= gate, "step {step}: loss {} vs {} (rel {rel:e}, gate {gate:e})", gpu_r.loss, cpu_r.loss);
+        }
+    }
+    assert_clean(&ctx, test);
+}
