@@ -559,3 +559,48 @@ fn bench_runs_both_engines_and_reports_the_ratio() {
     assert!(kernels.iter().any(|k| k["kernel"].as_str().unwrap().starts_with("gru fwd")), "{kernels:?}");
     assert_eq!(gpu["breakdown_ms"].as_array().unwrap().len(), 10, "one entry per stage");
 }
+
+/// The mixed-precision step from the command line: the whole ladder in
+/// `--precision f16` (model rungs included) passes and reports its kernel;
+/// `bench --precision mixed` reports the mode it timed; `train --engine gpu
+/// --precision f16` trains with the dynamic loss scale and says so; the CPU
+/// engine refuses a mixed precision.
+#[test]
+fn the_mixed_step_runs_from_the_command_line() {
+    let Some(ctx) = vk_support::context("the_mixed_step_runs_from_the_command_line") else { return };
+    let path =
+        if dualscope::vk::ops::coopmat_f16_unavailable(&ctx).is_none() { "coopmat f16 128x128" } else { "tiled f16" };
+    let out = dualscope(&["ladder", "--config", "tiny", "--precision", "f16", "--mode", "chained", "--json"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}\n{}", text(&out.stdout), text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((v["precision"].as_str(), v["gemm_path"].as_str()), (Some("f16"), Some(path)));
+    for r in v["rungs"].as_array().unwrap() {
+        assert_eq!((r["status"].as_str(), r["gemm_path"].as_str()), (Some("pass"), Some(path)), "{r}");
+    }
+    assert_eq!(v["end_to_end"]["status"], "pass");
+
+    let args = ["bench", "--engine", "gpu", "--config", "tiny", "--steps", "2", "--warmup", "1", "--json"];
+    let out = dualscope(&[&args[..], &["--precision", "mixed"]].concat(), &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let gpu = &v["engines"][0];
+    assert_eq!((gpu["precision"].as_str(), gpu["gemm_path"].as_str()), (Some("f16"), Some(path)), "{gpu}");
+    assert!(gpu["first_loss"].as_f64().unwrap().is_finite());
+
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("text.txt");
+    std::fs::write(&data, "the quick brown fox jumps over the lazy dog. ".repeat(40)).unwrap();
+    let train = |engine: &str| {
+        let args = ["train", "--data", data.to_str().unwrap(), "--config", "tiny", "--batch", "2", "--seq-len", "16"];
+        let more = ["--steps", "4", "--engine", engine, "--precision", "f16", "--json"];
+        dualscope(&[&args[..], &more].concat(), &[])
+    };
+    let out = train("gpu");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((v["precision"].as_str(), v["gemm_path"].as_str()), (Some("f16"), Some(path)));
+    assert_eq!(v["skipped"], 0);
+    assert!(v["log"].as_array().unwrap().iter().all(|e| e["scale"].as_f64() == Some(65536.0)), "{}", v["log"]);
+    let out = train("cpu");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+}

@@ -62,7 +62,7 @@ fn gemm_rung_passes_in_f16_on_every_path_the_device_has() {
     let Some(ctx) = context("gemm_rung_passes_in_f16_on_every_path_the_device_has") else { return };
     let mut choices = vec![GemmChoice::Tiled];
     match coopmat_f16_unavailable(&ctx) {
-        None => choices.push(GemmChoice::CoopMat),
+        None => choices.extend([GemmChoice::CoopMat, GemmChoice::CoopMat64]),
         Some(why) => {
             eprintln!("SKIPPED the cooperative-matrix path: {why}");
             let e = ladder::run_rung(&ctx, "gemm", &Config::tiny(), Precision::F16, 2, GemmChoice::CoopMat);

@@ -13,7 +13,7 @@ use crate::dataset::Batch;
 use crate::model::{Config, Params};
 use crate::tensor::Real;
 use crate::vk::engine::{Engine, FlatBuf, Stage};
-use crate::vk::ops::GemmPath;
+use crate::vk::ops::{GemmChoice, GemmPath, Precision};
 use crate::vk::{Context, ContextOptions, VkError};
 
 /// Opens the Vulkan device (`device`, else `DUALSCOPE_VK_DEVICE`, else the
@@ -54,12 +54,22 @@ impl Gpu {
     /// Opens the device and uploads `params`, with fresh optimizer state and a
     /// fixed loss scale of 1 (what the CPU commands start from).
     fn new(cfg: &Config, params: &Params<f32>, opts: &StepOptions) -> Result<Gpu, CliError> {
-        Self::with_scale(cfg, params, opts, &LossScale::fixed())
+        Self::with_scale(cfg, params, opts, &LossScale::fixed(), Precision::F32, GemmChoice::Auto)
     }
 
-    fn with_scale(cfg: &Config, params: &Params<f32>, opts: &StepOptions, scale: &LossScale) -> Result<Gpu, CliError> {
+    /// The engine for a step in `precision` (f32, or the mixed step's f16 or
+    /// bf16 products on the kernel `choice` picks), starting from `scale`.
+    fn with_scale(
+        cfg: &Config,
+        params: &Params<f32>,
+        opts: &StepOptions,
+        scale: &LossScale,
+        precision: Precision,
+        choice: GemmChoice,
+    ) -> Result<Gpu, CliError> {
         let ctx = Arc::new(open_context(None)?);
-        let engine = Engine::new(&ctx, cfg, params, opts, scale, GemmPath::TiledF32).map_err(vk_error)?;
+        let path: GemmPath = crate::vk::ops::path_for(&ctx, precision, choice).map_err(vk_error)?;
+        let engine = Engine::new(&ctx, cfg, params, opts, scale, path).map_err(vk_error)?;
         Ok(Gpu { ctx, engine })
     }
 
@@ -209,9 +219,24 @@ impl Stepper {
         })
     }
 
-    /// Starts from `state` (weights, moments, step counter, loss scale).
+    /// Starts from `state` (weights, moments, step counter, loss scale), the
+    /// GPU step in `precision` on the kernel `choice` picks (the CPU reference
+    /// computes in f32 only: any other precision is a usage error there).
     /// Opens the Vulkan device for `--engine gpu`.
-    pub fn resume(engine: EngineArg, cfg: &Config, state: TrainState, opts: &StepOptions) -> Result<Self, CliError> {
+    pub fn resume(
+        engine: EngineArg,
+        cfg: &Config,
+        state: TrainState,
+        opts: &StepOptions,
+        precision: Precision,
+        choice: GemmChoice,
+    ) -> Result<Self, CliError> {
+        if engine == EngineArg::Cpu && precision != Precision::F32 {
+            return Err(CliError::Usage(format!(
+                "--precision {}: the mixed-precision step runs on --engine gpu; the CPU reference computes in f32",
+                precision.name()
+            )));
+        }
         Ok(match engine {
             EngineArg::Cpu => Stepper::Cpu(Box::new(CpuRun {
                 cfg: cfg.clone(),
@@ -221,7 +246,7 @@ impl Stepper {
                 opts: *opts,
             })),
             EngineArg::Gpu => {
-                let gpu = Gpu::with_scale(cfg, &state.params, opts, &state.scale)?;
+                let gpu = Gpu::with_scale(cfg, &state.params, opts, &state.scale, precision, choice)?;
                 gpu.engine.set_optim_state(&state.optim, &state.scale).map_err(vk_error)?;
                 gpu.check_validation()?;
                 Stepper::Gpu(Box::new(gpu))
@@ -300,6 +325,15 @@ impl Stepper {
     }
 
     /// The loss scale now.
+    /// What computes the step's matrix products: the CPU reference, or the
+    /// GPU kernel (`GemmPath::name`), with the step's precision.
+    pub fn precision_and_path(&self) -> (&'static str, &'static str) {
+        match self {
+            Stepper::Cpu(_) => ("f32", "cpu"),
+            Stepper::Gpu(g) => (g.engine.precision().name(), g.engine.gemm_path().name()),
+        }
+    }
+
     pub fn loss_scale(&self) -> Result<LossScale, CliError> {
         match self {
             Stepper::Cpu(c) => Ok(c.scale.clone()),

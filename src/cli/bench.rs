@@ -44,6 +44,14 @@ pub struct BenchArgs {
     /// Vulkan device index (default: DUALSCOPE_VK_DEVICE, else 0).
     #[arg(long)]
     pub device: Option<usize>,
+    /// The GPU step's precision: f32, or the mixed-precision step (f16 =
+    /// mixed: f16 products with f32 accumulation and a dynamic loss scale;
+    /// bf16). The CPU engine always runs f32.
+    #[arg(long, value_enum, default_value_t = super::gpu::LadderPrecision::F32)]
+    pub precision: super::gpu::LadderPrecision,
+    /// GEMM kernel of the mixed step (default: DUALSCOPE_GEMM_PATH, else auto).
+    #[arg(long, value_enum)]
+    pub gemm_path: Option<super::gpu::GemmPathArg>,
     /// Write the benchmark's batch (JSON: `tokens` per row and `lens`), so that
     /// a peer implementation can time the very same step.
     #[arg(long)]
@@ -79,6 +87,9 @@ struct Timed {
     /// GPU: wall and device milliseconds of the step recorded once and
     /// replayed (`Sequence::replay`, the CUDA-graph way), step after step.
     replay: Option<(Vec<f64>, Vec<f64>)>,
+    /// What was timed: the step's precision and the kernel of its products.
+    precision: &'static str,
+    gemm_path: &'static str,
 }
 
 fn bench_cpu(a: &BenchArgs, cfg: &Config, params: &Params<f32>, batch: &Batch) -> Result<Timed, CliError> {
@@ -113,6 +124,8 @@ fn bench_cpu(a: &BenchArgs, cfg: &Config, params: &Params<f32>, batch: &Batch) -
         kernels: Vec::new(),
         recurrence: None,
         replay: None,
+        precision: "f32",
+        gemm_path: "cpu",
     })
 }
 
@@ -130,11 +143,11 @@ fn kernel_of(label: &str) -> String {
 
 fn bench_gpu(a: &BenchArgs, cfg: &Config, params: &Params<f32>, batch: &Batch) -> Result<Timed, CliError> {
     use crate::vk::engine::Engine;
-    use crate::vk::ops::GemmPath;
     let ctx = std::sync::Arc::new(super::backend::open_context(a.device)?);
     let fail = |e: crate::vk::VkError| CliError::Engine(format!("--engine gpu: {e}"));
-    let mut e = Engine::new(&ctx, cfg, params, &StepOptions::default(), &LossScale::fixed(), GemmPath::TiledF32)
-        .map_err(fail)?;
+    let precision = a.precision.precision();
+    let choice = super::gpu::GemmPathArg::choice(a.gemm_path)?;
+    let mut e = Engine::with_precision(&ctx, cfg, params, &StepOptions::default(), precision, choice).map_err(fail)?;
     e.set_batch(batch).map_err(fail)?;
     let pb = progress((a.warmup + a.steps) as u64, "benchmark gpu");
     let (mut wall, mut device) = (Vec::new(), Vec::new());
@@ -177,7 +190,8 @@ fn bench_gpu(a: &BenchArgs, cfg: &Config, params: &Params<f32>, batch: &Batch) -
         return Err(CliError::Failed(format!("{} Vulkan validation errors (see stderr)", ctx.validation_errors())));
     }
     let first_loss = first_loss.unwrap_or(f64::NAN);
-    Ok(Timed { wall, device, first_loss, breakdown: stages, kernels, recurrence, replay })
+    let (precision, gemm_path) = (precision.name(), e.gemm_path().name());
+    Ok(Timed { wall, device, first_loss, breakdown: stages, kernels, recurrence, replay, precision, gemm_path })
 }
 
 /// The same step recorded once, then replayed `warmup + steps` times: wall
@@ -250,7 +264,7 @@ fn summary(engine: &str, t: &mut Timed, tokens: f64) -> serde_json::Value {
     let (median, p10, p90) = percentiles(&mut t.wall);
     let device = (!t.device.is_empty()).then(|| percentiles(&mut t.device));
     json!({
-        "engine": engine, "median_ms": median, "p10_ms": p10, "p90_ms": p90,
+        "engine": engine, "precision": t.precision, "gemm_path": t.gemm_path, "median_ms": median, "p10_ms": p10, "p90_ms": p90,
         "device_median_ms": device.map(|d| d.0), "device_p10_ms": device.map(|d| d.1), "device_p90_ms": device.map(|d| d.2),
         "tokens_per_s": tokens / (median / 1e3), "first_loss": t.first_loss,
         "breakdown_ms": t.breakdown.iter().map(|(n, ms)| json!({"phase": n, "ms": ms})).collect::<Vec<_>>(),
@@ -314,8 +328,10 @@ fn print(v: &serde_json::Value, breakdown: bool) {
     for e in v["engines"].as_array().into_iter().flatten() {
         let dev = e["device_median_ms"].as_f64().map_or(String::new(), |d| format!(", device {d:.3} ms"));
         println!(
-            "  {}: median {:.3} ms/step (p10 {:.3}, p90 {:.3}){dev}, {:.0} tokens/s",
+            "  {} ({}, products on {}): median {:.3} ms/step (p10 {:.3}, p90 {:.3}){dev}, {:.0} tokens/s",
             e["engine"].as_str().unwrap_or("?"),
+            e["precision"].as_str().unwrap_or("?"),
+            e["gemm_path"].as_str().unwrap_or("?"),
             e["median_ms"].as_f64().unwrap_or(f64::NAN),
             e["p10_ms"].as_f64().unwrap_or(f64::NAN),
             e["p90_ms"].as_f64().unwrap_or(f64::NAN),

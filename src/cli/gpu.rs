@@ -31,6 +31,16 @@ pub enum LadderPrecision {
     Bf16,
 }
 
+impl LadderPrecision {
+    pub fn precision(self) -> Precision {
+        match self {
+            LadderPrecision::F32 => Precision::F32,
+            LadderPrecision::F16 => Precision::F16,
+            LadderPrecision::Bf16 => Precision::Bf16,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum GemmPathArg {
     /// Cooperative matrices where the device has them (f16), else tiled.
@@ -44,7 +54,7 @@ pub enum GemmPathArg {
 
 impl GemmPathArg {
     /// The flag when given, else `DUALSCOPE_GEMM_PATH`, else auto.
-    fn choice(arg: Option<GemmPathArg>) -> Result<crate::vk::ops::GemmChoice, CliError> {
+    pub(super) fn choice(arg: Option<GemmPathArg>) -> Result<crate::vk::ops::GemmChoice, CliError> {
         use crate::vk::ops::GemmChoice;
         match arg {
             Some(GemmPathArg::Auto) => Ok(GemmChoice::Auto),
@@ -335,7 +345,10 @@ pub struct GemmBenchArgs {
     /// Timed products per shape (one sequence; the median is reported).
     #[arg(long, default_value_t = 20)]
     pub reps: usize,
-    /// Kernel: tiled (f32), tiled-f16 (inputs rounded to f16) or coopmat (f16 cooperative matrices).
+    /// Kernel: tiled (f32), tiled-f16 (inputs' mantissas rounded to f16),
+    /// tiled-f16-range (f16 values, the mixed step's tiled kernel), tiled-bf16,
+    /// coopmat (f16 cooperative matrices, 128×128 tiles) or coopmat64 (the
+    /// older 64×64 one).
     #[arg(long, default_value = "tiled")]
     pub path: String,
     #[arg(long)]
@@ -372,9 +385,13 @@ pub fn gemm_bench(a: &GemmBenchArgs) -> Result<i32, CliError> {
         "tiled" => GemmPath::TiledF32,
         "tiled-f16" => GemmPath::TiledF16In,
         "tiled-bf16" => GemmPath::TiledBf16In,
+        "tiled-f16-range" => GemmPath::TiledF16,
         "coopmat" => pick_path(&ctx, true, GemmChoice::CoopMat).map_err(|e| CliError::Engine(e.to_string()))?,
+        "coopmat64" => pick_path(&ctx, true, GemmChoice::CoopMat64).map_err(|e| CliError::Engine(e.to_string()))?,
         other => {
-            return Err(CliError::Usage(format!("--path {other}: expected tiled, tiled-f16, tiled-bf16 or coopmat")));
+            return Err(CliError::Usage(format!(
+                "--path {other}: expected tiled, tiled-f16, tiled-f16-range, tiled-bf16, coopmat or coopmat64"
+            )));
         }
     };
     let mut rows = Vec::new();
@@ -484,11 +501,7 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
         return Err(CliError::Usage(format!("--rungs is empty; the rungs are {}", ladder::ALL_RUNGS.join(", "))));
     }
     ladder::check_rungs(&rungs).map_err(|e| CliError::Usage(format!("--rungs: {e}")))?;
-    let precision = match a.precision {
-        LadderPrecision::F32 => Precision::F32,
-        LadderPrecision::F16 => Precision::F16,
-        LadderPrecision::Bf16 => Precision::Bf16,
-    };
+    let precision = a.precision.precision();
     let mode = match a.mode {
         ModeArg::Isolated => ladder::Mode::Isolated,
         ModeArg::Chained => ladder::Mode::Chained,

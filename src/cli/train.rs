@@ -62,9 +62,17 @@ pub struct TrainArgs {
     /// it is also the good state a rollback returns to.
     #[arg(long, default_value_t = 50)]
     pub checkpoint_every: u64,
-    /// The loss scale: fixed (1) or dynamic (GradScaler: 2^16, halved on a skipped step).
-    #[arg(long, value_enum, default_value_t = ScaleArg::Fixed)]
-    pub loss_scale: ScaleArg,
+    /// The loss scale: fixed (1) or dynamic (GradScaler: 2^16, halved on a
+    /// skipped step). Default: dynamic with --precision f16, else fixed.
+    #[arg(long, value_enum)]
+    pub loss_scale: Option<ScaleArg>,
+    /// The GPU step's precision: f32, or the mixed-precision step (f16 =
+    /// mixed: f16 products with f32 accumulation; bf16). --engine gpu only.
+    #[arg(long, value_enum, default_value_t = super::gpu::LadderPrecision::F32)]
+    pub precision: super::gpu::LadderPrecision,
+    /// GEMM kernel of the mixed step (default: DUALSCOPE_GEMM_PATH, else auto).
+    #[arg(long, value_enum)]
+    pub gemm_path: Option<super::gpu::GemmPathArg>,
     #[command(flatten)]
     pub optim: OptimArgs,
     #[command(flatten)]
@@ -314,9 +322,12 @@ pub fn run(a: &TrainArgs) -> Result<i32, CliError> {
         return Err(CliError::Usage("--resume keeps the run's model: drop --checkpoint and --config".into()));
     }
     let ds = Dataset::open(&a.data)?;
+    let precision = a.precision.precision();
+    let choice = super::gpu::GemmPathArg::choice(a.gemm_path)?;
     let scale0 = match a.loss_scale {
-        ScaleArg::Fixed => LossScale::fixed(),
-        ScaleArg::Dynamic => LossScale::dynamic(),
+        Some(ScaleArg::Fixed) => LossScale::fixed(),
+        Some(ScaleArg::Dynamic) => LossScale::dynamic(),
+        None => crate::vk::engine::default_loss_scale(precision),
     };
     // Where to start: a fresh model, a checkpoint's weights, or a whole run.
     let (cfg, state, mut ctl, start, seed, rows, t, resumed) = match &a.resume {
@@ -392,7 +403,7 @@ pub fn run(a: &TrainArgs) -> Result<i32, CliError> {
     // The engine first, so that a missing device leaves no empty --out directory.
     let base_lr = opts.lr;
     let run_opts = StepOptions { lr: base_lr * ctl.lr_factor, ..opts };
-    let mut stepper = Stepper::resume(a.engine, &cfg, state.clone(), &run_opts)?;
+    let mut stepper = Stepper::resume(a.engine, &cfg, state.clone(), &run_opts, precision, choice)?;
     let ds_hash = ds.content_hash();
     let run_state = |step: u64, st: &TrainState, ctl: &Controller| RunState {
         version: 1,
@@ -608,17 +619,18 @@ pub fn run(a: &TrainArgs) -> Result<i32, CliError> {
     let n = losses.len();
     let head = &losses[..n.min(10)];
     let tail = &losses[n.saturating_sub(10)..];
+    let (precision, gemm_path) = stepper.precision_and_path();
     emit(
         a.json,
-        json!({"steps": n, "first_step": start + 1, "last_step": a.steps, "resumed_from": resumed,
+        json!({"steps": n, "precision": precision, "gemm_path": gemm_path, "first_step": start + 1, "last_step": a.steps, "resumed_from": resumed,
                "skipped": skipped_now, "first_loss": losses[0], "last_loss": losses[n - 1],
                "mean_loss_first10": mean(head), "mean_loss_last10": mean(tail), "config": cfg,
                "dataset": ds.name(), "out": out, "controller": ctl.summary(), "actions": all_actions,
                "log": entries}),
         || {
             println!(
-                "trained steps {}..{} on {}: mean loss {:.4} over the first 10, {:.4} over the last 10; {} skipped; \
-                 controller: {} actions, {} rollbacks",
+                "trained steps {}..{} on {} ({precision}, products on {gemm_path}): mean loss {:.4} over the first 10, \
+                 {:.4} over the last 10; {} skipped; controller: {} actions, {} rollbacks",
                 start + 1,
                 a.steps,
                 ds.name(),
