@@ -629,8 +629,8 @@ pub fn run(a: &TrainArgs) -> Result<i32, CliError> {
                "log": entries}),
         || {
             println!(
-                "trained steps {}..{} on {} ({precision}, products on {gemm_path}): mean loss {:.4} over the first 10, \
-                 {:.4} over the last 10; {} skipped; controller: {} actions, {} rollbacks",
+                "trained steps {}..{} on {}: mean loss {:.4} over the first 10, {:.4} over the last 10; {} skipped; \
+                 controller: {} actions, {} rollbacks",
                 start + 1,
                 a.steps,
                 ds.name(),
@@ -640,6 +640,9 @@ pub fn run(a: &TrainArgs) -> Result<i32, CliError> {
                 all_actions.len(),
                 ctl.rollbacks
             );
+            if precision != "f32" {
+                println!("mixed-precision step: {precision} products on {gemm_path}, f32 everything else");
+            }
             if let Some(dir) = &out {
                 println!("checkpoints and logs in {}", dir.display());
             }

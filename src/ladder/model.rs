@@ -105,27 +105,11 @@ pub fn product_depth(cfg: &Config, mode: Mode, rung: &str, tensor: &str) -> usiz
     match rung {
         "embed_fwd" => 0,
         "gru_fwd" => layer(tensor) + 1,
-        "attn_fwd" => {
-            if chained {
-                layers + 1
-            } else {
-                1
-            }
-        }
-        "head_fwd" => {
-            if chained {
-                layers + 2
-            } else {
-                1
-            }
-        }
-        "loss" => {
-            if chained {
-                layers + 2
-            } else {
-                0
-            }
-        }
+        "attn_fwd" if chained => layers + 1,
+        "attn_fwd" => 1,
+        "head_fwd" if chained => layers + 2,
+        "head_fwd" => 1,
+        "loss" if chained => layers + 2,
         "head_bwd" => {
             let product = !matches!(tensor, "grad.head.bias" | "ctx.token_norm");
             if chained { layers + 2 + product as usize } else { product as usize }
@@ -135,13 +119,7 @@ pub fn product_depth(cfg: &Config, mode: Mode, rung: &str, tensor: &str) -> usiz
             if chained { layers + 3 + product as usize } else { product as usize }
         }
         "gru_bwd" => gru_bwd(tensor, if chained { layers + 4 } else { 0 }),
-        "embed_bwd" => {
-            if chained {
-                2 * layers + 4
-            } else {
-                0
-            }
-        }
+        "embed_bwd" if chained => 2 * layers + 4,
         "optim" if chained => {
             let name = ["param.", "adam.m.", "adam.v."].iter().find_map(|p| tensor.strip_prefix(p));
             name.map_or(2 * layers + 4, param_grad)

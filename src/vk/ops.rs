@@ -711,6 +711,26 @@ mod tests {
         assert_eq!(split_k_plan(GemmPath::CoopMatF16, &shape(256, 512, 8192), usize::MAX).slices, 1);
     }
 
+    /// The mixed step's kernels split on their own tiles: the 128×128
+    /// cooperative-matrix kernel's chunks are multiples of its K-slice of 32,
+    /// and its long-K weight gradients get about as many workgroups as the
+    /// f32 kernel's.
+    #[test]
+    fn split_k_plans_follow_the_path_tiles() {
+        for (m, n, k) in [(256, 512, 8192), (1536, 512, 8160), (1536, 256, 8192), (37, 70, 1500)] {
+            for path in [GemmPath::CoopMatF16Big, GemmPath::TiledF16] {
+                let s = shape(m, n, k);
+                let p = split_k_plan(path, &s, usize::MAX);
+                let (tm, tn, tk) = path.tile();
+                assert!(p.slices >= 2 && p.chunk.is_multiple_of(tk), "{path:?} {s:?} {p:?}");
+                assert!((p.slices - 1) * p.chunk < k && p.slices * p.chunk >= k);
+                let groups = p.slices * m.div_ceil(tm) * n.div_ceil(tn);
+                assert!(groups <= SPLIT_K_TARGET_GROUPS, "{path:?} {s:?}: {groups}");
+                assert!(m * n < 10_000 || groups >= 256, "{path:?} {s:?}: {groups} workgroups");
+            }
+        }
+    }
+
     /// The bench configuration's weight gradients get enough workgroups.
     #[test]
     fn the_weight_gradients_of_bench_are_split() {

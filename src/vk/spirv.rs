@@ -73,8 +73,11 @@ mod tests {
         let words = ash::util::read_spv(&mut std::io::Cursor::new(super::super::shaders::GEMM_F32)).unwrap();
         assert_eq!(push_constant_size(&words), Some(64));
         // The other kernels that share `GemmPush` declare the same 16 words.
-        let shaders =
-            super::super::shaders::GEMM_F16_COOPMAT.into_iter().chain([super::super::shaders::GEMM_SPLITK_REDUCE]);
+        use super::super::shaders as sh;
+        let shaders = sh::GEMM_F16_COOPMAT
+            .into_iter()
+            .chain(sh::GEMM_F16_COOPMAT_BIG)
+            .chain([sh::GEMM_SPLITK_REDUCE, sh::GEMM_F16_TILED]);
         for spirv in shaders {
             let words = ash::util::read_spv(&mut std::io::Cursor::new(spirv)).unwrap();
             assert_eq!(push_constant_size(&words), Some(64));

@@ -850,7 +850,7 @@ impl Engine {
         };
         let bufs = [&self.params, &lb.gi, &lb.gh, &lb.gates, &lb.h, &self.state, &ws.sync];
         let groups = self.cfg.hidden.div_ceil(GRID_UNITS);
-        let spec = if self.cfg.hidden % 4 == 0 { &GRU_FWD_GRID_VEC4 } else { &GRU_FWD_GRID };
+        let spec = if self.cfg.hidden.is_multiple_of(4) { &GRU_FWD_GRID_VEC4 } else { &GRU_FWD_GRID };
         self.run(&mut seq, spec, &bufs, &p, groups, "grid barrier probe")?;
         let t = seq.submit()?;
         if self.read_state()?[st::GRID_FAIL] != 0 {
