@@ -453,7 +453,7 @@ fn f16_rtz(x: f32) -> f32 {
 #[test]
 fn the_f16_kernels_round_their_inputs_as_f16_does() {
     let test = "the_f16_kernels_round_their_inputs_as_f16_does";
-    let Some(ctx) = context(test) else { return };
+    let Some(ctx) = vk_support::context_from_env(test) else { return };
     let a: Vec<f32> = vec![
         1.0,
         1.0 + 1.0 / 2048.0,
@@ -519,7 +519,7 @@ fn the_f16_kernels_round_their_inputs_as_f16_does() {
 #[test]
 fn the_f16_kernels_match_the_f16_rounded_product() {
     let test = "the_f16_kernels_match_the_f16_rounded_product";
-    let Some(ctx) = context(test) else { return };
+    let Some(ctx) = vk_support::context_from_env(test) else { return };
     let mut rng = Rng::new(1616);
     for path in f16_paths(&ctx) {
         let mut cases = Vec::new();

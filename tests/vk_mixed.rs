@@ -13,7 +13,7 @@ use dualscope::ladder::{self, Mode, ModelLadder, Precision, Status};
 use dualscope::model::{Config, Params};
 use dualscope::vk::engine::{Engine, FlatBuf};
 use dualscope::vk::ops::{GemmChoice, GemmPath, coopmat_f16_unavailable};
-use vk_support::{assert_clean, context};
+use vk_support::{assert_clean, context_from_env as context};
 
 /// Widths that divide no tile: H = 13, A = 6 over 3 heads, W = 4 (as tests/vk_ladder.rs).
 fn odd() -> Config {

@@ -17,6 +17,22 @@ pub fn context(test: &str) -> Option<Context> {
     }
 }
 
+/// A context with validation as `DUALSCOPE_VK_VALIDATION` says (on unless it
+/// is `0`): for the cooperative-matrix tests, which a validation layer older
+/// than `VK_KHR_cooperative_matrix` switches off (on such a host, run them with
+/// `DUALSCOPE_VK_VALIDATION=0`). `None` when there is no Vulkan at all.
+pub fn context_from_env(test: &str) -> Option<Context> {
+    let validation = !matches!(std::env::var("DUALSCOPE_VK_VALIDATION").as_deref(), Ok("0" | "false" | "off"));
+    match Context::new(&ContextOptions { device: None, validation: Some(validation) }) {
+        Ok(ctx) => Some(ctx),
+        Err(e @ (VkError::NoLoader(_) | VkError::NoDevice(_))) => {
+            eprintln!("SKIPPED {test}: no Vulkan here ({e})");
+            None
+        }
+        Err(e) => panic!("{test}: Vulkan context failed: {e}"),
+    }
+}
+
 /// Asserts that the validation layer reported no error during the test.
 pub fn assert_clean(ctx: &Context, test: &str) {
     assert_eq!(ctx.validation_errors(), 0, "{test}: the validation layer reported errors (see stderr)");
