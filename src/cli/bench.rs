@@ -146,7 +146,7 @@ fn bench_gpu(a: &BenchArgs, cfg: &Config, params: &Params<f32>, batch: &Batch) -
     let ctx = std::sync::Arc::new(super::backend::open_context(a.device)?);
     let fail = |e: crate::vk::VkError| CliError::Engine(format!("--engine gpu: {e}"));
     let precision = a.precision.precision();
-    let choice = super::gpu::GemmPathArg::choice(a.gemm_path)?;
+    let choice = super::gpu::GemmPathArg::choice_for(a.gemm_path, precision)?;
     let mut e = Engine::with_precision(&ctx, cfg, params, &StepOptions::default(), precision, choice).map_err(fail)?;
     e.set_batch(batch).map_err(fail)?;
     let pb = progress((a.warmup + a.steps) as u64, "benchmark gpu");

@@ -53,6 +53,20 @@ pub enum GemmPathArg {
 }
 
 impl GemmPathArg {
+    /// [`GemmPathArg::choice`] for a step in `precision`: the f32 step has one
+    /// kernel, so without the flag it ignores `DUALSCOPE_GEMM_PATH` (which
+    /// picks among the f16 kernels); with the flag, a cooperative-matrix
+    /// choice in f32 is still an error.
+    pub(super) fn choice_for(
+        arg: Option<GemmPathArg>,
+        precision: Precision,
+    ) -> Result<crate::vk::ops::GemmChoice, CliError> {
+        match arg {
+            None if !precision.is_mixed() => Ok(crate::vk::ops::GemmChoice::Auto),
+            arg => Self::choice(arg),
+        }
+    }
+
     /// The flag when given, else `DUALSCOPE_GEMM_PATH`, else auto.
     pub(super) fn choice(arg: Option<GemmPathArg>) -> Result<crate::vk::ops::GemmChoice, CliError> {
         use crate::vk::ops::GemmChoice;

@@ -323,7 +323,7 @@ pub fn run(a: &TrainArgs) -> Result<i32, CliError> {
     }
     let ds = Dataset::open(&a.data)?;
     let precision = a.precision.precision();
-    let choice = super::gpu::GemmPathArg::choice(a.gemm_path)?;
+    let choice = super::gpu::GemmPathArg::choice_for(a.gemm_path, precision)?;
     let scale0 = match a.loss_scale {
         Some(ScaleArg::Fixed) => LossScale::fixed(),
         Some(ScaleArg::Dynamic) => LossScale::dynamic(),
