@@ -37,7 +37,6 @@ pub static GRU_BWD_SEQ_WG256: &[u8] = spirv!("gru_bwd_seq_wg256");
 pub static TRANSPOSE: &[u8] = spirv!("transpose");
 pub static GRU_FWD_GRID: &[u8] = spirv!("gru_fwd_grid");
 pub static GRU_BWD_GRID: &[u8] = spirv!("gru_bwd_grid");
-pub static GRU_BWD_TILE: &[u8] = spirv!("gru_bwd_tile");
 pub static GRU_FWD_GRID_VEC4: &[u8] = spirv!("gru_fwd_grid_vec4");
 pub static GRU_BWD_GRID_VEC4: &[u8] = spirv!("gru_bwd_grid_vec4");
 

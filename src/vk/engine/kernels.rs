@@ -212,31 +212,6 @@ pub static ATTN_BWD_Q: KernelSpec =
     KernelSpec { name: "attn_bwd_q", spirv: shaders::ATTN_BWD_Q, bindings: &[R, R, R, R, RW, W], ..ATTN_FWD };
 pub static ATTN_BWD_KV: KernelSpec =
     KernelSpec { name: "attn_bwd_kv", spirv: shaders::ATTN_BWD_KV, bindings: &[R, R, R, R, W, W], ..ATTN_FWD };
-/// Units one workgroup of the tiled backward recurrence owns (`UJ`), and
-/// batch rows it takes per pass (`PR`).
-pub const TILE_UNITS: usize = 16;
-pub const TILE_ROWS: usize = 8;
-
-/// The backward recurrence tiled over (16 units) × (a group of rows): each
-/// workgroup reads d_gh of its rows only, W_hh^T through the cache.
-pub static GRU_BWD_TILE: KernelSpec = KernelSpec {
-    name: "gru_bwd_tile",
-    spirv: shaders::GRU_BWD_TILE,
-    bindings: &[R, R, R, R, R, RW, W, RW, RW, RW],
-    push_size: 64,
-    local_size: [256, 1, 1],
-    items_per_group: [1, 1, 1],
-    shared_bytes: ((TILE_ROWS * 3 * GRID_MAX_HIDDEN / 2 + 4 * TILE_ROWS * TILE_UNITS) * 4) as u32,
-};
-
-/// The tiled backward recurrence's grid for width `h` and `b` rows:
-/// (row groups, workgroups), at most `GRID_MAX_GROUPS` workgroups.
-pub fn tile_grid(h: usize, b: usize) -> (usize, usize) {
-    let jg = h.div_ceil(TILE_UNITS);
-    let bg = b.div_ceil(TILE_ROWS).min((GRID_MAX_GROUPS / jg).max(1)).max(1);
-    (bg, jg * bg)
-}
-
 pub static ATTN_FWD_FAULT_NO_MAX: KernelSpec =
     KernelSpec { name: "attn_fwd_fault_no_max", spirv: shaders::ATTN_FWD_FAULT_NO_MAX, ..ATTN_FWD };
 pub static ATTN_FWD_FAULT_WINDOW: KernelSpec =

@@ -598,8 +598,7 @@ impl Engine {
                         let p = ModelPush { off0: w_hh as u32, off1: b_hh, ..base };
                         let bufs = [pb, &lb.gi, &lb.gh, &lb.gates, &lb.h, &self.state, &ws.sync];
                         let spec = if h % 4 == 0 { &GRU_FWD_GRID_VEC4 } else { &GRU_FWD_GRID };
-                        let steps = (0..ws.t).map(|t| (t, 1));
-                        self.record_grid(seq, spec, &bufs, &p, steps, h.div_ceil(GRID_UNITS), &label)?;
+                        self.record_grid(seq, spec, &bufs, &p, (0..ws.t).map(|t| (t, 1)), &label)?;
                         continue;
                     }
                     let p = ModelPush { n: u(3 * h * h, "n")?, d: h as u32, off0: w_hh as u32, ..base };
@@ -690,23 +689,12 @@ impl Engine {
                     let n_in = cfg.gru_in(l);
                     let p = ModelPush { off0: self.off(&format!("gru.weight_hh_l{l}")) as u32, ..base };
                     let label = format!("gru.l{l} bwd recurrence");
-                    if self.recurrence != Recurrence::Seq && self.ctx.report().subgroup_size <= 32 {
-                        // W_hh^T for the tiled kernel's column reads.
-                        let w_hh = self.off(&format!("gru.weight_hh_l{l}"));
-                        let tp = ModelPush { n: u(3 * h * h, "n")?, d: h as u32, off0: w_hh as u32, ..base };
-                        self.run(seq, &TRANSPOSE, &[pb, &ws.wt], &tp, 3 * h * h, &format!("gru.l{l} W_hh^T"))?;
-                        let (bg, groups) = tile_grid(h, ws.b);
-                        let p = ModelPush { off1: bg as u32, ..p };
-                        let bufs =
-                            [&ws.wt, &lb.gh, &lb.gates, &lb.h, &lb.d_h, &lb.dh_tot, &lb.d_gi, &lb.d_gh, &self.state, &ws.sync];
-                        let steps = (0..ws.t).rev().map(|t| (t, 1));
-                        self.record_grid(seq, &GRU_BWD_TILE, &bufs, &p, steps, groups, &label)?;
-                    } else if self.recurrence != Recurrence::Seq {
+                    if self.recurrence != Recurrence::Seq {
                         let bufs =
                             [pb, &lb.gh, &lb.gates, &lb.h, &lb.d_h, &lb.dh_tot, &lb.d_gi, &lb.d_gh, &self.state, &ws.sync];
                         let steps = (0..ws.t).rev().map(|t| (t, 1));
                         let spec = if h % 4 == 0 { &GRU_BWD_GRID_VEC4 } else { &GRU_BWD_GRID };
-                        self.record_grid(seq, spec, &bufs, &p, steps, h.div_ceil(GRID_UNITS), &label)?;
+                        self.record_grid(seq, spec, &bufs, &p, steps, &label)?;
                     } else {
                         let bufs = [pb, &lb.gh, &lb.gates, &lb.h, &lb.d_h, &lb.dh_tot, &lb.d_gi, &lb.d_gh];
                         let chunk = bwd_chunk(h);
@@ -775,9 +763,9 @@ impl Engine {
         bufs: &[&'a Buffer],
         push: &ModelPush,
         mut steps: impl Iterator<Item = (usize, usize)>,
-        groups: usize,
         label: &str,
     ) -> VkResult<()> {
+        let groups = self.cfg.hidden.div_ceil(GRID_UNITS);
         if self.recurrence == Recurrence::Grid {
             let Some((t0, _)) = steps.next() else { return Ok(()) };
             let n = 1 + steps.count();
