@@ -108,18 +108,6 @@ fn bench_cpu(a: &BenchArgs, cfg: &Config, params: &Params<f32>, batch: &Batch) -
     Ok(Timed { wall, device: Vec::new(), first_loss: first_loss.unwrap_or(f64::NAN), breakdown, kernels: Vec::new(), recurrence: None, replay: None })
 }
 
-/// The kernel a dispatch label names: `gemm 8192x1536x256 tb` → `gemm 8192x1536x256 tb`,
-/// `gru.l1 fwd recurrence` → `gru fwd recurrence`, `adamw head.bias` → `adamw`.
-fn kernel_of(label: &str) -> String {
-    if label.starts_with("gemm") {
-        return label.to_string();
-    }
-    if let Some(rest) = label.strip_prefix("gru.l") {
-        return format!("gru{}", rest.trim_start_matches(|c: char| c.is_ascii_digit()));
-    }
-    label.split(' ').next().unwrap_or(label).to_string()
-}
-
 fn bench_gpu(a: &BenchArgs, cfg: &Config, params: &Params<f32>, batch: &Batch) -> Result<Timed, CliError> {
     use crate::vk::engine::Engine;
     use crate::vk::ops::GemmPath;
@@ -150,9 +138,8 @@ fn bench_gpu(a: &BenchArgs, cfg: &Config, params: &Params<f32>, batch: &Batch) -
                     None => stages.push((name, ms.unwrap_or(0.0) / a.steps as f64)),
                 }
             }
-            for (label, ns) in &timings.dispatches {
-                let k = kernel_of(label);
-                let ms = ns.unwrap_or(0.0) / 1e6 / a.steps as f64;
+            for (k, ms) in timings.per_kernel_ms() {
+                let ms = ms / a.steps as f64;
                 match kernels.iter_mut().find(|(n, _)| *n == k) {
                     Some(x) => x.1 += ms,
                     None => kernels.push((k, ms)),
