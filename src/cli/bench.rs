@@ -105,7 +105,15 @@ fn bench_cpu(a: &BenchArgs, cfg: &Config, params: &Params<f32>, batch: &Batch) -
     let breakdown =
         crate::cpu::profile::take().into_iter().map(|(n, ms)| (n.to_string(), ms / a.steps as f64)).collect();
     crate::cpu::profile::enable(false);
-    Ok(Timed { wall, device: Vec::new(), first_loss: first_loss.unwrap_or(f64::NAN), breakdown, kernels: Vec::new(), recurrence: None, replay: None })
+    Ok(Timed {
+        wall,
+        device: Vec::new(),
+        first_loss: first_loss.unwrap_or(f64::NAN),
+        breakdown,
+        kernels: Vec::new(),
+        recurrence: None,
+        replay: None,
+    })
 }
 
 fn bench_gpu(a: &BenchArgs, cfg: &Config, params: &Params<f32>, batch: &Batch) -> Result<Timed, CliError> {
@@ -306,10 +314,9 @@ fn print(v: &serde_json::Value, breakdown: bool) {
         }
         if let Some(r) = e.get("recurrence").filter(|r| !r.is_null()) {
             let floor = match (r["barrier_us"].as_f64(), r["floor_ms"].as_f64()) {
-                (Some(b), Some(f)) => format!(
-                    "; floor {f:.3} ms ({} barriers × {b:.2} µs)",
-                    r["barriers_per_step"].as_u64().unwrap_or(0)
-                ),
+                (Some(b), Some(f)) => {
+                    format!("; floor {f:.3} ms ({} barriers × {b:.2} µs)", r["barriers_per_step"].as_u64().unwrap_or(0))
+                }
                 _ => String::new(),
             };
             println!(

@@ -236,7 +236,9 @@ fn describe(entry: &ash::Entry, instance: &ash::Instance, physical: vk::Physical
             storage_16bit: f11.storage_buffer16_bit_access == vk::TRUE,
             float16: f12.shader_float16 == vk::TRUE,
             bfloat16: has(c"VK_KHR_shader_bfloat16"),
-            subgroup_ops: subgroup.supported_operations.contains(vk::SubgroupFeatureFlags::ARITHMETIC | vk::SubgroupFeatureFlags::SHUFFLE)
+            subgroup_ops: subgroup
+                .supported_operations
+                .contains(vk::SubgroupFeatureFlags::ARITHMETIC | vk::SubgroupFeatureFlags::SHUFFLE)
                 && subgroup.supported_stages.contains(vk::ShaderStageFlags::COMPUTE),
         };
         let l = &p.limits;

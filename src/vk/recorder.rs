@@ -138,11 +138,8 @@ impl<'a> Sequence<'a> {
                 )
                 .map_err(call("vkAllocateCommandBuffers"))?[0];
             s.fence = d.create_fence(&vk::FenceCreateInfo::default(), None).map_err(call("vkCreateFence"))?;
-            d.begin_command_buffer(
-                s.cmd,
-                &vk::CommandBufferBeginInfo::default(),
-            )
-            .map_err(call("vkBeginCommandBuffer"))?;
+            d.begin_command_buffer(s.cmd, &vk::CommandBufferBeginInfo::default())
+                .map_err(call("vkBeginCommandBuffer"))?;
             if s.inner.timestamp_period.is_some() {
                 s.queries = d
                     .create_query_pool(

@@ -690,8 +690,18 @@ impl Engine {
                     let p = ModelPush { off0: self.off(&format!("gru.weight_hh_l{l}")) as u32, ..base };
                     let label = format!("gru.l{l} bwd recurrence");
                     if self.recurrence != Recurrence::Seq {
-                        let bufs =
-                            [pb, &lb.gh, &lb.gates, &lb.h, &lb.d_h, &lb.dh_tot, &lb.d_gi, &lb.d_gh, &self.state, &ws.sync];
+                        let bufs = [
+                            pb,
+                            &lb.gh,
+                            &lb.gates,
+                            &lb.h,
+                            &lb.d_h,
+                            &lb.dh_tot,
+                            &lb.d_gi,
+                            &lb.d_gh,
+                            &self.state,
+                            &ws.sync,
+                        ];
                         let steps = (0..ws.t).rev().map(|t| (t, 1));
                         let spec = if h % 4 == 0 { &GRU_BWD_GRID_VEC4 } else { &GRU_BWD_GRID };
                         self.record_grid(seq, spec, &bufs, &p, steps, &label)?;
@@ -795,10 +805,17 @@ impl Engine {
         let mut seq = Sequence::new(&self.ctx)?;
         self.record_begin(&mut seq)?;
         seq.fill(&ws.sync, 0)?;
-        let p = ModelPush { flag, t: 0, n: u(steps, "steps")?, off0: self.off("gru.weight_hh_l0") as u32, off1: self.off("gru.bias_hh_l0") as u32, ..self.push(ws) };
+        let p = ModelPush {
+            flag,
+            t: 0,
+            n: u(steps, "steps")?,
+            off0: self.off("gru.weight_hh_l0") as u32,
+            off1: self.off("gru.bias_hh_l0") as u32,
+            ..self.push(ws)
+        };
         let bufs = [&self.params, &lb.gi, &lb.gh, &lb.gates, &lb.h, &self.state, &ws.sync];
         let groups = self.cfg.hidden.div_ceil(GRID_UNITS);
-        let spec = if self.cfg.hidden % 4 == 0 { &GRU_FWD_GRID_VEC4 } else { &GRU_FWD_GRID };
+        let spec = if self.cfg.hidden.is_multiple_of(4) { &GRU_FWD_GRID_VEC4 } else { &GRU_FWD_GRID };
         self.run(&mut seq, spec, &bufs, &p, groups, "grid barrier probe")?;
         let t = seq.submit()?;
         if self.read_state()?[st::GRID_FAIL] != 0 {
