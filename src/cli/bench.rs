@@ -222,13 +222,28 @@ fn recurrence_floor(
     v["barrier_us"] = json!(barrier_us);
     v["barriers_per_step"] = json!(barriers);
     v["floor_ms"] = json!(barrier_us * barriers as f64 / 1e3);
+    // DUALSCOPE_GRID_PROBE=1: where a forward step's time goes, from the
+    // forward grid kernel with parts switched off (its results are then
+    // meaningless; only the time is kept), µs per step.
     if std::env::var("DUALSCOPE_GRID_PROBE").is_ok() {
-        for flag in [0u32, 2, 4, 8, 6, 10, 12, 14] {
+        let parts = [
+            ("whole", 0u32),
+            ("no_barrier", 2),
+            ("no_product", 4),
+            ("no_gates", 8),
+            ("product_only", 10),
+            ("barrier_and_loads_only", 12),
+            ("gates_only", 6),
+            ("nothing", 14),
+        ];
+        let mut probe = serde_json::Map::new();
+        for (name, flag) in parts {
             let mut xs: Vec<f64> = (0..5).filter_map(|_| e.probe_grid(t, flag).ok().flatten()).collect();
             if !xs.is_empty() {
-                v[format!("probe_{flag}_us")] = json!(percentiles(&mut xs).0 * 1e3 / t as f64);
+                probe.insert(format!("{name}_us"), json!(percentiles(&mut xs).0 * 1e3 / t as f64));
             }
         }
+        v["fwd_step_probe"] = serde_json::Value::Object(probe);
     }
     Ok(v)
 }
