@@ -207,25 +207,39 @@ void load_slice(uint tid, uint row0, uint col0, uint k0, uint k_end) {
     }
 }
 
+// Group i of the registers into shared buffer d (rounded by STAGE).
+void store_a(uint tid, uint d, uint i) {
+    const uint r = a_row(tid, i), p = a_k(tid, i);
+    const vec4 v = vec4(STAGE(ra[i].x), STAGE(ra[i].y), STAGE(ra[i].z), STAGE(ra[i].w));
+    if (pc.ta != 0u) {
+        As[d][p][r / 4u] = v; // four rows at one k
+    } else {
+        [[unroll]] for (uint j = 0; j < 4u; ++j) As[d][p + j][r / 4u][r % 4u] = v[j]; // four k of one row
+    }
+}
+
+void store_b(uint tid, uint d, uint i) {
+    const uint q = b_col(tid, i), p = b_k(tid, i);
+    const vec4 v = vec4(STAGE(rb[i].x), STAGE(rb[i].y), STAGE(rb[i].z), STAGE(rb[i].w));
+    if (pc.tb != 0u) {
+        [[unroll]] for (uint j = 0; j < 4u; ++j) Bs[d][p + j][q / 4u][q % 4u] = v[j]; // four k of one column
+    } else {
+        Bs[d][p][q / 4u] = v; // four columns at one k
+    }
+}
+
+// Written out rather than looped: spirv-opt leaves some of these loops rolled,
+// and a rolled loop indexes ra/rb dynamically (local memory on some drivers).
 void store_slice(uint tid, uint d) {
-    [[unroll]] for (uint i = 0; i < A_LOADS; ++i) {
-        const uint r = a_row(tid, i), p = a_k(tid, i);
-        const vec4 v = vec4(STAGE(ra[i].x), STAGE(ra[i].y), STAGE(ra[i].z), STAGE(ra[i].w));
-        if (pc.ta != 0u) {
-            As[d][p][r / 4u] = v; // four rows at one k
-        } else {
-            [[unroll]] for (uint j = 0; j < 4u; ++j) As[d][p + j][r / 4u][r % 4u] = v[j]; // four k of one row
-        }
-    }
-    [[unroll]] for (uint i = 0; i < B_LOADS; ++i) {
-        const uint q = b_col(tid, i), p = b_k(tid, i);
-        const vec4 v = vec4(STAGE(rb[i].x), STAGE(rb[i].y), STAGE(rb[i].z), STAGE(rb[i].w));
-        if (pc.tb != 0u) {
-            [[unroll]] for (uint j = 0; j < 4u; ++j) Bs[d][p + j][q / 4u][q % 4u] = v[j]; // four k of one column
-        } else {
-            Bs[d][p][q / 4u] = v; // four columns at one k
-        }
-    }
+#if A_LOADS != 4 || B_LOADS != 2
+#error store_slice stores 4 groups of A and 2 of B
+#endif
+    store_a(tid, d, 0u);
+    store_a(tid, d, 1u);
+    store_a(tid, d, 2u);
+    store_a(tid, d, 3u);
+    store_b(tid, d, 0u);
+    store_b(tid, d, 1u);
 }
 
 void main() {
@@ -280,22 +294,22 @@ void main() {
     const uint plane = pc.c_off + z * pc.c_stride;
     const bool c_vec = plane % 4u == 0u && pc.ldc % 4u == 0u;
     [[unroll]] for (uint i = 0; i < 8u; ++i) {
-        const uint gr = row0 + (i < 4u ? 4u * ty + i : BM / 2u + 4u * ty + (i - 4u));
-        if (gr >= pc.m) continue;
+        const uint gr = row0 + (BM / 2u) * (i / 4u) + 4u * ty + i % 4u;
         [[unroll]] for (uint h = 0; h < 2u; ++h) {
-            const uint gq = col0 + 4u * tx + (BN / 2u) * h;
-            if (gq >= pc.n) continue;
-            const uint idx = plane + gr * pc.ldc + gq;
-            vec4 v = acc[2u * i + h];
-            if (c_vec && gq + 3u < pc.n) {
-                if (pc.accumulate != 0u) v += c4[idx / 4u];
-                c4[idx / 4u] = v;
-            } else {
-                [[unroll]] for (uint j = 0; j < 4u; ++j) {
-                    if (gq + j < pc.n) {
-                        float x = v[j];
-                        if (pc.accumulate != 0u) x += c[idx + j];
-                        c[idx + j] = x;
+            const uint gq = col0 + (BN / 2u) * h + 4u * tx;
+            if (gr < pc.m && gq < pc.n) {
+                const uint idx = plane + gr * pc.ldc + gq;
+                vec4 v = acc[2u * i + h];
+                if (c_vec && gq + 3u < pc.n) {
+                    if (pc.accumulate != 0u) v += c4[idx / 4u];
+                    c4[idx / 4u] = v;
+                } else {
+                    [[unroll]] for (uint j = 0; j < 4u; ++j) {
+                        if (gq + j < pc.n) {
+                            float x = v[j];
+                            if (pc.accumulate != 0u) x += c[idx + j];
+                            c[idx + j] = x;
+                        }
                     }
                 }
             }

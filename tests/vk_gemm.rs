@@ -239,9 +239,20 @@ struct Product {
 
 impl Product {
     fn new(ctx: &dualscope::vk::Context, rng: &mut Rng, s: GemmShape) -> Product {
-        let (m, n, k) = (s.m, s.n, s.k);
         let offs = [rng.below(40) as usize, rng.below(40) as usize, 1 + rng.below(40) as usize];
-        let (a, b, c0) = (random(rng, m * k), random(rng, k * n), random(rng, m * n));
+        let (a, b, c0) = (random(rng, s.m * s.k), random(rng, s.k * s.n), random(rng, s.m * s.n));
+        Product::with(ctx, s, offs, a, b, c0)
+    }
+
+    /// The product of `a` and `b` (`c0` the initial C) with the matrices at `offs` in their buffers.
+    fn with(
+        ctx: &dualscope::vk::Context,
+        s: GemmShape,
+        offs: [usize; 3],
+        a: Vec<f32>,
+        b: Vec<f32>,
+        c0: Vec<f32>,
+    ) -> Product {
         let padded = |x: &[f32], off: usize| {
             let mut v = vec![SENTINEL; off + x.len() + GUARD];
             v[off..off + x.len()].copy_from_slice(x);
@@ -497,6 +508,51 @@ fn the_result_is_the_blocked_summation_bit_for_bit() {
             let diff = got.iter().zip(&exact).position(|(x, y)| x.to_bits() != y.to_bits());
             assert!(diff.is_none(), "{:?} {plan:?}: element {diff:?} differs from the blocked summation", c.s);
         }
+    }
+    assert_clean(&ctx, test);
+}
+
+/// The kernel loads and stores four values at a time as one vec4 where the
+/// matrix's offset and leading dimension are multiples of 4, else as four
+/// bounds-checked scalars. The same products (sides multiples of 4 but not of
+/// the tile, K of either kind, split or not, every transpose, accumulate) with
+/// every matrix at an offset that is a multiple of 4, then at one that is not:
+/// the same bits either way, within rung 1's bound, the guards intact.
+#[test]
+fn vector_and_scalar_loads_give_the_same_bits() {
+    let test = "vector_and_scalar_loads_give_the_same_bits";
+    let Some(ctx) = context(test) else { return };
+    let path = ops::GemmPath::TiledF32;
+    let mut rng = Rng::new(808);
+    let shapes = [(4, 4, 4), (132, 68, 20), (260, 196, 52), (128, 64, 16), (68, 132, 21), (36, 44, 1200)];
+    let mut pairs = Vec::new();
+    for (i, &(m, n, k)) in shapes.iter().enumerate() {
+        for (j, (ta, tb)) in [(false, false), (false, true), (true, false), (true, true)].into_iter().enumerate() {
+            let s = GemmShape { m, n, k, ta, tb, accumulate: (i + j) % 2 == 1 };
+            let (a, b, c0) = (random(&mut rng, m * k), random(&mut rng, k * n), random(&mut rng, m * n));
+            let aligned = Product::with(&ctx, s, [4, 8, 12], a.clone(), b.clone(), c0.clone());
+            let unaligned = Product::with(&ctx, s, [1, 3, 5], a, b, c0);
+            pairs.push((aligned, unaligned));
+        }
+    }
+    assert!(pairs.iter().any(|(p, _)| ops::split_k_plan(path, &p.s, usize::MAX).slices > 1), "no case is split");
+    let need = pairs.iter().map(|(p, _)| ops::split_k_scratch_len(path, &p.s)).max().unwrap();
+    let scratch = Buffer::device_f32(&ctx, "vec.scratch", need).unwrap();
+    {
+        let mut seq = Sequence::new(&ctx).unwrap();
+        for c in pairs.iter().flat_map(|(p, q)| [p, q]) {
+            seq.copy(&c.c_init, 0, &c.bufs[2], 0, c.c_init.bytes()).unwrap();
+            ops::gemm_split(&ctx, &mut seq, path, &c.s, c.at(0), c.at(1), c.at(2), Some(&scratch)).unwrap();
+            seq.copy(&c.bufs[2], 0, &c.back, 0, c.back.bytes()).unwrap();
+        }
+        seq.submit().unwrap();
+    }
+    for (p, q) in &pairs {
+        let (x, y) = (p.result(), q.result());
+        let err = rel_l2(&x, &p.want());
+        assert!(err <= dualscope::ladder::f32_tolerance(p.s.k), "{:?}: rel L2 {err:e}", p.s);
+        let diff = x.iter().zip(&y).position(|(u, v)| u.to_bits() != v.to_bits());
+        assert!(diff.is_none(), "{:?}: element {diff:?} differs between the vec4 and the scalar loads", p.s);
     }
     assert_clean(&ctx, test);
 }
