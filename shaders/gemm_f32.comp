@@ -3,20 +3,33 @@
 // dimensions lda, ldb, ldc and element offsets into each buffer.
 //   A holds [M, K] (row i at a_off + i*lda), or [K, M] when ta != 0.
 //   B holds [K, N] (row p at b_off + p*ldb), or [N, K] when tb != 0.
+// Storage is f32 (the buffers are also read as vec4 below).
 //
-// Tiling: a workgroup of 16×16 threads computes a BM×BN = 128×64 tile of C,
-// walking K in BK = 16 slices staged through shared memory as vec4 rows.
-// Thread (tx, ty) owns an 8×4 micro-tile: rows 4·ty + i and 64 + 4·ty + i
-// (i < 4), columns 4·tx + j (j < 4), so that each step of the inner loop
-// reads two vec4 of A and one vec4 of B from shared memory for 32 FMAs.
-// The next slice is loaded from global memory into registers while the
-// current one is multiplied (one tile of shared memory, two barriers per
-// slice). Loads outside the matrix read zero, stores outside it are skipped:
-// any M, N, K, offsets and leading dimensions are correct.
+// Tiling: a workgroup of 128 threads (4 subgroups of 32 on NVIDIA) computes a
+// BM×BN = 128×64 tile of C, walking K in BK = 16 slices staged through shared
+// memory. Thread (tx, ty), tx < 8, ty < 16, owns an 8×8 micro-tile: rows
+// 4·ty + i and 64 + 4·ty + i (i < 4), columns 4·tx + j and 32 + 4·tx + j
+// (j < 4). One step of the inner loop reads four vec4 from shared memory (two
+// of A, two of B) for 64 FMAs; the 32 threads of a subgroup (tx = lane % 8,
+// ty = 4·subgroup + lane / 8) read 4 distinct vec4 of A and 8 of B per
+// load, contiguous, so no bank conflicts.
+//
+// Shared memory is double-buffered: while slice s is multiplied out of one
+// buffer, slice s+1 is loaded from global memory into registers, then stored
+// into the other buffer; one barrier per slice. A slice's values are loaded
+// four at a time along the operand's contiguous direction (K for A and for
+// B^T, M for A^T, N for B): as one vec4 where the buffer's offset and leading
+// dimension are multiples of 4 and all four lie inside the matrix, else as
+// four scalar loads, each bounds-checked. Loads outside the matrix read zero,
+// stores outside it are skipped: any M, N, K, offsets and leading dimensions
+// are correct. Stores to C are vec4 where aligned likewise.
 //
 // Summation: each BK-slice of K is summed on its own (an FMA chain of 16 from
-// zero) and then added to the running total, so the rounding error grows like
-// that of a blocked sum (as the CPU engine's) rather than a K-long chain.
+// zero, in k order, zero-padded past the end of K) and then added to the
+// running total, so the rounding error grows like that of a blocked sum (as
+// the CPU engine's) rather than a K-long chain. Every output is computed by
+// exactly these operations, whatever the tiling, so the result does not
+// depend on it (tests/vk_gemm.rs checks it bit for bit).
 //
 // Split-K: workgroup z covers k in [z·k_chunk, min(k, (z+1)·k_chunk)) and
 // writes its output at c_off + z·c_stride + row·ldc + col. A product that is
@@ -26,8 +39,11 @@
 //
 // The push-constant block is 16 × u32 = 64 bytes (src/vk/ops.rs asserts it).
 //
+// Shared memory: 2 × 16 × (128 + 4) + 2 × 16 × (64 + 4) floats = 25 KiB,
+// within lavapipe's 32 KiB (src/vk/ops.rs, GEMM_F32.shared_bytes).
+//
 // ROUND_F16: round every staged input to f16 precision (the f16 precision of
-// the ladder on devices without cooperative matrices); accumulation stays f32.
+// the ladder on devices without coopmat); accumulation stays f32.
 // The rounding is done on the bits (to nearest, ties to even, at f16's 10
 // mantissa bits): NVIDIA's driver was seen to drop both float(float16_t(v))
 // and unpackHalf2x16(packHalf2x16(v)) round trips, leaving inputs unrounded.
@@ -80,18 +96,20 @@ vec4 to_f16_4(vec4 v) { return vec4(to_f16(v.x), to_f16(v.y), to_f16(v.z), to_f1
 #define BM 128
 #define BN 64
 #define BK 16
-#define WG_X 16
-#define WG_Y 16
-#define THREADS (WG_X * WG_Y)
-// Values of A and B each thread stages per slice.
-#define A_LOADS (BM * BK / THREADS)
-#define B_LOADS (BK * BN / THREADS)
+#define THREADS 128
+// Four-value groups of A and B each thread stages per slice.
+#define A_LOADS (BM * BK / 4 / THREADS)
+#define B_LOADS (BK * BN / 4 / THREADS)
 
-layout(local_size_x = WG_X, local_size_y = WG_Y, local_size_z = 1) in;
+layout(local_size_x = THREADS, local_size_y = 1, local_size_z = 1) in;
 
-layout(std430, set = 0, binding = 0) readonly buffer ABuf { DTYPE a[]; };
-layout(std430, set = 0, binding = 1) readonly buffer BBuf { DTYPE b[]; };
-layout(std430, set = 0, binding = 2) buffer CBuf { DTYPE c[]; };
+// Each buffer is declared twice, as floats and as vec4 (the same binding).
+layout(std430, set = 0, binding = 0) readonly buffer ABuf { float a[]; };
+layout(std430, set = 0, binding = 0) readonly buffer ABuf4 { vec4 a4[]; };
+layout(std430, set = 0, binding = 1) readonly buffer BBuf { float b[]; };
+layout(std430, set = 0, binding = 1) readonly buffer BBuf4 { vec4 b4[]; };
+layout(std430, set = 0, binding = 2) buffer CBuf { float c[]; };
+layout(std430, set = 0, binding = 2) buffer CBuf4 { vec4 c4[]; };
 
 layout(push_constant) uniform Push {
     uint m; uint n; uint k;
@@ -104,65 +122,131 @@ layout(push_constant) uniform Push {
     uint reserved;
 } pc;
 
-// Slice p of A is As[p][0..BM/4): rows 4r..4r+3 in one vec4. One vec4 of
-// padding per row keeps the staging stores of the untransposed operands to
-// two-way bank conflicts; the inner loop reads whole rows.
-shared vec4 As[BK][BM / 4 + 1];
-shared vec4 Bs[BK][BN / 4 + 1];
+// Buffer d, slice row p: As[d][p][0..BM/4) holds A's rows 4r..4r+3 at k p in
+// one vec4 (Bs: B's columns). One vec4 of padding per row makes the scalar
+// staging stores of A and B^T conflict-free (row stride ≡ 4 banks).
+shared vec4 As[2][BK][BM / 4 + 1];
+shared vec4 Bs[2][BK][BN / 4 + 1];
 
 // The next slice, in registers while the current one is multiplied.
-float ra[A_LOADS];
-float rb[B_LOADS];
+vec4 ra[A_LOADS];
+vec4 rb[B_LOADS];
 
-// Staged element i of this thread: (row r, k p) of A, (k p, column q) of B,
-// chosen so that consecutive threads read consecutive addresses.
-uint a_row(uint tid, uint i) { return pc.ta != 0u ? tid % BM : tid / BK + (THREADS / BK) * i; }
-uint a_k(uint tid, uint i) { return pc.ta != 0u ? tid / BM + (THREADS / BM) * i : tid % BK; }
-uint b_col(uint tid, uint i) { return pc.tb != 0u ? tid / BK + (THREADS / BK) * i : tid % BN; }
-uint b_k(uint tid, uint i) { return pc.tb != 0u ? tid % BK : tid / BN + (THREADS / BN) * i; }
+// Group i of this thread: its first value's place in the tile, (row, k) of A
+// and (k, column) of B. The four values run along k for A and B^T (rows
+// tid/2 and tid/2 + 64 of A, two threads per row, 32 contiguous bytes each),
+// along the row for A^T and B (a subgroup reads 512 contiguous bytes).
+uint a_row(uint tid, uint i) { return pc.ta != 0u ? 4u * ((tid + THREADS * i) % (BM / 4u)) : tid / 2u + (BM / 2u) * (i % 2u); }
+uint a_k(uint tid, uint i) { return pc.ta != 0u ? (tid + THREADS * i) / (BM / 4u) : 4u * (tid % 2u) + 8u * (i / 2u); }
+uint b_col(uint tid, uint i) { return pc.tb != 0u ? tid / 2u : 4u * ((tid + THREADS * i) % (BN / 4u)); }
+uint b_k(uint tid, uint i) { return pc.tb != 0u ? 4u * (tid % 2u) + 8u * i : (tid + THREADS * i) / (BN / 4u); }
 
+// Four consecutive values of A from index `at`: the j-th is inside the matrix
+// when `line_ok` and run + j < run_end (run: the position along the
+// contiguous direction); outside, zero. One vec4 load when `vec_ok` (the
+// buffer's offset and leading dimension are multiples of 4) and all are inside.
+vec4 load_a4(bool line_ok, uint at, uint run, uint run_end, bool vec_ok) {
+    vec4 v = vec4(0.0);
+#ifdef FAULT_NO_BOUNDS
+    [[unroll]] for (uint j = 0; j < 4u; ++j) v[j] = a[min(at + j, a.length() - 1)];
+#else
+    if (line_ok) {
+        if (vec_ok && run + 3u < run_end) {
+            v = a4[at / 4u];
+        } else {
+            [[unroll]] for (uint j = 0; j < 4u; ++j) {
+                if (run + j < run_end) v[j] = a[at + j];
+            }
+        }
+    }
+#endif
+    return v;
+}
+
+vec4 load_b4(bool line_ok, uint at, uint run, uint run_end, bool vec_ok) {
+    vec4 v = vec4(0.0);
+#ifdef FAULT_NO_BOUNDS
+    [[unroll]] for (uint j = 0; j < 4u; ++j) v[j] = b[min(at + j, b.length() - 1)];
+#else
+    if (line_ok) {
+        if (vec_ok && run + 3u < run_end) {
+            v = b4[at / 4u];
+        } else {
+            [[unroll]] for (uint j = 0; j < 4u; ++j) {
+                if (run + j < run_end) v[j] = b[at + j];
+            }
+        }
+    }
+#endif
+    return v;
+}
+
+// The slice of K at [k0, k0 + BK) ∩ [.., k_end) of the tile at (row0, col0).
+// A group's first index is a multiple of 4 when the offset and the leading
+// dimension are, and (for groups along K) k0 is (split ranges start at
+// multiples of BK; an unsplit product at 0).
 void load_slice(uint tid, uint row0, uint col0, uint k0, uint k_end) {
+    const bool k_vec = k0 % 4u == 0u;
+    const bool a_vec = pc.a_off % 4u == 0u && pc.lda % 4u == 0u && (pc.ta != 0u || k_vec);
+    const bool b_vec = pc.b_off % 4u == 0u && pc.ldb % 4u == 0u && (pc.tb == 0u || k_vec);
     [[unroll]] for (uint i = 0; i < A_LOADS; ++i) {
         const uint gr = row0 + a_row(tid, i), gp = k0 + a_k(tid, i);
-#ifdef FAULT_NO_BOUNDS
-        ra[i] = float(a[min(pc.ta != 0u ? pc.a_off + gp * pc.lda + gr : pc.a_off + gr * pc.lda + gp, a.length() - 1)]);
-#else
-        float v = 0.0;
-        if (gr < pc.m && gp < k_end) {
-            v = float(pc.ta != 0u ? a[pc.a_off + gp * pc.lda + gr] : a[pc.a_off + gr * pc.lda + gp]);
+        if (pc.ta != 0u) {
+            ra[i] = load_a4(gp < k_end, pc.a_off + gp * pc.lda + gr, gr, pc.m, a_vec);
+        } else {
+            ra[i] = load_a4(gr < pc.m, pc.a_off + gr * pc.lda + gp, gp, k_end, a_vec);
         }
-        ra[i] = v;
-#endif
     }
     [[unroll]] for (uint i = 0; i < B_LOADS; ++i) {
         const uint gq = col0 + b_col(tid, i), gp = k0 + b_k(tid, i);
-#ifdef FAULT_NO_BOUNDS
-        rb[i] = float(b[min(pc.tb != 0u ? pc.b_off + gq * pc.ldb + gp : pc.b_off + gp * pc.ldb + gq, b.length() - 1)]);
-#else
-        float v = 0.0;
-        if (gq < pc.n && gp < k_end) {
-            v = float(pc.tb != 0u ? b[pc.b_off + gq * pc.ldb + gp] : b[pc.b_off + gp * pc.ldb + gq]);
+        if (pc.tb != 0u) {
+            rb[i] = load_b4(gq < pc.n, pc.b_off + gq * pc.ldb + gp, gp, k_end, b_vec);
+        } else {
+            rb[i] = load_b4(gp < k_end, pc.b_off + gp * pc.ldb + gq, gq, pc.n, b_vec);
         }
-        rb[i] = v;
-#endif
     }
 }
 
-void store_slice(uint tid) {
-    [[unroll]] for (uint i = 0; i < A_LOADS; ++i) {
-        const uint r = a_row(tid, i);
-        As[a_k(tid, i)][r / 4u][r % 4u] = STAGE(ra[i]);
+// Group i of the registers into shared buffer d (rounded by STAGE).
+void store_a(uint tid, uint d, uint i) {
+    const uint r = a_row(tid, i), p = a_k(tid, i);
+    const vec4 v = vec4(STAGE(ra[i].x), STAGE(ra[i].y), STAGE(ra[i].z), STAGE(ra[i].w));
+    if (pc.ta != 0u) {
+        As[d][p][r / 4u] = v; // four rows at one k
+    } else {
+        [[unroll]] for (uint j = 0; j < 4u; ++j) As[d][p + j][r / 4u][r % 4u] = v[j]; // four k of one row
     }
-    [[unroll]] for (uint i = 0; i < B_LOADS; ++i) {
-        const uint q = b_col(tid, i);
-        Bs[b_k(tid, i)][q / 4u][q % 4u] = STAGE(rb[i]);
+}
+
+void store_b(uint tid, uint d, uint i) {
+    const uint q = b_col(tid, i), p = b_k(tid, i);
+    const vec4 v = vec4(STAGE(rb[i].x), STAGE(rb[i].y), STAGE(rb[i].z), STAGE(rb[i].w));
+    if (pc.tb != 0u) {
+        [[unroll]] for (uint j = 0; j < 4u; ++j) Bs[d][p + j][q / 4u][q % 4u] = v[j]; // four k of one column
+    } else {
+        Bs[d][p][q / 4u] = v; // four columns at one k
     }
+}
+
+// Written out rather than looped: spirv-opt leaves some of these loops rolled,
+// and a rolled loop indexes ra/rb dynamically (local memory on some drivers).
+void store_slice(uint tid, uint d) {
+#if A_LOADS != 4 || B_LOADS != 2
+#error store_slice stores 4 groups of A and 2 of B
+#endif
+    store_a(tid, d, 0u);
+    store_a(tid, d, 1u);
+    store_a(tid, d, 2u);
+    store_a(tid, d, 3u);
+    store_b(tid, d, 0u);
+    store_b(tid, d, 1u);
 }
 
 void main() {
-    const uint tx = gl_LocalInvocationID.x;
-    const uint ty = gl_LocalInvocationID.y;
-    const uint tid = ty * WG_X + tx;
+    const uint tid = gl_LocalInvocationID.x;
+    const uint lane = tid % 32u;
+    const uint tx = lane % 8u;
+    const uint ty = 4u * (tid / 32u) + lane / 8u;
     const uint row0 = gl_WorkGroupID.y * BM;
     const uint col0 = gl_WorkGroupID.x * BN;
     const uint z = gl_WorkGroupID.z;
@@ -170,46 +254,65 @@ void main() {
     const uint k_end = min(pc.k, k_begin + pc.k_chunk);
     const uint slices = (k_end - k_begin + BK - 1u) / BK;
 
-    // acc[i] holds row i of the micro-tile (rows 4·ty + i, then 64 + 4·ty + i - 4).
-    vec4 acc[8];
-    [[unroll]] for (uint i = 0; i < 8u; ++i) acc[i] = vec4(0.0);
+    // acc[2·i + h]: row i of the micro-tile (4·ty + i, then 64 + 4·ty + i - 4),
+    // columns 4·tx + 32·h + j.
+    vec4 acc[16];
+    [[unroll]] for (uint i = 0; i < 16u; ++i) acc[i] = vec4(0.0);
 
-    if (slices > 0u) load_slice(tid, row0, col0, k_begin, k_end);
+    if (slices > 0u) {
+        load_slice(tid, row0, col0, k_begin, k_end);
+        store_slice(tid, 0u);
+    }
+    barrier();
     for (uint s = 0u; s < slices; ++s) {
-        store_slice(tid);
-        barrier();
-        if (s + 1u < slices) load_slice(tid, row0, col0, k_begin + (s + 1u) * BK, k_end);
+        const uint d = s % 2u;
+        const bool more = s + 1u < slices;
+        if (more) load_slice(tid, row0, col0, k_begin + (s + 1u) * BK, k_end);
 
-        vec4 part[8];
-        [[unroll]] for (uint i = 0; i < 8u; ++i) part[i] = vec4(0.0);
+        vec4 part[16];
+        [[unroll]] for (uint i = 0; i < 16u; ++i) part[i] = vec4(0.0);
         [[unroll]] for (uint p = 0; p < BK; ++p) {
-            const vec4 a0 = As[p][ty];
-            const vec4 a1 = As[p][WG_Y + ty];
-            const vec4 bv = Bs[p][tx];
-            part[0] = ACC(fma(vec4(a0.x), bv, part[0]));
-            part[1] = ACC(fma(vec4(a0.y), bv, part[1]));
-            part[2] = ACC(fma(vec4(a0.z), bv, part[2]));
-            part[3] = ACC(fma(vec4(a0.w), bv, part[3]));
-            part[4] = ACC(fma(vec4(a1.x), bv, part[4]));
-            part[5] = ACC(fma(vec4(a1.y), bv, part[5]));
-            part[6] = ACC(fma(vec4(a1.z), bv, part[6]));
-            part[7] = ACC(fma(vec4(a1.w), bv, part[7]));
+            const vec4 a0 = As[d][p][ty];
+            const vec4 a1 = As[d][p][BM / 8u + ty];
+            const vec4 b0 = Bs[d][p][tx];
+            const vec4 b1 = Bs[d][p][BN / 8u + tx];
+            [[unroll]] for (uint i = 0; i < 4u; ++i) {
+                part[2u * i] = ACC(fma(vec4(a0[i]), b0, part[2u * i]));
+                part[2u * i + 1u] = ACC(fma(vec4(a0[i]), b1, part[2u * i + 1u]));
+                part[8u + 2u * i] = ACC(fma(vec4(a1[i]), b0, part[8u + 2u * i]));
+                part[9u + 2u * i] = ACC(fma(vec4(a1[i]), b1, part[9u + 2u * i]));
+            }
         }
-        [[unroll]] for (uint i = 0; i < 8u; ++i) acc[i] = ACC(acc[i] + part[i]);
+        [[unroll]] for (uint i = 0; i < 16u; ++i) acc[i] = ACC(acc[i] + part[i]);
+
+        // The other buffer was last read in slice s-1, before the barrier
+        // that ended it; the barrier below publishes it for slice s+1.
+        if (more) store_slice(tid, 1u - d);
         barrier();
     }
 
     const uint plane = pc.c_off + z * pc.c_stride;
+    const bool c_vec = plane % 4u == 0u && pc.ldc % 4u == 0u;
     [[unroll]] for (uint i = 0; i < 8u; ++i) {
-        const uint gr = row0 + (i < 4u ? 4u * ty + i : BM / 2u + 4u * ty + (i - 4u));
-        if (gr >= pc.m) continue;
-        [[unroll]] for (uint j = 0; j < 4u; ++j) {
-            const uint gq = col0 + 4u * tx + j;
-            if (gq >= pc.n) continue;
-            const uint idx = plane + gr * pc.ldc + gq;
-            float v = acc[i][j];
-            if (pc.accumulate != 0u) v += float(c[idx]);
-            c[idx] = DTYPE(v);
+        const uint gr = row0 + (BM / 2u) * (i / 4u) + 4u * ty + i % 4u;
+        [[unroll]] for (uint h = 0; h < 2u; ++h) {
+            const uint gq = col0 + (BN / 2u) * h + 4u * tx;
+            if (gr < pc.m && gq < pc.n) {
+                const uint idx = plane + gr * pc.ldc + gq;
+                vec4 v = acc[2u * i + h];
+                if (c_vec && gq + 3u < pc.n) {
+                    if (pc.accumulate != 0u) v += c4[idx / 4u];
+                    c4[idx / 4u] = v;
+                } else {
+                    [[unroll]] for (uint j = 0; j < 4u; ++j) {
+                        if (gq + j < pc.n) {
+                            float x = v[j];
+                            if (pc.accumulate != 0u) x += c[idx + j];
+                            c[idx + j] = x;
+                        }
+                    }
+                }
+            }
         }
     }
 }

@@ -23,6 +23,8 @@
 // only the matrix product waits on the other workgroups.
 // VEC4 (built as gru_fwd_grid_vec4, used where H % 4 == 0): h as vec4.
 // flag 1: no arithmetic, only pc.n - 1 grid barriers (Engine::probe_grid_barrier).
+// Timing probes (bench with DUALSCOPE_GRID_PROBE; results meaningless): flag
+// bit 2 skips the barrier, bit 4 the product W_hh h_{t-1}, bit 8 the gates.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_shader_subgroup_shuffle : require

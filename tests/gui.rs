@@ -825,6 +825,11 @@ fn speedup_panel_runs_and_stops() {
         let (c, g) = (first(dualscope::ui::engines::Engine::Cpu), first(dualscope::ui::engines::Engine::Vulkan));
         assert!((c - g).abs() < 1e-4 * c.abs(), "CPU loss {c}, GPU loss {g}");
         assert!(h.query_all_by_label_contains("×").count() >= 2, "the speedups are shown");
+        // The GPU step's per-kernel breakdown: the recurrences and the products are in it.
+        let means = dualscope::ui::speed::kernel_means(&h.state().speed().kernels);
+        assert!(means.iter().any(|k| k.0.contains("recurrence")) && means.iter().any(|k| k.0.starts_with("gemm")));
+        assert!(means.iter().all(|k| k.1 >= 0.0 && k.1.is_finite()), "{means:?}");
+        h.get_by_label_contains("GPU step by kernel");
     } else {
         h.get_by_label_contains("GPU not timed");
     }
@@ -845,7 +850,19 @@ fn snapshot_speedup_view() {
         samples.push(s(Engine::Cpu, 40.0 + wobble, None));
         samples.push(s(Engine::Vulkan, 8.0 + wobble / 5.0, Some(5.0 + wobble / 8.0)));
     }
+    let kernels: Vec<(String, f64)> = [
+        ("gru bwd recurrence", 1.9),
+        ("gru fwd recurrence", 1.4),
+        ("gemm 1024x384x64 tb", 0.6),
+        ("attn_fwd", 0.3),
+        ("adamw", 0.1),
+    ]
+    .iter()
+    .map(|(k, ms)| (k.to_string(), *ms))
+    .collect();
+    h.state_mut().speed_mut().kernels.push_back(kernels);
     h.run_steps(3);
+    h.get_by_label_contains("GPU step by kernel");
     // Medians of the last 20: CPU 42 ms, GPU 8.4 ms.
     h.get_by_label("5.00×");
     mask_all(&mut h, &["positions in"]);

@@ -239,9 +239,20 @@ struct Product {
 
 impl Product {
     fn new(ctx: &dualscope::vk::Context, rng: &mut Rng, s: GemmShape) -> Product {
-        let (m, n, k) = (s.m, s.n, s.k);
         let offs = [rng.below(40) as usize, rng.below(40) as usize, 1 + rng.below(40) as usize];
-        let (a, b, c0) = (random(rng, m * k), random(rng, k * n), random(rng, m * n));
+        let (a, b, c0) = (random(rng, s.m * s.k), random(rng, s.k * s.n), random(rng, s.m * s.n));
+        Product::with(ctx, s, offs, a, b, c0)
+    }
+
+    /// The product of `a` and `b` (`c0` the initial C) with the matrices at `offs` in their buffers.
+    fn with(
+        ctx: &dualscope::vk::Context,
+        s: GemmShape,
+        offs: [usize; 3],
+        a: Vec<f32>,
+        b: Vec<f32>,
+        c0: Vec<f32>,
+    ) -> Product {
         let padded = |x: &[f32], off: usize| {
             let mut v = vec![SENTINEL; off + x.len() + GUARD];
             v[off..off + x.len()].copy_from_slice(x);
@@ -556,6 +567,146 @@ fn the_f16_kernels_match_the_f16_rounded_product() {
             assert!(err <= tol, "{} {:?} offsets {:?}: rel L2 {err:e} (tolerance {tol:e})", path.name(), c.s, c.offs);
         }
         eprintln!("{}: {} products, {split} split along K", path.name(), cases.len());
+    }
+    assert_clean(&ctx, test);
+}
+
+/// How the device computes `fma()`: rounding once (`Some(true)`), or as a
+/// multiply and an add each rounded (`Some(false)`, which Vulkan allows), told
+/// apart by a 1×1×2 product whose second step cancels the first: fused,
+/// `fma(e, -e, round(e·e))` leaves `-2^-24`, the part of `e·e` that the first
+/// step rounded away; unfused, 0. `None`: neither.
+fn fma_is_fused(ctx: &dualscope::vk::Context) -> Option<bool> {
+    let e = 1.0 + 2f32.powi(-12);
+    let got = ops::gemm_host(ctx, 1, 1, 2, &[e, e], false, &[e, -e], false).unwrap();
+    match got[0].to_bits() {
+        x if x == (-(2f32.powi(-24))).to_bits() => Some(true),
+        0 => Some(false),
+        _ => None,
+    }
+}
+
+/// The tiled kernel's summation, operation for operation (gemm_f32.comp): for
+/// each K range of the split, blocks of `GEMM_TILE_K` values from the range's
+/// start, each summed by an FMA chain from zero (zero-padded to the block's
+/// end) and added to the range's total; the ranges' totals added in order,
+/// then the old C with `accumulate`. `fused`: the chain's steps round once.
+fn blocked_f32(s: &GemmShape, plan: ops::SplitK, fused: bool, a: &[f32], b: &[f32], c0: &[f32]) -> Vec<f32> {
+    let GemmShape { m, n, k, ta, tb, accumulate } = *s;
+    let at = |r: usize, p: usize| if ta { a[p * m + r] } else { a[r * k + p] };
+    let bt = |p: usize, q: usize| if tb { b[q * k + p] } else { b[p * n + q] };
+    let bk = ops::GEMM_TILE_K;
+    let mut out = vec![0f32; m * n];
+    for r in 0..m {
+        for q in 0..n {
+            let mut total = 0f32;
+            for z in 0..plan.slices {
+                let (begin, end) = ((z * plan.chunk).min(k), ((z + 1) * plan.chunk).min(k));
+                let mut acc = 0f32;
+                for block in (begin..end).step_by(bk) {
+                    let mut part = 0f32;
+                    for p in block..block + bk {
+                        let (x, y) = if p < end { (at(r, p), bt(p, q)) } else { (0.0, 0.0) };
+                        part = if fused { x.mul_add(y, part) } else { x * y + part };
+                    }
+                    acc += part;
+                }
+                total = if z == 0 { acc } else { total + acc };
+            }
+            out[r * n + q] = if accumulate { total + c0[r * n + q] } else { total };
+        }
+    }
+    out
+}
+
+/// The kernel's result is the documented blocked summation bit for bit
+/// (`blocked_f32`, with the device's kind of `fma()`), split or not, for every
+/// transpose, offset, accumulate and shape: the tiling, the staging and the
+/// scheduling change no bit, and any two devices whose `fma()` rounds alike
+/// give the same bits.
+#[test]
+fn the_result_is_the_blocked_summation_bit_for_bit() {
+    let test = "the_result_is_the_blocked_summation_bit_for_bit";
+    let Some(ctx) = context(test) else { return };
+    let path = ops::GemmPath::TiledF32;
+    let fused = fma_is_fused(&ctx);
+    eprintln!("{}: fma() fused: {fused:?}", ctx.report().name);
+    let mut rng = Rng::new(31337);
+    let mut cases = Vec::new();
+    let shapes = [(1, 1, 1), (5, 3, 17), (131, 70, 40), (64, 260, 8), (257, 129, 100), (9, 200, 1500), (200, 9, 777)];
+    for (i, &(m, n, k)) in shapes.iter().enumerate() {
+        for (j, (ta, tb)) in [(false, false), (false, true), (true, false), (true, true)].into_iter().enumerate() {
+            let s = GemmShape { m, n, k, ta, tb, accumulate: (i + j) % 2 == 0 };
+            cases.push(Product::new(&ctx, &mut rng, s));
+        }
+    }
+    let need = cases.iter().map(|c| ops::split_k_scratch_len(path, &c.s)).max().unwrap();
+    assert!(need > 0, "no case is split");
+    let scratch = Buffer::device_f32(&ctx, "exact.scratch", need).unwrap();
+    {
+        let mut seq = Sequence::new(&ctx).unwrap();
+        for c in &cases {
+            seq.copy(&c.c_init, 0, &c.bufs[2], 0, c.c_init.bytes()).unwrap();
+            ops::gemm_split(&ctx, &mut seq, path, &c.s, c.at(0), c.at(1), c.at(2), Some(&scratch)).unwrap();
+            seq.copy(&c.bufs[2], 0, &c.back, 0, c.back.bytes()).unwrap();
+        }
+        seq.submit().unwrap();
+    }
+    for c in &cases {
+        let got = c.result();
+        let err = rel_l2(&got, &c.want());
+        assert!(err <= dualscope::ladder::f32_tolerance(c.s.k), "{:?} offsets {:?}: rel L2 {err:e}", c.s, c.offs);
+        if let Some(fused) = fused {
+            let plan = ops::split_k_plan(path, &c.s, need);
+            let exact = blocked_f32(&c.s, plan, fused, &c.a, &c.b, &c.c0);
+            let diff = got.iter().zip(&exact).position(|(x, y)| x.to_bits() != y.to_bits());
+            assert!(diff.is_none(), "{:?} {plan:?}: element {diff:?} differs from the blocked summation", c.s);
+        }
+    }
+    assert_clean(&ctx, test);
+}
+
+/// The kernel loads and stores four values at a time as one vec4 where the
+/// matrix's offset and leading dimension are multiples of 4, else as four
+/// bounds-checked scalars. The same products (sides multiples of 4 but not of
+/// the tile, K of either kind, split or not, every transpose, accumulate) with
+/// every matrix at an offset that is a multiple of 4, then at one that is not:
+/// the same bits either way, within rung 1's bound, the guards intact.
+#[test]
+fn vector_and_scalar_loads_give_the_same_bits() {
+    let test = "vector_and_scalar_loads_give_the_same_bits";
+    let Some(ctx) = context(test) else { return };
+    let path = ops::GemmPath::TiledF32;
+    let mut rng = Rng::new(808);
+    let shapes = [(4, 4, 4), (132, 68, 20), (260, 196, 52), (128, 64, 16), (68, 132, 21), (36, 44, 1200)];
+    let mut pairs = Vec::new();
+    for (i, &(m, n, k)) in shapes.iter().enumerate() {
+        for (j, (ta, tb)) in [(false, false), (false, true), (true, false), (true, true)].into_iter().enumerate() {
+            let s = GemmShape { m, n, k, ta, tb, accumulate: (i + j) % 2 == 1 };
+            let (a, b, c0) = (random(&mut rng, m * k), random(&mut rng, k * n), random(&mut rng, m * n));
+            let aligned = Product::with(&ctx, s, [4, 8, 12], a.clone(), b.clone(), c0.clone());
+            let unaligned = Product::with(&ctx, s, [1, 3, 5], a, b, c0);
+            pairs.push((aligned, unaligned));
+        }
+    }
+    assert!(pairs.iter().any(|(p, _)| ops::split_k_plan(path, &p.s, usize::MAX).slices > 1), "no case is split");
+    let need = pairs.iter().map(|(p, _)| ops::split_k_scratch_len(path, &p.s)).max().unwrap();
+    let scratch = Buffer::device_f32(&ctx, "vec.scratch", need).unwrap();
+    {
+        let mut seq = Sequence::new(&ctx).unwrap();
+        for c in pairs.iter().flat_map(|(p, q)| [p, q]) {
+            seq.copy(&c.c_init, 0, &c.bufs[2], 0, c.c_init.bytes()).unwrap();
+            ops::gemm_split(&ctx, &mut seq, path, &c.s, c.at(0), c.at(1), c.at(2), Some(&scratch)).unwrap();
+            seq.copy(&c.bufs[2], 0, &c.back, 0, c.back.bytes()).unwrap();
+        }
+        seq.submit().unwrap();
+    }
+    for (p, q) in &pairs {
+        let (x, y) = (p.result(), q.result());
+        let err = rel_l2(&x, &p.want());
+        assert!(err <= dualscope::ladder::f32_tolerance(p.s.k), "{:?}: rel L2 {err:e}", p.s);
+        let diff = x.iter().zip(&y).position(|(u, v)| u.to_bits() != v.to_bits());
+        assert!(diff.is_none(), "{:?}: element {diff:?} differs between the vec4 and the scalar loads", p.s);
     }
     assert_clean(&ctx, test);
 }

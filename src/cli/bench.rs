@@ -129,18 +129,6 @@ fn bench_cpu(a: &BenchArgs, cfg: &Config, params: &Params<f32>, batch: &Batch) -
     })
 }
 
-/// The kernel a dispatch label names: `gemm 8192x1536x256 tb` → `gemm 8192x1536x256 tb`,
-/// `gru.l1 fwd recurrence` → `gru fwd recurrence`, `adamw head.bias` → `adamw`.
-fn kernel_of(label: &str) -> String {
-    if label.starts_with("gemm") {
-        return label.to_string();
-    }
-    if let Some(rest) = label.strip_prefix("gru.l") {
-        return format!("gru{}", rest.trim_start_matches(|c: char| c.is_ascii_digit()));
-    }
-    label.split(' ').next().unwrap_or(label).to_string()
-}
-
 fn bench_gpu(a: &BenchArgs, cfg: &Config, params: &Params<f32>, batch: &Batch) -> Result<Timed, CliError> {
     use crate::vk::engine::Engine;
     let ctx = std::sync::Arc::new(super::backend::open_context(a.device)?);
@@ -171,9 +159,8 @@ fn bench_gpu(a: &BenchArgs, cfg: &Config, params: &Params<f32>, batch: &Batch) -
                     None => stages.push((name, ms.unwrap_or(0.0) / a.steps as f64)),
                 }
             }
-            for (label, ns) in &timings.dispatches {
-                let k = kernel_of(label);
-                let ms = ns.unwrap_or(0.0) / 1e6 / a.steps as f64;
+            for (k, ms) in timings.per_kernel_ms() {
+                let ms = ms / a.steps as f64;
                 match kernels.iter_mut().find(|(n, _)| *n == k) {
                     Some(x) => x.1 += ms,
                     None => kernels.push((k, ms)),
@@ -249,13 +236,28 @@ fn recurrence_floor(
     v["barrier_us"] = json!(barrier_us);
     v["barriers_per_step"] = json!(barriers);
     v["floor_ms"] = json!(barrier_us * barriers as f64 / 1e3);
+    // DUALSCOPE_GRID_PROBE=1: where a forward step's time goes, from the
+    // forward grid kernel with parts switched off (its results are then
+    // meaningless; only the time is kept), µs per step.
     if std::env::var("DUALSCOPE_GRID_PROBE").is_ok() {
-        for flag in [0u32, 2, 4, 8, 6, 10, 12, 14] {
+        let parts = [
+            ("whole", 0u32),
+            ("no_barrier", 2),
+            ("no_product", 4),
+            ("no_gates", 8),
+            ("product_only", 10),
+            ("barrier_and_loads_only", 12),
+            ("gates_only", 6),
+            ("nothing", 14),
+        ];
+        let mut probe = serde_json::Map::new();
+        for (name, flag) in parts {
             let mut xs: Vec<f64> = (0..5).filter_map(|_| e.probe_grid(t, flag).ok().flatten()).collect();
             if !xs.is_empty() {
-                v[format!("probe_{flag}_us")] = json!(percentiles(&mut xs).0 * 1e3 / t as f64);
+                probe.insert(format!("{name}_us"), json!(percentiles(&mut xs).0 * 1e3 / t as f64));
             }
         }
+        v["fwd_step_probe"] = serde_json::Value::Object(probe);
     }
     Ok(v)
 }

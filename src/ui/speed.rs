@@ -26,6 +26,8 @@ pub struct Sample {
 
 enum Report {
     Sample(Sample),
+    /// The last GPU step's device milliseconds per kernel, largest first.
+    Kernels(Vec<(String, f64)>),
     /// The GPU cannot run (why); the CPU goes on alone.
     NoGpu(String),
     Failed(String),
@@ -35,6 +37,9 @@ enum Report {
 #[derive(Default)]
 pub struct SpeedRun {
     pub samples: Vec<Sample>,
+    /// Per-kernel device milliseconds of the last GPU steps (at most
+    /// [`KERNEL_STEPS`]), for the breakdown chart.
+    pub kernels: std::collections::VecDeque<Vec<(String, f64)>>,
     /// Why the GPU is not timed, if it is not.
     pub gpu_problem: Option<String>,
     /// Why the run stopped early, if it did.
@@ -43,6 +48,26 @@ pub struct SpeedRun {
     pub label: String,
     stop: Option<Arc<AtomicBool>>,
     rx: Option<Receiver<Report>>,
+}
+
+/// GPU steps the per-kernel breakdown is averaged over.
+pub const KERNEL_STEPS: usize = 20;
+
+/// Mean device milliseconds per kernel over the steps in `kernels`, largest first.
+pub fn kernel_means(kernels: &std::collections::VecDeque<Vec<(String, f64)>>) -> Vec<(String, f64)> {
+    let mut out: Vec<(String, f64)> = Vec::new();
+    for step in kernels {
+        for (k, ms) in step {
+            match out.iter_mut().find(|(n, _)| n == k) {
+                Some(x) => x.1 += ms,
+                None => out.push((k.clone(), *ms)),
+            }
+        }
+    }
+    let n = kernels.len().max(1) as f64;
+    out.iter_mut().for_each(|x| x.1 /= n);
+    out.sort_by(|a, b| b.1.total_cmp(&a.1));
+    out
 }
 
 /// Medians of the last `n` samples of each engine: (CPU wall, GPU wall, GPU device).
@@ -90,6 +115,7 @@ impl SpeedRun {
         let (tx, rx) = channel();
         let stop = Arc::new(AtomicBool::new(false));
         self.samples.clear();
+        self.kernels.clear();
         self.gpu_problem = None;
         self.error = None;
         self.label = format!("{} · batch {} × {} tokens", config.label(), cfg.batch, len.saturating_sub(1));
@@ -126,6 +152,12 @@ impl SpeedRun {
         for r in rx.try_iter() {
             match r {
                 Report::Sample(s) => self.samples.push(s),
+                Report::Kernels(k) => {
+                    if self.kernels.len() == KERNEL_STEPS {
+                        self.kernels.pop_front();
+                    }
+                    self.kernels.push_back(k);
+                }
                 Report::NoGpu(why) => self.gpu_problem = Some(why),
                 Report::Failed(e) => {
                     self.error = Some(e);
@@ -206,7 +238,7 @@ fn run(
                         device_ms: timings.total_ms(),
                         loss: rep.loss,
                     };
-                    if !send(Report::Sample(s)) {
+                    if !send(Report::Sample(s)) || !send(Report::Kernels(timings.per_kernel_ms())) {
                         return Ok(());
                     }
                 }

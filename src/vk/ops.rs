@@ -41,16 +41,17 @@ pub const GEMM_TILE_M: usize = 128;
 pub const GEMM_TILE_N: usize = 64;
 pub const GEMM_TILE_K: usize = 16;
 
-/// 128×64 output tile per 16×16 workgroup (8×4 values per thread), A and B
-/// slices of 16×(128+4) and 16×(64+4) floats in shared memory.
+/// 128×64 output tile per workgroup of 128 threads (8×8 values per thread);
+/// A and B slices of 16×(128+4) and 16×(64+4) floats in shared memory, two
+/// of each (double-buffered): 25 KiB.
 pub static GEMM_F32: KernelSpec = KernelSpec {
     name: "gemm_f32",
     spirv: shaders::GEMM_F32,
     bindings: &[Access::Read, Access::Read, Access::ReadWrite],
     push_size: 64,
-    local_size: [16, 16, 1],
+    local_size: [128, 1, 1],
     items_per_group: [GEMM_TILE_N as u32, GEMM_TILE_M as u32, 1],
-    shared_bytes: (GEMM_TILE_K * (GEMM_TILE_M + 4) + GEMM_TILE_K * (GEMM_TILE_N + 4)) as u32 * 4,
+    shared_bytes: (2 * GEMM_TILE_K * (GEMM_TILE_M + 4) + 2 * GEMM_TILE_K * (GEMM_TILE_N + 4)) as u32 * 4,
 };
 
 /// The second pass of a split-K product: adds the partial planes in order

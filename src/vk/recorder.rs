@@ -27,7 +27,35 @@ pub struct Timings {
     pub dispatches: Vec<(String, Option<f64>)>,
 }
 
+/// The kernel a dispatch label names, for per-kernel sums:
+/// `gemm 8192x1536x256 tb` stays, `gru.l1 fwd recurrence` → `gru fwd recurrence`,
+/// `adamw head.bias` → `adamw`.
+pub fn kernel_of(label: &str) -> String {
+    if label.starts_with("gemm") {
+        return label.to_string();
+    }
+    if let Some(rest) = label.strip_prefix("gru.l") {
+        return format!("gru{}", rest.trim_start_matches(|c: char| c.is_ascii_digit()));
+    }
+    label.split(' ').next().unwrap_or(label).to_string()
+}
+
 impl Timings {
+    /// Milliseconds per kernel ([`kernel_of`] of each label), largest first.
+    pub fn per_kernel_ms(&self) -> Vec<(String, f64)> {
+        let mut out: Vec<(String, f64)> = Vec::new();
+        for (label, ns) in &self.dispatches {
+            let Some(ns) = ns else { continue };
+            let k = kernel_of(label);
+            match out.iter_mut().find(|(n, _)| *n == k) {
+                Some(x) => x.1 += ns / 1e6,
+                None => out.push((k, ns / 1e6)),
+            }
+        }
+        out.sort_by(|a, b| b.1.total_cmp(&a.1));
+        out
+    }
+
     /// Sum of the timed dispatches, in milliseconds (`None` if none was timed).
     pub fn total_ms(&self) -> Option<f64> {
         let timed: Vec<f64> = self.dispatches.iter().filter_map(|d| d.1).collect();

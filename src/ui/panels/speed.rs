@@ -1,12 +1,12 @@
 //! The speedup panel: each engine's time per training step as a live plot,
-//! and the ratio of their medians.
+//! the ratio of their medians, and the GPU step's per-kernel breakdown.
 
 use egui::{Color32, RichText};
-use egui_plot::{Legend, Line, Plot, PlotPoints};
+use egui_plot::{Bar, BarChart, Legend, Line, Plot, PlotPoints};
 
 use crate::ui::command::{Command, button};
 use crate::ui::engines::Engine;
-use crate::ui::speed::{SpeedRun, medians};
+use crate::ui::speed::{KERNEL_STEPS, SpeedRun, kernel_means, medians};
 
 /// Samples per engine the medians are taken over.
 const WINDOW: usize = 20;
@@ -103,4 +103,70 @@ pub fn show(ui: &mut egui::Ui, run: &SpeedRun, cmds: &mut Vec<Command>) {
         .show(ui, |p| {
             p.line(Line::new("speedup (wall)", ratio).color(Color32::from_rgb(240, 80, 80)));
         });
+    kernel_chart(ui, run);
+}
+
+/// Kernels shown in the breakdown; the rest are summed into one bar.
+const TOP_KERNELS: usize = 14;
+
+/// The GPU step's device time per kernel (mean of the last steps) as
+/// horizontal bars, largest at the top.
+fn kernel_chart(ui: &mut egui::Ui, run: &SpeedRun) {
+    let means = kernel_means(&run.kernels);
+    if means.is_empty() {
+        return;
+    }
+    let total: f64 = means.iter().map(|k| k.1).sum();
+    ui.label(
+        RichText::new(format!(
+            "GPU step by kernel: device ms, mean of the last {} ({total:.2} ms in all)",
+            match run.kernels.len().min(KERNEL_STEPS) {
+                1 => "step".to_string(),
+                n => format!("{n} steps"),
+            }
+        ))
+        .strong(),
+    );
+    let mut shown: Vec<(String, f64)> = means.iter().take(TOP_KERNELS).cloned().collect();
+    if means.len() > TOP_KERNELS {
+        let rest: f64 = means[TOP_KERNELS..].iter().map(|k| k.1).sum();
+        shown.push((format!("{} others", means.len() - TOP_KERNELS), rest));
+    }
+    let n = shown.len();
+    let bars: Vec<Bar> = shown
+        .iter()
+        .enumerate()
+        .map(|(i, (name, ms))| {
+            Bar::new((n - 1 - i) as f64, *ms).name(format!("{name}: {ms:.3} ms")).width(0.7).fill(bar_color(name))
+        })
+        .collect();
+    let labels: Vec<String> = shown.iter().map(|k| k.0.clone()).collect();
+    Plot::new("speed_kernels")
+        .height(22.0 * n as f64 as f32 + 40.0)
+        .x_axis_label("ms / step")
+        .include_x(0.0)
+        .allow_scroll(false)
+        .allow_drag(false)
+        .show_grid([true, false])
+        .y_axis_formatter(move |mark, _range| {
+            let i = mark.value.round();
+            if (mark.value - i).abs() > 1e-6 || i < 0.0 || i as usize >= labels.len() {
+                return String::new();
+            }
+            labels[labels.len() - 1 - i as usize].clone()
+        })
+        .show(ui, |p| p.bar_chart(BarChart::new("kernels", bars).horizontal()));
+}
+
+/// One colour per kind of kernel: recurrences, products, attention, the rest.
+fn bar_color(name: &str) -> Color32 {
+    if name.contains("recurrence") {
+        Color32::from_rgb(240, 120, 60)
+    } else if name.starts_with("gemm") {
+        Color32::from_rgb(90, 170, 255)
+    } else if name.starts_with("attn") {
+        Color32::from_rgb(170, 120, 240)
+    } else {
+        Color32::from_rgb(140, 200, 120)
+    }
 }

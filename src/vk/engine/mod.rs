@@ -833,6 +833,10 @@ impl Engine {
         self.probe_grid(steps, 1)
     }
 
+    /// Device milliseconds of the forward grid kernel over `steps` steps of
+    /// layer 0 with parts switched off by `flag` (1: only the barriers; bits
+    /// 2, 4, 8: no barrier, no product, no gates). A timing probe: what it
+    /// writes is meaningless.
     pub fn probe_grid(&self, steps: usize, flag: u32) -> VkResult<Option<f64>> {
         Recurrence::Grid.check(&self.ctx, self.cfg.hidden)?;
         let ws = self.ws()?;

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# On the H200 host (through the device tool), one run: dualscope's CPU and
+# Vulkan steps (`bench --engine both`: wall and device medians, the step
+# re-recorded each time and replayed, the per-kernel breakdown, the
+# recurrence's floor), then the PyTorch peer on the same checkpoint and batch:
+# CPU on all cores, GPU eager, CUDA graph, torch.compile (bench shape only),
+# in plain float32 and with TF32 (cuDNN's default). Usage:
+#   bench/device_speed.sh BIN OUTDIR
+set -uo pipefail
+BIN=$1; OUT=$2; mkdir -p "$OUT"; W=$(mktemp -d)
+for shape in "--config bench" "--config small" "--config bench --batch 1 --seq-len 512"; do
+  tag=$(echo "$shape" | tr -d ' -' )
+  F="$OUT/speed_$tag.jsonl"
+  $BIN bench --engine both $shape --steps 20 --warmup 3 --json --save-batch $W/b.json --save-checkpoint $W/c.st > $W/ds.json
+  cat $W/ds.json >> "$F"
+  L=$(python3 -c "import json; print(json.load(open('$W/ds.json'))['engines'][0]['first_loss'])")
+  P="python3 bench/torch_peer.py --checkpoint $W/c.st --batch $W/b.json --expect-loss $L"
+  $P --device cpu --steps 10 --warmup 2 >> "$F"
+  modes="eager graph"; [ "$tag" = configbench ] && modes="eager graph compile"
+  for mode in $modes; do $P --device cuda --mode $mode >> "$F"; done
+  for mode in eager graph; do $P --device cuda --mode $mode --tf32 >> "$F"; done
+done
+python3 - "$OUT" <<'PY'
+import json, sys, glob
+for f in sorted(glob.glob(sys.argv[1] + "/speed_*.jsonl")):
+    rows = [json.loads(l) for l in open(f) if l.strip()]
+    ds = rows[0]; e = {x["engine"]: x for x in ds["engines"]}
+    print(f"{ds['config']} B={ds['batch']} T={ds['seq_len']}: cpu {e['cpu']['median_ms']:.1f} ms, "
+          f"gpu {e['gpu']['median_ms']:.2f} (device {e['gpu']['device_median_ms']:.2f}), "
+          f"replayed {e['gpu']['replay_median_ms']:.2f} (device {e['gpu']['replay_device_median_ms']:.2f}); "
+          f"speedup {ds['speedup']:.1f}x, replayed {ds['speedup_replay']:.1f}x; recurrence {e['gpu']['recurrence']}")
+    for r in rows[1:]:
+        print(f"   torch {r['device']} {r['mode']}{' tf32' if r['tf32'] else ''}: {r['median_ms']:.2f} ms "
+              f"(loss rel diff {r.get('loss_rel_diff', float('nan')):.1e})")
+PY
