@@ -679,7 +679,9 @@ impl ModelLadder {
             Mode::Isolated => {
                 // The backward's inputs carry the loss scale, as the GPU's own would.
                 let s = backward_scale(self.setup.precision);
-                self.engine.write_state(&LossScale { scale: s, ..LossScale::fixed() }, self.prior.step, 0)?;
+                if self.setup.precision.is_mixed() {
+                    self.engine.write_state(&LossScale { scale: s, ..LossScale::fixed() }, self.prior.step, 0)?;
+                }
                 for input in inputs(rung, &cfg) {
                     let data = &self.cpu32.get(&input).expect("traced").data;
                     if s != 1.0 && carries_scale(&input) {
