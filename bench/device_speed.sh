@@ -20,6 +20,9 @@ for shape in "--config bench" "--config small" "--config bench --batch 1 --seq-l
   for mode in $modes; do $P --device cuda --mode $mode >> "$F"; done
   for mode in eager graph; do $P --device cuda --mode $mode --tf32 >> "$F"; done
 done
+# The mixed-precision step (f16 products on cooperative matrices, dynamic loss
+# scale) at the bench shape, GPU only.
+$BIN bench --engine gpu --config bench --precision mixed --steps 20 --warmup 3 --json > "$OUT/mixed_configbench.json"
 python3 - "$OUT" <<'PY'
 import json, sys, glob
 for f in sorted(glob.glob(sys.argv[1] + "/speed_*.jsonl")):
@@ -32,4 +35,7 @@ for f in sorted(glob.glob(sys.argv[1] + "/speed_*.jsonl")):
     for r in rows[1:]:
         print(f"   torch {r['device']} {r['mode']}{' tf32' if r['tf32'] else ''}: {r['median_ms']:.2f} ms "
               f"(loss rel diff {r.get('loss_rel_diff', float('nan')):.1e})")
+m = json.load(open(sys.argv[1] + "/mixed_configbench.json"))
+g = [x for x in m["engines"] if x["engine"] == "gpu"][0]
+print(f"mixed bench: gpu {g['median_ms']:.2f} (device {g['device_median_ms']:.2f}), replayed {g['replay_median_ms']:.2f}")
 PY
