@@ -1252,4 +1252,8 @@ fn token_guard_and_precision_controls() {
     let gemm = h.state().ladder().results.get("gemm").unwrap().as_ref().unwrap();
     assert_eq!(gemm.precision, dualscope::ladder::Precision::Bf16);
     assert_eq!(gemm.status, dualscope::ladder::Status::Pass);
+    // The model rungs check the bf16 mixed step too, under its own tolerances.
+    let gru = h.state().ladder().results.get("gru_bwd").unwrap().as_ref().unwrap();
+    assert_eq!(gru.precision, dualscope::ladder::Precision::Bf16);
+    assert_ne!(gru.status, dualscope::ladder::Status::Fail, "{gru:?}");
 }

@@ -23,7 +23,7 @@ pub enum Command {
     SelectHead(usize),
     SetConfig(ConfigName),
     SetSeed(u64),
-    /// The precision of the ladder's gemm rung.
+    /// The ladder's precision (f32, or the mixed-precision step).
     SetPrecision(super::state::GemmPrecision),
     /// The per-token guard's cap (None: off).
     SetTokenCap(Option<f64>),
@@ -142,7 +142,7 @@ impl Command {
             Command::SetConfig(_) => "Model configuration (parameters initialised from the seed)",
             Command::SetSeed(_) => "Seed of the parameter initialisation",
             Command::SetPrecision(_) => {
-                "Precision of the ladder's gemm rung (f16/bf16 inputs, f32 accumulation); rungs 2-11 check the f32 step"
+                "Precision of the ladder: f32, or the mixed-precision step for every rung (f16/bf16 products with f32 accumulation, the rest f32; f16 with a loss scale), checked under its own tolerances"
             }
             Command::SetTokenCap(_) => {
                 "Cap each position's contribution to the W_ctx gradient at tau (MODEL.md's per-token guard); press Run"

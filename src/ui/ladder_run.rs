@@ -50,7 +50,8 @@ pub struct LadderJob {
     pub tokens: Vec<u8>,
     /// A bug from the engine's fault catalogue switched on for every rung.
     pub engine_fault: Option<EngineFault>,
-    /// The gemm rung's precision (rungs 2-11 check the f32 step).
+    /// The ladder's precision: f32, or the mixed-precision step (f16/bf16
+    /// products, f32 accumulation) for every rung.
     pub precision: Precision,
     /// The per-token guard's cap for rungs 2-11.
     pub token_cap: Option<f64>,
@@ -66,7 +67,7 @@ fn setup(job: &LadderJob) -> Result<ladder::Setup, String> {
         batch,
         opts: crate::cpu::StepOptions { token_cap: job.token_cap, ..Default::default() },
         mode: ladder::Mode::Isolated,
-        precision: Precision::F32,
+        precision: job.precision,
     })
 }
 

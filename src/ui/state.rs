@@ -203,7 +203,7 @@ pub struct State {
     /// The training run's log the curves view shows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub train_log: Option<PathBuf>,
-    /// The precision of the ladder's `gemm` rung (rungs 2-11 check the f32 step).
+    /// The ladder's precision: f32, or the mixed-precision step (every rung).
     pub precision: GemmPrecision,
     /// The per-token guard's cap on the `W_ctx` gradient (MODEL.md); `None`: off.
     /// Applies to the traces and the ladder.
@@ -211,7 +211,7 @@ pub struct State {
     pub token_cap: Option<f64>,
 }
 
-/// The ladder's `gemm` precision, as saved in sessions.
+/// The ladder's precision, as saved in sessions.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum GemmPrecision {
