@@ -45,29 +45,8 @@ fn every_trace_tensor_matches_the_cpu() {
         let params = Params::<f32>::init(&cfg, 7);
         let b = batch(3, &lens);
         let opts = StepOptions { token_cap: cap, ..Default::default() };
-        let (_, _, trace) = cpu::traced(&cfg, &params, &b, 1.0, cap).unwrap();
         let mut e = Engine::new(&ctx, &cfg, &params, &opts, &LossScale::fixed(), GemmPath::TiledF32).unwrap();
-        let g = e.grads(&b).unwrap();
-        let cpu_g = cpu::grads(&cfg, &params, &b, cap).unwrap();
-        assert!((g.loss - cpu_g.loss).abs() <= 1e-5 * cpu_g.loss, "loss {} vs {}", g.loss, cpu_g.loss);
-        assert!((g.grad_norm - cpu_g.grad_norm).abs() <= 1e-4 * cpu_g.grad_norm);
-        assert_eq!(g.capped, cpu_g.capped);
-        let mut checked = 0;
-        for (name, want) in trace.iter() {
-            if name == "loss.value" {
-                continue;
-            }
-            let got = e.read_named(&[name]).unwrap().remove(0);
-            let r = rel(&got, &want.data);
-            eprintln!("{name}: {r:.2e}");
-            assert!(r <= 2e-5, "{name}: rel L2 {r:.3e} ({lens:?}, cap {cap:?})");
-            checked += 1;
-        }
-        assert!(checked > 40, "{checked} tensors");
-        for ((name, t), gt) in cpu_g.grads.named(&cfg).into_iter().zip(g.grads.tensors()) {
-            let r = rel(&gt.data, &t.data);
-            assert!(r <= 2e-5, "grad {name}: {r:.3e}");
-        }
+        assert_matches_cpu(&mut e, &cfg, &params, &b, cap, &format!("{lens:?}, cap {cap:?}"));
     }
     assert_clean(&ctx, test);
 }
@@ -182,20 +161,28 @@ fn long_recurrences_run_in_chunks_and_match_the_cpu() {
     assert_clean(&ctx, test);
 }
 
-/// Every trace tensor and gradient of `e` after `grads(b)` against the CPU.
-fn assert_matches_cpu(e: &mut Engine, cfg: &Config, params: &Params<f32>, b: &Batch, what: &str) {
-    let (_, _, trace) = cpu::traced(cfg, params, b, 1.0, None).unwrap();
+/// Every trace tensor (more than 40) and gradient of `e` after `grads(b)`
+/// against the CPU, with the per-token guard's cap `cap` on both sides: the
+/// loss, the gradient norm and the capped count too.
+fn assert_matches_cpu(e: &mut Engine, cfg: &Config, params: &Params<f32>, b: &Batch, cap: Option<f64>, what: &str) {
+    let (_, _, trace) = cpu::traced(cfg, params, b, 1.0, cap).unwrap();
     let g = e.grads(b).unwrap();
-    let cpu_g = cpu::grads(cfg, params, b, None).unwrap();
+    let cpu_g = cpu::grads(cfg, params, b, cap).unwrap();
     assert!((g.loss - cpu_g.loss).abs() <= 1e-5 * cpu_g.loss, "{what}: loss {} vs {}", g.loss, cpu_g.loss);
+    assert!((g.grad_norm - cpu_g.grad_norm).abs() <= 1e-4 * cpu_g.grad_norm, "{what}: grad norm");
+    assert_eq!(g.capped, cpu_g.capped, "{what}: capped positions");
+    let mut checked = 0;
     for (name, want) in trace.iter() {
         if name == "loss.value" {
             continue;
         }
         let got = e.read_named(&[name]).unwrap().remove(0);
         let r = rel(&got, &want.data);
+        eprintln!("{name}: {r:.2e}");
         assert!(r <= 2e-5, "{what}: {name}: rel L2 {r:.3e}");
+        checked += 1;
     }
+    assert!(checked > 40, "{what}: {checked} tensors");
     for ((name, t), gt) in cpu_g.grads.named(cfg).into_iter().zip(g.grads.tensors()) {
         let r = rel(&gt.data, &t.data);
         assert!(r <= 2e-5, "{what}: grad {name}: {r:.3e}");
@@ -220,7 +207,7 @@ fn grid_recurrence_kernels_match_the_cpu() {
         let mut e =
             Engine::new(&ctx, &cfg, &params, &StepOptions::default(), &LossScale::fixed(), GemmPath::TiledF32).unwrap();
         e.set_recurrence(Recurrence::Steps).unwrap();
-        assert_matches_cpu(&mut e, &cfg, &params, &b, &format!("H={} B={}", cfg.hidden, lens.len()));
+        assert_matches_cpu(&mut e, &cfg, &params, &b, None, &format!("H={} B={}", cfg.hidden, lens.len()));
     }
     assert_clean(&ctx, test);
 }
@@ -242,7 +229,7 @@ fn grid_barrier_either_matches_or_reports_the_device() {
         Engine::new(&ctx, &cfg, &params, &StepOptions::default(), &LossScale::fixed(), GemmPath::TiledF32).unwrap();
     e.set_recurrence(Recurrence::Grid).unwrap();
     match e.grads(&b) {
-        Ok(_) => assert_matches_cpu(&mut e, &cfg, &params, &b, "grid"),
+        Ok(_) => assert_matches_cpu(&mut e, &cfg, &params, &b, None, "grid"),
         Err(err) => assert!(err.to_string().contains("DUALSCOPE_RECURRENCE=seq"), "{err}"),
     }
     assert_clean(&ctx, test);
