@@ -189,6 +189,11 @@ pub static GRU_FWD_GRID_VEC4: KernelSpec =
 pub static GRU_BWD_GRID_VEC4: KernelSpec =
     KernelSpec { name: "gru_bwd_grid_vec4", spirv: shaders::GRU_BWD_GRID_VEC4, ..GRU_BWD_GRID };
 
+/// The forward and backward grid kernels for layers of width `h`.
+pub fn grid_specs(h: usize) -> (&'static KernelSpec, &'static KernelSpec) {
+    if h.is_multiple_of(4) { (&GRU_FWD_GRID_VEC4, &GRU_BWD_GRID_VEC4) } else { (&GRU_FWD_GRID, &GRU_BWD_GRID) }
+}
+
 /// Positions (queries, or keys for `attn_bwd_kv`) one attention workgroup
 /// owns: `ATTN_QB` of `shaders/include/attn_tile.glsl`. The attention kernels
 /// are dispatched over `[T, B, NH]` work items, one workgroup per block of

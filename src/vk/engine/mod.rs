@@ -632,7 +632,7 @@ impl Engine {
                     if self.recurrence != Recurrence::Seq && !seq_fault {
                         let p = ModelPush { off0: w_hh as u32, off1: b_hh, ..base };
                         let bufs = [pb, &lb.gi, &lb.gh, &lb.gates, &lb.h, &self.state, &ws.sync];
-                        let spec = if h % 4 == 0 { &GRU_FWD_GRID_VEC4 } else { &GRU_FWD_GRID };
+                        let spec = grid_specs(h).0;
                         self.record_grid(seq, spec, &bufs, &p, (0..ws.t).map(|t| (t, 1)), &label)?;
                         continue;
                     }
@@ -738,7 +738,7 @@ impl Engine {
                             &ws.sync,
                         ];
                         let steps = (0..ws.t).rev().map(|t| (t, 1));
-                        let spec = if h % 4 == 0 { &GRU_BWD_GRID_VEC4 } else { &GRU_BWD_GRID };
+                        let spec = grid_specs(h).1;
                         self.record_grid(seq, spec, &bufs, &p, steps, &label)?;
                     } else {
                         let bufs = [pb, &lb.gh, &lb.gates, &lb.h, &lb.d_h, &lb.dh_tot, &lb.d_gi, &lb.d_gh];
@@ -854,7 +854,7 @@ impl Engine {
         };
         let bufs = [&self.params, &lb.gi, &lb.gh, &lb.gates, &lb.h, &self.state, &ws.sync];
         let groups = self.cfg.hidden.div_ceil(GRID_UNITS);
-        let spec = if self.cfg.hidden.is_multiple_of(4) { &GRU_FWD_GRID_VEC4 } else { &GRU_FWD_GRID };
+        let spec = grid_specs(self.cfg.hidden).0;
         self.run(&mut seq, spec, &bufs, &p, groups, "grid barrier probe")?;
         let t = seq.submit()?;
         if self.read_state()?[st::GRID_FAIL] != 0 {
@@ -889,11 +889,7 @@ impl Engine {
     /// Forward and backward of the batch set last, in one submit.
     pub fn run_grads(&self) -> VkResult<Timings> {
         let mut seq = Sequence::new(&self.ctx)?;
-        self.record_begin(&mut seq)?;
-        for s in Stage::FORWARD_BACKWARD {
-            self.record_stage(&mut seq, s)?;
-        }
-        self.record_unscale_and_norm(&mut seq)?;
+        self.record_staged(&mut seq, false)?;
         seq.submit()
     }
 
@@ -901,11 +897,28 @@ impl Engine {
     /// [`Sequence::end`] and [`Sequence::replay`]: each replay is one more
     /// training step on the same batch, as a CUDA graph replays its kernels.
     pub fn record_step<'a>(&'a self, seq: &mut Sequence<'a>) -> VkResult<()> {
+        self.record_staged(seq, true).map(|_| ())
+    }
+
+    /// Records the step's beginning, forward and backward, then the whole
+    /// optimizer (`optim`) or unscale and norm; returns each stage's range of
+    /// dispatches.
+    fn record_staged<'a>(
+        &'a self,
+        seq: &mut Sequence<'a>,
+        optim: bool,
+    ) -> VkResult<Vec<(Stage, std::ops::Range<usize>)>> {
         self.record_begin(seq)?;
-        for s in Stage::FORWARD_BACKWARD {
+        let mut ranges = Vec::new();
+        for s in Stage::FORWARD_BACKWARD.into_iter().chain(optim.then_some(Stage::Optim)) {
+            let start = seq.dispatch_count();
             self.record_stage(seq, s)?;
+            ranges.push((s, start..seq.dispatch_count()));
         }
-        self.record_stage(seq, Stage::Optim)
+        if !optim {
+            self.record_unscale_and_norm(seq)?;
+        }
+        Ok(ranges)
     }
 
     /// A whole training step in one submit.
@@ -923,16 +936,7 @@ impl Engine {
     /// optimizer) in one submit, with each stage's device milliseconds.
     pub fn run_staged(&self, optim: bool) -> VkResult<Staged> {
         let mut seq = Sequence::new(&self.ctx)?;
-        self.record_begin(&mut seq)?;
-        let mut ranges = Vec::new();
-        for s in Stage::FORWARD_BACKWARD.into_iter().chain(optim.then_some(Stage::Optim)) {
-            let start = seq.dispatch_count();
-            self.record_stage(&mut seq, s)?;
-            ranges.push((s, start..seq.dispatch_count()));
-        }
-        if !optim {
-            self.record_unscale_and_norm(&mut seq)?;
-        }
+        let ranges = self.record_staged(&mut seq, optim)?;
         let timings = seq.submit()?;
         let per_stage = ranges
             .into_iter()
