@@ -93,10 +93,11 @@ pub static GEMM_F16_COOPMAT: KernelSpec = KernelSpec {
 /// The 128×128 cooperative-matrix kernel's output tile and K-slice.
 pub const COOPMAT_BIG_TILE: (usize, usize, usize) = (128, 128, 32);
 
-/// 128×128 output tile per workgroup of 8 subgroups of 32 (each a 64×32 block
-/// of 4×2 accumulators), A and B staged as f16 (128×40 and 32×136 halves), the
-/// results out through a 16×16 f32 block per subgroup; split along K like the
-/// tiled kernel.
+/// 128×128 output tile per workgroup of 4 subgroups of 32 (each a 64×64 block
+/// of 4×4 accumulators); A and B staged as f16 in their memory order, 16 bytes
+/// per load, two stages of 32-deep slices; fragments wholly inside C stored
+/// directly, the edges through a 16×16 f32 block per subgroup; split along K
+/// like the tiled kernel.
 pub static GEMM_F16_COOPMAT_BIG: KernelSpec = KernelSpec {
     name: "gemm_f16_coopmat_big",
     spirv: match shaders::GEMM_F16_COOPMAT_BIG {
@@ -105,10 +106,38 @@ pub static GEMM_F16_COOPMAT_BIG: KernelSpec = KernelSpec {
     },
     bindings: &[Access::Read, Access::Read, Access::ReadWrite],
     push_size: 64,
-    local_size: [256, 1, 1],
+    local_size: [128, 1, 1],
     items_per_group: [COOPMAT_BIG_TILE.1 as u32, COOPMAT_BIG_TILE.0 as u32, 1],
-    shared_bytes: (128 * 40 * 2 + 32 * 136 * 2 + 8 * 256 * 4) as u32,
+    shared_bytes: (2 * 2 * 1280 * 8 + 4 * 256 * 4) as u32,
 };
+
+/// The 128×128 kernel with its multiply-adds alone (fragments loaded once)
+/// or without its global loads: `DUALSCOPE_COOPMAT_PROBE=mma|no_global`
+/// (timing only; the results are wrong on purpose).
+pub static GEMM_F16_COOPMAT_BIG_PROBE_MMA: KernelSpec = KernelSpec {
+    name: "gemm_f16_coopmat_big_probe_mma",
+    spirv: match shaders::GEMM_F16_COOPMAT_BIG_PROBE_MMA {
+        Some(s) => s,
+        None => &[],
+    },
+    ..GEMM_F16_COOPMAT_BIG
+};
+pub static GEMM_F16_COOPMAT_BIG_PROBE_NO_GLOBAL: KernelSpec = KernelSpec {
+    name: "gemm_f16_coopmat_big_probe_no_global",
+    spirv: match shaders::GEMM_F16_COOPMAT_BIG_PROBE_NO_GLOBAL {
+        Some(s) => s,
+        None => &[],
+    },
+    ..GEMM_F16_COOPMAT_BIG
+};
+
+fn coopmat_big_spec() -> &'static KernelSpec {
+    match std::env::var("DUALSCOPE_COOPMAT_PROBE").as_deref() {
+        Ok("mma") => &GEMM_F16_COOPMAT_BIG_PROBE_MMA,
+        Ok("no_global") => &GEMM_F16_COOPMAT_BIG_PROBE_NO_GLOBAL,
+        _ => &GEMM_F16_COOPMAT_BIG,
+    }
+}
 
 /// The f16 tiled kernel's output tile and K-slice.
 pub const F16_TILED_TILE: (usize, usize, usize) = (64, 64, 16);
@@ -168,7 +197,7 @@ impl GemmPath {
             GemmPath::TiledBf16In => &GEMM_BF16IN_TILED,
             GemmPath::TiledF16 => &GEMM_F16_TILED,
             GemmPath::CoopMatF16 => &GEMM_F16_COOPMAT,
-            GemmPath::CoopMatF16Big => &GEMM_F16_COOPMAT_BIG,
+            GemmPath::CoopMatF16Big => coopmat_big_spec(),
             GemmPath::FaultNoBounds => &GEMM_F32_FAULT_NO_BOUNDS,
             GemmPath::FaultF16Accum => &GEMM_F32_FAULT_F16_ACCUM,
         }
