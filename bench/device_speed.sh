@@ -4,7 +4,9 @@
 # re-recorded each time and replayed, the per-kernel breakdown, the
 # recurrence's floor), then the PyTorch peer on the same checkpoint and batch:
 # CPU on all cores, GPU eager, CUDA graph, torch.compile (bench shape only),
-# in plain float32 and with TF32 (cuDNN's default). Usage:
+# in plain float32, with TF32 (cuDNN's default) and with automatic mixed
+# precision (f16 autocast + GradScaler); and dualscope's mixed-precision step
+# (f16 products on cooperative matrices, dynamic loss scale). Usage:
 #   bench/device_speed.sh BIN OUTDIR
 set -uo pipefail
 BIN=$1; OUT=$2; mkdir -p "$OUT"; W=$(mktemp -d)
@@ -19,10 +21,9 @@ for shape in "--config bench" "--config small" "--config bench --batch 1 --seq-l
   modes="eager graph"; [ "$tag" = configbench ] && modes="eager graph compile"
   for mode in $modes; do $P --device cuda --mode $mode >> "$F"; done
   for mode in eager graph; do $P --device cuda --mode $mode --tf32 >> "$F"; done
+  for mode in eager graph; do $P --device cuda --mode $mode --amp f16 >> "$F" 2> "$OUT/amp_${mode}_$tag.err"; done
+  $BIN bench --engine gpu $shape --precision mixed --steps 20 --warmup 3 --json > "$OUT/mixed_$tag.json"
 done
-# The mixed-precision step (f16 products on cooperative matrices, dynamic loss
-# scale) at the bench shape, GPU only.
-$BIN bench --engine gpu --config bench --precision mixed --steps 20 --warmup 3 --json > "$OUT/mixed_configbench.json"
 python3 - "$OUT" <<'PY'
 import json, sys, glob
 for f in sorted(glob.glob(sys.argv[1] + "/speed_*.jsonl")):
@@ -33,9 +34,15 @@ for f in sorted(glob.glob(sys.argv[1] + "/speed_*.jsonl")):
           f"replayed {e['gpu']['replay_median_ms']:.2f} (device {e['gpu']['replay_device_median_ms']:.2f}); "
           f"speedup {ds['speedup']:.1f}x, replayed {ds['speedup_replay']:.1f}x; recurrence {e['gpu']['recurrence']}")
     for r in rows[1:]:
-        print(f"   torch {r['device']} {r['mode']}{' tf32' if r['tf32'] else ''}: {r['median_ms']:.2f} ms "
+        flags = (" tf32" if r["tf32"] else "") + (f" amp {r['amp']}" if r.get("amp") else "")
+        print(f"   torch {r['device']} {r['mode']}{flags}: {r['median_ms']:.2f} ms "
               f"(loss rel diff {r.get('loss_rel_diff', float('nan')):.1e})")
-m = json.load(open(sys.argv[1] + "/mixed_configbench.json"))
-g = [x for x in m["engines"] if x["engine"] == "gpu"][0]
-print(f"mixed bench: gpu {g['median_ms']:.2f} (device {g['device_median_ms']:.2f}), replayed {g['replay_median_ms']:.2f}")
+    try:
+        m = json.load(open(f.replace("/speed_", "/mixed_").replace(".jsonl", ".json")))
+        g = [x for x in m["engines"] if x["engine"] == "gpu"][0]
+        print(f"   dualscope mixed: gpu {g['median_ms']:.2f} (device {g['device_median_ms']:.2f}), "
+              f"replayed {g['replay_median_ms']:.2f} (device {g['replay_device_median_ms']:.2f}); "
+              f"first loss {g['first_loss']:.6f}")
+    except (OSError, ValueError, KeyError, IndexError) as e:
+        print(f"   dualscope mixed: missing ({e})")
 PY

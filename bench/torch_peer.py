@@ -3,6 +3,7 @@
 
     dualscope bench --config bench --save-batch b.json --save-checkpoint c.safetensors --json
     torch_peer.py --checkpoint c.safetensors --batch b.json --device cuda --mode eager|graph [--expect-loss L]
+        [--tf32] [--amp f16|bf16]
 
 nn.GRU (cuDNN on CUDA), the sliding-window attention as a banded dense softmax,
 the two-stream classifier, masked mean cross-entropy, clip_grad_norm_ and
@@ -88,7 +89,12 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--expect-loss", type=float)
     ap.add_argument("--tf32", action="store_true", help="allow TF32 matmuls (off: plain float32, like dualscope)")
+    ap.add_argument("--amp", choices=["f16", "bf16"],
+                    help="automatic mixed precision (autocast; f16 with a dynamic GradScaler), the peer of "
+                         "dualscope's --precision mixed")
     a = ap.parse_args()
+    if a.amp and a.device != "cuda":
+        ap.error("--amp needs --device cuda")
     torch.backends.cuda.matmul.allow_tf32 = a.tf32
     torch.backends.cudnn.allow_tf32 = a.tf32
     dev = torch.device(a.device)
@@ -105,12 +111,26 @@ def main():
     params = list(model.parameters())
     fwd = torch.compile(model) if a.mode == "compile" else model
 
+    amp_dtype = {"f16": torch.float16, "bf16": torch.bfloat16}.get(a.amp)
+    # f16 needs loss scaling; GradScaler's unscale, inf check, skip and scale
+    # update all run on the device (fused AdamW takes found_inf), so the step
+    # still captures into a CUDA graph.
+    scaler = torch.amp.GradScaler("cuda") if a.amp == "f16" else None
+
     def step():
         opt.zero_grad(set_to_none=False)
-        loss = fwd(x, mask)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
+        with torch.autocast("cuda", dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
+            loss = fwd(x, mask)
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.unscale_(opt)
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
         return loss
 
     first = step().item()  # the loss of the untouched checkpoint, before any update
@@ -148,6 +168,7 @@ def main():
     n = len(times)
     median = times[n // 2] if n % 2 else 0.5 * (times[n // 2 - 1] + times[n // 2])
     out = {"peer": "pytorch", "torch": torch.__version__, "device": str(dev), "mode": a.mode, "tf32": a.tf32,
+           "amp": a.amp,
            "threads": torch.get_num_threads(), "batch": int(x.shape[0]), "seq_len": int(x.shape[1] - 1),
            "steps": a.steps, "median_ms": median, "first_loss": first}
     if a.expect_loss is not None:
