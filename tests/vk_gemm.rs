@@ -164,6 +164,68 @@ fn many_dependent_dispatches_in_one_sequence() {
     assert_clean(&ctx, "many_dependent_dispatches_in_one_sequence");
 }
 
+/// Finished sequences hand their command pool, fence, timestamp pool and
+/// descriptor pools to the next ones. Sequences of varied lengths (some past
+/// one descriptor-pool chunk, into fresh output buffers each time), one
+/// dropped while still recording, one ended and never submitted, and two
+/// alive at once, more of them than the context keeps: every one counts its
+/// own dispatches (nothing left over from an earlier recording), times exactly
+/// its own dispatches, and the validation layer sees no error.
+#[test]
+fn recycled_sequences_start_clean() {
+    let test = "recycled_sequences_start_clean";
+    let Some(ctx) = context(test) else { return };
+    let one = Buffer::upload_f32(&ctx, "one", &[1.0]).unwrap();
+    let zero = Buffer::upload_f32(&ctx, "zero", &[0.0]).unwrap();
+    let back = Buffer::readback_f32(&ctx, "back", 1).unwrap();
+    let s = GemmShape { m: 1, n: 1, k: 1, ta: false, tb: false, accumulate: true };
+    // Records `n` dispatches adding 1 each into a fresh buffer per dispatch
+    // group of 10 (so more than 64 descriptor sets for long runs), then sums
+    // the groups into `back`.
+    let count = |n: usize| -> (f32, usize) {
+        let outs: Vec<Buffer> =
+            (0..n.div_ceil(10)).map(|i| Buffer::device_f32(&ctx, &format!("o{i}"), 1).unwrap()).collect();
+        let total = Buffer::device_f32(&ctx, "total", 1).unwrap();
+        let timings = {
+            let mut seq = Sequence::new(&ctx).unwrap();
+            seq.copy(&zero, 0, &total, 0, 4).unwrap();
+            for o in &outs {
+                seq.copy(&zero, 0, o, 0, 4).unwrap();
+            }
+            for i in 0..n {
+                let o = MatRef::whole(&outs[i / 10]);
+                ops::gemm(&ctx, &mut seq, &s, MatRef::whole(&one), MatRef::whole(&one), o).unwrap();
+            }
+            for o in &outs {
+                ops::gemm(&ctx, &mut seq, &s, MatRef::whole(o), MatRef::whole(&one), MatRef::whole(&total)).unwrap();
+            }
+            seq.copy(&total, 0, &back, 0, 4).unwrap();
+            seq.submit().unwrap()
+        };
+        (back.read_f32().unwrap()[0], timings.dispatches.len() - outs.len())
+    };
+    for (round, n) in [700, 3, 1, 650, 20, 2, 5].into_iter().enumerate() {
+        assert_eq!(count(n), (n as f32, n), "round {round}: {n} dispatches");
+        if round == 2 {
+            // Dropped while recording, and ended but never submitted.
+            let mut seq = Sequence::new(&ctx).unwrap();
+            ops::gemm(&ctx, &mut seq, &s, MatRef::whole(&one), MatRef::whole(&one), MatRef::whole(&back)).ok();
+            drop(seq);
+            let mut seq = Sequence::new(&ctx).unwrap();
+            seq.copy(&one, 0, &back, 0, 4).unwrap();
+            seq.end().unwrap();
+        }
+        if round == 4 {
+            // Two at once: each takes its own parts.
+            let a = Sequence::new(&ctx).unwrap();
+            let b = Sequence::new(&ctx).unwrap();
+            drop(a);
+            drop(b);
+        }
+    }
+    assert_clean(&ctx, test);
+}
+
 /// Random shapes, transposes, accumulate flags and buffer offsets for all three
 /// matrices, many products recorded into one sequence.
 #[test]

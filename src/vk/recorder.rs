@@ -9,7 +9,7 @@ use std::sync::Arc;
 use ash::vk;
 
 use super::buffer::Buffer;
-use super::context::{Context, Inner};
+use super::context::{Context, Inner, RECYCLED_SEQUENCES, SequenceParts};
 use super::error::{VkError, VkResult, call};
 use super::kernel::{Kernel, PushConstants};
 
@@ -83,6 +83,8 @@ pub struct Sequence<'a> {
     fence: vk::Fence,
     queries: vk::QueryPool,
     desc_pools: Vec<vk::DescriptorPool>,
+    /// Recycled descriptor pools (reset, empty), used before new ones are made.
+    spare_desc_pools: Vec<vk::DescriptorPool>,
     sets_left: u32,
     pending: HashMap<vk::Buffer, Pending>,
     labels: Vec<(String, Option<u32>)>,
@@ -107,6 +109,7 @@ impl<'a> Sequence<'a> {
             fence: vk::Fence::null(),
             queries: vk::QueryPool::null(),
             desc_pools: Vec::new(),
+            spare_desc_pools: Vec::new(),
             sets_left: 0,
             pending: HashMap::new(),
             labels: Vec::new(),
@@ -117,38 +120,64 @@ impl<'a> Sequence<'a> {
             ended: false,
             _buffers: PhantomData,
         };
+        let recycled = s.inner.recycled.lock().unwrap_or_else(|p| p.into_inner()).pop();
         let d = &s.inner.device;
-        // SAFETY: create-infos point into locals; every handle is owned by `s`,
-        // whose `Drop` destroys it, also when a later step fails.
-        unsafe {
-            s.pool = d
-                .create_command_pool(
-                    &vk::CommandPoolCreateInfo::default()
-                        .queue_family_index(s.inner.queue_family)
-                        .flags(vk::CommandPoolCreateFlags::TRANSIENT),
-                    None,
-                )
-                .map_err(call("vkCreateCommandPool"))?;
-            s.cmd = d
-                .allocate_command_buffers(
-                    &vk::CommandBufferAllocateInfo::default()
-                        .command_pool(s.pool)
-                        .level(vk::CommandBufferLevel::PRIMARY)
-                        .command_buffer_count(1),
-                )
-                .map_err(call("vkAllocateCommandBuffers"))?[0];
-            s.fence = d.create_fence(&vk::FenceCreateInfo::default(), None).map_err(call("vkCreateFence"))?;
-            d.begin_command_buffer(s.cmd, &vk::CommandBufferBeginInfo::default())
-                .map_err(call("vkBeginCommandBuffer"))?;
-            if s.inner.timestamp_period.is_some() {
-                s.queries = d
-                    .create_query_pool(
-                        &vk::QueryPoolCreateInfo::default()
-                            .query_type(vk::QueryType::TIMESTAMP)
-                            .query_count(2 * MAX_TIMED),
+        if let Some(parts) = recycled {
+            // Owned by `s` from here: its `Drop` destroys or recycles them.
+            s.pool = parts.pool;
+            s.cmd = parts.cmd;
+            s.fence = parts.fence;
+            s.queries = parts.queries;
+            s.spare_desc_pools = parts.desc_pools;
+            // SAFETY: the parts come from a sequence whose work had finished
+            // (see `Drop`); resetting returns the command buffer to the
+            // initial state, frees every descriptor set, unsignals the fence.
+            unsafe {
+                d.reset_command_pool(s.pool, vk::CommandPoolResetFlags::empty()).map_err(call("vkResetCommandPool"))?;
+                for &p in &s.spare_desc_pools {
+                    d.reset_descriptor_pool(p, vk::DescriptorPoolResetFlags::empty())
+                        .map_err(call("vkResetDescriptorPool"))?;
+                }
+                d.reset_fences(&[s.fence]).map_err(call("vkResetFences"))?;
+            }
+        } else {
+            // SAFETY: create-infos point into locals; every handle is owned by
+            // `s`, whose `Drop` destroys it, also when a later step fails.
+            unsafe {
+                s.pool = d
+                    .create_command_pool(
+                        &vk::CommandPoolCreateInfo::default()
+                            .queue_family_index(s.inner.queue_family)
+                            .flags(vk::CommandPoolCreateFlags::TRANSIENT),
                         None,
                     )
-                    .map_err(call("vkCreateQueryPool"))?;
+                    .map_err(call("vkCreateCommandPool"))?;
+                s.cmd = d
+                    .allocate_command_buffers(
+                        &vk::CommandBufferAllocateInfo::default()
+                            .command_pool(s.pool)
+                            .level(vk::CommandBufferLevel::PRIMARY)
+                            .command_buffer_count(1),
+                    )
+                    .map_err(call("vkAllocateCommandBuffers"))?[0];
+                s.fence = d.create_fence(&vk::FenceCreateInfo::default(), None).map_err(call("vkCreateFence"))?;
+                if s.inner.timestamp_period.is_some() {
+                    s.queries = d
+                        .create_query_pool(
+                            &vk::QueryPoolCreateInfo::default()
+                                .query_type(vk::QueryType::TIMESTAMP)
+                                .query_count(2 * MAX_TIMED),
+                            None,
+                        )
+                        .map_err(call("vkCreateQueryPool"))?;
+                }
+            }
+        }
+        // SAFETY: the command buffer is in the initial state (new or reset).
+        unsafe {
+            d.begin_command_buffer(s.cmd, &vk::CommandBufferBeginInfo::default())
+                .map_err(call("vkBeginCommandBuffer"))?;
+            if s.queries != vk::QueryPool::null() {
                 d.cmd_reset_query_pool(s.cmd, s.queries, 0, 2 * MAX_TIMED);
             }
         }
@@ -408,6 +437,12 @@ impl<'a> Sequence<'a> {
 
     fn descriptor_set(&mut self, kernel: &Kernel) -> VkResult<vk::DescriptorSet> {
         let d = &self.inner.device;
+        if self.sets_left == 0
+            && let Some(pool) = self.spare_desc_pools.pop()
+        {
+            self.desc_pools.push(pool);
+            self.sets_left = SETS_PER_POOL;
+        }
         if self.sets_left == 0 {
             let sizes = [vk::DescriptorPoolSize {
                 ty: vk::DescriptorType::STORAGE_BUFFER,
@@ -534,20 +569,33 @@ impl<'a> Sequence<'a> {
 impl Drop for Sequence<'_> {
     fn drop(&mut self) {
         let d = &self.inner.device;
+        let parts = SequenceParts {
+            pool: std::mem::take(&mut self.pool),
+            cmd: std::mem::take(&mut self.cmd),
+            fence: std::mem::take(&mut self.fence),
+            queries: std::mem::take(&mut self.queries),
+            desc_pools: self.desc_pools.drain(..).chain(self.spare_desc_pools.drain(..)).collect(),
+        };
         // SAFETY: if the work was submitted we wait for it (or, failing that,
-        // for the whole device) before destroying what it uses; then every
-        // handle owned here is destroyed, null ones being no-ops.
+        // for the whole device) before the handles are destroyed or handed
+        // on; only parts whose work is known to have finished are recycled.
         unsafe {
             let wait_ns = self.inner.fence_timeout_s * 1_000_000_000;
-            if self.submitted && d.wait_for_fences(&[self.fence], true, wait_ns).is_err() {
+            let finished = !self.submitted || d.wait_for_fences(&[parts.fence], true, wait_ns).is_ok();
+            if !finished {
                 let _ = d.device_wait_idle();
             }
-            for p in self.desc_pools.drain(..) {
-                d.destroy_descriptor_pool(p, None);
+            let complete = parts.pool != vk::CommandPool::null()
+                && parts.fence != vk::Fence::null()
+                && (parts.queries != vk::QueryPool::null() || self.inner.timestamp_period.is_none());
+            if finished && complete {
+                let mut spare = self.inner.recycled.lock().unwrap_or_else(|p| p.into_inner());
+                if spare.len() < RECYCLED_SEQUENCES {
+                    spare.push(parts);
+                    return;
+                }
             }
-            d.destroy_query_pool(self.queries, None);
-            d.destroy_fence(self.fence, None);
-            d.destroy_command_pool(self.pool, None);
+            parts.destroy(d);
         }
     }
 }

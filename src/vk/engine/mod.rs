@@ -935,9 +935,29 @@ impl Engine {
     /// Forward and backward (then unscale and norm, or with `optim` the whole
     /// optimizer) in one submit, with each stage's device milliseconds.
     pub fn run_staged(&self, optim: bool) -> VkResult<Staged> {
+        let t0 = std::time::Instant::now();
         let mut seq = Sequence::new(&self.ctx)?;
+        let t1 = std::time::Instant::now();
         let ranges = self.record_staged(&mut seq, optim)?;
-        let timings = seq.submit()?;
+        let t2 = std::time::Instant::now();
+        seq.end()?;
+        let t3 = std::time::Instant::now();
+        let timings = seq.replay()?;
+        let t4 = std::time::Instant::now();
+        drop(seq);
+        let t5 = std::time::Instant::now();
+        if std::env::var_os("DUALSCOPE_HOST_PROFILE").is_some() {
+            let ms = |a: std::time::Instant, b: std::time::Instant| (b - a).as_secs_f64() * 1e3;
+            eprintln!(
+                "host: new {:.3} record {:.3} end {:.3} submit+wait {:.3} drop {:.3} ms ({} dispatches)",
+                ms(t0, t1),
+                ms(t1, t2),
+                ms(t2, t3),
+                ms(t3, t4),
+                ms(t4, t5),
+                timings.dispatches.len()
+            );
+        }
         let per_stage = ranges
             .into_iter()
             .map(|(s, r)| {
