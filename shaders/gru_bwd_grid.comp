@@ -111,6 +111,11 @@ void main() {
         wc[WC_AT(r)] = w;
     }
     barrier();
+    if (pc.flag == 1u) {
+        // The barrier alone, pc.n - 1 times (Engine::check_grid_residency).
+        for (uint k = 1u; k < pc.n; ++k) grid_sync(k);
+        return;
+    }
 
     uint S = gl_SubgroupSize;
     uint lane = gl_SubgroupInvocationID;

@@ -2,7 +2,8 @@
 // The step's decisions, made on the device (one workgroup of 256):
 //   flag 0 begin:  the scale this step carries; counters cleared
 //   flag 1 loss:   loss = Σ data[0..n] / f1 (f1 = N), summed in a fixed order
-//   flag 2 norm:   norm = sqrt(Σ partials); guard (non-finite or zero: skip);
+//   flag 2 norm:   norm = sqrt(Σ partials); guard (non-finite or zero, or a
+//                  failed grid barrier: skip);
 //                  clip factor clip / (norm + 1e-6) where norm > clip
 //   flag 3 post:   after clipping, the post-clip norm and its guard
 //   flag 4 finish: the step counter, the skip count and the loss scale
@@ -38,7 +39,11 @@ void main() {
             float norm = sqrt(s);
             ST_SETF(ST_NORM, norm);
             ST_SETF(ST_POST_CLIP, norm);
-            if (!finite(norm)) {
+            if (st[ST_GRID_FAIL] != 0u) {
+                // A grid barrier gave up: the gradients are meaningless, and
+                // the weights must not see them (the engine reports an error).
+                st[ST_SKIP] = 5u;
+            } else if (!finite(norm)) {
                 st[ST_SKIP] = 1u;
             } else if (norm == 0.0) {
                 st[ST_SKIP] = 2u;

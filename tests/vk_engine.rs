@@ -235,6 +235,69 @@ fn grid_barrier_either_matches_or_reports_the_device() {
     assert_clean(&ctx, test);
 }
 
+/// The default choice of the grid recurrence (here asked for with
+/// `prefer_grid`, as lavapipe's default is the per-row kernel) never fails a
+/// step for want of resident workgroups: at the first batch both grid
+/// kernels' barriers are tried, and where one gives up (128 workgroups at
+/// H = 512 on lavapipe's few threads) the engine runs the same kernels one
+/// dispatch per timestep and says why; either way it matches the CPU. Forced
+/// (`set_recurrence`), a barrier that gives up makes the step an error and the
+/// guard keeps the weights untouched.
+#[test]
+fn a_preferred_grid_falls_back_where_its_barrier_cannot_hold() {
+    use dualscope::vk::engine::{FlatBuf, Recurrence};
+    let test = "a_preferred_grid_falls_back_where_its_barrier_cannot_hold";
+    let Some(ctx) = context(test) else { return };
+    let ctx = Arc::new(ctx);
+    let cfg = Config {
+        vocab: 256,
+        d_embed: 8,
+        hidden: 512,
+        layers: 2,
+        attn_dim: 8,
+        heads: 2,
+        window: 3,
+        batch: 2,
+        seq_len: 5,
+    };
+    let params = Params::<f32>::init(&cfg, 31);
+    let b = batch(9, &[6, 4]);
+    let new = || Engine::new(&ctx, &cfg, &params, &StepOptions::default(), &LossScale::fixed(), GemmPath::TiledF32);
+    let mut e = new().unwrap();
+    e.prefer_grid().unwrap();
+    e.grads(&b).unwrap();
+    match e.recurrence() {
+        Recurrence::Steps => {
+            let why = e.recurrence_fallback().expect("a fallback says why");
+            assert!(why.contains("resident") && why.contains("one dispatch per timestep"), "{why}");
+            eprintln!("fell back: {why}");
+        }
+        Recurrence::Grid => {
+            assert!(e.recurrence_fallback().is_none());
+            eprintln!("the grid's barrier held on this device");
+        }
+        Recurrence::Seq => panic!("prefer_grid never picks the per-row kernel"),
+    }
+    assert_matches_cpu(&mut e, &cfg, &params, &b, None, "preferred grid");
+
+    let mut forced = new().unwrap();
+    forced.set_recurrence(Recurrence::Grid).unwrap();
+    let before = forced.read_params(FlatBuf::Params).unwrap();
+    match forced.step(&b) {
+        Ok(_) => eprintln!("the forced grid's barrier held on this device"),
+        Err(err) => {
+            eprintln!("forced grid: {err}");
+            assert!(err.to_string().contains("DUALSCOPE_RECURRENCE=seq"), "{err}");
+            let after = forced.read_params(FlatBuf::Params).unwrap();
+            for ((name, x), (_, y)) in before.named(&cfg).into_iter().zip(after.named(&cfg)) {
+                let same = x.data.iter().zip(&y.data).all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "{name} changed by a failed step");
+            }
+        }
+    }
+    assert_clean(&ctx, test);
+}
+
 /// The tiled attention kernels sum in a fixed order (no atomics, fixed
 /// reduction trees): the same inputs give the same bits, run after run, also
 /// with several key and dim chunks per workgroup (W = 70, dh = 66, T = 90).

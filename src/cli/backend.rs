@@ -48,6 +48,8 @@ pub fn check_precision(engine: EngineArg, precision: PrecisionArg) -> Result<(),
 pub struct Gpu {
     ctx: Arc<Context>,
     engine: Engine,
+    /// The recurrence's fallback was reported (once per run).
+    told_fallback: bool,
 }
 
 impl Gpu {
@@ -70,7 +72,7 @@ impl Gpu {
         let ctx = Arc::new(open_context(None)?);
         let path: GemmPath = crate::vk::ops::path_for(&ctx, precision, choice).map_err(vk_error)?;
         let engine = Engine::new(&ctx, cfg, params, opts, scale, path).map_err(vk_error)?;
-        Ok(Gpu { ctx, engine })
+        Ok(Gpu { ctx, engine, told_fallback: false })
     }
 
     /// A run with validation errors has no trustworthy result: it fails
@@ -405,6 +407,10 @@ impl Stepper {
             Stepper::Gpu(gpu) => {
                 let (report, _timings) = gpu.engine.step(batch).map_err(vk_error)?;
                 gpu.check_validation()?;
+                if let Some(why) = gpu.engine.recurrence_fallback().filter(|_| !gpu.told_fallback) {
+                    eprintln!("note: {why}");
+                    gpu.told_fallback = true;
+                }
                 Ok(report)
             }
         }

@@ -218,7 +218,7 @@ fn recurrence_floor(
     use crate::vk::engine::Recurrence;
     let mode = e.recurrence();
     let measured: f64 = kernels.iter().filter(|(k, _)| k.contains("recurrence")).map(|(_, ms)| ms).sum();
-    let mut v = json!({"mode": mode.name(), "recurrence_ms": measured});
+    let mut v = json!({"mode": mode.name(), "recurrence_ms": measured, "fallback": e.recurrence_fallback()});
     if mode != Recurrence::Grid || t < 2 {
         return Ok(v);
     }
@@ -355,6 +355,9 @@ fn print(v: &serde_json::Value, breakdown: bool) {
                 r["mode"].as_str().unwrap_or("?"),
                 r["recurrence_ms"].as_f64().unwrap_or(f64::NAN)
             );
+            if let Some(why) = r["fallback"].as_str() {
+                println!("      note: {why}");
+            }
         }
         if breakdown {
             for p in e["breakdown_ms"].as_array().into_iter().flatten() {

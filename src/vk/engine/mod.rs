@@ -156,6 +156,14 @@ pub struct Engine {
     opts: StepOptions,
     path: GemmPath,
     recurrence: Recurrence,
+    /// The recurrence was the default choice (not `DUALSCOPE_RECURRENCE`
+    /// nor [`Engine::set_recurrence`]): a grid that cannot keep all its
+    /// workgroups resident falls back to [`Recurrence::Steps`].
+    recurrence_auto: bool,
+    /// The grid's residency was checked (once, at the first batch).
+    grid_checked: bool,
+    /// Why the default grid recurrence was given up, if it was.
+    fallback: Option<String>,
     fault: Option<Fault>,
     ws: Option<Workspace>,
 }
@@ -219,6 +227,9 @@ impl Engine {
             opts: *opts,
             path,
             recurrence: Recurrence::default_for(ctx, cfg.hidden)?,
+            recurrence_auto: std::env::var_os("DUALSCOPE_RECURRENCE").is_none(),
+            grid_checked: false,
+            fallback: None,
             fault: None,
             ws: None,
         };
@@ -281,7 +292,76 @@ impl Engine {
     pub fn set_recurrence(&mut self, r: Recurrence) -> VkResult<()> {
         r.check(&self.ctx, self.cfg.hidden)?;
         self.recurrence = r;
+        self.recurrence_auto = false;
         Ok(())
+    }
+
+    /// The grid recurrence where this device keeps all its workgroups
+    /// resident, else [`Recurrence::Steps`] (the same kernels, one dispatch
+    /// per timestep): checked at the next batch, as the default choice is.
+    pub fn prefer_grid(&mut self) -> VkResult<()> {
+        Recurrence::Grid.check(&self.ctx, self.cfg.hidden)?;
+        self.recurrence = Recurrence::Grid;
+        self.recurrence_auto = true;
+        self.grid_checked = false;
+        self.fallback = None;
+        Ok(())
+    }
+
+    /// Why the default grid recurrence was given up for one dispatch per
+    /// timestep (its barrier gave up waiting: this device did not run all
+    /// the workgroups at once), if it was.
+    pub fn recurrence_fallback(&self) -> Option<&str> {
+        self.fallback.as_deref()
+    }
+
+    /// Runs both grid kernels with their arithmetic switched off (a few
+    /// grid barriers each, on the layer-0 buffers of the current batch):
+    /// an error if a barrier gave up waiting, that is, if this device does
+    /// not keep all the workgroups of a grid dispatch resident at once.
+    pub fn check_grid_residency(&self) -> VkResult<()> {
+        Recurrence::Grid.check(&self.ctx, self.cfg.hidden)?;
+        let ws = self.ws()?;
+        let lb = &ws.layers[0];
+        let (fwd, bwd) = grid_specs(self.cfg.hidden);
+        let groups = self.cfg.hidden.div_ceil(GRID_UNITS);
+        let p = ModelPush { flag: 1, t: 0, n: 4, ..self.push(ws) };
+        let mut seq = Sequence::new(&self.ctx)?;
+        self.record_begin(&mut seq)?;
+        seq.fill(&ws.sync, 0)?;
+        let bufs = [&self.params, &lb.gi, &lb.gh, &lb.gates, &lb.h, &self.state, &ws.sync];
+        self.run(&mut seq, fwd, &bufs, &p, groups, "grid residency (forward)")?;
+        seq.fill(&ws.sync, 0)?;
+        let bufs =
+            [&self.params, &lb.gh, &lb.gates, &lb.h, &lb.d_h, &lb.dh_tot, &lb.d_gi, &lb.d_gh, &self.state, &ws.sync];
+        self.run(&mut seq, bwd, &bufs, &p, groups, "grid residency (backward)")?;
+        seq.submit()?;
+        if self.read_state()?[st::GRID_FAIL] != 0 {
+            return Err(VkError::Unsupported(format!(
+                "the grid recurrence's barrier gave up waiting: {} does not keep all {groups} workgroups of a \
+                 grid dispatch resident at once",
+                self.ctx.report().name
+            )));
+        }
+        Ok(())
+    }
+
+    /// At the first batch, checks that a default grid recurrence can run
+    /// here, and falls back to one dispatch per timestep where it cannot.
+    fn settle_recurrence(&mut self) -> VkResult<()> {
+        if self.recurrence != Recurrence::Grid || !self.recurrence_auto || self.grid_checked {
+            return Ok(());
+        }
+        self.grid_checked = true;
+        match self.check_grid_residency() {
+            Ok(()) => Ok(()),
+            Err(VkError::Unsupported(why)) => {
+                self.recurrence = Recurrence::Steps;
+                self.fallback = Some(format!("{why}; the recurrences run one dispatch per timestep instead"));
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Plants a bug of the fault catalogue (None: the correct engine).
@@ -486,7 +566,8 @@ impl Engine {
             self.ws = Some(Workspace::new(&self.ctx, &self.cfg, batch.t, batch.rows, self.layout.total, path)?);
         }
         let ws = self.ws.as_mut().expect("set above");
-        ws.write_batch(&self.cfg, batch)
+        ws.write_batch(&self.cfg, batch)?;
+        self.settle_recurrence()
     }
 
     pub fn workspace(&self) -> Option<&Workspace> {
