@@ -92,24 +92,27 @@ void main() {
         [[unroll]] for (uint j = 0; j < 4u; ++j) acc[i][j] = 0.0;
 
     for (uint k0 = k_begin; k0 < k_end; k0 += BK) {
+        // Every load is issued before any value is used (an index outside the
+        // matrix reads element 0 and is then replaced by zero): converting each
+        // value as it arrives, behind its own bounds check, made every load
+        // wait for the one before.
+        float va[A_LOADS], vb[B_LOADS];
         [[unroll]] for (uint i = 0; i < A_LOADS; ++i) {
-            const uint r = a_row(tid, i), p = a_k(tid, i);
-            const uint gr = row0 + r, gp = k0 + p;
-            float v = 0.0;
-            if (gr < pc.m && gp < k_end) {
-                v = pc.ta != 0u ? a[pc.a_off + gp * pc.lda + gr] : a[pc.a_off + gr * pc.lda + gp];
-            }
-            As[p][r] = to_f16(v);
+            const uint gr = row0 + a_row(tid, i), gp = k0 + a_k(tid, i);
+            const bool inside = gr < pc.m && gp < k_end;
+            const uint at = pc.ta != 0u ? pc.a_off + gp * pc.lda + gr : pc.a_off + gr * pc.lda + gp;
+            va[i] = a[inside ? at : 0u];
+            va[i] = inside ? va[i] : 0.0;
         }
         [[unroll]] for (uint i = 0; i < B_LOADS; ++i) {
-            const uint q = b_col(tid, i), p = b_k(tid, i);
-            const uint gq = col0 + q, gp = k0 + p;
-            float v = 0.0;
-            if (gq < pc.n && gp < k_end) {
-                v = pc.tb != 0u ? b[pc.b_off + gq * pc.ldb + gp] : b[pc.b_off + gp * pc.ldb + gq];
-            }
-            Bs[p][q] = to_f16(v);
+            const uint gq = col0 + b_col(tid, i), gp = k0 + b_k(tid, i);
+            const bool inside = gq < pc.n && gp < k_end;
+            const uint at = pc.tb != 0u ? pc.b_off + gq * pc.ldb + gp : pc.b_off + gp * pc.ldb + gq;
+            vb[i] = b[inside ? at : 0u];
+            vb[i] = inside ? vb[i] : 0.0;
         }
+        [[unroll]] for (uint i = 0; i < A_LOADS; ++i) As[a_k(tid, i)][a_row(tid, i)] = to_f16(va[i]);
+        [[unroll]] for (uint i = 0; i < B_LOADS; ++i) Bs[b_k(tid, i)][b_col(tid, i)] = to_f16(vb[i]);
         barrier();
         float part[4][4];
         [[unroll]] for (uint i = 0; i < 4u; ++i)
