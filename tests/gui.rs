@@ -835,6 +835,46 @@ fn speedup_panel_runs_and_stops() {
     }
 }
 
+/// With the precision control at f16, the speedup run's GPU step is the
+/// mixed-precision step (f16 products, f32 elsewhere, loss scale): the panel
+/// says so, and its first loss stays within the mixed step's reach of the
+/// CPU's f32 loss.
+#[test]
+fn speedup_panel_times_the_mixed_step() {
+    let mut h = harness(tiny(20), (1400.0, 900.0));
+    wait_for_trace(&mut h);
+    h.state_mut().queue(Command::SetPrecision(dualscope::ui::state::GemmPrecision::F16));
+    h.get_by_label("Speedup").click();
+    h.run_steps(2);
+    h.get_by_label("Start").click();
+    let gpu = dualscope::ui::engines::gpu_availability().is_ok();
+    let enough = |h: &Harness<'static, App>| {
+        let s = &h.state().speed().samples;
+        let n = |e| s.iter().filter(|x| x.engine == e).count();
+        n(dualscope::ui::engines::Engine::Cpu) >= 2 && (!gpu || n(dualscope::ui::engines::Engine::Vulkan) >= 2)
+    };
+    for _ in 0..4000 {
+        h.step();
+        if enough(&h) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(enough(&h), "samples: {:?}", h.state().speed().samples);
+    h.get_by_label("Stop").click();
+    h.run_steps(2);
+    assert!(h.state().speed().label.contains("mixed precision (f16 products"), "{}", h.state().speed().label);
+    h.get_by_label_contains("mixed precision (f16 products");
+    if gpu {
+        let s = &h.state().speed().samples;
+        let first = |e| s.iter().find(|x| x.engine == e).unwrap().loss;
+        let (c, g) = (first(dualscope::ui::engines::Engine::Cpu), first(dualscope::ui::engines::Engine::Vulkan));
+        // f16 products move the first loss by about 1e-3 relative at most; another
+        // model or batch would move it far more.
+        assert!((c - g).abs() < 5e-3 * c.abs(), "CPU loss {c}, mixed GPU loss {g}");
+    }
+}
+
 /// The speedup view with known samples (a live run's times vary from run to run).
 #[test]
 fn snapshot_speedup_view() {

@@ -822,7 +822,8 @@ impl App {
             Command::StartSpeed => {
                 let wake = waker(&self.ctx_slot);
                 let (config, seed, ckpt) = (self.state.config, self.state.seed, self.state.checkpoint.clone());
-                self.speed.start(self.dataset.clone(), config, seed, ckpt, wake);
+                let precision = self.state.precision.ladder();
+                self.speed.start(self.dataset.clone(), config, seed, ckpt, precision, wake);
                 self.say(Level::Info, "Timing training steps on both engines…");
             }
             Command::StopSpeed => self.speed.stop(),

@@ -142,7 +142,7 @@ impl Command {
             Command::SetConfig(_) => "Model configuration (parameters initialised from the seed)",
             Command::SetSeed(_) => "Seed of the parameter initialisation",
             Command::SetPrecision(_) => {
-                "Precision of the ladder: f32, or the mixed-precision step for every rung (f16/bf16 products with f32 accumulation, the rest f32; f16 with a loss scale), checked under its own tolerances"
+                "Precision of the ladder and of the speedup run's GPU step: f32, or the mixed-precision step (f16/bf16 products with f32 accumulation, the rest f32; f16 with a loss scale), checked under its own tolerances"
             }
             Command::SetTokenCap(_) => {
                 "Cap each position's contribution to the W_ctx gradient at tau (MODEL.md's per-token guard); press Run"

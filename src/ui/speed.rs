@@ -12,6 +12,7 @@ use super::engines::Engine;
 use super::state::ConfigName;
 use crate::cpu::{self, LossScale, OptimState, StepOptions};
 use crate::dataset::Dataset;
+use crate::vk::ops::{GemmChoice, Precision};
 
 /// One training step of one engine.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -98,13 +99,15 @@ impl SpeedRun {
     }
 
     /// Starts stepping both engines on random windows of `dataset` with the
-    /// config's batch shape (shortened to what the dataset holds).
+    /// config's batch shape (shortened to what the dataset holds); the GPU
+    /// step in `precision` (f32, or the mixed-precision step), the CPU's in f32.
     pub fn start(
         &mut self,
         dataset: Arc<Dataset>,
         config: ConfigName,
         seed: u64,
         checkpoint: Option<std::path::PathBuf>,
+        precision: Precision,
         wake: Box<dyn Fn() + Send>,
     ) {
         if self.is_running() {
@@ -119,6 +122,9 @@ impl SpeedRun {
         self.gpu_problem = None;
         self.error = None;
         self.label = format!("{} · batch {} × {} tokens", config.label(), cfg.batch, len.saturating_sub(1));
+        if precision.is_mixed() {
+            self.label += &format!(" · GPU step in mixed precision ({} products, f32 elsewhere)", precision.name());
+        }
         self.stop = Some(stop.clone());
         self.rx = Some(rx);
         let spawned = std::thread::Builder::new().name("dualscope-speed".into()).spawn(move || {
@@ -127,7 +133,7 @@ impl SpeedRun {
                 wake();
                 ok
             };
-            if let Err(e) = run(&dataset, config, seed, checkpoint.as_deref(), len, &stop, &send) {
+            if let Err(e) = run(&dataset, config, seed, checkpoint.as_deref(), precision, len, &stop, &send) {
                 send(Report::Failed(e));
             }
         });
@@ -177,11 +183,13 @@ impl Drop for SpeedRun {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run(
     dataset: &Dataset,
     config: ConfigName,
     seed: u64,
     checkpoint: Option<&std::path::Path>,
+    precision: Precision,
     len: usize,
     stop: &AtomicBool,
     send: &dyn Fn(Report) -> bool,
@@ -194,6 +202,10 @@ fn run(
         .map(Arc::new)
         .map_err(|e| e.to_string());
     let mut gpu = match ctx {
+        Ok(ctx) if precision.is_mixed() => {
+            crate::vk::engine::Engine::with_precision(&ctx, &cfg, &init, &opts, precision, GemmChoice::Auto)
+                .map_err(|e| e.to_string())
+        }
         Ok(ctx) => crate::vk::engine::Engine::new(
             &ctx,
             &cfg,
