@@ -791,11 +791,10 @@ fn failing_rung_from_the_example_session() {
     h.snapshot("inspector_failing_rung");
 }
 
-/// The speedup panel times both engines live, and stops.
-#[test]
-fn speedup_panel_runs_and_stops() {
-    let mut h = harness(tiny(20), (1400.0, 900.0));
-    wait_for_trace(&mut h);
+/// Opens the Speedup view, starts the run and waits until each engine (the
+/// CPU, and the GPU where there is one) has timed `steps` steps; returns
+/// whether there is a GPU.
+fn start_speedup(h: &mut Harness<'static, App>, steps: usize) -> bool {
     h.get_by_label("Speedup").click();
     h.run_steps(2);
     h.get_by_label("Start").click();
@@ -803,16 +802,25 @@ fn speedup_panel_runs_and_stops() {
     let enough = |h: &Harness<'static, App>| {
         let s = &h.state().speed().samples;
         let n = |e| s.iter().filter(|x| x.engine == e).count();
-        n(dualscope::ui::engines::Engine::Cpu) >= 3 && (!gpu || n(dualscope::ui::engines::Engine::Vulkan) >= 3)
+        n(dualscope::ui::engines::Engine::Cpu) >= steps && (!gpu || n(dualscope::ui::engines::Engine::Vulkan) >= steps)
     };
     for _ in 0..4000 {
         h.step();
-        if enough(&h) {
+        if enough(h) {
             break;
         }
         std::thread::sleep(Duration::from_millis(5));
     }
-    assert!(enough(&h), "samples: {:?}", h.state().speed().samples);
+    assert!(enough(h), "samples: {:?}", h.state().speed().samples);
+    gpu
+}
+
+/// The speedup panel times both engines live, and stops.
+#[test]
+fn speedup_panel_runs_and_stops() {
+    let mut h = harness(tiny(20), (1400.0, 900.0));
+    wait_for_trace(&mut h);
+    let gpu = start_speedup(&mut h, 3);
     assert!(h.state().speed().is_running());
     h.get_by_label("Stop").click();
     h.run_steps(2);
@@ -844,23 +852,7 @@ fn speedup_panel_times_the_mixed_step() {
     let mut h = harness(tiny(20), (1400.0, 900.0));
     wait_for_trace(&mut h);
     h.state_mut().queue(Command::SetPrecision(dualscope::ui::state::GemmPrecision::F16));
-    h.get_by_label("Speedup").click();
-    h.run_steps(2);
-    h.get_by_label("Start").click();
-    let gpu = dualscope::ui::engines::gpu_availability().is_ok();
-    let enough = |h: &Harness<'static, App>| {
-        let s = &h.state().speed().samples;
-        let n = |e| s.iter().filter(|x| x.engine == e).count();
-        n(dualscope::ui::engines::Engine::Cpu) >= 2 && (!gpu || n(dualscope::ui::engines::Engine::Vulkan) >= 2)
-    };
-    for _ in 0..4000 {
-        h.step();
-        if enough(&h) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    assert!(enough(&h), "samples: {:?}", h.state().speed().samples);
+    let gpu = start_speedup(&mut h, 2);
     h.get_by_label("Stop").click();
     h.run_steps(2);
     assert!(h.state().speed().label.contains("mixed precision (f16 products"), "{}", h.state().speed().label);
