@@ -7,6 +7,14 @@ use super::kernel::{Access, KernelSpec, PushConstants};
 use super::recorder::{Sequence, Timings};
 use super::shaders;
 
+/// An optional shader's SPIR-V, or none (the kernel then reports it was not built).
+const fn optional(spirv: Option<&'static [u8]>) -> &'static [u8] {
+    match spirv {
+        Some(s) => s,
+        None => &[],
+    }
+}
+
 /// The push-constant block of `shaders/gemm_f32.comp` (16 × u32), shared by
 /// `gemm_splitk_reduce.comp` and `gemm_f16_coopmat.comp`.
 #[repr(C)]
@@ -79,10 +87,7 @@ pub static GEMM_BF16IN_TILED: KernelSpec =
 /// (64×40 and 32×72 halves), C through a 64×64 f32 block. Never split along K.
 pub static GEMM_F16_COOPMAT: KernelSpec = KernelSpec {
     name: "gemm_f16_coopmat",
-    spirv: match shaders::GEMM_F16_COOPMAT {
-        Some(s) => s,
-        None => &[],
-    },
+    spirv: optional(shaders::GEMM_F16_COOPMAT),
     bindings: &[Access::Read, Access::Read, Access::ReadWrite],
     push_size: 64,
     local_size: [128, 1, 1],
@@ -100,10 +105,7 @@ pub const COOPMAT_BIG_TILE: (usize, usize, usize) = (128, 128, 32);
 /// like the tiled kernel.
 pub static GEMM_F16_COOPMAT_BIG: KernelSpec = KernelSpec {
     name: "gemm_f16_coopmat_big",
-    spirv: match shaders::GEMM_F16_COOPMAT_BIG {
-        Some(s) => s,
-        None => &[],
-    },
+    spirv: optional(shaders::GEMM_F16_COOPMAT_BIG),
     bindings: &[Access::Read, Access::Read, Access::ReadWrite],
     push_size: 64,
     local_size: [128, 1, 1],
@@ -116,18 +118,12 @@ pub static GEMM_F16_COOPMAT_BIG: KernelSpec = KernelSpec {
 /// (timing only; the results are wrong on purpose).
 pub static GEMM_F16_COOPMAT_BIG_PROBE_MMA: KernelSpec = KernelSpec {
     name: "gemm_f16_coopmat_big_probe_mma",
-    spirv: match shaders::GEMM_F16_COOPMAT_BIG_PROBE_MMA {
-        Some(s) => s,
-        None => &[],
-    },
+    spirv: optional(shaders::GEMM_F16_COOPMAT_BIG_PROBE_MMA),
     ..GEMM_F16_COOPMAT_BIG
 };
 pub static GEMM_F16_COOPMAT_BIG_PROBE_NO_GLOBAL: KernelSpec = KernelSpec {
     name: "gemm_f16_coopmat_big_probe_no_global",
-    spirv: match shaders::GEMM_F16_COOPMAT_BIG_PROBE_NO_GLOBAL {
-        Some(s) => s,
-        None => &[],
-    },
+    spirv: optional(shaders::GEMM_F16_COOPMAT_BIG_PROBE_NO_GLOBAL),
     ..GEMM_F16_COOPMAT_BIG
 };
 

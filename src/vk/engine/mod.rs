@@ -33,6 +33,7 @@ use crate::vk::kernel::KernelSpec;
 use crate::vk::ops::{self, GemmChoice, GemmPath, GemmShape, MatRef, Precision};
 use crate::vk::{Buffer, Context, Sequence, Timings, VkError, VkResult};
 use kernels::*;
+use workspace::LayerBufs;
 
 /// A stage of the step, in the ladder's order (rung 1, `gemm`, has none).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -315,6 +316,16 @@ impl Engine {
         self.fallback.as_deref()
     }
 
+    /// The forward grid kernel's buffers for layer `lb`, in binding order.
+    fn grid_fwd_bufs<'a>(&'a self, ws: &'a Workspace, lb: &'a LayerBufs) -> [&'a Buffer; 7] {
+        [&self.params, &lb.gi, &lb.gh, &lb.gates, &lb.h, &self.state, &ws.sync]
+    }
+
+    /// The backward grid kernel's buffers for layer `lb`, in binding order.
+    fn grid_bwd_bufs<'a>(&'a self, ws: &'a Workspace, lb: &'a LayerBufs) -> [&'a Buffer; 10] {
+        [&self.params, &lb.gh, &lb.gates, &lb.h, &lb.d_h, &lb.dh_tot, &lb.d_gi, &lb.d_gh, &self.state, &ws.sync]
+    }
+
     /// Runs both grid kernels with their arithmetic switched off (a few
     /// grid barriers each, on the layer-0 buffers of the current batch):
     /// an error if a barrier gave up waiting, that is, if this device does
@@ -329,12 +340,9 @@ impl Engine {
         let mut seq = Sequence::new(&self.ctx)?;
         self.record_begin(&mut seq)?;
         seq.fill(&ws.sync, 0)?;
-        let bufs = [&self.params, &lb.gi, &lb.gh, &lb.gates, &lb.h, &self.state, &ws.sync];
-        self.run(&mut seq, fwd, &bufs, &p, groups, "grid residency (forward)")?;
+        self.run(&mut seq, fwd, &self.grid_fwd_bufs(ws, lb), &p, groups, "grid residency (forward)")?;
         seq.fill(&ws.sync, 0)?;
-        let bufs =
-            [&self.params, &lb.gh, &lb.gates, &lb.h, &lb.d_h, &lb.dh_tot, &lb.d_gi, &lb.d_gh, &self.state, &ws.sync];
-        self.run(&mut seq, bwd, &bufs, &p, groups, "grid residency (backward)")?;
+        self.run(&mut seq, bwd, &self.grid_bwd_bufs(ws, lb), &p, groups, "grid residency (backward)")?;
         seq.submit()?;
         if self.read_state()?[st::GRID_FAIL] != 0 {
             return Err(VkError::Unsupported(format!(
@@ -712,7 +720,7 @@ impl Engine {
                     let seq_fault = matches!(self.fault, Some(Fault::RecurrenceNoBarrier | Fault::ResetBeforeMatmul));
                     if self.recurrence != Recurrence::Seq && !seq_fault {
                         let p = ModelPush { off0: w_hh as u32, off1: b_hh, ..base };
-                        let bufs = [pb, &lb.gi, &lb.gh, &lb.gates, &lb.h, &self.state, &ws.sync];
+                        let bufs = self.grid_fwd_bufs(ws, lb);
                         let spec = grid_specs(h).0;
                         self.record_grid(seq, spec, &bufs, &p, (0..ws.t).map(|t| (t, 1)), &label)?;
                         continue;
@@ -806,18 +814,7 @@ impl Engine {
                     let p = ModelPush { off0: self.off(&format!("gru.weight_hh_l{l}")) as u32, ..base };
                     let label = format!("gru.l{l} bwd recurrence");
                     if self.recurrence != Recurrence::Seq {
-                        let bufs = [
-                            pb,
-                            &lb.gh,
-                            &lb.gates,
-                            &lb.h,
-                            &lb.d_h,
-                            &lb.dh_tot,
-                            &lb.d_gi,
-                            &lb.d_gh,
-                            &self.state,
-                            &ws.sync,
-                        ];
+                        let bufs = self.grid_bwd_bufs(ws, lb);
                         let steps = (0..ws.t).rev().map(|t| (t, 1));
                         let spec = grid_specs(h).1;
                         self.record_grid(seq, spec, &bufs, &p, steps, &label)?;
@@ -933,10 +930,9 @@ impl Engine {
             off1: self.off("gru.bias_hh_l0") as u32,
             ..self.push(ws)
         };
-        let bufs = [&self.params, &lb.gi, &lb.gh, &lb.gates, &lb.h, &self.state, &ws.sync];
         let groups = self.cfg.hidden.div_ceil(GRID_UNITS);
         let spec = grid_specs(self.cfg.hidden).0;
-        self.run(&mut seq, spec, &bufs, &p, groups, "grid barrier probe")?;
+        self.run(&mut seq, spec, &self.grid_fwd_bufs(ws, lb), &p, groups, "grid barrier probe")?;
         let t = seq.submit()?;
         if self.read_state()?[st::GRID_FAIL] != 0 {
             return Err(VkError::Invalid("the grid barrier gave up waiting: workgroups not resident at once".into()));
@@ -1027,7 +1023,8 @@ impl Engine {
         let t4 = std::time::Instant::now();
         drop(seq);
         let t5 = std::time::Instant::now();
-        if std::env::var_os("DUALSCOPE_HOST_PROFILE").is_some() {
+        static PROFILE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        if *PROFILE.get_or_init(|| std::env::var_os("DUALSCOPE_HOST_PROFILE").is_some()) {
             let ms = |a: std::time::Instant, b: std::time::Instant| (b - a).as_secs_f64() * 1e3;
             eprintln!(
                 "host: new {:.3} record {:.3} end {:.3} submit+wait {:.3} drop {:.3} ms ({} dispatches)",
