@@ -48,6 +48,9 @@ const OPTIONAL: &[Variant] = &[
     ("gemm_f16_coopmat_big", "gemm_f16_coopmat_big.comp", &[]),
     ("gemm_f16_coopmat_big_probe_mma", "gemm_f16_coopmat_big.comp", &[("PROBE_MMA_ONLY", "1")]),
     ("gemm_f16_coopmat_big_probe_no_global", "gemm_f16_coopmat_big.comp", &[("PROBE_NO_GLOBAL", "1")]),
+    // The mixed step's recurrences with their products on cooperative matrices.
+    ("gru_fwd_grid_cm", "gru_fwd_grid_cm.comp", &[]),
+    ("gru_bwd_grid_cm", "gru_bwd_grid_cm.comp", &[]),
 ];
 
 fn main() {
@@ -70,7 +73,7 @@ fn main() {
     for (name, file, defines) in OPTIONAL {
         let src = shaders.join(file);
         println!("cargo:rerun-if-changed={}", src.display());
-        match compile_external(&src, defines, &out.join(format!("{name}.spv"))) {
+        match compile_external(&src, &include, defines, &out.join(format!("{name}.spv"))) {
             Ok(()) => optional_rs.push_str(&format!(
                 "pub static {}: Option<&[u8]> = Some(include_bytes!(concat!(env!(\"OUT_DIR\"), \"/{name}.spv\")));\n",
                 name.to_uppercase()
@@ -109,13 +112,14 @@ fn main() {
 
 /// Compiles `src` with the external glslangValidator; a missing compiler is an
 /// `Err` (the shader is optional), a compile error stops the build.
-fn compile_external(src: &Path, defines: &[(&str, &str)], out: &Path) -> Result<(), String> {
+fn compile_external(src: &Path, include: &Path, defines: &[(&str, &str)], out: &Path) -> Result<(), String> {
     let tool = std::env::var("DUALSCOPE_GLSLANG").map_err(|_| "DUALSCOPE_GLSLANG is not set".to_string())?;
     if !Path::new(&tool).exists() {
         return Err(format!("{tool} does not exist (run scripts/setup.sh)"));
     }
     let res = std::process::Command::new(&tool)
         .args(["-V", "--target-env", "vulkan1.3"])
+        .arg(format!("-I{}", include.display()))
         .args(defines.iter().map(|(k, v)| format!("-D{k}={v}")))
         .arg("-o")
         .arg(out)

@@ -218,7 +218,14 @@ fn recurrence_floor(
     use crate::vk::engine::Recurrence;
     let mode = e.recurrence();
     let measured: f64 = kernels.iter().filter(|(k, _)| k.contains("recurrence")).map(|(_, ms)| ms).sum();
-    let mut v = json!({"mode": mode.name(), "recurrence_ms": measured, "fallback": e.recurrence_fallback()});
+    // The recurrent products: f32, or f16 on cooperative matrices (the mixed step's grid kernels).
+    let product = if e.recurrence_on_coopmat() { "f16 coopmat" } else { "f32" };
+    let mut v = json!({
+        "mode": mode.name(),
+        "product": product,
+        "recurrence_ms": measured,
+        "fallback": e.recurrence_fallback()
+    });
     if mode != Recurrence::Grid || t < 2 {
         return Ok(v);
     }
@@ -351,8 +358,9 @@ fn print(v: &serde_json::Value, breakdown: bool) {
                 _ => String::new(),
             };
             println!(
-                "      recurrence {}: {:.3} ms/step{floor}",
+                "      recurrence {} ({} products): {:.3} ms/step{floor}",
                 r["mode"].as_str().unwrap_or("?"),
+                r["product"].as_str().unwrap_or("?"),
                 r["recurrence_ms"].as_f64().unwrap_or(f64::NAN)
             );
             if let Some(why) = r["fallback"].as_str() {

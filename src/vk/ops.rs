@@ -8,7 +8,7 @@ use super::recorder::{Sequence, Timings};
 use super::shaders;
 
 /// An optional shader's SPIR-V, or none (the kernel then reports it was not built).
-const fn optional(spirv: Option<&'static [u8]>) -> &'static [u8] {
+pub(crate) const fn optional(spirv: Option<&'static [u8]>) -> &'static [u8] {
     match spirv {
         Some(s) => s,
         None => &[],

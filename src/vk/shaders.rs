@@ -12,7 +12,8 @@ pub static GEMM_BF16IN_TILED: &[u8] = spirv!("gemm_bf16in_tiled");
 pub static GEMM_SPLITK_REDUCE: &[u8] = spirv!("gemm_splitk_reduce");
 pub static GEMM_F16_TILED: &[u8] = spirv!("gemm_f16_tiled");
 
-// `GEMM_F16_COOPMAT` and `GEMM_F16_COOPMAT_BIG: Option<&[u8]>`: present when
+// The cooperative-matrix kernels (`GEMM_F16_COOPMAT`, `GEMM_F16_COOPMAT_BIG`,
+// `GRU_FWD_GRID_CM`, `GRU_BWD_GRID_CM`, ...: `Option<&[u8]>`): present when
 // build.rs found glslang 13.
 include!(concat!(env!("OUT_DIR"), "/optional_shaders.rs"));
 

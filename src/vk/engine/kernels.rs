@@ -189,6 +189,31 @@ pub static GRU_FWD_GRID_VEC4: KernelSpec =
 pub static GRU_BWD_GRID_VEC4: KernelSpec =
     KernelSpec { name: "gru_bwd_grid_vec4", spirv: shaders::GRU_BWD_GRID_VEC4, ..GRU_BWD_GRID };
 
+/// The mixed step's grid kernels with the recurrent products on cooperative
+/// matrices (f16 × f16 → f32): a workgroup owns 16 rows × 16 units, its
+/// W_hh slice in registers, and reads only its rows' f16 copy of `h` (or
+/// `d_gh`). Where they run: `Engine::recurrence_on_coopmat`.
+pub static GRU_FWD_GRID_CM: KernelSpec = KernelSpec {
+    name: "gru_fwd_grid_cm",
+    spirv: crate::vk::ops::optional(shaders::GRU_FWD_GRID_CM),
+    bindings: &[R, R, W, W, RW, RW, RW, RW],
+    push_size: 64,
+    local_size: [256, 1, 1],
+    items_per_group: [1, 1, 1],
+    // 8 subgroups' staging of 4 f16 tiles (16×16) and their 16×48 f32 partial sums.
+    shared_bytes: 8 * 4 * 512 + 8 * 16 * 48 * 4,
+};
+pub static GRU_BWD_GRID_CM: KernelSpec = KernelSpec {
+    name: "gru_bwd_grid_cm",
+    spirv: crate::vk::ops::optional(shaders::GRU_BWD_GRID_CM),
+    bindings: &[R, R, R, R, R, RW, W, W, RW, RW, RW],
+    // 8 subgroups' staging of 6 f16 tiles (16×16) and their 16×16 f32 partial sums.
+    shared_bytes: 8 * 6 * 512 + 8 * 16 * 16 * 4,
+    ..GRU_FWD_GRID_CM
+};
+/// Rows and units of a workgroup of the cooperative-matrix grid kernels.
+pub const GRID_CM_TILE: usize = 16;
+
 /// The forward and backward grid kernels for layers of width `h`.
 pub fn grid_specs(h: usize) -> (&'static KernelSpec, &'static KernelSpec) {
     if h.is_multiple_of(4) { (&GRU_FWD_GRID_VEC4, &GRU_BWD_GRID_VEC4) } else { (&GRU_FWD_GRID, &GRU_BWD_GRID) }

@@ -165,6 +165,9 @@ pub struct Engine {
     grid_checked: bool,
     /// Why the default grid recurrence was given up, if it was.
     fallback: Option<String>,
+    /// `DUALSCOPE_RECURRENCE_PRODUCT=f32`: the mixed step's recurrences on
+    /// the f32 grid kernels even where the cooperative-matrix ones can run.
+    recurrence_product_f32: bool,
     fault: Option<Fault>,
     ws: Option<Workspace>,
 }
@@ -231,6 +234,7 @@ impl Engine {
             recurrence_auto: std::env::var_os("DUALSCOPE_RECURRENCE").is_none(),
             grid_checked: false,
             fallback: None,
+            recurrence_product_f32: std::env::var("DUALSCOPE_RECURRENCE_PRODUCT").is_ok_and(|v| v.trim() == "f32"),
             fault: None,
             ws: None,
         };
@@ -316,14 +320,60 @@ impl Engine {
         self.fallback.as_deref()
     }
 
-    /// The forward grid kernel's buffers for layer `lb`, in binding order.
-    fn grid_fwd_bufs<'a>(&'a self, ws: &'a Workspace, lb: &'a LayerBufs) -> [&'a Buffer; 7] {
-        [&self.params, &lb.gi, &lb.gh, &lb.gates, &lb.h, &self.state, &ws.sync]
+    /// Whether this engine's grid recurrences can take their products on
+    /// cooperative matrices (`gru_*_grid_cm`): the mixed step on the
+    /// cooperative-matrix GEMM path, H a multiple of 16 up to
+    /// [`GRID_MAX_HIDDEN`], the kernels built, and not switched off with
+    /// `DUALSCOPE_RECURRENCE_PRODUCT=f32`.
+    fn coopmat_recurrence_capable(&self) -> bool {
+        let h = self.cfg.hidden;
+        self.path.coopmat()
+            && !self.recurrence_product_f32
+            && h.is_multiple_of(GRID_CM_TILE)
+            && h <= GRID_MAX_HIDDEN
+            && !GRU_FWD_GRID_CM.spirv.is_empty()
+            && !GRU_BWD_GRID_CM.spirv.is_empty()
     }
 
-    /// The backward grid kernel's buffers for layer `lb`, in binding order.
-    fn grid_bwd_bufs<'a>(&'a self, ws: &'a Workspace, lb: &'a LayerBufs) -> [&'a Buffer; 10] {
-        [&self.params, &lb.gh, &lb.gates, &lb.h, &lb.d_h, &lb.dh_tot, &lb.d_gi, &lb.d_gh, &self.state, &ws.sync]
+    /// Whether the current batch's recurrences run on the cooperative-matrix
+    /// grid kernels: where [`Engine::coopmat_recurrence_capable`], with the
+    /// grid kernels (not `seq`), and at most [`GRID_MAX_GROUPS`] workgroups
+    /// of 16 rows × 16 units.
+    pub fn recurrence_on_coopmat(&self) -> bool {
+        let Some(ws) = self.ws.as_ref() else { return false };
+        let groups = ws.b.div_ceil(GRID_CM_TILE) * (self.cfg.hidden / GRID_CM_TILE);
+        self.coopmat_recurrence_capable()
+            && self.recurrence != Recurrence::Seq
+            && groups <= GRID_MAX_GROUPS
+            && ws.layers.iter().all(|lb| lb.h16.is_some() && lb.d_gh16.is_some())
+    }
+
+    /// The forward and backward grid kernels of the current batch and the
+    /// workgroups each dispatch takes.
+    fn grid_kernels(&self, ws: &Workspace) -> (&'static KernelSpec, &'static KernelSpec, usize) {
+        if self.recurrence_on_coopmat() {
+            let groups = ws.b.div_ceil(GRID_CM_TILE) * (self.cfg.hidden / GRID_CM_TILE);
+            return (&GRU_FWD_GRID_CM, &GRU_BWD_GRID_CM, groups);
+        }
+        let (fwd, bwd) = grid_specs(self.cfg.hidden);
+        (fwd, bwd, self.cfg.hidden.div_ceil(GRID_UNITS))
+    }
+
+    /// The forward grid kernel's buffers for layer `lb`, in binding order
+    /// (the f16 copy of `h` last, for the cooperative-matrix kernel).
+    fn grid_fwd_bufs<'a>(&'a self, ws: &'a Workspace, lb: &'a LayerBufs) -> Vec<&'a Buffer> {
+        let mut bufs = vec![&self.params, &lb.gi, &lb.gh, &lb.gates, &lb.h, &self.state, &ws.sync];
+        bufs.extend(lb.h16.as_ref().filter(|_| self.recurrence_on_coopmat()));
+        bufs
+    }
+
+    /// The backward grid kernel's buffers for layer `lb`, in binding order
+    /// (the f16 copy of `d_gh` last, for the cooperative-matrix kernel).
+    fn grid_bwd_bufs<'a>(&'a self, ws: &'a Workspace, lb: &'a LayerBufs) -> Vec<&'a Buffer> {
+        let mut bufs =
+            vec![&self.params, &lb.gh, &lb.gates, &lb.h, &lb.d_h, &lb.dh_tot, &lb.d_gi, &lb.d_gh, &self.state, &ws.sync];
+        bufs.extend(lb.d_gh16.as_ref().filter(|_| self.recurrence_on_coopmat()));
+        bufs
     }
 
     /// Runs both grid kernels with their arithmetic switched off (a few
@@ -334,8 +384,7 @@ impl Engine {
         Recurrence::Grid.check(&self.ctx, self.cfg.hidden)?;
         let ws = self.ws()?;
         let lb = &ws.layers[0];
-        let (fwd, bwd) = grid_specs(self.cfg.hidden);
-        let groups = self.cfg.hidden.div_ceil(GRID_UNITS);
+        let (fwd, bwd, groups) = self.grid_kernels(ws);
         let p = ModelPush { flag: 1, t: 0, n: 4, ..self.push(ws) };
         let mut seq = Sequence::new(&self.ctx)?;
         self.record_begin(&mut seq)?;
@@ -570,8 +619,9 @@ impl Engine {
         let fits = self.ws.as_ref().is_some_and(|w| w.t == batch.t && w.b == batch.rows);
         if !fits {
             self.ws = None;
-            let path = self.path;
-            self.ws = Some(Workspace::new(&self.ctx, &self.cfg, batch.t, batch.rows, self.layout.total, path)?);
+            let (path, copies) = (self.path, self.coopmat_recurrence_capable());
+            let shape = (batch.t, batch.rows);
+            self.ws = Some(Workspace::new(&self.ctx, &self.cfg, shape, self.layout.total, path, copies)?);
         }
         let ws = self.ws.as_mut().expect("set above");
         ws.write_batch(&self.cfg, batch)?;
@@ -721,8 +771,8 @@ impl Engine {
                     if self.recurrence != Recurrence::Seq && !seq_fault {
                         let p = ModelPush { off0: w_hh as u32, off1: b_hh, ..base };
                         let bufs = self.grid_fwd_bufs(ws, lb);
-                        let spec = grid_specs(h).0;
-                        self.record_grid(seq, spec, &bufs, &p, (0..ws.t).map(|t| (t, 1)), &label)?;
+                        let (spec, _, groups) = self.grid_kernels(ws);
+                        self.record_grid(seq, (spec, groups), &bufs, &p, (0..ws.t).map(|t| (t, 1)), &label)?;
                         continue;
                     }
                     let p = ModelPush { n: u(3 * h * h, "n")?, d: h as u32, off0: w_hh as u32, ..base };
@@ -816,8 +866,8 @@ impl Engine {
                     if self.recurrence != Recurrence::Seq {
                         let bufs = self.grid_bwd_bufs(ws, lb);
                         let steps = (0..ws.t).rev().map(|t| (t, 1));
-                        let spec = grid_specs(h).1;
-                        self.record_grid(seq, spec, &bufs, &p, steps, &label)?;
+                        let (_, spec, groups) = self.grid_kernels(ws);
+                        self.record_grid(seq, (spec, groups), &bufs, &p, steps, &label)?;
                     } else {
                         let bufs = [pb, &lb.gh, &lb.gates, &lb.h, &lb.d_h, &lb.dh_tot, &lb.d_gi, &lb.d_gh];
                         let chunk = bwd_chunk(h);
@@ -875,20 +925,20 @@ impl Engine {
         Ok(())
     }
 
-    /// Records a grid recurrence kernel (`gru_fwd_grid`, `gru_bwd_grid`):
+    /// Records a grid recurrence kernel (`gru_*_grid`, `gru_*_grid_cm`) of
+    /// `groups` workgroups:
     /// with [`Recurrence::Steps`], one dispatch per `(t, 1)` of `steps`; with
     /// [`Recurrence::Grid`], one dispatch walking them all (from the first
     /// `t`, forward or backward as `spec` does), its barrier counter zeroed first.
     fn record_grid<'a>(
         &'a self,
         seq: &mut Sequence<'a>,
-        spec: &'static KernelSpec,
+        (spec, groups): (&'static KernelSpec, usize),
         bufs: &[&'a Buffer],
         push: &ModelPush,
         mut steps: impl Iterator<Item = (usize, usize)>,
         label: &str,
     ) -> VkResult<()> {
-        let groups = self.cfg.hidden.div_ceil(GRID_UNITS);
         if self.recurrence == Recurrence::Grid {
             let Some((t0, _)) = steps.next() else { return Ok(()) };
             let n = 1 + steps.count();
@@ -930,9 +980,14 @@ impl Engine {
             off1: self.off("gru.bias_hh_l0") as u32,
             ..self.push(ws)
         };
-        let groups = self.cfg.hidden.div_ceil(GRID_UNITS);
-        let spec = grid_specs(self.cfg.hidden).0;
-        self.run(&mut seq, spec, &self.grid_fwd_bufs(ws, lb), &p, groups, "grid barrier probe")?;
+        // The barrier alone on the kernel the step uses; the parts of a step
+        // on the f32 kernel (the cooperative-matrix one has no such switches).
+        let bufs = self.grid_fwd_bufs(ws, lb);
+        let (spec, groups, bufs) = match self.grid_kernels(ws) {
+            (fwd, _, groups) if flag == 1 => (fwd, groups, &bufs[..]),
+            _ => (grid_specs(self.cfg.hidden).0, self.cfg.hidden.div_ceil(GRID_UNITS), &bufs[..7]),
+        };
+        self.run(&mut seq, spec, bufs, &p, groups, "grid barrier probe")?;
         let t = seq.submit()?;
         if self.read_state()?[st::GRID_FAIL] != 0 {
             return Err(VkError::Invalid("the grid barrier gave up waiting: workgroups not resident at once".into()));

@@ -7,7 +7,7 @@ use crate::model::Config;
 use crate::vk::ops::{GemmPath, GemmShape, split_k_scratch_len};
 use crate::vk::{Buffer, Context, MemoryKind, VkError, VkResult};
 
-use super::kernels::{GRID_FLAG_WORDS, GRID_MAX_GROUPS, SUMSQ_CHUNK};
+use super::kernels::{GRID_CM_TILE, GRID_FLAG_WORDS, GRID_MAX_GROUPS, SUMSQ_CHUNK};
 use super::reduce::col_sum_scratch_len;
 
 /// One GRU layer's buffers, each `[T, B, ·]`.
@@ -23,6 +23,11 @@ pub struct LayerBufs {
     pub dh_tot: Buffer,
     pub d_gi: Buffer,
     pub d_gh: Buffer,
+    /// f16 copies of `h` and `d_gh` with [`GRID_CM_TILE`] rows of padding,
+    /// for the recurrent products on cooperative matrices (only where the
+    /// engine can run them: `Engine::recurrence_on_coopmat`).
+    pub h16: Option<Buffer>,
+    pub d_gh16: Option<Buffer>,
 }
 
 pub struct Workspace {
@@ -134,14 +139,15 @@ pub fn workspace_bytes(cfg: &Config, rows: usize) -> u64 {
 }
 
 impl Workspace {
-    /// The workspace of `t` positions of `b` rows; `path` computes the products.
+    /// The workspace of `t` positions of `b` rows; `path` computes the
+    /// products; `f16_copies`: with the f16 copies of `h` and `d_gh`.
     pub fn new(
         ctx: &Context,
         cfg: &Config,
-        t: usize,
-        b: usize,
+        (t, b): (usize, usize),
         n_params: usize,
         path: GemmPath,
+        f16_copies: bool,
     ) -> VkResult<Workspace> {
         let rows = t * b;
         if rows == 0 {
@@ -150,6 +156,14 @@ impl Workspace {
         let (d, h, a, v) = (cfg.d_embed, cfg.hidden, cfg.attn_dim, cfg.vocab);
         let dev = |name: &str, n: usize| Buffer::device_f32(ctx, name, n);
         let up = |name: &str, n: usize| Buffer::new(ctx, name, n as u64 * 4, MemoryKind::Upload);
+        // `width` f16 values per row, rows + GRID_CM_TILE rows.
+        let half = |name: String, width: usize| -> VkResult<Option<Buffer>> {
+            if !f16_copies {
+                return Ok(None);
+            }
+            let bytes = ((rows + GRID_CM_TILE) * width * 2).next_multiple_of(4) as u64;
+            Buffer::new(ctx, &name, bytes, MemoryKind::Device).map(Some)
+        };
         let layers = (0..cfg.layers)
             .map(|l| {
                 Ok(LayerBufs {
@@ -161,6 +175,8 @@ impl Workspace {
                     dh_tot: dev(&format!("gru.l{l}.dh_tot"), rows * h)?,
                     d_gi: dev(&format!("gru.l{l}.d_gi"), rows * 3 * h)?,
                     d_gh: dev(&format!("gru.l{l}.d_gh"), rows * 3 * h)?,
+                    h16: half(format!("gru.l{l}.h16"), h)?,
+                    d_gh16: half(format!("gru.l{l}.d_gh16"), 3 * h)?,
                 })
             })
             .collect::<VkResult<Vec<_>>>()?;
