@@ -51,6 +51,7 @@ const OPTIONAL: &[Variant] = &[
     // The mixed step's recurrences with their products on cooperative matrices.
     ("gru_fwd_grid_cm", "gru_fwd_grid_cm.comp", &[]),
     ("gru_bwd_grid_cm", "gru_bwd_grid_cm.comp", &[]),
+    ("gru_fwd_wave_cm", "gru_fwd_wave_cm.comp", &[]),
 ];
 
 fn main() {

@@ -168,6 +168,9 @@ pub struct Engine {
     /// `DUALSCOPE_RECURRENCE_PRODUCT=f32`: the mixed step's recurrences on
     /// the f32 grid kernels even where the cooperative-matrix ones can run.
     recurrence_product_f32: bool,
+    /// `DUALSCOPE_WAVE=0`: the layers' recurrences one after the other even
+    /// where a wavefront kernel could run them together.
+    wave_off: bool,
     fault: Option<Fault>,
     ws: Option<Workspace>,
 }
@@ -235,6 +238,7 @@ impl Engine {
             grid_checked: false,
             fallback: None,
             recurrence_product_f32: std::env::var("DUALSCOPE_RECURRENCE_PRODUCT").is_ok_and(|v| v.trim() == "f32"),
+            wave_off: std::env::var("DUALSCOPE_WAVE").is_ok_and(|v| v.trim() == "0"),
             fault: None,
             ws: None,
         };
@@ -348,6 +352,57 @@ impl Engine {
             && ws.layers.iter().all(|lb| lb.h16.is_some() && lb.d_gh16.is_some())
     }
 
+    /// Whether the current batch's forward runs both layers in one wavefront
+    /// dispatch (`gru_fwd_wave_cm`): on cooperative matrices, two layers, at
+    /// most [`GRID_MAX_GROUPS`] workgroups for both, and not switched off
+    /// with `DUALSCOPE_WAVE=0`.
+    pub fn forward_wave(&self) -> bool {
+        let Some(ws) = self.ws.as_ref() else { return false };
+        let groups = ws.b.div_ceil(GRID_CM_TILE) * (self.cfg.hidden / GRID_CM_TILE);
+        self.recurrence_on_coopmat()
+            && self.cfg.layers == 2
+            && 2 * groups <= GRID_MAX_GROUPS
+            && !GRU_FWD_WAVE_CM.spirv.is_empty()
+            && !self.wave_off
+    }
+
+    /// The wavefront forward's push constants, buffers and workgroups.
+    fn wave_fwd_args<'a>(&'a self, ws: &'a Workspace) -> VkResult<(ModelPush, Vec<&'a Buffer>, usize)> {
+        let [l0, l1] = &ws.layers[..] else {
+            return Err(VkError::Invalid("the wavefront forward takes two layers".into()));
+        };
+        let (Some(h0s), Some(h1s)) = (l0.h16.as_ref(), l1.h16.as_ref()) else {
+            return Err(VkError::Invalid("the wavefront forward needs the f16 copies of h".into()));
+        };
+        let off = |name: &str| self.off(name) as u32;
+        let p = ModelPush {
+            off0: off("gru.weight_hh_l0"),
+            off1: off("gru.bias_hh_l0"),
+            off2: off("gru.weight_ih_l1"),
+            a: off("gru.bias_ih_l1"),
+            nh: off("gru.weight_hh_l1"),
+            w: off("gru.bias_hh_l1"),
+            ..self.push(ws)
+        };
+        let bufs = vec![
+            &self.params,
+            &l0.gi,
+            &l0.gh,
+            &l0.gates,
+            &l0.h,
+            &self.state,
+            &ws.sync,
+            h0s,
+            &l1.gi,
+            &l1.gh,
+            &l1.gates,
+            &l1.h,
+            h1s,
+        ];
+        let groups = 2 * ws.b.div_ceil(GRID_CM_TILE) * (self.cfg.hidden / GRID_CM_TILE);
+        Ok((p, bufs, groups))
+    }
+
     /// The forward and backward grid kernels of the current batch and the
     /// workgroups each dispatch takes.
     fn grid_kernels(&self, ws: &Workspace) -> (&'static KernelSpec, &'static KernelSpec, usize) {
@@ -392,6 +447,12 @@ impl Engine {
         self.run(&mut seq, fwd, &self.grid_fwd_bufs(ws, lb), &p, groups, "grid residency (forward)")?;
         seq.fill(&ws.sync, 0)?;
         self.run(&mut seq, bwd, &self.grid_bwd_bufs(ws, lb), &p, groups, "grid residency (backward)")?;
+        if self.forward_wave() {
+            let (wp, bufs, groups) = self.wave_fwd_args(ws)?;
+            let wp = ModelPush { flag: 1, t: 0, n: 4, ..wp };
+            seq.fill(&ws.sync, 0)?;
+            self.run(&mut seq, &GRU_FWD_WAVE_CM, &bufs, &wp, groups, "grid residency (forward wavefront)")?;
+        }
         seq.submit()?;
         if self.read_state()?[st::GRID_FAIL] != 0 {
             return Err(VkError::Unsupported(format!(
@@ -752,7 +813,13 @@ impl Engine {
                 self.run(seq, &EMBED_FWD, &[&ws.tokens, pb, &ws.emb], &p, rows * d, "embed_fwd")?;
             }
             Stage::GruFwd => {
+                let seq_fault = matches!(self.fault, Some(Fault::RecurrenceNoBarrier | Fault::ResetBeforeMatmul));
+                let wave = self.forward_wave() && !seq_fault;
                 for (l, lb) in ws.layers.iter().enumerate() {
+                    if wave && l > 0 {
+                        // Layer 1 runs inside the wavefront with layer 0.
+                        break;
+                    }
                     let n_in = cfg.gru_in(l);
                     let input = if l == 0 { &ws.emb } else { &ws.layers[l - 1].h };
                     let w_ih = self.off(&format!("gru.weight_ih_l{l}"));
@@ -767,7 +834,13 @@ impl Engine {
                     let w_hh = self.off(&format!("gru.weight_hh_l{l}"));
                     let b_hh = self.off(&format!("gru.bias_hh_l{l}")) as u32;
                     let label = format!("gru.l{l} fwd recurrence");
-                    let seq_fault = matches!(self.fault, Some(Fault::RecurrenceNoBarrier | Fault::ResetBeforeMatmul));
+                    if wave {
+                        let (p, bufs, groups) = self.wave_fwd_args(ws)?;
+                        let intervals = (0..=ws.t).map(|t| (t, 1));
+                        let label = "gru.l0 fwd recurrence, wavefront with l1";
+                        self.record_grid(seq, (&GRU_FWD_WAVE_CM, groups), &bufs, &p, intervals, label)?;
+                        continue;
+                    }
                     if self.recurrence != Recurrence::Seq && !seq_fault {
                         let p = ModelPush { off0: w_hh as u32, off1: b_hh, ..base };
                         let bufs = self.grid_fwd_bufs(ws, lb);
