@@ -52,6 +52,7 @@ const OPTIONAL: &[Variant] = &[
     ("gru_fwd_grid_cm", "gru_fwd_grid_cm.comp", &[]),
     ("gru_bwd_grid_cm", "gru_bwd_grid_cm.comp", &[]),
     ("gru_fwd_wave_cm", "gru_fwd_wave_cm.comp", &[]),
+    ("gru_bwd_wave_cm", "gru_bwd_wave_cm.comp", &[]),
 ];
 
 fn main() {

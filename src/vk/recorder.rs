@@ -17,8 +17,8 @@ use super::kernel::{Kernel, PushConstants};
 const MAX_TIMED: u32 = 32768;
 /// Descriptor sets per descriptor pool chunk.
 const SETS_PER_POOL: u32 = 64;
-/// Storage buffers per set at most (the widest kernel, `gru_fwd_wave_cm`, has 13).
-const DESCRIPTORS_PER_SET: u32 = 16;
+/// Storage buffers per set at most (the widest kernel, `gru_bwd_wave_cm`, has 20).
+const DESCRIPTORS_PER_SET: u32 = 24;
 
 /// Per-dispatch device times of a finished sequence.
 #[derive(Clone, Debug, Default)]

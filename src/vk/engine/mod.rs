@@ -357,13 +357,67 @@ impl Engine {
     /// most [`GRID_MAX_GROUPS`] workgroups for both, and not switched off
     /// with `DUALSCOPE_WAVE=0`.
     pub fn forward_wave(&self) -> bool {
+        self.wave_fits(&GRU_FWD_WAVE_CM)
+    }
+
+    /// The same for the backward (`gru_bwd_wave_cm`).
+    pub fn backward_wave(&self) -> bool {
+        self.wave_fits(&GRU_BWD_WAVE_CM)
+    }
+
+    fn wave_fits(&self, spec: &KernelSpec) -> bool {
         let Some(ws) = self.ws.as_ref() else { return false };
         let groups = ws.b.div_ceil(GRID_CM_TILE) * (self.cfg.hidden / GRID_CM_TILE);
         self.recurrence_on_coopmat()
             && self.cfg.layers == 2
             && 2 * groups <= GRID_MAX_GROUPS
-            && !GRU_FWD_WAVE_CM.spirv.is_empty()
+            && !spec.spirv.is_empty()
             && !self.wave_off
+            && ws.layers.iter().all(|lb| lb.d_gi16.is_some())
+    }
+
+    /// The wavefront backward's push constants, buffers and workgroups.
+    fn wave_bwd_args<'a>(&'a self, ws: &'a Workspace) -> VkResult<(ModelPush, Vec<&'a Buffer>, usize)> {
+        let [l0, l1] = &ws.layers[..] else {
+            return Err(VkError::Invalid("the wavefront backward takes two layers".into()));
+        };
+        let missing = || VkError::Invalid("the wavefront backward needs the f16 copies of d_gh and d_gi".into());
+        let (d_gh0s, d_gh1s, d_gi1s) = (
+            l0.d_gh16.as_ref().ok_or_else(missing)?,
+            l1.d_gh16.as_ref().ok_or_else(missing)?,
+            l1.d_gi16.as_ref().ok_or_else(missing)?,
+        );
+        let off = |name: &str| self.off(name) as u32;
+        let p = ModelPush {
+            off0: off("gru.weight_hh_l0"),
+            off1: off("gru.weight_hh_l1"),
+            off2: off("gru.weight_ih_l1"),
+            ..self.push(ws)
+        };
+        let bufs = vec![
+            &self.params,
+            &l0.gh,
+            &l0.gates,
+            &l0.h,
+            &l0.d_h,
+            &l0.dh_tot,
+            &l0.d_gi,
+            &l0.d_gh,
+            &self.state,
+            &ws.sync,
+            d_gh0s,
+            &l1.gh,
+            &l1.gates,
+            &l1.h,
+            &l1.d_h,
+            &l1.dh_tot,
+            &l1.d_gi,
+            &l1.d_gh,
+            d_gh1s,
+            d_gi1s,
+        ];
+        let groups = 2 * ws.b.div_ceil(GRID_CM_TILE) * (self.cfg.hidden / GRID_CM_TILE);
+        Ok((p, bufs, groups))
     }
 
     /// The wavefront forward's push constants, buffers and workgroups.
@@ -452,6 +506,12 @@ impl Engine {
             let wp = ModelPush { flag: 1, t: 0, n: 4, ..wp };
             seq.fill(&ws.sync, 0)?;
             self.run(&mut seq, &GRU_FWD_WAVE_CM, &bufs, &wp, groups, "grid residency (forward wavefront)")?;
+        }
+        if self.backward_wave() {
+            let (wp, bufs, groups) = self.wave_bwd_args(ws)?;
+            let wp = ModelPush { flag: 1, t: 0, n: 4, ..wp };
+            seq.fill(&ws.sync, 0)?;
+            self.run(&mut seq, &GRU_BWD_WAVE_CM, &bufs, &wp, groups, "grid residency (backward wavefront)")?;
         }
         seq.submit()?;
         if self.read_state()?[st::GRID_FAIL] != 0 {
@@ -931,12 +991,23 @@ impl Engine {
                 let top = &ws.layers.last().expect("layers >= 1").d_h;
                 let p = ModelPush { n: u(rows * h, "n")?, ..base };
                 self.run(seq, &ADD, &[&ws.d_s_head, &ws.d_s_ctx, top], &p, rows * h, "d_s")?;
+                // Both layers' recurrences in one wavefront dispatch, which
+                // also computes layer 0's gradient from above.
+                let wave = self.backward_wave();
+                if wave {
+                    let (p, bufs, groups) = self.wave_bwd_args(ws)?;
+                    let intervals = (0..=ws.t).map(|t| (t, 1));
+                    let label = "gru.l1 bwd recurrence, wavefront with l0";
+                    self.record_grid(seq, (&GRU_BWD_WAVE_CM, groups), &bufs, &p, intervals, label)?;
+                }
                 for l in (0..cfg.layers).rev() {
                     let lb = &ws.layers[l];
                     let n_in = cfg.gru_in(l);
                     let p = ModelPush { off0: self.off(&format!("gru.weight_hh_l{l}")) as u32, ..base };
                     let label = format!("gru.l{l} bwd recurrence");
-                    if self.recurrence != Recurrence::Seq {
+                    if wave {
+                        // Recorded above.
+                    } else if self.recurrence != Recurrence::Seq {
                         let bufs = self.grid_bwd_bufs(ws, lb);
                         let steps = (0..ws.t).rev().map(|t| (t, 1));
                         let (_, spec, groups) = self.grid_kernels(ws);
@@ -973,7 +1044,9 @@ impl Engine {
                         self.col_sum(seq, src, (rows, 3 * h), self.off(&name), &format!("{name} grad"))?;
                     }
                     let d_in = if l == 0 { &ws.d_emb } else { &ws.layers[l - 1].d_h };
-                    self.mm(seq, (rows, n_in, 3 * h), (&lb.d_gi, 0, false), (pb, w_ih, false), (d_in, 0), false)?;
+                    if !(wave && l > 0) {
+                        self.mm(seq, (rows, n_in, 3 * h), (&lb.d_gi, 0, false), (pb, w_ih, false), (d_in, 0), false)?;
+                    }
                 }
             }
             Stage::EmbedBwd => {

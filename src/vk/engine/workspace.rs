@@ -28,6 +28,8 @@ pub struct LayerBufs {
     /// engine can run them: `Engine::recurrence_on_coopmat`).
     pub h16: Option<Buffer>,
     pub d_gh16: Option<Buffer>,
+    /// f16 copy of `d_gi` (the backward wavefront reads layer 1's).
+    pub d_gi16: Option<Buffer>,
 }
 
 pub struct Workspace {
@@ -177,6 +179,7 @@ impl Workspace {
                     d_gh: dev(&format!("gru.l{l}.d_gh"), rows * 3 * h)?,
                     h16: half(format!("gru.l{l}.h16"), h)?,
                     d_gh16: half(format!("gru.l{l}.d_gh16"), 3 * h)?,
+                    d_gi16: half(format!("gru.l{l}.d_gi16"), 3 * h)?,
                 })
             })
             .collect::<VkResult<Vec<_>>>()?;
