@@ -35,7 +35,8 @@ for f in sorted(glob.glob(sys.argv[1] + "/speed_*.jsonl")):
           f"speedup {ds['speedup']:.1f}x, replayed {ds['speedup_replay']:.1f}x; recurrence {e['gpu']['recurrence']}")
     for r in rows[1:]:
         flags = (" tf32" if r["tf32"] else "") + (f" amp {r['amp']}" if r.get("amp") else "")
-        print(f"   torch {r['device']} {r['mode']}{flags}: {r['median_ms']:.2f} ms "
+        wall = f", wall {r['wall_median_ms']:.2f}" if "wall_median_ms" in r else ""
+        print(f"   torch {r['device']} {r['mode']}{flags}: {r['median_ms']:.2f} ms{wall} "
               f"(loss rel diff {r.get('loss_rel_diff', float('nan')):.1e})")
     try:
         m = json.load(open(f.replace("/speed_", "/mixed_").replace(".jsonl", ".json")))

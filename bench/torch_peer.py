@@ -8,7 +8,8 @@
 nn.GRU (cuDNN on CUDA), the sliding-window attention as a banded dense softmax,
 the two-stream classifier, masked mean cross-entropy, clip_grad_norm_ and
 torch.optim.AdamW with MODEL.md's parameter groups. Prints one JSON line:
-median ms per step (CUDA events on the GPU, perf_counter on the CPU), the first
+median ms per step (CUDA events on the GPU, perf_counter on the CPU; on the GPU
+also `wall_median_ms`, launch to synchronize, by perf_counter), the first
 step's loss, and its relative difference from --expect-loss (dualscope's
 `first_loss` on the same checkpoint and batch).
 """
@@ -152,25 +153,36 @@ def main():
     for _ in range(a.warmup):
         run()
     times = []
+    # On the GPU also the wall time of each step, launch to synchronize
+    # (what dualscope's `median_ms` measures; its device time compares with
+    # the CUDA events').
+    walls = []
     for _ in range(a.steps):
         if cuda:
             e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            w0 = time.perf_counter()
             e0.record()
             run()
             e1.record()
             torch.cuda.synchronize()
+            walls.append((time.perf_counter() - w0) * 1e3)
             times.append(e0.elapsed_time(e1))
         else:
             t0 = time.perf_counter()
             run()
             times.append((time.perf_counter() - t0) * 1e3)
-    times.sort()
-    n = len(times)
-    median = times[n // 2] if n % 2 else 0.5 * (times[n // 2 - 1] + times[n // 2])
+    def median_of(v):
+        v = sorted(v)
+        n = len(v)
+        return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
+
+    median = median_of(times)
     out = {"peer": "pytorch", "torch": torch.__version__, "device": str(dev), "mode": a.mode, "tf32": a.tf32,
            "amp": a.amp,
            "threads": torch.get_num_threads(), "batch": int(x.shape[0]), "seq_len": int(x.shape[1] - 1),
            "steps": a.steps, "median_ms": median, "first_loss": first}
+    if walls:
+        out["wall_median_ms"] = median_of(walls)
     if a.expect_loss is not None:
         out["expect_loss"] = a.expect_loss
         out["loss_rel_diff"] = abs(first - a.expect_loss) / abs(a.expect_loss)

@@ -15,7 +15,7 @@
 //     d_gh0[t+1] · W_hh0[:, units] on subgroups 4-7, 96 K-tiles each.
 // The f16 copies (d_gh0s, d_gh1s, d_gi1s; 16 rows of padding past T·B) are
 // what the products read, staged through shared memory with coherent
-// 16-byte loads, in rounds of 6 tiles with the next round's loads in flight.
+// 16-byte loads (all of a step's issued at once), in rounds of 6 tiles.
 // Everything stored besides them is f32, as gru_bwd_grid writes it.
 //
 // The dispatch walks intervals pc.t .. pc.t + pc.n - 1 with the grid-wide
@@ -187,20 +187,17 @@ void main() {
             [[unroll]] for (uint q = 0u; q < 3u; ++q) acc[q] = FRAG_C(0.0);
             uint srow = prod == 0u ? t : t + 1u;
             uint a0 = (srow * pc.B + rb * 16u + lane / 2u) * H3 + (lane & 1u) * 8u;
-            uvec4 cur[KT_STAGE], nxt[KT_STAGE];
-            [[unroll]] for (uint i = 0u; i < KT_STAGE; ++i) {
+            // Every load of the step is issued before the first is used.
+            uvec4 ld[KT_MAX];
+            [[unroll]] for (uint i = 0u; i < KT_MAX; ++i) {
                 uint kt = ss + nsub * i;
-                cur[i] = kt < ktiles ? load8(src, a0 + kt * 16u) : uvec4(0u);
+                ld[i] = uvec4(0u);
+                if (kt < ktiles) ld[i] = load8(src, a0 + kt * 16u);
             }
             [[unroll]] for (uint r = 0u; r < ROUNDS; ++r) {
                 if (r >= rounds) break;
-                // The next round's loads go out before this round is used.
-                [[unroll]] for (uint i = 0u; i < KT_STAGE; ++i) {
-                    uint kt = ss + nsub * ((r + 1u) * KT_STAGE + i);
-                    nxt[i] = r + 1u < rounds && kt < ktiles ? load8(src, a0 + kt * 16u) : uvec4(0u);
-                }
                 if (r > 0u) subgroupBarrier();
-                [[unroll]] for (uint i = 0u; i < KT_STAGE; ++i) stg[sbase + i * 32u + lane] = cur[i];
+                [[unroll]] for (uint i = 0u; i < KT_STAGE; ++i) stg[sbase + i * 32u + lane] = ld[r * KT_STAGE + i];
                 subgroupMemoryBarrierShared();
                 subgroupBarrier();
                 [[unroll]] for (uint i = 0u; i < KT_STAGE; ++i) {
@@ -211,7 +208,6 @@ void main() {
                         acc[i % 3u] = coopMatMulAdd(ga, wb[ti], acc[i % 3u]);
                     }
                 }
-                [[unroll]] for (uint i = 0u; i < KT_STAGE; ++i) cur[i] = nxt[i];
             }
             acc[0] = acc[0] + acc[1] + acc[2];
             coopMatStore(acc[0], part, sg * 256u, 16u, gl_CooperativeMatrixLayoutRowMajor);
