@@ -15,7 +15,7 @@
 //     d_gh0[t+1] · W_hh0[:, units] on subgroups 4-7, 96 K-tiles each.
 // The f16 copies (d_gh0s, d_gh1s, d_gi1s; 16 rows of padding past T·B) are
 // what the products read, staged through shared memory with coherent
-// 16-byte loads (all of a step's issued at once), in rounds of 6 tiles.
+// 16-byte loads (all of a step's issued at once), in rounds of 8 tiles.
 // Everything stored besides them is f32, as gru_bwd_grid writes it.
 //
 // The dispatch walks intervals pc.t .. pc.t + pc.n - 1 with the grid-wide
@@ -38,7 +38,7 @@
 // = 96 K-tiles at H = 512) over 4 subgroups.
 #define KT_MAX 24
 // Tiles staged per subgroup at once.
-#define KT_STAGE 6
+#define KT_STAGE 8
 #define ROUNDS (KT_MAX / KT_STAGE)
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer Par { float p[]; };

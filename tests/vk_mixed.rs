@@ -96,6 +96,74 @@ fn mixed_rungs_pass_in_both_modes() {
     assert_clean(&ctx, test);
 }
 
+/// The mixed step's recurrences on cooperative matrices (`gru_*_grid_cm`, and
+/// the two-layer wavefronts `gru_*_wave_cm`) pass the mixed ladder, rungs 2–11
+/// and the end-to-end gate, chained, with the grid barrier and with one
+/// dispatch per step, on shapes that do not divide their 16×16 tiles: a
+/// partial row block (B = 5, 20), K-tiles that do not divide over the 8
+/// subgroups (H = 144: 9 forward, 27 backward), three layers (no wavefront),
+/// and H = 200, where H % 16 != 0 leaves them to the f32 grid kernels.
+/// Where the device has no cooperative matrices (lavapipe, or validation on
+/// with a layer that predates them) the engine must not pick them.
+#[test]
+fn the_coopmat_recurrences_pass_the_mixed_ladder() {
+    use dualscope::vk::engine::Recurrence;
+    let test = "the_coopmat_recurrences_pass_the_mixed_ladder";
+    let Some(ctx) = context(test) else { return };
+    let ctx = Arc::new(ctx);
+    let coopmat = coopmat_f16_unavailable(&ctx).is_none();
+    let cfg = |hidden: usize, layers: usize, batch: usize, seq_len: usize| Config {
+        vocab: 256,
+        d_embed: 24,
+        hidden,
+        layers,
+        attn_dim: 16,
+        heads: 2,
+        window: 6,
+        batch,
+        seq_len,
+    };
+    // (config, row lengths, cooperative-matrix recurrences, wavefronts)
+    let cases = [
+        (cfg(144, 2, 5, 40), vec![41, 41, 30, 41, 7], true, true),
+        (cfg(128, 2, 20, 33), vec![34; 20], true, true),
+        (cfg(64, 3, 6, 17), vec![18, 18, 18, 9, 18, 18], true, false),
+        (cfg(200, 2, 4, 9), vec![10, 10, 6, 10], false, false),
+    ];
+    let grid_here = Recurrence::default_for(&ctx, 144).unwrap() == Recurrence::Grid;
+    for (cfg, lens, cm, wave) in cases {
+        let modes: &[Recurrence] = if grid_here { &[Recurrence::Grid, Recurrence::Steps] } else { &[Recurrence::Steps] };
+        for &mode in modes {
+            let mut l = ModelLadder::new(&ctx, setup(&cfg, Mode::Chained, &lens, 9, Precision::F16)).unwrap();
+            l.engine_mut().set_recurrence(mode).unwrap();
+            let e = l.engine();
+            let label = format!("H={} L={} B={} {mode:?}", cfg.hidden, cfg.layers, cfg.batch);
+            assert_eq!(e.recurrence_on_coopmat(), coopmat && cm, "{label}");
+            assert_eq!(e.forward_wave(), coopmat && wave, "{label}");
+            assert_eq!(e.backward_wave(), coopmat && wave, "{label}");
+            if !coopmat {
+                // The choice is what can be checked here; the kernels need
+                // cooperative matrices (run this test on such a device).
+                continue;
+            }
+            for id in &ladder::ALL_RUNGS[1..] {
+                let r = l.run_rung(id).unwrap();
+                let bad: Vec<_> = r.cases.iter().filter(|c| c.status != Status::Pass).collect();
+                assert_eq!(r.status, Status::Pass, "{label} {id}: {bad:#?}");
+                for c in r.cases.iter().filter(|c| c.name.starts_with("gru.")) {
+                    eprintln!("{label} {id} {}: rel L2 {:.2e} of {:.1e}", c.name, c.rel_l2, c.tolerance);
+                }
+            }
+            let e2e = l.end_to_end().unwrap();
+            assert_eq!(e2e.status, Status::Pass, "{label}: {e2e:?}");
+        }
+    }
+    if !coopmat {
+        eprintln!("{test}: no cooperative matrices here; only the kernel choice was checked");
+    }
+    assert_clean(&ctx, test);
+}
+
 /// The bfloat16 products (no loss scale: bf16 has f32's range) pass their
 /// contract too, with bf16's unit roundoff.
 #[test]

@@ -529,6 +529,11 @@ impl ModelLadder {
         &self.engine
     }
 
+    /// The engine, to change how it runs (its recurrence) before the rungs.
+    pub fn engine_mut(&mut self) -> &mut Engine {
+        &mut self.engine
+    }
+
     /// The CPU f32 trace the ladder compares against.
     pub fn cpu_trace(&self) -> &Trace<f32> {
         &self.cpu32

@@ -229,8 +229,8 @@ pub static GRU_BWD_WAVE_CM: KernelSpec = KernelSpec {
     name: "gru_bwd_wave_cm",
     spirv: crate::vk::ops::optional(shaders::GRU_BWD_WAVE_CM),
     bindings: &[R, R, R, R, W, RW, W, W, RW, RW, RW, R, R, R, R, RW, W, W, RW, RW],
-    // 8 subgroups' staging of 6 f16 tiles (16×16) and their 16×16 f32 partial sums.
-    shared_bytes: 8 * 6 * 512 + 8 * 16 * 16 * 4,
+    // 8 subgroups' staging of 8 f16 tiles (16×16) and their 16×16 f32 partial sums.
+    shared_bytes: 8 * 8 * 512 + 8 * 16 * 16 * 4,
     ..GRU_FWD_GRID_CM
 };
 /// Rows and units of a workgroup of the cooperative-matrix grid kernels.
