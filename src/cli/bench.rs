@@ -206,7 +206,8 @@ fn bench_replay(
 }
 
 /// The recurrences' device time per step against their floor: the dependent
-/// steps (2 directions × layers × (T - 1) grid barriers) times the latency of
+/// steps (per direction layers × (T - 1) grid barriers, or T for a two-layer
+/// wavefront) times the latency of
 /// one barrier alone, measured with the arithmetic switched off
 /// (`Engine::probe_grid_barrier`, median of 5). Only for the grid recurrence.
 fn recurrence_floor(
@@ -239,7 +240,10 @@ fn recurrence_floor(
         return Ok(v);
     }
     let barrier_us = percentiles(&mut probes).0 * 1e3 / (t - 1) as f64;
-    let barriers = 2 * cfg.layers * (t - 1);
+    // One barrier between two steps of a layer, or between two intervals of
+    // a wavefront (T + 1 intervals for both layers).
+    let per_layer = cfg.layers * (t - 1);
+    let barriers = [e.forward_wave(), e.backward_wave()].iter().map(|&w| if w { t } else { per_layer }).sum::<usize>();
     v["barrier_us"] = json!(barrier_us);
     v["barriers_per_step"] = json!(barriers);
     v["floor_ms"] = json!(barrier_us * barriers as f64 / 1e3);
