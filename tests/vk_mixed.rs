@@ -132,7 +132,8 @@ fn the_coopmat_recurrences_pass_the_mixed_ladder() {
     ];
     let grid_here = Recurrence::default_for(&ctx, 144).unwrap() == Recurrence::Grid;
     for (cfg, lens, cm, wave) in cases {
-        let modes: &[Recurrence] = if grid_here { &[Recurrence::Grid, Recurrence::Steps] } else { &[Recurrence::Steps] };
+        let modes: &[Recurrence] =
+            if grid_here { &[Recurrence::Grid, Recurrence::Steps] } else { &[Recurrence::Steps] };
         for &mode in modes {
             let mut l = ModelLadder::new(&ctx, setup(&cfg, Mode::Chained, &lens, 9, Precision::F16)).unwrap();
             l.engine_mut().set_recurrence(mode).unwrap();

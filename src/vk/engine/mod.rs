@@ -339,16 +339,21 @@ impl Engine {
             && !GRU_BWD_GRID_CM.spirv.is_empty()
     }
 
+    /// Workgroups of one layer's cooperative-matrix recurrence for `ws`'s
+    /// batch: 16 rows × 16 units each.
+    fn cm_groups(&self, ws: &Workspace) -> usize {
+        ws.b.div_ceil(GRID_CM_TILE) * (self.cfg.hidden / GRID_CM_TILE)
+    }
+
     /// Whether the current batch's recurrences run on the cooperative-matrix
     /// grid kernels: where [`Engine::coopmat_recurrence_capable`], with the
     /// grid kernels (not `seq`), and at most [`GRID_MAX_GROUPS`] workgroups
     /// of 16 rows × 16 units.
     pub fn recurrence_on_coopmat(&self) -> bool {
         let Some(ws) = self.ws.as_ref() else { return false };
-        let groups = ws.b.div_ceil(GRID_CM_TILE) * (self.cfg.hidden / GRID_CM_TILE);
         self.coopmat_recurrence_capable()
             && self.recurrence != Recurrence::Seq
-            && groups <= GRID_MAX_GROUPS
+            && self.cm_groups(ws) <= GRID_MAX_GROUPS
             && ws.layers.iter().all(|lb| lb.h16.is_some() && lb.d_gh16.is_some())
     }
 
@@ -367,10 +372,9 @@ impl Engine {
 
     fn wave_fits(&self, spec: &KernelSpec) -> bool {
         let Some(ws) = self.ws.as_ref() else { return false };
-        let groups = ws.b.div_ceil(GRID_CM_TILE) * (self.cfg.hidden / GRID_CM_TILE);
         self.recurrence_on_coopmat()
             && self.cfg.layers == 2
-            && 2 * groups <= GRID_MAX_GROUPS
+            && 2 * self.cm_groups(ws) <= GRID_MAX_GROUPS
             && !spec.spirv.is_empty()
             && !self.wave_off
             && ws.layers.iter().all(|lb| lb.d_gi16.is_some())
@@ -416,8 +420,7 @@ impl Engine {
             d_gh1s,
             d_gi1s,
         ];
-        let groups = 2 * ws.b.div_ceil(GRID_CM_TILE) * (self.cfg.hidden / GRID_CM_TILE);
-        Ok((p, bufs, groups))
+        Ok((p, bufs, 2 * self.cm_groups(ws)))
     }
 
     /// The wavefront forward's push constants, buffers and workgroups.
@@ -453,16 +456,14 @@ impl Engine {
             &l1.h,
             h1s,
         ];
-        let groups = 2 * ws.b.div_ceil(GRID_CM_TILE) * (self.cfg.hidden / GRID_CM_TILE);
-        Ok((p, bufs, groups))
+        Ok((p, bufs, 2 * self.cm_groups(ws)))
     }
 
     /// The forward and backward grid kernels of the current batch and the
     /// workgroups each dispatch takes.
     fn grid_kernels(&self, ws: &Workspace) -> (&'static KernelSpec, &'static KernelSpec, usize) {
         if self.recurrence_on_coopmat() {
-            let groups = ws.b.div_ceil(GRID_CM_TILE) * (self.cfg.hidden / GRID_CM_TILE);
-            return (&GRU_FWD_GRID_CM, &GRU_BWD_GRID_CM, groups);
+            return (&GRU_FWD_GRID_CM, &GRU_BWD_GRID_CM, self.cm_groups(ws));
         }
         let (fwd, bwd) = grid_specs(self.cfg.hidden);
         (fwd, bwd, self.cfg.hidden.div_ceil(GRID_UNITS))
@@ -479,8 +480,18 @@ impl Engine {
     /// The backward grid kernel's buffers for layer `lb`, in binding order
     /// (the f16 copy of `d_gh` last, for the cooperative-matrix kernel).
     fn grid_bwd_bufs<'a>(&'a self, ws: &'a Workspace, lb: &'a LayerBufs) -> Vec<&'a Buffer> {
-        let mut bufs =
-            vec![&self.params, &lb.gh, &lb.gates, &lb.h, &lb.d_h, &lb.dh_tot, &lb.d_gi, &lb.d_gh, &self.state, &ws.sync];
+        let mut bufs = vec![
+            &self.params,
+            &lb.gh,
+            &lb.gates,
+            &lb.h,
+            &lb.d_h,
+            &lb.dh_tot,
+            &lb.d_gi,
+            &lb.d_gh,
+            &self.state,
+            &ws.sync,
+        ];
         bufs.extend(lb.d_gh16.as_ref().filter(|_| self.recurrence_on_coopmat()));
         bufs
     }
@@ -1131,7 +1142,10 @@ impl Engine {
         let bufs = self.grid_fwd_bufs(ws, lb);
         let (spec, groups, bufs) = match self.grid_kernels(ws) {
             (fwd, _, groups) if flag == 1 => (fwd, groups, &bufs[..]),
-            _ => (grid_specs(self.cfg.hidden).0, self.cfg.hidden.div_ceil(GRID_UNITS), &bufs[..7]),
+            _ => {
+                let f32_kernel = grid_specs(self.cfg.hidden).0;
+                (f32_kernel, self.cfg.hidden.div_ceil(GRID_UNITS), &bufs[..f32_kernel.bindings.len()])
+            }
         };
         self.run(&mut seq, spec, bufs, &p, groups, "grid barrier probe")?;
         let t = seq.submit()?;

@@ -142,7 +142,7 @@ pub fn workspace_bytes(cfg: &Config, rows: usize) -> u64 {
 
 impl Workspace {
     /// The workspace of `t` positions of `b` rows; `path` computes the
-    /// products; `f16_copies`: with the f16 copies of `h` and `d_gh`.
+    /// products; `f16_copies`: with the f16 copies of `h`, `d_gh` and `d_gi`.
     pub fn new(
         ctx: &Context,
         cfg: &Config,
