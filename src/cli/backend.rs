@@ -71,7 +71,9 @@ impl Gpu {
     ) -> Result<Gpu, CliError> {
         let ctx = Arc::new(open_context(None)?);
         let path: GemmPath = crate::vk::ops::path_for(&ctx, precision, choice).map_err(vk_error)?;
-        let engine = Engine::new(&ctx, cfg, params, opts, scale, path).map_err(vk_error)?;
+        let mut engine = Engine::new(&ctx, cfg, params, opts, scale, path).map_err(vk_error)?;
+        // Nothing here shows per-kernel times: each step is timed as a whole.
+        engine.set_timing(crate::vk::Timing::Span);
         Ok(Gpu { ctx, engine, told_fallback: false })
     }
 

@@ -87,6 +87,10 @@ struct Timed {
     /// GPU: wall and device milliseconds of the step recorded once and
     /// replayed (`Sequence::replay`, the CUDA-graph way), step after step.
     replay: Option<(Vec<f64>, Vec<f64>)>,
+    /// GPU: wall and device milliseconds (the sum of the dispatches) of the
+    /// step with a timestamp pair around every dispatch, the run the
+    /// breakdowns come from.
+    instrumented: Option<(Vec<f64>, Vec<f64>)>,
     /// What was timed: the step's precision and the kernel of its products.
     precision: &'static str,
     gemm_path: &'static str,
@@ -124,6 +128,7 @@ fn bench_cpu(a: &BenchArgs, cfg: &Config, params: &Params<f32>, batch: &Batch) -
         kernels: Vec::new(),
         recurrence: None,
         replay: None,
+        instrumented: None,
         precision: "f32",
         gemm_path: "cpu",
     })
@@ -137,8 +142,9 @@ fn bench_gpu(a: &BenchArgs, cfg: &Config, params: &Params<f32>, batch: &Batch) -
     let choice = super::gpu::GemmPathArg::choice_for(a.gemm_path, precision)?;
     let mut e = Engine::with_precision(&ctx, cfg, params, &StepOptions::default(), precision, choice).map_err(fail)?;
     e.set_batch(batch).map_err(fail)?;
-    let pb = progress((a.warmup + a.steps) as u64, "benchmark gpu");
-    let (mut wall, mut device) = (Vec::new(), Vec::new());
+    // Instrumented: every dispatch between timestamps, for the breakdowns.
+    let pb = progress((a.warmup + a.steps) as u64, "benchmark gpu (per kernel)");
+    let (mut timed_wall, mut timed_device) = (Vec::new(), Vec::new());
     let mut stages: Vec<(String, f64)> = Vec::new();
     let mut kernels: Vec<(String, f64)> = Vec::new();
     let mut first_loss = None;
@@ -148,10 +154,8 @@ fn bench_gpu(a: &BenchArgs, cfg: &Config, params: &Params<f32>, batch: &Batch) -
         let ms = t0.elapsed().as_secs_f64() * 1e3;
         first_loss.get_or_insert_with(|| e.report().map(|r| r.loss).unwrap_or(f64::NAN));
         if i >= a.warmup {
-            wall.push(ms);
-            if let Some(d) = timings.total_ms() {
-                device.push(d);
-            }
+            timed_wall.push(ms);
+            timed_device.extend(timings.total_ms());
             for (s, ms) in per_stage {
                 let name = format!("{s:?}");
                 match stages.iter_mut().find(|(n, _)| *n == name) {
@@ -170,6 +174,21 @@ fn bench_gpu(a: &BenchArgs, cfg: &Config, params: &Params<f32>, batch: &Batch) -
         pb.inc(1);
     }
     pb.finish_and_clear();
+    // The step as `train` runs it: recorded every step, timed as a whole.
+    e.set_timing(crate::vk::Timing::Span);
+    let pb = progress((a.warmup + a.steps) as u64, "benchmark gpu");
+    let (mut wall, mut device) = (Vec::new(), Vec::new());
+    for i in 0..a.warmup + a.steps {
+        let t0 = Instant::now();
+        let timings = e.run_step().map_err(fail)?;
+        let ms = t0.elapsed().as_secs_f64() * 1e3;
+        if i >= a.warmup {
+            wall.push(ms);
+            device.extend(timings.total_ms());
+        }
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
     kernels.sort_by(|x, y| y.1.total_cmp(&x.1));
     let recurrence = Some(recurrence_floor(&e, cfg, batch.t, &kernels).map_err(fail)?);
     let replay = Some(bench_replay(a, &ctx, &e).map_err(fail)?);
@@ -178,7 +197,8 @@ fn bench_gpu(a: &BenchArgs, cfg: &Config, params: &Params<f32>, batch: &Batch) -
     }
     let first_loss = first_loss.unwrap_or(f64::NAN);
     let (precision, gemm_path) = (precision.name(), e.gemm_path().name());
-    Ok(Timed { wall, device, first_loss, breakdown: stages, kernels, recurrence, replay, precision, gemm_path })
+    let instrumented = Some((timed_wall, timed_device));
+    Ok(Timed { wall, device, first_loss, breakdown: stages, kernels, recurrence, replay, instrumented, precision, gemm_path })
 }
 
 /// The same step recorded once, then replayed `warmup + steps` times: wall
@@ -188,7 +208,7 @@ fn bench_replay(
     ctx: &crate::vk::Context,
     e: &crate::vk::engine::Engine,
 ) -> Result<(Vec<f64>, Vec<f64>), crate::vk::VkError> {
-    let mut seq = crate::vk::Sequence::new(ctx)?;
+    let mut seq = crate::vk::Sequence::with_timing(ctx, crate::vk::Timing::Span)?;
     e.record_step(&mut seq)?;
     seq.end()?;
     let (mut wall, mut device) = (Vec::new(), Vec::new());
@@ -285,6 +305,8 @@ fn summary(engine: &str, t: &mut Timed, tokens: f64) -> serde_json::Value {
         "recurrence": t.recurrence,
         "replay_median_ms": t.replay.as_mut().map(|r| percentiles(&mut r.0).0),
         "replay_device_median_ms": t.replay.as_mut().filter(|r| !r.1.is_empty()).map(|r| percentiles(&mut r.1).0),
+        "instrumented_median_ms": t.instrumented.as_mut().map(|r| percentiles(&mut r.0).0),
+        "instrumented_device_median_ms": t.instrumented.as_mut().filter(|r| !r.1.is_empty()).map(|r| percentiles(&mut r.1).0),
     })
 }
 
@@ -353,6 +375,12 @@ fn print(v: &serde_json::Value, breakdown: bool) {
         if let Some(r) = e["replay_median_ms"].as_f64() {
             let dev = e["replay_device_median_ms"].as_f64().map_or(String::new(), |d| format!(", device {d:.3} ms"));
             println!("  {} replayed (recorded once): median {r:.3} ms/step{dev}", e["engine"].as_str().unwrap_or("?"));
+        }
+        if let Some(r) = e["instrumented_median_ms"].as_f64() {
+            let dev = e["instrumented_device_median_ms"]
+                .as_f64()
+                .map_or(String::new(), |d| format!(", device {d:.3} ms (sum of the dispatches)"));
+            println!("  {} timed per kernel: median {r:.3} ms/step{dev}", e["engine"].as_str().unwrap_or("?"));
         }
         if let Some(r) = e.get("recurrence").filter(|r| !r.is_null()) {
             let floor = match (r["barrier_us"].as_f64(), r["floor_ms"].as_f64()) {

@@ -117,6 +117,9 @@ pub(crate) struct Inner {
     /// How long a submit may take: a software device (lavapipe) runs a `bench`
     /// step in minutes, a GPU in milliseconds.
     pub fence_timeout_s: u64,
+    /// How long a submit's wait polls its fence before it sleeps in the
+    /// driver: zero on a software device, whose work runs on the same cores.
+    pub fence_spin: std::time::Duration,
     counters: Box<Counters>,
     /// What finished sequences leave for the next ones (command pool and
     /// buffer, fence, timestamp pool, descriptor pools): creating and
@@ -336,6 +339,11 @@ impl Context {
             limits: picked.limits.clone(),
             timestamp_period: picked.timestamps.then_some(picked.timestamp_period as f64),
             fence_timeout_s: if picked.device_type == vk::PhysicalDeviceType::CPU { 3600 } else { 300 },
+            fence_spin: if picked.device_type == vk::PhysicalDeviceType::CPU {
+                std::time::Duration::ZERO
+            } else {
+                std::time::Duration::from_millis(20)
+            },
             counters,
             recycled: Mutex::new(Vec::new()),
         };

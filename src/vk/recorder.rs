@@ -23,9 +23,25 @@ const DESCRIPTORS_PER_SET: u32 = 24;
 /// Per-dispatch device times of a finished sequence.
 #[derive(Clone, Debug, Default)]
 pub struct Timings {
-    /// `(label, nanoseconds)`; `None` when the device has no timestamps or the
-    /// dispatch was past the timed capacity.
+    /// `(label, nanoseconds)`; `None` when the device has no timestamps, the
+    /// dispatch was past the timed capacity, or the sequence was timed as a
+    /// whole ([`Timing::Span`]).
     pub dispatches: Vec<(String, Option<f64>)>,
+    /// Nanoseconds from the sequence's first command to its last, for a
+    /// sequence timed as a whole.
+    pub span_ns: Option<f64>,
+}
+
+/// How a sequence is timed on the device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Timing {
+    /// A timestamp before and after every dispatch: the per-kernel
+    /// breakdown. Each pair waits for its dispatch to finish, so dispatches
+    /// that do not depend on each other cannot overlap.
+    PerDispatch,
+    /// One timestamp at the start and one at the end, as CUDA events around a
+    /// graph: nothing is serialized that the barriers do not serialize.
+    Span,
 }
 
 /// The kernel a dispatch label names, for per-kernel sums:
@@ -57,10 +73,14 @@ impl Timings {
         out
     }
 
-    /// Sum of the timed dispatches, in milliseconds (`None` if none was timed).
+    /// Sum of the timed dispatches, in milliseconds, or for a sequence timed
+    /// as a whole its span (`None` if nothing was timed).
     pub fn total_ms(&self) -> Option<f64> {
         let timed: Vec<f64> = self.dispatches.iter().filter_map(|d| d.1).collect();
-        (!timed.is_empty()).then(|| timed.iter().sum::<f64>() / 1e6)
+        if timed.is_empty() {
+            return self.span_ns.map(|ns| ns / 1e6);
+        }
+        Some(timed.iter().sum::<f64>() / 1e6)
     }
 }
 
@@ -95,13 +115,20 @@ pub struct Sequence<'a> {
     /// dispatched many times on the same buffers (a recurrence) reuses one.
     sets: HashMap<(vk::DescriptorSetLayout, Vec<vk::Buffer>), vk::DescriptorSet>,
     submitted: bool,
+    timing: Timing,
     /// Recording ended ([`Sequence::end`]): the buffer can be submitted again and again.
     ended: bool,
     _buffers: PhantomData<&'a Buffer>,
 }
 
 impl<'a> Sequence<'a> {
+    /// A sequence timed per dispatch ([`Timing::PerDispatch`]).
     pub fn new(ctx: &Context) -> VkResult<Sequence<'a>> {
+        Self::with_timing(ctx, Timing::PerDispatch)
+    }
+
+    /// A sequence timed as `timing` says.
+    pub fn with_timing(ctx: &Context, timing: Timing) -> VkResult<Sequence<'a>> {
         let inner = ctx.inner.clone();
         let mut s = Sequence {
             inner,
@@ -118,6 +145,7 @@ impl<'a> Sequence<'a> {
             kernels: Vec::new(),
             sets: HashMap::new(),
             submitted: false,
+            timing: Timing::PerDispatch,
             ended: false,
             _buffers: PhantomData,
         };
@@ -180,8 +208,12 @@ impl<'a> Sequence<'a> {
                 .map_err(call("vkBeginCommandBuffer"))?;
             if s.queries != vk::QueryPool::null() {
                 d.cmd_reset_query_pool(s.cmd, s.queries, 0, 2 * MAX_TIMED);
+                if timing == Timing::Span {
+                    d.cmd_write_timestamp(s.cmd, vk::PipelineStageFlags::TOP_OF_PIPE, s.queries, 0);
+                }
             }
         }
+        s.timing = timing;
         Ok(s)
     }
 
@@ -390,7 +422,8 @@ impl<'a> Sequence<'a> {
             self.access(b.handle, cs, r, w, &mut list);
         }
         self.barrier(cs, &list);
-        let slot = (self.timed < MAX_TIMED && self.queries != vk::QueryPool::null()).then_some(self.timed);
+        let per_dispatch = self.timing == Timing::PerDispatch && self.queries != vk::QueryPool::null();
+        let slot = (per_dispatch && self.timed < MAX_TIMED).then_some(self.timed);
         let d = &self.inner.device;
         // SAFETY: a fresh set is written before any command uses it, a reused
         // one already holds exactly these buffers (the cache key); the command
@@ -501,8 +534,15 @@ impl<'a> Sequence<'a> {
             self.access(b, host, vk::AccessFlags::HOST_READ, vk::AccessFlags::empty(), &mut list);
         }
         self.barrier(host, &list);
-        // SAFETY: the command buffer is recording and is ended once (`ended`).
-        unsafe { self.inner.device.end_command_buffer(self.cmd).map_err(call("vkEndCommandBuffer"))? };
+        // SAFETY: the command buffer is recording and is ended once (`ended`);
+        // query 1 was reset at the start and is written once.
+        unsafe {
+            if self.timing == Timing::Span && self.queries != vk::QueryPool::null() {
+                let bottom = vk::PipelineStageFlags::BOTTOM_OF_PIPE;
+                self.inner.device.cmd_write_timestamp(self.cmd, bottom, self.queries, 1);
+            }
+            self.inner.device.end_command_buffer(self.cmd).map_err(call("vkEndCommandBuffer"))?
+        };
         self.ended = true;
         Ok(())
     }
@@ -530,6 +570,17 @@ impl<'a> Sequence<'a> {
             self.submitted = true;
             drop(queue);
             let timeout_s = self.inner.fence_timeout_s;
+            // Poll first, as CUDA's synchronize does by default: a thread
+            // woken from vkWaitForFences can add tens of microseconds to a
+            // step of a few milliseconds. Past `fence_spin` (zero on a
+            // software device) it sleeps in the driver.
+            let spin_until = std::time::Instant::now() + self.inner.fence_spin;
+            while std::time::Instant::now() < spin_until {
+                if d.get_fence_status(self.fence).map_err(call("vkGetFenceStatus"))? {
+                    break;
+                }
+                std::hint::spin_loop();
+            }
             match d.wait_for_fences(&[self.fence], true, timeout_s * 1_000_000_000) {
                 Ok(()) => {}
                 Err(vk::Result::TIMEOUT) => {
@@ -538,8 +589,10 @@ impl<'a> Sequence<'a> {
                 Err(e) => return Err(call("vkWaitForFences")(e)),
             }
         }
-        let mut stamps = vec![0u64; 2 * self.timed as usize];
-        if self.timed > 0 {
+        let span = self.timing == Timing::Span && self.queries != vk::QueryPool::null();
+        let written = if span { 2 } else { 2 * self.timed as usize };
+        let mut stamps = vec![0u64; written];
+        if written > 0 {
             // SAFETY: the fence signalled, so every written query is available.
             unsafe {
                 d.get_query_pool_results(
@@ -563,7 +616,8 @@ impl<'a> Sequence<'a> {
                 (label.clone(), ns)
             })
             .collect();
-        Ok(Timings { dispatches })
+        let span_ns = span.then(|| stamps[1].wrapping_sub(stamps[0]) as f64 * period);
+        Ok(Timings { dispatches, span_ns })
     }
 }
 

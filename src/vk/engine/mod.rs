@@ -31,7 +31,7 @@ use crate::dataset::Batch;
 use crate::model::{Config, Params};
 use crate::vk::kernel::KernelSpec;
 use crate::vk::ops::{self, GemmChoice, GemmPath, GemmShape, MatRef, Precision};
-use crate::vk::{Buffer, Context, Sequence, Timings, VkError, VkResult};
+use crate::vk::{Buffer, Context, Sequence, Timing, Timings, VkError, VkResult};
 use kernels::*;
 use workspace::LayerBufs;
 
@@ -171,6 +171,9 @@ pub struct Engine {
     /// `DUALSCOPE_WAVE=0`: the layers' recurrences one after the other even
     /// where a wavefront kernel could run them together.
     wave_off: bool,
+    /// How a step's sequence is timed: per dispatch (the breakdowns) or as
+    /// a whole (`train`, the benchmark's headline figures).
+    timing: Timing,
     fault: Option<Fault>,
     ws: Option<Workspace>,
 }
@@ -239,6 +242,7 @@ impl Engine {
             fallback: None,
             recurrence_product_f32: std::env::var("DUALSCOPE_RECURRENCE_PRODUCT").is_ok_and(|v| v.trim() == "f32"),
             wave_off: std::env::var("DUALSCOPE_WAVE").is_ok_and(|v| v.trim() == "0"),
+            timing: Timing::PerDispatch,
             fault: None,
             ws: None,
         };
@@ -554,6 +558,13 @@ impl Engine {
     }
 
     /// Plants a bug of the fault catalogue (None: the correct engine).
+    /// How the steps' sequences are timed from here on: [`Timing::Span`]
+    /// leaves the per-stage and per-kernel times out, and with them the
+    /// waits that per-dispatch timestamps put between independent dispatches.
+    pub fn set_timing(&mut self, timing: Timing) {
+        self.timing = timing;
+    }
+
     pub fn set_fault(&mut self, fault: Option<Fault>) {
         self.fault = fault;
     }
@@ -1228,7 +1239,7 @@ impl Engine {
     /// optimizer) in one submit, with each stage's device milliseconds.
     pub fn run_staged(&self, optim: bool) -> VkResult<Staged> {
         let t0 = std::time::Instant::now();
-        let mut seq = Sequence::new(&self.ctx)?;
+        let mut seq = Sequence::with_timing(&self.ctx, self.timing)?;
         let t1 = std::time::Instant::now();
         let ranges = self.record_staged(&mut seq, optim)?;
         let t2 = std::time::Instant::now();
