@@ -1,7 +1,9 @@
 #version 450
-// AdamW (torch.optim.AdamW, single-tensor path) over one parameter tensor at
-// off0 .. off0+n of the flat buffers, unless the guard skipped the step.
-// flag = 1: decoupled weight decay (2-D weights except the embedding).
+// AdamW (torch.optim.AdamW, single-tensor path) over elements off0 .. off0+n
+// of the flat buffers (every parameter tensor in one dispatch), unless the
+// guard skipped the step. Decoupled weight decay (2-D weights except the
+// embedding) applies inside the runs the decay table lists: dr[0] runs, run
+// r covering [dr[1 + 2r], dr[2 + 2r]) of the flat buffers.
 // k is the step about to be taken (the finish step increments the counter).
 #include "model.glsl"
 layout(local_size_x = 256) in;
@@ -10,6 +12,7 @@ layout(std430, binding = 1) buffer P { float p[]; };
 layout(std430, binding = 2) readonly buffer G { float g[]; };
 layout(std430, binding = 3) buffer M { float m[]; };
 layout(std430, binding = 4) buffer Vs { float v[]; };
+layout(std430, binding = 5) readonly buffer Decay { uint dr[]; };
 
 // β^k by repeated squaring: about log2(k) roundings.
 float powk(float beta, uint k) {
@@ -34,7 +37,9 @@ void main() {
         uint j = pc.off0 + i;
         float gj = g[j];
         float pj = p[j];
-        if (pc.flag == 1u) pj *= decay;
+        bool decays = false;
+        for (uint r = 0u; r < dr[0]; ++r) decays = decays || (j >= dr[1u + 2u * r] && j < dr[2u + 2u * r]);
+        if (decays) pj *= decay;
         float mj = m[j] + (1.0 - b1) * (gj - m[j]);
         float vj = v[j] * b2 + (1.0 - b2) * gj * gj;
         m[j] = mj;

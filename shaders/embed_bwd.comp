@@ -1,31 +1,56 @@
 #version 450
-// Embedding gradient as a deterministic scatter-add: one invocation per
-// (token value x, feature i) sums d_emb over the positions holding x, in a
-// fixed order (eight interleaved running sums, then a fixed tree).
-// csr: V+1 starts, then the positions grouped by token value.
-// Writes grads[off0 + x·D + i] (all of E's gradient; unused tokens get 0).
+// Embedding gradient as a deterministic scatter-add in two passes over the
+// position lists of the batch (csr, built by the host):
+//   csr[0 .. V]            first position-list index of each token value (V+1);
+//   csr[V+1 .. V+1+R)      the positions, grouped by token value;
+//   csr[V+1+R .. 2V+2+R)   first chunk of each token value (V+1): token x's
+//                          list is cut into chunks of EMB_CHUNK positions.
+// flag 0, one invocation per (chunk c, feature i): the sum of d_emb over the
+//   chunk's positions, in list order, into part[c·D + i];
+// flag 1, one invocation per (token value x, feature i): the sum of x's chunk
+//   sums in chunk order into grads[off0 + x·D + i] (0 for an unused value).
+// Every sum has a fixed order. Cutting the lists keeps a frequent byte (a
+// space: thousands of positions) from leaving a few invocations to walk all
+// of them while the rest of the device idles.
 #extension GL_EXT_control_flow_attributes : require
 #include "model.glsl"
+#define EMB_CHUNK 32u
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer Csr { uint csr[]; };
 layout(std430, binding = 1) readonly buffer DEmb { float d_emb[]; };
-layout(std430, binding = 2) writeonly buffer G { float g[]; };
+layout(std430, binding = 2) buffer Part { float part[]; };
+layout(std430, binding = 3) writeonly buffer G { float g[]; };
 
 void main() {
-    uint idx = gl_GlobalInvocationID.x;
-    if (idx >= pc.V * pc.D) return;
-    uint x = idx / pc.D;
-    uint i = idx - x * pc.D;
-    // Eight running sums, position k going to sum k % 8, so that eight loads
-    // are in flight at once (a frequent byte has thousands of positions);
-    // they are added in a fixed order at the end.
-    float acc[8];
-    for (uint q = 0u; q < 8u; ++q) acc[q] = 0.0;
-    uint lo = csr[x], hi = csr[x + 1u];
-    uint k = lo;
-    for (; k + 8u <= hi; k += 8u) {
-        [[unroll]] for (uint q = 0u; q < 8u; ++q) acc[q] += d_emb[csr[pc.V + 1u + k + q] * pc.D + i];
+    uint rows = pc.T * pc.B;
+    uint chunk0 = pc.V + 1u + rows; // where the chunk starts begin
+    FOR_EACH(idx, pc.n) {
+        uint outer = idx / pc.D;
+        uint i = idx - outer * pc.D;
+        if (pc.flag == 0u) {
+            uint c = outer;
+            if (c >= csr[chunk0 + pc.V]) continue;
+            // The token value whose chunks hold c: the last x with start <= c.
+            uint lo_x = 0u, hi_x = pc.V;
+            while (hi_x - lo_x > 1u) {
+                uint mid = (lo_x + hi_x) / 2u;
+                if (csr[chunk0 + mid] <= c) lo_x = mid; else hi_x = mid;
+            }
+            uint x = lo_x;
+            uint p0 = csr[x] + (c - csr[chunk0 + x]) * EMB_CHUNK;
+            uint p1 = min(csr[x + 1u], p0 + EMB_CHUNK);
+            float acc[4] = float[4](0.0, 0.0, 0.0, 0.0);
+            uint k = p0;
+            for (; k + 4u <= p1; k += 4u) {
+                [[unroll]] for (uint q = 0u; q < 4u; ++q) acc[q] += d_emb[csr[pc.V + 1u + k + q] * pc.D + i];
+            }
+            for (uint q = 0u; k < p1; ++k, ++q) acc[q] += d_emb[csr[pc.V + 1u + k] * pc.D + i];
+            part[c * pc.D + i] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+        } else {
+            uint x = outer;
+            float s = 0.0;
+            for (uint c = csr[chunk0 + x]; c < csr[chunk0 + x + 1u]; ++c) s += part[c * pc.D + i];
+            g[pc.off0 + idx] = s;
+        }
     }
-    for (uint q = 0u; k < hi; ++k, ++q) acc[q] += d_emb[csr[pc.V + 1u + k] * pc.D + i];
-    g[pc.off0 + idx] = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }

@@ -29,6 +29,18 @@ fn batch(seed: u64, lens: &[usize]) -> Batch {
     Batch::from_rows(&rows).unwrap()
 }
 
+/// Rows of mostly spaces, with a few letters: one byte value at most positions.
+fn skewed(seed: u64, lens: &[usize]) -> Batch {
+    let mut rng = Rng::new(seed);
+    let rows: Vec<Vec<u8>> = lens
+        .iter()
+        .map(|&n| {
+            (0..n).map(|_| if rng.next_u64() % 5 < 4 { b' ' } else { b'a' + (rng.next_u64() % 6) as u8 }).collect()
+        })
+        .collect();
+    Batch::from_rows(&rows).unwrap()
+}
+
 /// A config whose widths divide nothing: H = 13, A = 6 over 3 heads, W = 4.
 fn odd() -> Config {
     Config { vocab: 256, d_embed: 7, hidden: 13, layers: 2, attn_dim: 6, heads: 3, window: 4, batch: 3, seq_len: 11 }
@@ -39,14 +51,19 @@ fn every_trace_tensor_matches_the_cpu() {
     let test = "every_trace_tensor_matches_the_cpu";
     let Some(ctx) = context(test) else { return };
     let ctx = Arc::new(ctx);
-    for (cfg, lens, cap) in
-        [(odd(), vec![12, 5, 2], None), (Config::tiny(), vec![8, 8], Some(0.05)), (odd(), vec![3], None)]
-    {
+    let cases = [
+        (odd(), batch(3, &[12, 5, 2]), None, "rows of 12, 5, 2"),
+        (Config::tiny(), batch(3, &[8, 8]), Some(0.05), "rows of 8, 8"),
+        (odd(), batch(3, &[3]), None, "one row of 3"),
+        // The embedding gradient's position lists cut into chunks of 32:
+        // a byte at about 200 positions, others at a handful or none.
+        (odd(), skewed(5, &[160, 97]), None, "mostly spaces"),
+    ];
+    for (cfg, b, cap, what) in cases {
         let params = Params::<f32>::init(&cfg, 7);
-        let b = batch(3, &lens);
         let opts = StepOptions { token_cap: cap, ..Default::default() };
         let mut e = Engine::new(&ctx, &cfg, &params, &opts, &LossScale::fixed(), GemmPath::TiledF32).unwrap();
-        assert_matches_cpu(&mut e, &cfg, &params, &b, cap, &format!("{lens:?}, cap {cap:?}"));
+        assert_matches_cpu(&mut e, &cfg, &params, &b, cap, &format!("{what}, cap {cap:?}"));
     }
     assert_clean(&ctx, test);
 }

@@ -198,7 +198,18 @@ fn bench_gpu(a: &BenchArgs, cfg: &Config, params: &Params<f32>, batch: &Batch) -
     let first_loss = first_loss.unwrap_or(f64::NAN);
     let (precision, gemm_path) = (precision.name(), e.gemm_path().name());
     let instrumented = Some((timed_wall, timed_device));
-    Ok(Timed { wall, device, first_loss, breakdown: stages, kernels, recurrence, replay, instrumented, precision, gemm_path })
+    Ok(Timed {
+        wall,
+        device,
+        first_loss,
+        breakdown: stages,
+        kernels,
+        recurrence,
+        replay,
+        instrumented,
+        precision,
+        gemm_path,
+    })
 }
 
 /// The same step recorded once, then replayed `warmup + steps` times: wall

@@ -87,13 +87,14 @@ macro_rules! spec {
 
 // Element-wise kernels: 256 items per workgroup (grid-stride past the limit).
 spec!(EMBED_FWD, "embed_fwd", EMBED_FWD, [R, R, W], 256);
-spec!(EMBED_BWD, "embed_bwd", EMBED_BWD, [R, R, RW], 256);
+spec!(EMBED_BWD, "embed_bwd", EMBED_BWD, [R, R, RW, W], 256);
 spec!(BIAS_ADD, "bias_add", BIAS_ADD, [R, RW], 256);
 spec!(ADD, "add", ADD, [R, R, W], 256);
 spec!(TRANSPOSE, "transpose", TRANSPOSE, [R, W], 256);
-spec!(TOKEN_GUARD, "token_guard", TOKEN_GUARD, [R, R, W, W, RW], 256);
+// Four positions per workgroup.
+spec!(TOKEN_GUARD, "token_guard", TOKEN_GUARD, [R, R, W, W, RW], 4);
 spec!(SCALE_GRADS, "scale_grads", SCALE_GRADS, [R, RW], 256);
-spec!(ADAMW, "adamw", ADAMW, [R, RW, R, RW, RW], 256);
+spec!(ADAMW, "adamw", ADAMW, [R, RW, R, RW, RW, R], 256);
 // Column sums, pass 2: one invocation per column adds the chunks' sums.
 spec!(COL_SUM_FINAL, "col_sum_final", COL_SUM_FINAL, [R, W], 256);
 // One workgroup per row of logits.

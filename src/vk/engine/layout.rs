@@ -45,6 +45,19 @@ impl ParamLayout {
         self.get(name).unwrap_or_else(|| panic!("no parameter {name}")).offset
     }
 
+    /// The ranges of the flat buffers where weight decay applies, adjacent
+    /// decaying tensors merged.
+    pub fn decay_runs(&self) -> Vec<std::ops::Range<usize>> {
+        let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
+        for e in self.entries.iter().filter(|e| e.decays) {
+            match runs.last_mut() {
+                Some(r) if r.end == e.offset => r.end = e.offset + e.len,
+                _ => runs.push(e.offset..e.offset + e.len),
+            }
+        }
+        runs
+    }
+
     pub fn flatten(&self, p: &Params<f32>) -> Vec<f32> {
         let mut out = Vec::with_capacity(self.total);
         for t in p.tensors() {
@@ -57,5 +70,28 @@ impl ParamLayout {
     pub fn unflatten(&self, cfg: &Config, flat: &[f32]) -> Params<f32> {
         let mut it = self.entries.iter().map(|e| Tensor::from_vec(&e.shape, flat[e.offset..e.offset + e.len].to_vec()));
         Params::from_iter_canonical(cfg, &mut it)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The decay runs cover exactly the decaying tensors' elements.
+    #[test]
+    fn decay_runs_cover_the_decaying_tensors() {
+        for cfg in [Config::tiny(), Config::small(), Config::bench()] {
+            let l = ParamLayout::new(&cfg);
+            let runs = l.decay_runs();
+            let mut covered = vec![false; l.total];
+            for r in &runs {
+                covered[r.clone()].iter_mut().for_each(|c| *c = true);
+            }
+            for e in &l.entries {
+                assert!(covered[e.offset..e.offset + e.len].iter().all(|&c| c == e.decays), "{}", e.name);
+            }
+            assert!(runs.windows(2).all(|w| w[0].end < w[1].start), "{runs:?}");
+            assert!(l.entries.iter().any(|e| e.decays) && l.entries.iter().any(|e| !e.decays));
+        }
     }
 }

@@ -154,6 +154,9 @@ pub struct Engine {
     m: Buffer,
     v: Buffer,
     state: Buffer,
+    /// The runs of the flat buffers that AdamW's weight decay applies to
+    /// (`u32`: the count, then start and end of each; see adamw.comp).
+    decay_runs: Buffer,
     opts: StepOptions,
     path: GemmPath,
     recurrence: Recurrence,
@@ -225,6 +228,7 @@ impl Engine {
         let layout = ParamLayout::new(cfg);
         let n = layout.total;
         u(n, "parameter count")?;
+        let decay_runs = layout.decay_runs();
         let e = Engine {
             ctx: ctx.clone(),
             cfg: cfg.clone(),
@@ -233,6 +237,7 @@ impl Engine {
             m: Buffer::device_f32(ctx, "adam.m", n)?,
             v: Buffer::device_f32(ctx, "adam.v", n)?,
             state: Buffer::device_f32(ctx, "step.state", st::WORDS)?,
+            decay_runs: Buffer::device_f32(ctx, "adamw.decay_runs", 1 + 2 * decay_runs.len())?,
             layout,
             opts: *opts,
             path,
@@ -252,6 +257,10 @@ impl Engine {
         e.write_flat(FlatBuf::M, &zeros)?;
         e.write_flat(FlatBuf::V, &zeros)?;
         e.write_state(scale, 0, 0)?;
+        let words: Vec<u32> = std::iter::once(decay_runs.len() as u32)
+            .chain(decay_runs.iter().flat_map(|r| [r.start as u32, r.end as u32]))
+            .collect();
+        e.upload(&e.decay_runs, 0, &words.iter().map(|&w| f32::from_bits(w)).collect::<Vec<_>>())?;
         Ok(e)
     }
 
@@ -1072,8 +1081,14 @@ impl Engine {
                 }
             }
             Stage::EmbedBwd => {
-                let p = ModelPush { off0: self.off("embed.weight") as u32, ..base };
-                self.run(seq, &EMBED_BWD, &[&ws.csr, &ws.d_emb, gb], &p, v * d, "embed_bwd")?;
+                // Chunk sums of the position lists, then each token value's
+                // chunks added in order (embed_bwd.comp).
+                let bufs = [&ws.csr, &ws.d_emb, &ws.emb_part, gb];
+                let chunks = workspace::emb_chunks_max(rows, v) * d;
+                let p = ModelPush { n: u(chunks, "n")?, flag: 0, ..base };
+                self.run(seq, &EMBED_BWD, &bufs, &p, chunks, "embed_bwd chunks")?;
+                let p = ModelPush { n: u(v * d, "n")?, flag: 1, off0: self.off("embed.weight") as u32, ..base };
+                self.run(seq, &EMBED_BWD, &bufs, &p, v * d, "embed_bwd")?;
             }
             Stage::Optim => {
                 self.record_unscale_and_norm(seq)?;
@@ -1081,11 +1096,9 @@ impl Engine {
                 let p = ModelPush { flag: 1, n, ..base };
                 self.run(seq, &SCALE_GRADS, &[&self.state, gb], &p, self.layout.total, "clip")?;
                 self.record_norm(seq, state_op::POST_CLIP)?;
-                for e in &self.layout.entries {
-                    let p = ModelPush { off0: e.offset as u32, n: e.len as u32, flag: e.decays as u32, ..base };
-                    let bufs = [&self.state, pb, gb, &self.m, &self.v];
-                    self.run(seq, &ADAMW, &bufs, &p, e.len, &format!("adamw {}", e.name))?;
-                }
+                let p = ModelPush { off0: 0, n, ..base };
+                let bufs = [&self.state, pb, gb, &self.m, &self.v, &self.decay_runs];
+                self.run(seq, &ADAMW, &bufs, &p, self.layout.total, "adamw")?;
                 let p = ModelPush { flag: state_op::FINISH, ..base };
                 self.run(seq, &STATE, &[&self.state, &ws.partials], &p, 1, "state finish")?;
             }

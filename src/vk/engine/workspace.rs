@@ -42,8 +42,11 @@ pub struct Workspace {
     pub tokens: Buffer,
     pub targets: Buffer,
     pub mask: Buffer,
-    /// V+1 starts, then the positions grouped by input token (embedding gradient).
+    /// V+1 starts, then the positions grouped by input token, then V+1
+    /// first chunks of [`EMB_CHUNK`] positions (embedding gradient).
     pub csr: Buffer,
+    /// The embedding gradient's chunk sums, [chunks, d_embed].
+    pub emb_part: Buffer,
     pub emb: Buffer,
     pub layers: Vec<LayerBufs>,
     pub q: Buffer,
@@ -122,6 +125,16 @@ pub fn scratch_len_for(cfg: &Config, rows: usize, b: usize, path: GemmPath) -> u
     gemm.max(sums).max(1)
 }
 
+/// Positions per chunk of the embedding gradient's position lists
+/// (`EMB_CHUNK` in embed_bwd.comp).
+pub const EMB_CHUNK: usize = 32;
+
+/// Chunks of the embedding gradient's position lists at most: every token
+/// value's list rounds up to whole chunks.
+pub fn emb_chunks_max(rows: usize, vocab: usize) -> usize {
+    rows.div_ceil(EMB_CHUNK) + vocab
+}
+
 /// Bytes of device memory a workspace of `rows` positions takes.
 pub fn workspace_bytes(cfg: &Config, rows: usize) -> u64 {
     let (d, h, a, v) = (cfg.d_embed, cfg.hidden, cfg.attn_dim, cfg.vocab);
@@ -137,7 +150,8 @@ pub fn workspace_bytes(cfg: &Config, rows: usize) -> u64 {
         + 3 * a
         + h
         + d;
-    (rows as u64 * per_row as u64 + 4 * rows as u64 + v as u64 + scratch_len(cfg, rows, 0) as u64) * 4
+    let emb = emb_chunks_max(rows, v) * d + 2 * (v + 1);
+    (rows as u64 * per_row as u64 + 4 * rows as u64 + emb as u64 + scratch_len(cfg, rows, 0) as u64) * 4
 }
 
 impl Workspace {
@@ -192,7 +206,8 @@ impl Workspace {
             tokens: up("batch.tokens", rows)?,
             targets: up("batch.targets", rows)?,
             mask: up("batch.mask", rows)?,
-            csr: up("batch.csr", v + 1 + rows)?,
+            csr: up("batch.csr", 2 * (v + 1) + rows)?,
+            emb_part: dev("embed.chunk_sums", emb_chunks_max(rows, v) * d)?,
             emb: dev("embed.out", rows * d)?,
             layers,
             q: dev("ctx.q", rows * a)?,
@@ -254,7 +269,13 @@ impl Workspace {
             positions[fill[x] as usize] = row as u32;
             fill[x] += 1;
         }
-        let csr: Vec<f32> = counts.iter().chain(&positions).map(|&x| bits(x)).collect();
+        let mut chunks = vec![0u32; v + 1];
+        for x in 0..v {
+            let n = (counts[x + 1] - counts[x]) as usize;
+            chunks[x + 1] = chunks[x] + n.div_ceil(EMB_CHUNK) as u32;
+        }
+        debug_assert!(chunks[v] as usize <= emb_chunks_max(self.rows, v));
+        let csr: Vec<f32> = counts.iter().chain(&positions).chain(&chunks).map(|&x| bits(x)).collect();
         self.tokens.write_f32(0, &tokens)?;
         self.targets.write_f32(0, &targets)?;
         self.mask.write_f32(0, &mask)?;
