@@ -79,7 +79,8 @@ struct Timed {
     /// Device milliseconds per step (GPU timestamps), when the device has them.
     device: Vec<f64>,
     first_loss: f64,
-    /// Mean milliseconds per step by phase (CPU) or by stage and by kernel (GPU).
+    /// Milliseconds per step by phase (CPU: mean) or by stage and by kernel
+    /// (GPU: median over the steps).
     breakdown: Vec<(String, f64)>,
     kernels: Vec<(String, f64)>,
     /// GPU: how the recurrences ran, and their floor (see `recurrence_floor`).
@@ -145,35 +146,49 @@ fn bench_gpu(a: &BenchArgs, cfg: &Config, params: &Params<f32>, batch: &Batch) -
     // Instrumented: every dispatch between timestamps, for the breakdowns.
     let pb = progress((a.warmup + a.steps) as u64, "benchmark gpu (per kernel)");
     let (mut timed_wall, mut timed_device) = (Vec::new(), Vec::new());
-    let mut stages: Vec<(String, f64)> = Vec::new();
-    let mut kernels: Vec<(String, f64)> = Vec::new();
+    // Per stage and per kernel, each step's milliseconds: their medians are
+    // reported (a mean would carry the slow steps of a GPU still raising
+    // its clocks).
+    let mut stages: Vec<(String, Vec<f64>)> = Vec::new();
+    let mut kernels: Vec<(String, Vec<f64>)> = Vec::new();
+    let add =
+        |list: &mut Vec<(String, Vec<f64>)>, name: String, ms: f64| match list.iter_mut().find(|(n, _)| *n == name) {
+            Some(x) => x.1.push(ms),
+            None => list.push((name, vec![ms])),
+        };
     let mut first_loss = None;
-    for i in 0..a.warmup + a.steps {
+    // Warm-up: `--warmup` steps and at least a second, so that a GPU that
+    // idled has raised its clocks before anything is kept.
+    let warm_until = Instant::now() + std::time::Duration::from_secs(1);
+    for i in 0.. {
+        if i >= a.warmup && Instant::now() >= warm_until {
+            break;
+        }
+        e.run_step().map_err(fail)?;
+        first_loss.get_or_insert_with(|| e.report().map(|r| r.loss).unwrap_or(f64::NAN));
+        if i < a.warmup {
+            pb.inc(1);
+        }
+    }
+    for _ in 0..a.steps {
         let t0 = Instant::now();
         let (timings, per_stage) = e.run_step_staged().map_err(fail)?;
         let ms = t0.elapsed().as_secs_f64() * 1e3;
-        first_loss.get_or_insert_with(|| e.report().map(|r| r.loss).unwrap_or(f64::NAN));
-        if i >= a.warmup {
-            timed_wall.push(ms);
-            timed_device.extend(timings.total_ms());
-            for (s, ms) in per_stage {
-                let name = format!("{s:?}");
-                match stages.iter_mut().find(|(n, _)| *n == name) {
-                    Some(x) => x.1 += ms.unwrap_or(0.0) / a.steps as f64,
-                    None => stages.push((name, ms.unwrap_or(0.0) / a.steps as f64)),
-                }
-            }
-            for (k, ms) in timings.per_kernel_ms() {
-                let ms = ms / a.steps as f64;
-                match kernels.iter_mut().find(|(n, _)| *n == k) {
-                    Some(x) => x.1 += ms,
-                    None => kernels.push((k, ms)),
-                }
-            }
+        timed_wall.push(ms);
+        timed_device.extend(timings.total_ms());
+        for (s, ms) in per_stage {
+            add(&mut stages, format!("{s:?}"), ms.unwrap_or(0.0));
+        }
+        for (k, ms) in timings.per_kernel_ms() {
+            add(&mut kernels, k, ms);
         }
         pb.inc(1);
     }
     pb.finish_and_clear();
+    let median = |list: Vec<(String, Vec<f64>)>| -> Vec<(String, f64)> {
+        list.into_iter().map(|(n, mut xs)| (n, percentiles(&mut xs).0)).collect()
+    };
+    let (stages, mut kernels) = (median(stages), median(kernels));
     // The step as `train` runs it: recorded every step, timed as a whole.
     e.set_timing(crate::vk::Timing::Span);
     let pb = progress((a.warmup + a.steps) as u64, "benchmark gpu");
