@@ -52,7 +52,9 @@ const OPTIONAL: &[Variant] = &[
     ("gru_fwd_grid_cm", "gru_fwd_grid_cm.comp", &[]),
     ("gru_bwd_grid_cm", "gru_bwd_grid_cm.comp", &[]),
     ("gru_fwd_wave_cm", "gru_fwd_wave_cm.comp", &[]),
+    ("gru_fwd_wave_cm_nc", "gru_fwd_wave_cm.comp", &[("OPERANDS_NONCOHERENT", "1")]),
     ("gru_bwd_wave_cm", "gru_bwd_wave_cm.comp", &[]),
+    ("gru_bwd_wave_cm_nc", "gru_bwd_wave_cm.comp", &[("OPERANDS_NONCOHERENT", "1")]),
 ];
 
 fn main() {

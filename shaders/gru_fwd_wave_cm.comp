@@ -26,6 +26,16 @@
 // Parameter offsets: W_hh0 pc.off0, b_hh0 pc.off1, W_ih1 pc.off2, and (in
 // fields this kernel has no other use for) b_ih1 pc.A, W_hh1 pc.NH, b_hh1 pc.W.
 // flag 1: no arithmetic, only pc.n - 1 grid barriers (the residency check).
+//
+// OPERANDS_NONCOHERENT (the variant gru_fwd_wave_cm_nc): the products' loads
+// of h0s, h1s without `coherent`, so that they may be served through the
+// SM's L1. Only for B % 16 == 0 and H % 64 == 0 (Engine::wave_noncoherent):
+// then a workgroup's 16 rows all belong to the step it reads, whose values
+// were written and made available before the last grid barrier, and a row
+// (2H bytes) is whole 128-byte cache lines; so no line a load brings into L1
+// was there before its final value, and there is nothing stale to hit. With
+// B % 16 != 0 a row block reaches into steps not yet computed, whose lines a
+// load would cache before they are written (the B = 1 ladder failed so).
 #extension GL_GOOGLE_include_directive : enable
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -60,13 +70,21 @@ layout(std430, binding = 4) buffer H0 { float h0[]; };
 #define GRID_SYNC_BINDING 6
 #include "grid.glsl"
 layout(std430, binding = 7) coherent buffer H0s { float16_t h0s[]; };
+#ifdef OPERANDS_NONCOHERENT
+layout(std430, binding = 7) readonly buffer H0v { uvec4 h0v[]; };
+#else
 layout(std430, binding = 7) coherent buffer H0v { uvec4 h0v[]; };
+#endif
 layout(std430, binding = 8) writeonly buffer Gi1 { float gi1[]; };
 layout(std430, binding = 9) writeonly buffer Gh1 { float gh1[]; };
 layout(std430, binding = 10) writeonly buffer Gates1 { float gates1[]; };
 layout(std430, binding = 11) buffer H1 { float h1[]; };
 layout(std430, binding = 12) coherent buffer H1s { float16_t h1s[]; };
+#ifdef OPERANDS_NONCOHERENT
+layout(std430, binding = 12) readonly buffer H1v { uvec4 h1v[]; };
+#else
 layout(std430, binding = 12) coherent buffer H1v { uvec4 h1v[]; };
+#endif
 
 // Each subgroup's staging: first its weight tiles on their way into
 // registers ([column][16 k], 2 uvec4 per column, 96 per tile), then its

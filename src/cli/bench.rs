@@ -267,9 +267,21 @@ fn recurrence_floor(
     let measured: f64 = kernels.iter().filter(|(k, _)| k.contains("recurrence")).map(|(_, ms)| ms).sum();
     // The recurrent products: f32, or f16 on cooperative matrices (the mixed step's grid kernels).
     let product = if e.recurrence_on_coopmat() { "f16 coopmat" } else { "f32" };
+    // The wavefronts' operand loads (see Engine::wave_noncoherent).
+    let loads = |wave: bool, forward: bool| -> Result<serde_json::Value, crate::vk::VkError> {
+        let ws = e.workspace().ok_or_else(|| crate::vk::VkError::Invalid("no workspace".into()))?;
+        Ok(if !wave {
+            serde_json::Value::Null
+        } else if e.wave_noncoherent(ws, forward) {
+            json!("noncoherent")
+        } else {
+            json!("coherent")
+        })
+    };
     let mut v = json!({
         "mode": mode.name(),
         "product": product,
+        "wave_loads": {"forward": loads(e.forward_wave(), true)?, "backward": loads(e.backward_wave(), false)?},
         "recurrence_ms": measured,
         "fallback": e.recurrence_fallback()
     });
@@ -315,6 +327,25 @@ fn recurrence_floor(
             }
         }
         v["fwd_step_probe"] = serde_json::Value::Object(probe);
+        let parts = [
+            ("whole", 0u32),
+            ("no_operand_loads", 2),
+            ("no_products", 4),
+            ("no_stores", 8),
+            ("no_step_inputs", 16),
+            ("no_loads_no_products", 6),
+            ("products_only", 8 | 16),
+            ("barrier_only", 1),
+            ("noncoherent_operands", 32),
+        ];
+        let mut probe = serde_json::Map::new();
+        for (name, flag) in parts {
+            let mut xs: Vec<f64> = (0..5).filter_map(|_| e.probe_bwd_wave(flag).ok().flatten()).collect();
+            if !xs.is_empty() {
+                probe.insert(format!("{name}_us"), json!(percentiles(&mut xs).0 * 1e3 / (t + 1) as f64));
+            }
+        }
+        v["bwd_wave_probe"] = serde_json::Value::Object(probe);
     }
     Ok(v)
 }

@@ -223,6 +223,13 @@ pub static GRU_FWD_WAVE_CM: KernelSpec = KernelSpec {
     shared_bytes: 8 * 4 * 512 + 8 * 16 * 48 * 4,
     ..GRU_FWD_GRID_CM
 };
+/// `GRU_FWD_WAVE_CM` with its operands (the f16 copies) read without
+/// `coherent`, where that is safe (`Engine::wave_noncoherent`).
+pub static GRU_FWD_WAVE_CM_NC: KernelSpec = KernelSpec {
+    name: "gru_fwd_wave_cm_nc",
+    spirv: crate::vk::ops::optional(shaders::GRU_FWD_WAVE_CM_NC),
+    ..GRU_FWD_WAVE_CM
+};
 /// Both layers' backward in one dispatch, as a wavefront (layer 0 one step
 /// behind layer 1, its gradient from above `d_gi1 · W_ih1` computed in the
 /// kernel): T + 1 dependent intervals instead of 2T. Tiled as `GRU_BWD_GRID_CM`.
@@ -233,6 +240,13 @@ pub static GRU_BWD_WAVE_CM: KernelSpec = KernelSpec {
     // 8 subgroups' staging of 8 f16 tiles (16×16) and their 16×16 f32 partial sums.
     shared_bytes: 8 * 8 * 512 + 8 * 16 * 16 * 4,
     ..GRU_FWD_GRID_CM
+};
+/// `GRU_BWD_WAVE_CM` with its operands (the f16 copies) read without
+/// `coherent`, where that is safe (`Engine::wave_noncoherent`).
+pub static GRU_BWD_WAVE_CM_NC: KernelSpec = KernelSpec {
+    name: "gru_bwd_wave_cm_nc",
+    spirv: crate::vk::ops::optional(shaders::GRU_BWD_WAVE_CM_NC),
+    ..GRU_BWD_WAVE_CM
 };
 /// Rows and units of a workgroup of the cooperative-matrix grid kernels.
 pub const GRID_CM_TILE: usize = 16;

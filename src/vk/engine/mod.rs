@@ -174,6 +174,9 @@ pub struct Engine {
     /// `DUALSCOPE_WAVE=0`: the layers' recurrences one after the other even
     /// where a wavefront kernel could run them together.
     wave_off: bool,
+    /// `DUALSCOPE_WAVE_COHERENT=1`: the wavefronts' operand loads stay
+    /// `coherent` even where [`Engine::wave_noncoherent`] allows otherwise.
+    wave_coherent: bool,
     /// How a step's sequence is timed: per dispatch (the breakdowns) or as
     /// a whole (`train`, the benchmark's headline figures).
     timing: Timing,
@@ -247,6 +250,7 @@ impl Engine {
             fallback: None,
             recurrence_product_f32: std::env::var("DUALSCOPE_RECURRENCE_PRODUCT").is_ok_and(|v| v.trim() == "f32"),
             wave_off: std::env::var("DUALSCOPE_WAVE").is_ok_and(|v| v.trim() == "0"),
+            wave_coherent: std::env::var("DUALSCOPE_WAVE_COHERENT").is_ok_and(|v| v.trim() == "1"),
             timing: Timing::PerDispatch,
             fault: None,
             ws: None,
@@ -381,6 +385,17 @@ impl Engine {
     /// The same for the backward (`gru_bwd_wave_cm`).
     pub fn backward_wave(&self) -> bool {
         self.wave_fits(&GRU_BWD_WAVE_CM)
+    }
+
+    /// Whether the wavefront kernel of that direction runs and may read its
+    /// operands (the f16 copies) without `coherent` (`*_wave_cm_nc`, see
+    /// their headers): rows of whole 128-byte lines (H % 64 == 0) and,
+    /// forward, row blocks of one step each (B % 16 == 0). `DUALSCOPE_WAVE_COHERENT=1` keeps the
+    /// coherent loads everywhere.
+    pub fn wave_noncoherent(&self, ws: &Workspace, forward: bool) -> bool {
+        let wave = if forward { self.forward_wave() } else { self.backward_wave() };
+        let rows_ok = !forward || ws.b.is_multiple_of(GRID_CM_TILE);
+        wave && self.cfg.hidden.is_multiple_of(64) && rows_ok && !self.wave_coherent
     }
 
     fn wave_fits(&self, spec: &KernelSpec) -> bool {
@@ -929,7 +944,9 @@ impl Engine {
                         let (p, bufs, groups) = self.wave_fwd_args(ws)?;
                         let intervals = (0..=ws.t).map(|t| (t, 1));
                         let label = "gru.l0 fwd recurrence, wavefront with l1";
-                        self.record_grid(seq, (&GRU_FWD_WAVE_CM, groups), &bufs, &p, intervals, label)?;
+                        let nc = self.wave_noncoherent(ws, true);
+                        let spec = if nc { &GRU_FWD_WAVE_CM_NC } else { &GRU_FWD_WAVE_CM };
+                        self.record_grid(seq, (spec, groups), &bufs, &p, intervals, label)?;
                         continue;
                     }
                     if self.recurrence != Recurrence::Seq && !seq_fault {
@@ -1029,7 +1046,9 @@ impl Engine {
                     let (p, bufs, groups) = self.wave_bwd_args(ws)?;
                     let intervals = (0..=ws.t).map(|t| (t, 1));
                     let label = "gru.l1 bwd recurrence, wavefront with l0";
-                    self.record_grid(seq, (&GRU_BWD_WAVE_CM, groups), &bufs, &p, intervals, label)?;
+                    let nc = self.wave_noncoherent(ws, false);
+                    let spec = if nc { &GRU_BWD_WAVE_CM_NC } else { &GRU_BWD_WAVE_CM };
+                    self.record_grid(seq, (spec, groups), &bufs, &p, intervals, label)?;
                 }
                 for l in (0..cfg.layers).rev() {
                     let lb = &ws.layers[l];
@@ -1176,6 +1195,28 @@ impl Engine {
         if self.read_state()?[st::GRID_FAIL] != 0 {
             return Err(VkError::Invalid("the grid barrier gave up waiting: workgroups not resident at once".into()));
         }
+        Ok(t.dispatches.last().and_then(|d| d.1).map(|ns| ns / 1e6))
+    }
+
+    /// Device milliseconds of the backward wavefront over the workspace's
+    /// T + 1 intervals with parts switched off by `flag` (gru_bwd_wave_cm:
+    /// bits 2, 4, 8, 16: no operand loads, no products, no stores, no step
+    /// inputs; 32: on the kernel variant whose operand loads are not
+    /// `coherent`). A timing probe: what it writes is meaningless. `None` where
+    /// the step has no backward wavefront or no timestamps.
+    pub fn probe_bwd_wave(&self, flag: u32) -> VkResult<Option<f64>> {
+        if !self.backward_wave() || self.recurrence != Recurrence::Grid {
+            return Ok(None);
+        }
+        let ws = self.ws()?;
+        let (p, bufs, groups) = self.wave_bwd_args(ws)?;
+        let mut seq = Sequence::new(&self.ctx)?;
+        self.record_begin(&mut seq)?;
+        let spec = if flag & 32 != 0 { &GRU_BWD_WAVE_CM_NC } else { &GRU_BWD_WAVE_CM };
+        let p = ModelPush { flag: flag & !32, ..p };
+        let intervals = (0..=ws.t).map(|t| (t, 1));
+        self.record_grid(&mut seq, (spec, groups), &bufs, &p, intervals, "bwd wave probe")?;
+        let t = seq.submit()?;
         Ok(t.dispatches.last().and_then(|d| d.1).map(|ns| ns / 1e6))
     }
 
