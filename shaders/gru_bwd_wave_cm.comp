@@ -1,22 +1,29 @@
 #version 450
 // Backpropagation through time for both layers of a two-layer GRU in one
 // dispatch, as a wavefront: in interval i, layer 1 computes step t = T-1-i
-// and layer 0 step t = T-i, so the two layers take T + 1 dependent intervals
-// instead of 2T. Layer 0's gradient from above, d_h0[t] = d_gi1[t] · W_ih1
-// (layer 1's input gradient), is computed here from the d_gi1[t] that layer 1
-// wrote in the interval before (not by a GEMM afterwards), and written to d_h0.
+// and layer 0 step t = T+1-i, so the two layers take T + 2 dependent
+// intervals instead of 2T. Layer 0's gradient from above, d_h0[t] =
+// d_gi1[t] · W_ih1 (layer 1's input gradient), is computed here (not by a
+// GEMM afterwards) and written to d_h0, its K range (the 3H gate columns)
+// split between the layers so that every workgroup has the same work:
+//   - interval i-1: layer 1 computes step t = T-i and writes d_gi1[t];
+//   - interval i: layer 1 multiplies the first half of d_gi1[t]'s K-tiles
+//     and writes that partial sum into d_h0[t];
+//   - interval i+1: layer 0 adds the second half's product to it, and runs
+//     its step t with the sum.
 //
-// The tiling and arithmetic are gru_bwd_grid_cm's: workgroups 0 .. G-1 run
-// layer 0 and G .. 2G-1 layer 1 (G = RB · H/16, RB = ceil(B/16)), each
-// owning 16 rows × 16 units, its weight columns in registers as f16
-// cooperative-matrix fragments; products are f16 × f16 → f32:
-//   - layer 1: d_gh1[t+1] · W_hh1[:, units], its 96 K-tiles over 8 subgroups;
-//   - layer 0: d_gi1[t] · W_ih1[:, units] on subgroups 0-3 and
-//     d_gh0[t+1] · W_hh0[:, units] on subgroups 4-7, 96 K-tiles each.
-// The f16 copies (d_gh0s, d_gh1s, d_gi1s; 16 rows of padding past T·B) are
-// what the products read, staged through shared memory with coherent
-// 16-byte loads (all of a step's issued at once), in rounds of 8 tiles.
-// Everything stored besides them is f32, as gru_bwd_grid writes it.
+// Workgroups 0 .. G-1 run layer 0 and G .. 2G-1 layer 1 (G = RB · H/16,
+// RB = ceil(B/16)), each owning 16 rows × 16 units with its weight columns in
+// registers as f16 cooperative-matrix fragments. Every subgroup ss of 8 takes
+// two products, f16 × f16 → f32:
+//   - R, the recurrent one, d_gh[t+1] · W_hh[:, units]: K-tiles ss + 8i of 3H/16;
+//   - A, its part of the one from above, d_gi1 · W_ih1[:, units]: K-tiles
+//     ss + 8i of the first half (layer 1) or of the second (layer 0).
+// At H = 512 that is 12 + 6 tiles per subgroup in both layers (before: layer
+// 0's subgroups took 24, layer 1's 12). The f16 copies (d_gh0s, d_gh1s,
+// d_gi1s; 16 rows of padding past T·B) are what the products read, all of a
+// step's loads issued at once, staged through shared memory in rounds of 6
+// tiles. Everything stored besides them is f32, as gru_bwd_grid writes it.
 //
 // The dispatch walks intervals pc.t .. pc.t + pc.n - 1 with the grid-wide
 // barrier of include/grid.glsl between them (pc.n = 1: one dispatch per
@@ -27,12 +34,12 @@
 //
 // OPERANDS_NONCOHERENT (the variant gru_bwd_wave_cm_nc): the products' loads
 // of d_gh0s, d_gh1s, d_gi1s without `coherent`, so that they may be served
-// through the SM's L1 (step time 7.7 -> 6.5 µs at `bench` on the H200). Only
-// for H % 64 == 0 (Engine::wave_noncoherent): a row (3H halves) is then whole
-// 128-byte cache lines, and the 16 rows a workgroup reads belong to the step
-// it reads or to later ones (partial row blocks), all written and made
-// available before the last grid barrier, or to the padding, never written;
-// so no line a load brings into L1 was there before its final value.
+// through the SM's L1. Only for H % 64 == 0 (Engine::wave_noncoherent): a
+// row (3H halves) is then whole 128-byte cache lines, and the 16 rows a
+// workgroup reads belong to the step it reads or to later ones (partial row
+// blocks), all written and made available before the last grid barrier, or
+// to the padding, never written; so no line a load brings into L1 was there
+// before its final value. (d_h0's partial sums are read `coherent`.)
 // Timing probes (Engine::probe_bwd_wave; what they write is meaningless):
 // flag bit 2: the products' operands not loaded (zeros); 4: no products;
 // 8: nothing stored after the products; 16: the step's own inputs not loaded.
@@ -46,18 +53,19 @@
 #include "model.glsl"
 
 #define SUBGROUPS 8u
-// K-tiles per subgroup at most: layer 0 splits each of its products (3H/16
-// = 96 K-tiles at H = 512) over 4 subgroups.
-#define KT_MAX 24
-// Tiles staged per subgroup at once.
-#define KT_STAGE 8
-#define ROUNDS (KT_MAX / KT_STAGE)
+// K-tiles per subgroup at most (H <= 512: 3H/16 <= 96): of R 96/8, of A 48/8.
+#define KR_MAX 12
+#define KA_MAX 6
+#define KQ (KR_MAX + KA_MAX)
+// Tiles staged per subgroup at once, and the rounds of a step.
+#define KT_STAGE 6
+#define ROUNDS (KQ / KT_STAGE)
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer Par { float p[]; };
 layout(std430, binding = 1) readonly buffer Gh0 { float gh0[]; };
 layout(std430, binding = 2) readonly buffer Gates0 { float gates0[]; };
 layout(std430, binding = 3) readonly buffer H0 { float h0[]; };
-layout(std430, binding = 4) writeonly buffer Dh0 { float d_h0[]; };
+layout(std430, binding = 4) coherent buffer Dh0 { float d_h0[]; };
 layout(std430, binding = 5) buffer DhTot0 { float dh_tot0[]; };
 layout(std430, binding = 6) writeonly buffer Dgi0 { float d_gi0[]; };
 layout(std430, binding = 7) writeonly buffer Dgh0 { float d_gh0[]; };
@@ -94,8 +102,8 @@ layout(std430, binding = 19) coherent buffer Dgi1v { uvec4 d_gi1v[]; };
 // registers ([16 k][16 units], 2 uvec4 per row, 32 per tile), then its tiles
 // of d_gh / d_gi on their way into fragments ([16 rows × 16], 32 per tile).
 shared uvec4 stg[SUBGROUPS * KT_STAGE * 32u];
-// Each subgroup's partial sums of the interval: [subgroup][row][unit].
-shared float part[SUBGROUPS * 16u * 16u];
+// Each subgroup's partial sums of the interval, R then A: [2][subgroup][row][unit].
+shared float part[2u * SUBGROUPS * 16u * 16u];
 
 #define FRAG_B coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>
 #define FRAG_A coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
@@ -119,40 +127,37 @@ void main() {
     uint rb = local_id % rb_count;
     uint j0 = (local_id / rb_count) * 16u;
     uint ktiles = H3 / 16u;
-    // This subgroup's product: layer 1 has one over 8 subgroups; layer 0 two
-    // over 4 each (prod 0: d_gi1 · W_ih1, the gradient from above; 1: the
-    // recurrent product).
-    uint nsub = layer == 1u ? SUBGROUPS : SUBGROUPS / 2u;
-    uint prod = layer == 1u ? 1u : sg / nsub;
-    uint ss = sg % nsub;
-    uint woff = layer == 1u ? pc.off1 : (prod == 0u ? pc.off2 : pc.off0);
-    // The f16 copy it reads.
-    uint src = layer == 1u ? 1u : (prod == 0u ? 2u : 0u);
-    uint ntiles = (ktiles + nsub - 1u - ss) / nsub;
-    uint rounds = (ntiles + KT_STAGE - 1u) / KT_STAGE;
+    // A's K-tiles: layer 1 [0, ka_split), layer 0 [ka_split, ktiles).
+    uint ka_split = ktiles / 2u;
+    uint ka0 = layer == 1u ? 0u : ka_split;
+    uint ka1 = layer == 1u ? ka_split : ktiles;
+    uint woff_r = layer == 1u ? pc.off1 : pc.off0;
+    uint src_r = layer == 1u ? 1u : 0u;
 
-    // The weight fragments: tile i is rows (K-tile) ss + nsub·i of W, the
-    // workgroup's 16 columns (units contiguous in memory).
-    FRAG_B wb[KT_MAX];
+    // Tile q of this subgroup: q < KR_MAX is R's K-tile sg + 8q, the others
+    // A's K-tile ka0 + sg + 8(q - KR_MAX); valid inside their ranges.
     uint sbase = sg * KT_STAGE * 32u;
-    [[unroll]] for (uint i = 0u; i < KT_MAX; ++i) {
-        uint kt = ss + nsub * i;
-        if (kt >= ktiles) break;
+    FRAG_B wb[KQ];
+    [[unroll]] for (uint q = 0u; q < KQ; ++q) {
+        bool is_r = q < KR_MAX;
+        uint kt = is_r ? sg + SUBGROUPS * q : ka0 + sg + SUBGROUPS * (q - KR_MAX);
+        bool valid = kt < (is_r ? ktiles : ka1);
+        uint woff = is_r ? woff_r : pc.off2;
         {
             uint e = lane;
             uint m = kt * 16u + e / 2u, u0 = (e & 1u) * 8u;
             uint w[4];
             [[unroll]] for (uint x = 0u; x < 4u; ++x) {
                 uint ja = j0 + u0 + 2u * x;
-                float a = ja < H ? p[woff + m * H + ja] : 0.0;
-                float b = ja + 1u < H ? p[woff + m * H + ja + 1u] : 0.0;
+                float a = valid && ja < H ? p[woff + m * H + ja] : 0.0;
+                float b = valid && ja + 1u < H ? p[woff + m * H + ja + 1u] : 0.0;
                 w[x] = packFloat2x16(f16vec2(a, b));
             }
             stg[sbase + e] = uvec4(w[0], w[1], w[2], w[3]);
         }
         subgroupMemoryBarrierShared();
         subgroupBarrier();
-        coopMatLoad(wb[i], stg, sbase, 2u, gl_CooperativeMatrixLayoutRowMajor);
+        coopMatLoad(wb[q], stg, sbase, 2u, gl_CooperativeMatrixLayoutRowMajor);
         subgroupBarrier();
     }
 
@@ -165,8 +170,8 @@ void main() {
     uint b = rb * 16u + bl, j = j0 + u;
     bool mine = b < pc.B && j < H;
     uint rh = pc.T * pc.B * H;
-    // The step of interval it: layer 1 t = T-1-it, layer 0 t = T-it.
-    uint lag = layer == 0u ? 1u : 0u;
+    // The step of interval it: layer 1 t = T-1-it, layer 0 t = T+1-it.
+    uint lag = layer == 0u ? 2u : 0u;
     float dh_next = 0.0;
     {
         uint t = pc.T - 1u + lag - pc.t;
@@ -179,6 +184,11 @@ void main() {
         bool on_step = it >= lag && it - lag < pc.T;
         uint t = pc.T - 1u + lag - it;
         bool above = t + 1u < pc.T;
+        // A's step: layer 0 its own, layer 1 the one it finished last
+        // interval (T - it, for 1 <= it <= T).
+        bool a_on = layer == 0u ? on_step : (it >= 1u && it <= pc.T);
+        uint ta = layer == 0u ? t : pc.T - it;
+        bool r_on = on_step && above;
         uint row = t * pc.B + b;
         uint x = row * H + j;
         // The step's own inputs, loaded before the barrier.
@@ -202,89 +212,115 @@ void main() {
             }
         }
         if (it > pc.t) grid_sync(it - pc.t);
-        if (!on_step) continue;
-        // Layer 0's product from above reads d_gi1[t]; the recurrent ones
-        // d_gh[t+1] (none at t = T-1).
-        bool has_prod = (prod == 0u || above) && (pc.flag & 4u) == 0u;
-        if (has_prod) {
-            FRAG_C acc[3];
-            [[unroll]] for (uint q = 0u; q < 3u; ++q) acc[q] = FRAG_C(0.0);
-            uint srow = prod == 0u ? t : t + 1u;
-            uint a0 = (srow * pc.B + rb * 16u + lane / 2u) * H3 + (lane & 1u) * 8u;
+        if (!on_step && !a_on) continue;
+        // Layer 1's partial sum of d_h0[t], written last interval.
+        if (layer == 0u && mine && on_step) v_dh = d_h0[x];
+        if ((pc.flag & 4u) == 0u) {
+            FRAG_C acc_r[3];
+            FRAG_C acc_a[2];
+            [[unroll]] for (uint q = 0u; q < 3u; ++q) acc_r[q] = FRAG_C(0.0);
+            [[unroll]] for (uint q = 0u; q < 2u; ++q) acc_a[q] = FRAG_C(0.0);
+            uint a_r = ((t + 1u) * pc.B + rb * 16u + lane / 2u) * H3 + (lane & 1u) * 8u;
+            uint a_a = (ta * pc.B + rb * 16u + lane / 2u) * H3 + (lane & 1u) * 8u;
+            bool loads = (pc.flag & 2u) == 0u;
             // Every load of the step is issued before the first is used.
-            uvec4 ld[KT_MAX];
-            [[unroll]] for (uint i = 0u; i < KT_MAX; ++i) {
-                uint kt = ss + nsub * i;
-                ld[i] = uvec4(0u);
-                if (kt < ktiles && (pc.flag & 2u) == 0u) ld[i] = load8(src, a0 + kt * 16u);
+            uvec4 ld[KQ];
+            [[unroll]] for (uint q = 0u; q < KQ; ++q) {
+                ld[q] = uvec4(0u);
+                if (q < KR_MAX) {
+                    uint kt = sg + SUBGROUPS * q;
+                    if (r_on && loads && kt < ktiles) ld[q] = load8(src_r, a_r + kt * 16u);
+                } else {
+                    uint kt = ka0 + sg + SUBGROUPS * (q - KR_MAX);
+                    if (a_on && loads && kt < ka1) ld[q] = load8(2u, a_a + kt * 16u);
+                }
             }
             [[unroll]] for (uint r = 0u; r < ROUNDS; ++r) {
-                if (r >= rounds) break;
                 if (r > 0u) subgroupBarrier();
                 [[unroll]] for (uint i = 0u; i < KT_STAGE; ++i) stg[sbase + i * 32u + lane] = ld[r * KT_STAGE + i];
                 subgroupMemoryBarrierShared();
                 subgroupBarrier();
                 [[unroll]] for (uint i = 0u; i < KT_STAGE; ++i) {
-                    uint ti = r * KT_STAGE + i;
-                    if (ss + nsub * ti < ktiles) {
-                        FRAG_A ga;
+                    uint q = r * KT_STAGE + i;
+                    FRAG_A ga;
+                    if (q < KR_MAX) {
+                        if (r_on && sg + SUBGROUPS * q < ktiles) {
+                            coopMatLoad(ga, stg, sbase + i * 32u, 2u, gl_CooperativeMatrixLayoutRowMajor);
+                            acc_r[q % 3u] = coopMatMulAdd(ga, wb[q], acc_r[q % 3u]);
+                        }
+                    } else if (a_on && ka0 + sg + SUBGROUPS * (q - KR_MAX) < ka1) {
                         coopMatLoad(ga, stg, sbase + i * 32u, 2u, gl_CooperativeMatrixLayoutRowMajor);
-                        acc[i % 3u] = coopMatMulAdd(ga, wb[ti], acc[i % 3u]);
+                        acc_a[q % 2u] = coopMatMulAdd(ga, wb[q], acc_a[q % 2u]);
                     }
                 }
             }
-            acc[0] = acc[0] + acc[1] + acc[2];
-            coopMatStore(acc[0], part, sg * 256u, 16u, gl_CooperativeMatrixLayoutRowMajor);
+            acc_r[0] = acc_r[0] + acc_r[1] + acc_r[2];
+            acc_a[0] = acc_a[0] + acc_a[1];
+            coopMatStore(acc_r[0], part, sg * 256u, 16u, gl_CooperativeMatrixLayoutRowMajor);
+            coopMatStore(acc_a[0], part, (SUBGROUPS + sg) * 256u, 16u, gl_CooperativeMatrixLayoutRowMajor);
+        } else {
+            // Probe without products: zero partial sums.
+            for (uint e = lid; e < 2u * SUBGROUPS * 256u; e += 256u) part[e] = 0.0;
         }
         barrier();
-        if (mine) {
-            float carry = 0.0;
-            if (above) {
-                float sum = 0.0;
-                for (uint s = SUBGROUPS - nsub; s < SUBGROUPS; ++s) sum += part[s * 256u + bl * 16u + u];
-                carry = dh_next * v_znext + sum;
-            }
-            if (layer == 0u) {
-                for (uint s = 0u; s < nsub; ++s) v_dh += part[s * 256u + bl * 16u + u];
-                d_h0[x] = v_dh;
-            }
-            float dh = v_dh + carry;
-            float dn = dh * (1.0 - v_z);
-            float dz = dh * (v_hp - v_n);
-            float dan = dn * (1.0 - v_n * v_n);
-            float dar = dan * v_ghn * v_r * (1.0 - v_r);
-            float daz = dz * v_z * (1.0 - v_z);
-            uint g = row * H3;
-            if ((pc.flag & 8u) != 0u) {
-                // Probe: a store that never happens keeps the arithmetic.
-                if (dar + daz + dan == 12345.0) dh_tot1[x] = dh;
-            } else if (layer == 0u) {
-                dh_tot0[x] = dh;
-                d_gi0[g + j] = dar;
-                d_gi0[g + H + j] = daz;
-                d_gi0[g + 2u * H + j] = dan;
-                d_gh0[g + j] = dar;
-                d_gh0[g + H + j] = daz;
-                d_gh0[g + 2u * H + j] = dan * v_r;
-                d_gh0s[g + j] = float16_t(dar);
-                d_gh0s[g + H + j] = float16_t(daz);
-                d_gh0s[g + 2u * H + j] = float16_t(dan * v_r);
-            } else {
-                dh_tot1[x] = dh;
-                d_gi1[g + j] = dar;
-                d_gi1[g + H + j] = daz;
-                d_gi1[g + 2u * H + j] = dan;
-                d_gh1[g + j] = dar;
-                d_gh1[g + H + j] = daz;
-                d_gh1[g + 2u * H + j] = dan * v_r;
-                d_gh1s[g + j] = float16_t(dar);
-                d_gh1s[g + H + j] = float16_t(daz);
-                d_gh1s[g + 2u * H + j] = float16_t(dan * v_r);
-                d_gi1s[g + j] = float16_t(dar);
-                d_gi1s[g + H + j] = float16_t(daz);
-                d_gi1s[g + 2u * H + j] = float16_t(dan);
-            }
-            dh_next = dh;
+        if (!mine) {
+            // Nothing of this interval is this invocation's.
+        } else {
+        float sum_a = 0.0;
+        for (uint s = 0u; s < SUBGROUPS; ++s) sum_a += part[(SUBGROUPS + s) * 256u + bl * 16u + u];
+        if (layer == 1u && a_on) {
+            // The first half of d_h0[ta], for layer 0 next interval.
+            d_h0[(ta * pc.B + b) * H + j] = sum_a;
+        }
+        if (on_step) {
+        float carry = 0.0;
+        if (above) {
+            float sum = 0.0;
+            for (uint s = 0u; s < SUBGROUPS; ++s) sum += part[s * 256u + bl * 16u + u];
+            carry = dh_next * v_znext + sum;
+        }
+        if (layer == 0u) {
+            v_dh += sum_a;
+            d_h0[x] = v_dh;
+        }
+        float dh = v_dh + carry;
+        float dn = dh * (1.0 - v_z);
+        float dz = dh * (v_hp - v_n);
+        float dan = dn * (1.0 - v_n * v_n);
+        float dar = dan * v_ghn * v_r * (1.0 - v_r);
+        float daz = dz * v_z * (1.0 - v_z);
+        uint g = row * H3;
+        if ((pc.flag & 8u) != 0u) {
+            // Probe: a store that never happens keeps the arithmetic.
+            if (dar + daz + dan == 12345.0) dh_tot1[x] = dh;
+        } else if (layer == 0u) {
+            dh_tot0[x] = dh;
+            d_gi0[g + j] = dar;
+            d_gi0[g + H + j] = daz;
+            d_gi0[g + 2u * H + j] = dan;
+            d_gh0[g + j] = dar;
+            d_gh0[g + H + j] = daz;
+            d_gh0[g + 2u * H + j] = dan * v_r;
+            d_gh0s[g + j] = float16_t(dar);
+            d_gh0s[g + H + j] = float16_t(daz);
+            d_gh0s[g + 2u * H + j] = float16_t(dan * v_r);
+        } else {
+            dh_tot1[x] = dh;
+            d_gi1[g + j] = dar;
+            d_gi1[g + H + j] = daz;
+            d_gi1[g + 2u * H + j] = dan;
+            d_gh1[g + j] = dar;
+            d_gh1[g + H + j] = daz;
+            d_gh1[g + 2u * H + j] = dan * v_r;
+            d_gh1s[g + j] = float16_t(dar);
+            d_gh1s[g + H + j] = float16_t(daz);
+            d_gh1s[g + 2u * H + j] = float16_t(dan * v_r);
+            d_gi1s[g + j] = float16_t(dar);
+            d_gi1s[g + H + j] = float16_t(daz);
+            d_gi1s[g + 2u * H + j] = float16_t(dan);
+        }
+        dh_next = dh;
+        }
         }
         // The next interval's staging and partial sums overwrite this one's
         // only after every invocation has read them: grid_sync starts with

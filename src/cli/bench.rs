@@ -299,9 +299,14 @@ fn recurrence_floor(
     }
     let barrier_us = percentiles(&mut probes).0 * 1e3 / (t - 1) as f64;
     // One barrier between two steps of a layer, or between two intervals of
-    // a wavefront (T + 1 intervals for both layers).
+    // a wavefront.
     let per_layer = cfg.layers * (t - 1);
-    let barriers = [e.forward_wave(), e.backward_wave()].iter().map(|&w| if w { t } else { per_layer }).sum::<usize>();
+    // Wavefronts: T + 1 intervals forward, T + BWD_WAVE_LAG backward.
+    let lag = crate::vk::engine::BWD_WAVE_LAG;
+    let barriers = [(e.forward_wave(), 1), (e.backward_wave(), lag)]
+        .iter()
+        .map(|&(w, lag)| if w { t + lag - 1 } else { per_layer })
+        .sum::<usize>();
     v["barrier_us"] = json!(barrier_us);
     v["barriers_per_step"] = json!(barriers);
     v["floor_ms"] = json!(barrier_us * barriers as f64 / 1e3);
@@ -342,7 +347,7 @@ fn recurrence_floor(
         for (name, flag) in parts {
             let mut xs: Vec<f64> = (0..5).filter_map(|_| e.probe_bwd_wave(flag).ok().flatten()).collect();
             if !xs.is_empty() {
-                probe.insert(format!("{name}_us"), json!(percentiles(&mut xs).0 * 1e3 / (t + 1) as f64));
+                probe.insert(format!("{name}_us"), json!(percentiles(&mut xs).0 * 1e3 / (t + lag) as f64));
             }
         }
         v["bwd_wave_probe"] = serde_json::Value::Object(probe);

@@ -230,15 +230,15 @@ pub static GRU_FWD_WAVE_CM_NC: KernelSpec = KernelSpec {
     spirv: crate::vk::ops::optional(shaders::GRU_FWD_WAVE_CM_NC),
     ..GRU_FWD_WAVE_CM
 };
-/// Both layers' backward in one dispatch, as a wavefront (layer 0 one step
+/// Both layers' backward in one dispatch, as a wavefront (layer 0 two steps
 /// behind layer 1, its gradient from above `d_gi1 · W_ih1` computed in the
-/// kernel): T + 1 dependent intervals instead of 2T. Tiled as `GRU_BWD_GRID_CM`.
+/// kernel, half by each layer): T + 2 dependent intervals instead of 2T. Tiled as `GRU_BWD_GRID_CM`.
 pub static GRU_BWD_WAVE_CM: KernelSpec = KernelSpec {
     name: "gru_bwd_wave_cm",
     spirv: crate::vk::ops::optional(shaders::GRU_BWD_WAVE_CM),
-    bindings: &[R, R, R, R, W, RW, W, W, RW, RW, RW, R, R, R, R, RW, W, W, RW, RW],
-    // 8 subgroups' staging of 8 f16 tiles (16×16) and their 16×16 f32 partial sums.
-    shared_bytes: 8 * 8 * 512 + 8 * 16 * 16 * 4,
+    bindings: &[R, R, R, R, RW, RW, W, W, RW, RW, RW, R, R, R, R, RW, W, W, RW, RW],
+    // 8 subgroups' staging of 6 f16 tiles (16×16) and their two 16×16 f32 partial sums.
+    shared_bytes: 8 * 6 * 512 + 2 * 8 * 16 * 16 * 4,
     ..GRU_FWD_GRID_CM
 };
 /// `GRU_BWD_WAVE_CM` with its operands (the f16 copies) read without

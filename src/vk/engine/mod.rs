@@ -184,6 +184,10 @@ pub struct Engine {
     ws: Option<Workspace>,
 }
 
+/// Steps layer 0 runs behind layer 1 in the backward wavefront
+/// (gru_bwd_wave_cm): T + 2 intervals.
+pub const BWD_WAVE_LAG: usize = 2;
+
 /// Gradients of one batch, as `cpu::GradsResult`.
 #[derive(Clone, Debug)]
 pub struct GpuGrads {
@@ -1044,7 +1048,7 @@ impl Engine {
                 let wave = self.backward_wave();
                 if wave {
                     let (p, bufs, groups) = self.wave_bwd_args(ws)?;
-                    let intervals = (0..=ws.t).map(|t| (t, 1));
+                    let intervals = (0..ws.t + BWD_WAVE_LAG).map(|t| (t, 1));
                     let label = "gru.l1 bwd recurrence, wavefront with l0";
                     let nc = self.wave_noncoherent(ws, false);
                     let spec = if nc { &GRU_BWD_WAVE_CM_NC } else { &GRU_BWD_WAVE_CM };
@@ -1214,7 +1218,7 @@ impl Engine {
         self.record_begin(&mut seq)?;
         let spec = if flag & 32 != 0 { &GRU_BWD_WAVE_CM_NC } else { &GRU_BWD_WAVE_CM };
         let p = ModelPush { flag: flag & !32, ..p };
-        let intervals = (0..=ws.t).map(|t| (t, 1));
+        let intervals = (0..ws.t + BWD_WAVE_LAG).map(|t| (t, 1));
         self.record_grid(&mut seq, (spec, groups), &bufs, &p, intervals, "bwd wave probe")?;
         let t = seq.submit()?;
         Ok(t.dispatches.last().and_then(|d| d.1).map(|ns| ns / 1e6))
