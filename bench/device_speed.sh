@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # On the H200 host (through the device tool), one run: dualscope's CPU and
-# Vulkan steps (`bench --engine both`: wall and device medians, the step
-# re-recorded each time and replayed, the per-kernel breakdown, the
-# recurrence's floor), then the PyTorch peer on the same checkpoint and batch:
+# Vulkan steps (`bench --engine both`: wall and device medians of the step
+# recorded each time and of the step recorded once and replayed, both timed
+# as a whole (one timestamp pair, as CUDA events around a graph), and a run
+# timed per kernel for the breakdown; the recurrence's floor), then the PyTorch peer on the same checkpoint and batch:
 # CPU on all cores, GPU eager, CUDA graph, torch.compile (bench shape only),
 # in plain float32, with TF32 (cuDNN's default) and with automatic mixed
 # precision (f16 autocast + GradScaler); and dualscope's mixed-precision step
@@ -32,7 +33,9 @@ for f in sorted(glob.glob(sys.argv[1] + "/speed_*.jsonl")):
     print(f"{ds['config']} B={ds['batch']} T={ds['seq_len']}: cpu {e['cpu']['median_ms']:.1f} ms, "
           f"gpu {e['gpu']['median_ms']:.2f} (device {e['gpu']['device_median_ms']:.2f}), "
           f"replayed {e['gpu']['replay_median_ms']:.2f} (device {e['gpu']['replay_device_median_ms']:.2f}); "
-          f"speedup {ds['speedup']:.1f}x, replayed {ds['speedup_replay']:.1f}x; recurrence {e['gpu']['recurrence']}")
+          f"speedup {ds['speedup']:.1f}x, replayed {ds['speedup_replay']:.1f}x; "
+          f"timed per kernel {e['gpu']['instrumented_median_ms']:.2f} (device sum {e['gpu']['instrumented_device_median_ms']:.2f}); "
+          f"recurrence {e['gpu']['recurrence']}")
     for r in rows[1:]:
         flags = (" tf32" if r["tf32"] else "") + (f" amp {r['amp']}" if r.get("amp") else "")
         wall = f", wall {r['wall_median_ms']:.2f}" if "wall_median_ms" in r else ""
@@ -43,7 +46,8 @@ for f in sorted(glob.glob(sys.argv[1] + "/speed_*.jsonl")):
         g = [x for x in m["engines"] if x["engine"] == "gpu"][0]
         print(f"   dualscope mixed: gpu {g['median_ms']:.2f} (device {g['device_median_ms']:.2f}), "
               f"replayed {g['replay_median_ms']:.2f} (device {g['replay_device_median_ms']:.2f}); "
-              f"first loss {g['first_loss']:.6f}")
+              f"timed per kernel {g['instrumented_median_ms']:.2f} (device sum {g['instrumented_device_median_ms']:.2f}); "
+              f"first loss {g['first_loss']:.6f}; recurrence {g['recurrence']}")
     except (OSError, ValueError, KeyError, IndexError) as e:
         print(f"   dualscope mixed: missing ({e})")
 PY
