@@ -35,11 +35,11 @@
 // OPERANDS_NONCOHERENT (the variant gru_bwd_wave_cm_nc): the products' loads
 // of d_gh0s, d_gh1s, d_gi1s without `coherent`, so that they may be served
 // through the SM's L1. Only for H % 64 == 0 (Engine::wave_noncoherent): a
-// row (3H halves) is then whole 128-byte cache lines, and the 16 rows a
-// workgroup reads belong to the step it reads or to later ones (partial row
-// blocks), all written and made available before the last grid barrier, or
-// to the padding, never written; so no line a load brings into L1 was there
-// before its final value. (d_h0's partial sums are read `coherent`.)
+// row (3H halves) is then whole 128-byte cache lines, and a workgroup reads
+// only rows of the step it reads (rows past B in a partial row block are not
+// loaded), written and made available before the last grid barrier; so no
+// line a load brings into L1 was there before its final value. (d_h0's
+// partial sums are read `coherent`.)
 // Timing probes (Engine::probe_bwd_wave; what they write is meaningless):
 // flag bit 2: the products' operands not loaded (zeros); 4: no products;
 // 8: nothing stored after the products; 16: the step's own inputs not loaded.
@@ -222,7 +222,9 @@ void main() {
             [[unroll]] for (uint q = 0u; q < 2u; ++q) acc_a[q] = FRAG_C(0.0);
             uint a_r = ((t + 1u) * pc.B + rb * 16u + lane / 2u) * H3 + (lane & 1u) * 8u;
             uint a_a = (ta * pc.B + rb * 16u + lane / 2u) * H3 + (lane & 1u) * 8u;
-            bool loads = (pc.flag & 2u) == 0u;
+            // Rows past B (a partial row block) are not read: their products
+            // are not used.
+            bool loads = (pc.flag & 2u) == 0u && rb * 16u + lane / 2u < pc.B;
             // Every load of the step is issued before the first is used.
             uvec4 ld[KQ];
             [[unroll]] for (uint q = 0u; q < KQ; ++q) {

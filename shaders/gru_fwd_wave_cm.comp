@@ -29,13 +29,14 @@
 //
 // OPERANDS_NONCOHERENT (the variant gru_fwd_wave_cm_nc): the products' loads
 // of h0s, h1s without `coherent`, so that they may be served through the
-// SM's L1. Only for B % 16 == 0 and H % 64 == 0 (Engine::wave_noncoherent):
-// then a workgroup's 16 rows all belong to the step it reads, whose values
-// were written and made available before the last grid barrier, and a row
-// (2H bytes) is whole 128-byte cache lines; so no line a load brings into L1
-// was there before its final value, and there is nothing stale to hit. With
-// B % 16 != 0 a row block reaches into steps not yet computed, whose lines a
-// load would cache before they are written (the B = 1 ladder failed so).
+// SM's L1. Only for H % 64 == 0 (Engine::wave_noncoherent): a row (2H bytes)
+// is then whole 128-byte cache lines, and a workgroup reads only rows of the
+// step it reads (rows past B in a partial row block are not loaded), whose
+// values were written and made available before the last grid barrier; so
+// no line a load brings into L1 was there before its final value, and there
+// is nothing stale to hit. (Session 5's variant loaded the whole block: with
+// B % 16 != 0 that cached rows of steps not yet computed, and the B = 1
+// ladder failed.)
 #extension GL_GOOGLE_include_directive : enable
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -183,11 +184,14 @@ void main() {
             uint srow = prod == 0u ? t : t - 1u;
             uint a0 = (srow * pc.B + rb * 16u + lane / 2u) * H + (lane & 1u) * 8u;
             bool from_h1 = layer == 1u && prod == 1u;
+            // Rows past B (a partial row block) are not read: they would be
+            // rows of other steps, and their products are not used.
+            bool row_in = rb * 16u + lane / 2u < pc.B;
             uvec4 ld[KT_MAX];
             [[unroll]] for (uint i = 0u; i < KT_MAX; ++i) {
                 uint kt = ss + nsub * i;
                 ld[i] = uvec4(0u);
-                if (kt < ktiles) ld[i] = from_h1 ? h1v[(a0 + kt * 16u) >> 3] : h0v[(a0 + kt * 16u) >> 3];
+                if (kt < ktiles && row_in) ld[i] = from_h1 ? h1v[(a0 + kt * 16u) >> 3] : h0v[(a0 + kt * 16u) >> 3];
             }
             [[unroll]] for (uint r = 0u; r < KT_MAX / KT_STAGE; ++r) {
                 if (r > 0u) subgroupBarrier();

@@ -268,20 +268,15 @@ fn recurrence_floor(
     // The recurrent products: f32, or f16 on cooperative matrices (the mixed step's grid kernels).
     let product = if e.recurrence_on_coopmat() { "f16 coopmat" } else { "f32" };
     // The wavefronts' operand loads (see Engine::wave_noncoherent).
-    let loads = |wave: bool, forward: bool| -> Result<serde_json::Value, crate::vk::VkError> {
-        let ws = e.workspace().ok_or_else(|| crate::vk::VkError::Invalid("no workspace".into()))?;
-        Ok(if !wave {
-            serde_json::Value::Null
-        } else if e.wave_noncoherent(ws, forward) {
-            json!("noncoherent")
-        } else {
-            json!("coherent")
-        })
+    let loads = |wave: bool, forward: bool| match (wave, e.wave_noncoherent(forward)) {
+        (false, _) => serde_json::Value::Null,
+        (true, true) => json!("noncoherent"),
+        (true, false) => json!("coherent"),
     };
     let mut v = json!({
         "mode": mode.name(),
         "product": product,
-        "wave_loads": {"forward": loads(e.forward_wave(), true)?, "backward": loads(e.backward_wave(), false)?},
+        "wave_loads": {"forward": loads(e.forward_wave(), true), "backward": loads(e.backward_wave(), false)},
         "recurrence_ms": measured,
         "fallback": e.recurrence_fallback()
     });

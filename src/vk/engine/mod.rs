@@ -393,13 +393,11 @@ impl Engine {
 
     /// Whether the wavefront kernel of that direction runs and may read its
     /// operands (the f16 copies) without `coherent` (`*_wave_cm_nc`, see
-    /// their headers): rows of whole 128-byte lines (H % 64 == 0) and,
-    /// forward, row blocks of one step each (B % 16 == 0). `DUALSCOPE_WAVE_COHERENT=1` keeps the
-    /// coherent loads everywhere.
-    pub fn wave_noncoherent(&self, ws: &Workspace, forward: bool) -> bool {
+    /// their headers): where rows are whole 128-byte lines (H % 64 == 0).
+    /// `DUALSCOPE_WAVE_COHERENT=1` keeps the coherent loads everywhere.
+    pub fn wave_noncoherent(&self, forward: bool) -> bool {
         let wave = if forward { self.forward_wave() } else { self.backward_wave() };
-        let rows_ok = !forward || ws.b.is_multiple_of(GRID_CM_TILE);
-        wave && self.cfg.hidden.is_multiple_of(64) && rows_ok && !self.wave_coherent
+        wave && self.cfg.hidden.is_multiple_of(64) && !self.wave_coherent
     }
 
     fn wave_fits(&self, spec: &KernelSpec) -> bool {
@@ -948,7 +946,7 @@ impl Engine {
                         let (p, bufs, groups) = self.wave_fwd_args(ws)?;
                         let intervals = (0..=ws.t).map(|t| (t, 1));
                         let label = "gru.l0 fwd recurrence, wavefront with l1";
-                        let nc = self.wave_noncoherent(ws, true);
+                        let nc = self.wave_noncoherent(true);
                         let spec = if nc { &GRU_FWD_WAVE_CM_NC } else { &GRU_FWD_WAVE_CM };
                         self.record_grid(seq, (spec, groups), &bufs, &p, intervals, label)?;
                         continue;
@@ -1050,7 +1048,7 @@ impl Engine {
                     let (p, bufs, groups) = self.wave_bwd_args(ws)?;
                     let intervals = (0..ws.t + BWD_WAVE_LAG).map(|t| (t, 1));
                     let label = "gru.l1 bwd recurrence, wavefront with l0";
-                    let nc = self.wave_noncoherent(ws, false);
+                    let nc = self.wave_noncoherent(false);
                     let spec = if nc { &GRU_BWD_WAVE_CM_NC } else { &GRU_BWD_WAVE_CM };
                     self.record_grid(seq, (spec, groups), &bufs, &p, intervals, label)?;
                 }
