@@ -2,8 +2,12 @@
 // Masked softmax cross-entropy and its gradient, one workgroup per row
 // (position) of logits [R, V], R = T·B. On a masked position:
 //   token_loss = m + log Σ exp(x - m) - x[target]   (m the row maximum)
-//   dlogits    = coef · (softmax - onehot(target)),  coef = S · f0, f0 = 1/N
-// with S the loss scale from the state buffer; elsewhere both are 0.
+//   dlogits    = coef · (softmax - onehot(target)),  coef = S / N
+// with S the loss scale from the state buffer; elsewhere both are 0. N and
+// 1/N (f32, rounded once from the exact quotient) follow the R targets in
+// tgt (the host writes them with the batch, so that a recorded step can be
+// replayed on another batch); workgroup 0 copies N into the state for the
+// loss value (state.comp).
 // FAULT_NO_MASK (a planted bug, separate variant): the mask is ignored, so
 // padded positions add to the loss and get gradients.
 #include "model.glsl"
@@ -20,7 +24,8 @@ shared float red[256];
 void main() {
     uint lid = gl_LocalInvocationID.x;
     uint rows = pc.T * pc.B;
-    float coef = ST_F(ST_SCALE) * pc.f0;
+    float coef = ST_F(ST_SCALE) * uintBitsToFloat(tgt[rows + 1u]);
+    if (gl_WorkGroupID.x == 0u && lid == 0u) st[ST_N_TARGETS] = tgt[rows];
     for (uint row = gl_WorkGroupID.x; row < rows; row += gl_NumWorkGroups.x) {
         uint o = row * pc.V;
 #ifdef FAULT_NO_MASK

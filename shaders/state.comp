@@ -1,7 +1,8 @@
 #version 450
 // The step's decisions, made on the device (one workgroup of 256):
 //   flag 0 begin:  the scale this step carries; counters cleared
-//   flag 1 loss:   loss = Σ data[0..n] / f1 (f1 = N), summed in a fixed order
+//   flag 1 loss:   loss = Σ data[0..n] / N (N from the state, where loss.comp
+//                  put it), summed in a fixed order
 //   flag 2 norm:   norm = sqrt(Σ partials); guard (non-finite or zero, or a
 //                  failed grid barrier: skip);
 //                  clip factor clip / (norm + 1e-6) where norm > clip
@@ -34,7 +35,7 @@ void main() {
         float s = total();
         if (lid != 0u) return;
         if (pc.flag == 1u) {
-            ST_SETF(ST_LOSS, s / pc.f1);
+            ST_SETF(ST_LOSS, s / float(st[ST_N_TARGETS]));
         } else if (pc.flag == 2u) {
             float norm = sqrt(s);
             ST_SETF(ST_NORM, norm);

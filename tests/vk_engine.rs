@@ -426,3 +426,48 @@ fn col_sums_match_a_float64_sum() {
     }
     assert_clean(&ctx, test);
 }
+
+/// `step_replayed` (what `train` runs: the step recorded once, replayed on
+/// batch after batch) gives bit for bit what recording every step gives:
+/// batches of one shape with different target counts (rows of different
+/// lengths), then a new shape (recorded anew), a token cap switched on
+/// (recorded anew) and a planted fault (recorded anew, and caught as with
+/// `step`).
+#[test]
+fn replayed_steps_match_recorded_steps() {
+    use dualscope::vk::engine::Fault;
+    let test = "replayed_steps_match_recorded_steps";
+    let Some(ctx) = context(test) else { return };
+    let ctx = Arc::new(ctx);
+    let cfg = odd();
+    let params = Params::<f32>::init(&cfg, 5);
+    let opts = StepOptions::default();
+    let engine = || Engine::new(&ctx, &cfg, &params, &opts, &LossScale::fixed(), GemmPath::TiledF32).unwrap();
+    let (mut recorded, mut replayed) = (engine(), engine());
+    let batches =
+        [batch(1, &[12, 12, 12]), batch(2, &[12, 4, 9]), batch(3, &[3, 12, 2]), batch(4, &[7, 7]), batch(5, &[7, 3])];
+    for (i, b) in batches.iter().enumerate() {
+        if i == 4 {
+            let capped = StepOptions { token_cap: Some(0.01), ..opts };
+            recorded.set_options(&capped).unwrap();
+            replayed.set_options(&capped).unwrap();
+        }
+        let (want, _) = recorded.step(b).unwrap();
+        let (got, _) = replayed.step_replayed(b).unwrap();
+        assert_eq!(got.n_targets, b.num_targets(), "batch {i}");
+        assert_eq!(got.loss.to_bits(), want.loss.to_bits(), "batch {i}: loss {} vs {}", got.loss, want.loss);
+        assert_eq!(got.capped_tokens, want.capped_tokens, "batch {i}");
+        let (p_got, p_want) =
+            (replayed.read_flat(FlatBuf::Params).unwrap(), recorded.read_flat(FlatBuf::Params).unwrap());
+        assert!(p_got.iter().zip(&p_want).all(|(a, b)| a.to_bits() == b.to_bits()), "batch {i}: parameters differ");
+    }
+    // A planted fault is recorded into the step too (the same shape as the
+    // last batch, whose second row is padded).
+    let b = &batches[4];
+    recorded.set_fault(Some(Fault::MaskDropped));
+    replayed.set_fault(Some(Fault::MaskDropped));
+    let (want, _) = recorded.step(b).unwrap();
+    let (got, _) = replayed.step_replayed(b).unwrap();
+    assert_eq!(got.loss.to_bits(), want.loss.to_bits(), "with the fault: {} vs {}", got.loss, want.loss);
+    assert_clean(&ctx, test);
+}

@@ -41,6 +41,7 @@ layout(push_constant) uniform Push {
 #define ST_SKIPPED_TOTAL 11u
 #define ST_SUMSQ 12u        // scratch: the last sum of squares (f32)
 #define ST_GRID_FAIL 13u    // 1: a grid-wide barrier gave up waiting (include/grid.glsl)
+#define ST_N_TARGETS 14u    // N, the batch's target positions (the loss kernel copies it)
 // Hyper-parameters, written by the host.
 #define HP_LR 16u
 #define HP_BETA1 17u

@@ -407,7 +407,7 @@ impl Stepper {
         match self {
             Stepper::Cpu(c) => Ok(cpu::train_step(&c.cfg, &mut c.params, &mut c.state, &mut c.scale, batch, &c.opts)?),
             Stepper::Gpu(gpu) => {
-                let (report, _timings) = gpu.engine.step(batch).map_err(vk_error)?;
+                let (report, _timings) = gpu.engine.step_replayed(batch).map_err(vk_error)?;
                 gpu.check_validation()?;
                 if let Some(why) = gpu.engine.recurrence_fallback().filter(|_| !gpu.told_fallback) {
                     eprintln!("note: {why}");

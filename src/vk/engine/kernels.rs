@@ -44,6 +44,7 @@ pub mod st {
     pub const CLIP_FACTOR: usize = 10;
     pub const SKIPPED_TOTAL: usize = 11;
     pub const GRID_FAIL: usize = 13;
+    pub const N_TARGETS: usize = 14;
     pub const LR: usize = 16;
     pub const BETA1: usize = 17;
     pub const BETA2: usize = 18;
@@ -98,7 +99,7 @@ spec!(ADAMW, "adamw", ADAMW, [R, RW, R, RW, RW, R], 256);
 // Column sums, pass 2: one invocation per column adds the chunks' sums.
 spec!(COL_SUM_FINAL, "col_sum_final", COL_SUM_FINAL, [R, W], 256);
 // One workgroup per row of logits.
-spec!(LOSS, "loss", LOSS, [R, R, R, W, W, R], 1);
+spec!(LOSS, "loss", LOSS, [R, R, R, W, W, RW], 1);
 // One workgroup per 4096 values.
 spec!(SUMSQ, "sumsq", SUMSQ, [R, W], 4096);
 // A single workgroup.

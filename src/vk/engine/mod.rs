@@ -146,6 +146,14 @@ pub enum FlatBuf {
 
 /// The Vulkan engine of the model.
 pub struct Engine {
+    /// The training step recorded once and replayed by
+    /// [`Engine::step_replayed`] for batch after batch of one shape. The
+    /// first field, so that it is dropped (waiting for its work) before the
+    /// buffers it uses. Its lifetime is erased: it refers to this engine's
+    /// own buffers, and [`Engine::forget_replay`] drops it before anything it
+    /// was recorded with changes (the workspace, the recurrence, the timing,
+    /// a planted fault, the token cap).
+    replay: std::sync::Mutex<Option<Sequence<'static>>>,
     ctx: Arc<Context>,
     cfg: Config,
     layout: ParamLayout,
@@ -237,6 +245,7 @@ impl Engine {
         u(n, "parameter count")?;
         let decay_runs = layout.decay_runs();
         let e = Engine {
+            replay: std::sync::Mutex::new(None),
             ctx: ctx.clone(),
             cfg: cfg.clone(),
             params: Buffer::device_f32(ctx, "params", n)?,
@@ -321,6 +330,7 @@ impl Engine {
     /// Chooses how the GRU recurrences run (an error where the device or the width cannot).
     pub fn set_recurrence(&mut self, r: Recurrence) -> VkResult<()> {
         r.check(&self.ctx, self.cfg.hidden)?;
+        self.forget_replay();
         self.recurrence = r;
         self.recurrence_auto = false;
         Ok(())
@@ -331,6 +341,7 @@ impl Engine {
     /// per timestep): checked at the next batch, as the default choice is.
     pub fn prefer_grid(&mut self) -> VkResult<()> {
         Recurrence::Grid.check(&self.ctx, self.cfg.hidden)?;
+        self.forget_replay();
         self.recurrence = Recurrence::Grid;
         self.recurrence_auto = true;
         self.grid_checked = false;
@@ -575,6 +586,7 @@ impl Engine {
         match self.check_grid_residency() {
             Ok(()) => Ok(()),
             Err(VkError::Unsupported(why)) => {
+                self.forget_replay();
                 self.recurrence = Recurrence::Steps;
                 self.fallback = Some(format!("{why}; the recurrences run one dispatch per timestep instead"));
                 Ok(())
@@ -583,16 +595,24 @@ impl Engine {
         }
     }
 
-    /// Plants a bug of the fault catalogue (None: the correct engine).
     /// How the steps' sequences are timed from here on: [`Timing::Span`]
     /// leaves the per-stage and per-kernel times out, and with them the
     /// waits that per-dispatch timestamps put between independent dispatches.
     pub fn set_timing(&mut self, timing: Timing) {
+        self.forget_replay();
         self.timing = timing;
     }
 
+    /// Plants a bug of the fault catalogue (None: the correct engine).
     pub fn set_fault(&mut self, fault: Option<Fault>) {
+        self.forget_replay();
         self.fault = fault;
+    }
+
+    /// Drops the recorded step of [`Engine::step_replayed`] (waiting for
+    /// its work, if any is in flight).
+    fn forget_replay(&mut self) {
+        *self.replay.get_mut().unwrap_or_else(|p| p.into_inner()) = None;
     }
 
     pub fn fault(&self) -> Option<Fault> {
@@ -746,6 +766,10 @@ impl Engine {
     /// Changes the hyper-parameters (e.g. a learning-rate schedule), keeping
     /// the step counter, the loss scale and the moments.
     pub fn set_options(&mut self, opts: &StepOptions) -> VkResult<()> {
+        // The token cap is recorded into the step; the rest lives in the state.
+        if opts.token_cap != self.opts.token_cap {
+            self.forget_replay();
+        }
         self.opts = *opts;
         let (scale, step, skipped) = self.loss_scale_and_step()?;
         self.write_state(&scale, step, skipped)
@@ -787,6 +811,7 @@ impl Engine {
         u(batch.t * batch.rows * self.cfg.vocab.max(3 * self.cfg.hidden), "batch elements")?;
         let fits = self.ws.as_ref().is_some_and(|w| w.t == batch.t && w.b == batch.rows);
         if !fits {
+            self.forget_replay();
             self.ws = None;
             let (path, copies) = (self.path, self.coopmat_recurrence_capable());
             let shape = (batch.t, batch.rows);
@@ -999,11 +1024,12 @@ impl Engine {
                 self.run(seq, &BIAS_ADD, &[pb, &ws.logits], &p, rows * v, "head bias")?;
             }
             Stage::Loss => {
-                let p = ModelPush { f0: (1.0 / ws.n_targets as f64) as f32, ..base };
+                // N and 1/N come with the batch (after the targets), not in
+                // push constants: a recorded step replays on any batch.
                 let bufs = [&ws.logits, &ws.targets, &ws.mask, &ws.token_loss, &ws.dlogits, &self.state];
                 let spec = if self.fault == Some(Fault::MaskDropped) { &LOSS_FAULT_NO_MASK } else { &LOSS };
-                self.run(seq, spec, &bufs, &p, rows, "loss")?;
-                let p = ModelPush { flag: state_op::LOSS, n: rows as u32, f1: ws.n_targets as f32, ..base };
+                self.run(seq, spec, &bufs, &base, rows, "loss")?;
+                let p = ModelPush { flag: state_op::LOSS, n: rows as u32, ..base };
                 self.run(seq, &STATE, &[&self.state, &ws.token_loss], &p, 1, "loss value")?;
             }
             Stage::HeadBwd => {
@@ -1350,6 +1376,32 @@ impl Engine {
             capped: r.capped_tokens,
             grads: self.read_params(FlatBuf::Grads)?,
         })
+    }
+
+    /// One training step on `batch`, as [`Engine::step`] but replaying the
+    /// step recorded for an earlier batch of the same shape (recording it
+    /// first where there is none): the batch's data, its target count
+    /// included, is in buffers the recorded commands read, so the host's work
+    /// per step is writing the batch and one submit. What `train` runs.
+    pub fn step_replayed(&mut self, batch: &Batch) -> VkResult<(StepReport, Timings)> {
+        self.set_batch(batch)?;
+        let timings = {
+            let mut cache = self.replay.lock().unwrap_or_else(|p| p.into_inner());
+            if cache.is_none() {
+                let mut seq = Sequence::with_timing(&self.ctx, self.timing)?;
+                self.record_step(&mut seq)?;
+                seq.end()?;
+                // SAFETY: the lifetime only ties the sequence to the buffers
+                // it uses, all of them this engine's (parameters, gradients,
+                // moments, state, decay table, workspace). The sequence is
+                // kept in this engine's first field, dropped before the
+                // others, and `forget_replay` drops it before the workspace
+                // is replaced; no other buffer of the engine is ever replaced.
+                *cache = Some(unsafe { std::mem::transmute::<Sequence<'_>, Sequence<'static>>(seq) });
+            }
+            cache.as_mut().expect("recorded above").replay()?
+        };
+        Ok((self.report()?, timings))
     }
 
     /// One training step on `batch`; reads back only the state words.

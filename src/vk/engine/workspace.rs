@@ -40,6 +40,7 @@ pub struct Workspace {
     /// Σ mask of the batch last written.
     pub n_targets: usize,
     pub tokens: Buffer,
+    /// The R targets (u32), then N and 1/N (f32) for the loss kernel.
     pub targets: Buffer,
     pub mask: Buffer,
     /// V+1 starts, then the positions grouped by input token, then V+1
@@ -204,7 +205,7 @@ impl Workspace {
             rows,
             n_targets: 0,
             tokens: up("batch.tokens", rows)?,
-            targets: up("batch.targets", rows)?,
+            targets: up("batch.targets", rows + 2)?,
             mask: up("batch.mask", rows)?,
             csr: up("batch.csr", 2 * (v + 1) + rows)?,
             emb_part: dev("embed.chunk_sums", emb_chunks_max(rows, v) * d)?,
@@ -276,6 +277,10 @@ impl Workspace {
         }
         debug_assert!(chunks[v] as usize <= emb_chunks_max(self.rows, v));
         let csr: Vec<f32> = counts.iter().chain(&positions).chain(&chunks).map(|&x| bits(x)).collect();
+        // After the targets: N and 1/N (f32), which the loss kernel reads.
+        let n = batch.num_targets();
+        targets.push(bits(n as u32));
+        targets.push((1.0 / n as f64) as f32);
         self.tokens.write_f32(0, &tokens)?;
         self.targets.write_f32(0, &targets)?;
         self.mask.write_f32(0, &mask)?;
