@@ -333,6 +333,37 @@ fn losses(v: &serde_json::Value) -> Vec<f64> {
     v["log"].as_array().unwrap().iter().map(|e| e["loss"].as_f64().unwrap()).collect()
 }
 
+/// Without the controller `train` replays one recorded step batch after
+/// batch (`Engine::step_replayed`): on documents of different lengths (the
+/// target count changes from batch to batch, and with it the shape now and
+/// then) the GPU's losses follow the CPU's step by step, and the parameters
+/// at the end agree.
+#[test]
+fn training_without_the_controller_replays_and_follows_the_cpu() {
+    if vk_support::context("training_without_the_controller_replays_and_follows_the_cpu").is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("docs.jsonl");
+    let docs: Vec<String> = (0..16)
+        .map(|i| {
+            serde_json::json!({"text": "the cat sat on the mat. ".repeat(4)[..10 + 3 * i].to_string()}).to_string()
+        })
+        .collect();
+    std::fs::write(&data, docs.join("\n")).unwrap();
+    let steps = ["--steps", "12", "--lr", "0.01", "--no-controller"];
+    let (g_dir, c_dir) = (dir.path().join("gpu"), dir.path().join("cpu"));
+    let g = train(&data, "gpu", &g_dir, &steps);
+    let c = train(&data, "cpu", &c_dir, &steps);
+    assert_eq!(g["steps"].as_u64(), Some(12));
+    let (gl, cl) = (losses(&g), losses(&c));
+    assert_eq!(gl.len(), 12);
+    for (i, (x, y)) in gl.iter().zip(&cl).enumerate() {
+        assert!(rel(*x, *y) <= 1e-4, "step {}: gpu {x} cpu {y}", i + 1);
+    }
+    same_tensors(&g_dir.join("last.safetensors"), &c_dir.join("last.safetensors"), 1e-3);
+}
+
 #[test]
 fn training_on_the_gpu_follows_the_cpu_and_resumes() {
     if vk_support::context("training_on_the_gpu_follows_the_cpu_and_resumes").is_none() {

@@ -162,6 +162,10 @@ pub struct Engine {
     m: Buffer,
     v: Buffer,
     state: Buffer,
+    /// A host-visible copy of the state words, which the replayed step
+    /// writes as its last command (`step_replayed` reads its report there,
+    /// with no second submit).
+    state_host: Buffer,
     /// The runs of the flat buffers that AdamW's weight decay applies to
     /// (`u32`: the count, then start and end of each; see adamw.comp).
     decay_runs: Buffer,
@@ -190,6 +194,12 @@ pub struct Engine {
     timing: Timing,
     fault: Option<Fault>,
     ws: Option<Workspace>,
+}
+
+/// `DUALSCOPE_HOST_PROFILE`: print where the host's time goes in each step.
+fn host_profile() -> bool {
+    static PROFILE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *PROFILE.get_or_init(|| std::env::var_os("DUALSCOPE_HOST_PROFILE").is_some())
 }
 
 /// Steps layer 0 runs behind layer 1 in the backward wavefront
@@ -253,6 +263,7 @@ impl Engine {
             m: Buffer::device_f32(ctx, "adam.m", n)?,
             v: Buffer::device_f32(ctx, "adam.v", n)?,
             state: Buffer::device_f32(ctx, "step.state", st::WORDS)?,
+            state_host: Buffer::readback_f32(ctx, "step.state.host", st::WORDS)?,
             decay_runs: Buffer::device_f32(ctx, "adamw.decay_runs", 1 + 2 * decay_runs.len())?,
             layout,
             opts: *opts,
@@ -1331,8 +1342,7 @@ impl Engine {
         let t4 = std::time::Instant::now();
         drop(seq);
         let t5 = std::time::Instant::now();
-        static PROFILE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        if *PROFILE.get_or_init(|| std::env::var_os("DUALSCOPE_HOST_PROFILE").is_some()) {
+        if host_profile() {
             let ms = |a: std::time::Instant, b: std::time::Instant| (b - a).as_secs_f64() * 1e3;
             eprintln!(
                 "host: new {:.3} record {:.3} end {:.3} submit+wait {:.3} drop {:.3} ms ({} dispatches)",
@@ -1384,12 +1394,16 @@ impl Engine {
     /// included, is in buffers the recorded commands read, so the host's work
     /// per step is writing the batch and one submit. What `train` runs.
     pub fn step_replayed(&mut self, batch: &Batch) -> VkResult<(StepReport, Timings)> {
+        let t0 = std::time::Instant::now();
         self.set_batch(batch)?;
+        let t1 = std::time::Instant::now();
         let timings = {
             let mut cache = self.replay.lock().unwrap_or_else(|p| p.into_inner());
             if cache.is_none() {
                 let mut seq = Sequence::with_timing(&self.ctx, self.timing)?;
                 self.record_step(&mut seq)?;
+                let words = (st::WORDS * 4) as u64;
+                seq.copy(&self.state, 0, &self.state_host, 0, words)?;
                 seq.end()?;
                 // SAFETY: the lifetime only ties the sequence to the buffers
                 // it uses, all of them this engine's (parameters, gradients,
@@ -1401,7 +1415,16 @@ impl Engine {
             }
             cache.as_mut().expect("recorded above").replay()?
         };
-        Ok((self.report()?, timings))
+        // The state words as the step left them (its last command).
+        let v = self.state_host.read_f32()?;
+        let mut w = [0u32; st::WORDS];
+        w.iter_mut().zip(&v).for_each(|(o, x)| *o = x.to_bits());
+        if host_profile() {
+            let ms = |a: std::time::Instant, b: std::time::Instant| (b - a).as_secs_f64() * 1e3;
+            let t2 = std::time::Instant::now();
+            eprintln!("host (replayed step): batch {:.3} record-or-replay, wait {:.3} ms", ms(t0, t1), ms(t1, t2));
+        }
+        Ok((self.report_from(&w)?, timings))
     }
 
     /// One training step on `batch`; reads back only the state words.
@@ -1413,7 +1436,11 @@ impl Engine {
 
     /// What the last step did, from the state words.
     pub fn report(&self) -> VkResult<StepReport> {
-        let w = self.read_state()?;
+        self.report_from(&self.read_state()?)
+    }
+
+    /// What a step did, from the state words `w` it left.
+    fn report_from(&self, w: &[u32; st::WORDS]) -> VkResult<StepReport> {
         if w[st::GRID_FAIL] != 0 {
             return Err(VkError::Invalid(
                 "the grid recurrence's barrier gave up waiting: this device did not run all its workgroups at once; \
