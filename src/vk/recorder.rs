@@ -145,7 +145,7 @@ impl<'a> Sequence<'a> {
             kernels: Vec::new(),
             sets: HashMap::new(),
             submitted: false,
-            timing: Timing::PerDispatch,
+            timing,
             ended: false,
             _buffers: PhantomData,
         };
@@ -213,7 +213,6 @@ impl<'a> Sequence<'a> {
                 }
             }
         }
-        s.timing = timing;
         Ok(s)
     }
 

@@ -202,6 +202,13 @@ fn host_profile() -> bool {
     *PROFILE.get_or_init(|| std::env::var_os("DUALSCOPE_HOST_PROFILE").is_some())
 }
 
+/// The state words from their f32 image (bits kept).
+fn state_words(v: &[f32]) -> [u32; st::WORDS] {
+    let mut w = [0u32; st::WORDS];
+    w.iter_mut().zip(v).for_each(|(o, x)| *o = x.to_bits());
+    w
+}
+
 /// Steps layer 0 runs behind layer 1 in the backward wavefront
 /// (gru_bwd_wave_cm): T + 2 intervals.
 pub const BWD_WAVE_LAG: usize = 2;
@@ -420,6 +427,17 @@ impl Engine {
     pub fn wave_noncoherent(&self, forward: bool) -> bool {
         let wave = if forward { self.forward_wave() } else { self.backward_wave() };
         wave && self.cfg.hidden.is_multiple_of(64) && !self.wave_coherent
+    }
+
+    /// The wavefront kernel of that direction: the variant without
+    /// `coherent` operand loads where [`Engine::wave_noncoherent`] allows it.
+    fn wave_spec(&self, forward: bool) -> &'static KernelSpec {
+        match (forward, self.wave_noncoherent(forward)) {
+            (true, true) => &GRU_FWD_WAVE_CM_NC,
+            (true, false) => &GRU_FWD_WAVE_CM,
+            (false, true) => &GRU_BWD_WAVE_CM_NC,
+            (false, false) => &GRU_BWD_WAVE_CM,
+        }
     }
 
     fn wave_fits(&self, spec: &KernelSpec) -> bool {
@@ -768,10 +786,7 @@ impl Engine {
     }
 
     pub fn read_state(&self) -> VkResult<[u32; st::WORDS]> {
-        let v = self.download(&[(&self.state, 0, st::WORDS)])?.remove(0);
-        let mut w = [0u32; st::WORDS];
-        w.iter_mut().zip(&v).for_each(|(o, x)| *o = x.to_bits());
-        Ok(w)
+        Ok(state_words(&self.download(&[(&self.state, 0, st::WORDS)])?.remove(0)))
     }
 
     /// Changes the hyper-parameters (e.g. a learning-rate schedule), keeping
@@ -982,9 +997,7 @@ impl Engine {
                         let (p, bufs, groups) = self.wave_fwd_args(ws)?;
                         let intervals = (0..=ws.t).map(|t| (t, 1));
                         let label = "gru.l0 fwd recurrence, wavefront with l1";
-                        let nc = self.wave_noncoherent(true);
-                        let spec = if nc { &GRU_FWD_WAVE_CM_NC } else { &GRU_FWD_WAVE_CM };
-                        self.record_grid(seq, (spec, groups), &bufs, &p, intervals, label)?;
+                        self.record_grid(seq, (self.wave_spec(true), groups), &bufs, &p, intervals, label)?;
                         continue;
                     }
                     if self.recurrence != Recurrence::Seq && !seq_fault {
@@ -1085,9 +1098,7 @@ impl Engine {
                     let (p, bufs, groups) = self.wave_bwd_args(ws)?;
                     let intervals = (0..ws.t + BWD_WAVE_LAG).map(|t| (t, 1));
                     let label = "gru.l1 bwd recurrence, wavefront with l0";
-                    let nc = self.wave_noncoherent(false);
-                    let spec = if nc { &GRU_BWD_WAVE_CM_NC } else { &GRU_BWD_WAVE_CM };
-                    self.record_grid(seq, (spec, groups), &bufs, &p, intervals, label)?;
+                    self.record_grid(seq, (self.wave_spec(false), groups), &bufs, &p, intervals, label)?;
                 }
                 for l in (0..cfg.layers).rev() {
                     let lb = &ws.layers[l];
@@ -1238,7 +1249,7 @@ impl Engine {
     }
 
     /// Device milliseconds of the backward wavefront over the workspace's
-    /// T + 1 intervals with parts switched off by `flag` (gru_bwd_wave_cm:
+    /// T + BWD_WAVE_LAG intervals with parts switched off by `flag` (gru_bwd_wave_cm:
     /// bits 2, 4, 8, 16: no operand loads, no products, no stores, no step
     /// inputs; 32: on the kernel variant whose operand loads are not
     /// `coherent`). A timing probe: what it writes is meaningless. `None` where
@@ -1416,9 +1427,7 @@ impl Engine {
             cache.as_mut().expect("recorded above").replay()?
         };
         // The state words as the step left them (its last command).
-        let v = self.state_host.read_f32()?;
-        let mut w = [0u32; st::WORDS];
-        w.iter_mut().zip(&v).for_each(|(o, x)| *o = x.to_bits());
+        let w = state_words(&self.state_host.read_f32()?);
         if host_profile() {
             let ms = |a: std::time::Instant, b: std::time::Instant| (b - a).as_secs_f64() * 1e3;
             let t2 = std::time::Instant::now();
