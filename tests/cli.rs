@@ -1,65 +1,14 @@
 //! The command line as a user runs it: real files, real exit codes, and the
 //! bad-input contract (one line on stderr, non-zero exit, no output file).
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
+use std::path::PathBuf;
+
+use common::{Dir, fails_cleanly, run, s};
 use dualscope::checkpoint::{Metadata, load_params, load_tensors, save_tensors};
 use dualscope::model::{Config, Params, param_specs};
 use dualscope::tensor::Tensor;
-
-fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_dualscope"));
-    c.env("RAYON_NUM_THREADS", "2");
-    c
-}
-
-fn run(args: &[&str]) -> Output {
-    bin().args(args).output().expect("the binary runs")
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-struct Dir(tempfile::TempDir);
-
-impl Dir {
-    fn new() -> Self {
-        Dir(tempfile::tempdir().unwrap())
-    }
-    fn file(&self, name: &str, bytes: &[u8]) -> PathBuf {
-        let p = self.0.path().join(name);
-        std::fs::write(&p, bytes).unwrap();
-        p
-    }
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.path().join(name)
-    }
-    fn ckpt(&self, cfg: &str) -> PathBuf {
-        let p = self.path("model.safetensors");
-        let o = run(&["init", "--config", cfg, "--seed", "3", "--out", s(&p)]);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        p
-    }
-}
-
-/// Asserts the bad-input contract and returns the error line.
-fn fails(o: &Output, out: &Path, code: i32) -> String {
-    let err = String::from_utf8_lossy(&o.stderr).to_string();
-    assert_eq!(o.status.code(), Some(code), "stderr: {err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "one line on stderr, got: {err}");
-    assert!(err.starts_with("error: "), "{err}");
-    assert!(!err.contains("panicked"), "{err}");
-    assert!(!out.exists(), "no output file may be written");
-    let leftovers: Vec<_> = std::fs::read_dir(out.parent().unwrap())
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_string_lossy().contains(".tmp"))
-        .collect();
-    assert!(leftovers.is_empty(), "no temporary file may be left: {leftovers:?}");
-    err
-}
 
 #[test]
 fn grads_of_rows_of_different_lengths() {
@@ -187,7 +136,7 @@ fn bad_data_files() {
     ];
     for (data, want) in cases {
         let o = run(&["grads", "--checkpoint", s(&ck), "--data", s(&data), "--out", s(&out)]);
-        let err = fails(&o, &out, 1);
+        let err = fails_cleanly(&o, 1, &out);
         assert!(err.contains(want), "{want}: {err}");
         assert!(err.contains(s(&data)), "names the file: {err}");
     }
@@ -203,7 +152,7 @@ fn a_huge_row_is_refused_before_it_is_read() {
     let out = d.path("g.safetensors");
     let t0 = std::time::Instant::now();
     let o = run(&["grads", "--checkpoint", s(&ck), "--data", s(&huge), "--out", s(&out)]);
-    let err = fails(&o, &out, 1);
+    let err = fails_cleanly(&o, 1, &out);
     assert!(err.contains("too long") && err.contains("huge.bin"), "{err}");
     assert!(t0.elapsed().as_secs() < 10, "refused without reading the file");
 }
@@ -272,7 +221,7 @@ fn bad_checkpoints() {
         for cmd in ["grads", "step"] {
             let out = d.path("out.safetensors");
             let o = run(&[cmd, "--checkpoint", s(&ck), "--data", s(&data), "--out", s(&out)]);
-            let err = fails(&o, &out, 1);
+            let err = fails_cleanly(&o, 1, &out);
             assert!(err.contains(want), "{cmd} {want}: {err}");
         }
     }
@@ -285,9 +234,9 @@ fn bad_config_and_usage() {
     cfg["heads"] = 3.into();
     let bad = d.file("cfg.json", cfg.to_string().as_bytes());
     let out = d.path("m.safetensors");
-    let err = fails(&run(&["init", "--config", s(&bad), "--out", s(&out)]), &out, 1);
+    let err = fails_cleanly(&run(&["init", "--config", s(&bad), "--out", s(&out)]), 1, &out);
     assert!(err.contains("attn_dim (64) is not divisible by heads (3)"), "{err}");
-    let err = fails(&run(&["init", "--config", "huge", "--out", s(&out)]), &out, 1);
+    let err = fails_cleanly(&run(&["init", "--config", "huge", "--out", s(&out)]), 1, &out);
     assert!(err.contains("huge"), "{err}");
 
     let ck = d.ckpt("tiny");
@@ -306,12 +255,12 @@ fn bad_config_and_usage() {
         "--out",
         s(&out),
     ]);
-    let err = fails(&o, &out, 2);
+    let err = fails_cleanly(&o, 2, &out);
     assert!(err.contains("float32 only"), "{err}");
     let o = run(&["bench", "--engine", "fast", "--config", "tiny"]);
     assert_eq!(o.status.code(), Some(2));
     let o = run(&["step", "--checkpoint", s(&ck), "--data", s(&data), "--out", s(&out), "--lr", "nan"]);
-    fails(&o, &out, 2);
+    fails_cleanly(&o, 2, &out);
 }
 
 #[test]

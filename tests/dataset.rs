@@ -1,14 +1,15 @@
 //! The dataset API as the rest of dualscope (and the CLI) sees it.
 
+mod common;
+
+use common::Dir;
 use dualscope::dataset::{Dataset, DatasetError, DatasetKind, RandomWindows, corpus, default_dataset};
 
 #[test]
 fn files_open_by_kind_and_summarise() {
-    let dir = tempfile::tempdir().unwrap();
-    let text = dir.path().join("corpus.txt");
-    std::fs::write(&text, "hello, world\n".repeat(100)).unwrap();
-    let docs = dir.path().join("x.jsonl");
-    std::fs::write(&docs, "{\"text\":\"first document\"}\n\n{\"text\":\"second\"}\n").unwrap();
+    let dir = Dir::new();
+    let text = dir.file("corpus.txt", "hello, world\n".repeat(100).as_bytes());
+    let docs = dir.file("x.jsonl", b"{\"text\":\"first document\"}\n\n{\"text\":\"second\"}\n");
 
     let t = Dataset::open(&text).unwrap();
     assert_eq!((t.kind(), t.num_documents()), (DatasetKind::Bytes, 1));
@@ -39,9 +40,8 @@ fn a_training_run_gets_the_same_batch_for_the_same_step() {
 
 #[test]
 fn errors_are_one_line_and_name_the_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let bad = dir.path().join("bad.jsonl");
-    std::fs::write(&bad, "{\"text\":\"fine\"}\n{\"text\":\"unterminated}\n").unwrap();
+    let dir = Dir::new();
+    let bad = dir.file("bad.jsonl", b"{\"text\":\"fine\"}\n{\"text\":\"unterminated}\n");
     let err = Dataset::open(&bad).unwrap_err();
     assert!(matches!(err, DatasetError::BadJson { line: 2, .. }));
     let msg = err.to_string();

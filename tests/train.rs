@@ -3,40 +3,15 @@
 //! paths driven end to end by the `--inject-*` testing aids; resumable
 //! checkpoints, including after a SIGKILL.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use common::{bin, fails, ok_json, run, s};
 use dualscope::checkpoint::{load_params, load_train_checkpoint};
 use dualscope::model::Config;
-
-fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_dualscope"));
-    c.env("RAYON_NUM_THREADS", "2");
-    c
-}
-
-fn run(args: &[&str]) -> Output {
-    bin().args(args).output().expect("the binary runs")
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-fn ok_json(o: &Output) -> serde_json::Value {
-    assert!(o.status.success(), "exit {:?}: {}", o.status.code(), String::from_utf8_lossy(&o.stderr));
-    serde_json::from_slice(&o.stdout).expect("one JSON object on stdout")
-}
-
-/// Asserts a clean failure: exit `code`, one `error:` line on stderr; returns it.
-fn fails(o: &Output, code: i32) -> String {
-    let err = String::from_utf8_lossy(&o.stderr).to_string();
-    assert_eq!(o.status.code(), Some(code), "stderr: {err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "one line on stderr, got: {err}");
-    assert!(err.starts_with("error: ") && !err.contains("panicked"), "{err}");
-    err
-}
 
 /// Prose, code, and bytes of every value (a binary blob), in one file.
 fn mixed_file(dir: &Path) -> PathBuf {
@@ -54,6 +29,15 @@ fn mixed_file(dir: &Path) -> PathBuf {
     let p = dir.join("mixed.bin");
     std::fs::write(&p, bytes).unwrap();
     p
+}
+
+/// A temporary directory holding [`mixed_file`], and the path of a run
+/// directory `run` in it (not created).
+fn mixed_run() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let d = tempfile::tempdir().unwrap();
+    let data = mixed_file(d.path());
+    let out = d.path().join("run");
+    (d, data, out)
 }
 
 /// JSON lines of very different lengths: one byte, escapes and non-ASCII
@@ -128,9 +112,7 @@ fn messy_data_trains_cleanly() {
 
 #[test]
 fn the_token_cap_count_is_logged_per_step() {
-    let d = tempfile::tempdir().unwrap();
-    let data = mixed_file(d.path());
-    let out = d.path().join("run");
+    let (_d, data, out) = mixed_run();
     let mut args = train_args(&data, &out, "5");
     args.extend(["--token-cap", "1e-4"]);
     let v = ok_json(&run(&args));
@@ -163,9 +145,7 @@ fn the_token_cap_count_is_logged_per_step() {
 /// catches; the rate restored after the cool-down.
 #[test]
 fn the_controller_skips_backs_off_cuts_and_rolls_back() {
-    let d = tempfile::tempdir().unwrap();
-    let data = mixed_file(d.path());
-    let out = d.path().join("run");
+    let (d, data, out) = mixed_run();
     let mut args = train_args(&data, &out, "50");
     args.extend(["--checkpoint-every", "10", "--loss-scale", "dynamic", "--lr-cooldown", "4"]);
     args.extend(["--inject-nan-at", "23,24,25", "--inject-spike-at", "40", "--gn-spike-z", "6"]);
@@ -211,9 +191,7 @@ fn the_controller_skips_backs_off_cuts_and_rolls_back() {
 
 #[test]
 fn too_many_rollbacks_fail_the_run() {
-    let d = tempfile::tempdir().unwrap();
-    let data = mixed_file(d.path());
-    let out = d.path().join("run");
+    let (_d, data, out) = mixed_run();
     let mut args = train_args(&data, &out, "30");
     args.extend(["--rollback-after", "2", "--max-rollbacks", "1", "--inject-nan-at", "5,6,7,8"]);
     let err = fails(&run(&args), 1);
@@ -265,9 +243,7 @@ fn resume_continues_exactly() {
 
 #[test]
 fn bad_resumes_fail_cleanly() {
-    let d = tempfile::tempdir().unwrap();
-    let data = mixed_file(d.path());
-    let out = d.path().join("run");
+    let (d, data, out) = mixed_run();
     ok_json(&run(&train_args(&data, &out, "4")));
     let other = d.path().join("other.txt");
     std::fs::write(&other, "some other text").unwrap();

@@ -1,38 +1,25 @@
 //! `dualscope train --engine gpu`: the controller's paths and a real resume
 //! on the Vulkan engine, against the CPU reference (skipped without Vulkan).
 
-mod vk_support;
+mod common;
 
 use std::path::Path;
-use std::process::Command;
 
+use common::{l2_parts, ok_json, run, s};
 use dualscope::checkpoint::load_train_checkpoint;
 
 fn train(args: &[&str]) -> serde_json::Value {
-    let o = Command::new(env!("CARGO_BIN_EXE_dualscope"))
-        .env("RAYON_NUM_THREADS", "2")
-        .args(args)
-        .output()
-        .expect("the binary runs");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    serde_json::from_slice(&o.stdout).unwrap()
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
+    ok_json(&run(args))
 }
 
 fn max_rel(a: &[f32], b: &[f32]) -> f64 {
-    let d: f64 = a.iter().zip(b).map(|(x, y)| (*x as f64 - *y as f64).powi(2)).sum::<f64>().sqrt();
-    let n: f64 = b.iter().map(|y| (*y as f64).powi(2)).sum::<f64>().sqrt();
+    let (d, n) = l2_parts(a, b);
     d / n.max(1e-30)
 }
 
 #[test]
 fn gpu_training_follows_the_controller_and_resumes() {
-    if vk_support::context("gpu_training_follows_the_controller_and_resumes").is_none() {
-        return;
-    }
+    common::skip_without_vulkan!();
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("docs.jsonl");
     let docs: Vec<String> = (0..20)

@@ -1,30 +1,18 @@
 //! `dualscope gpu-info`, `dualscope ladder`, and `grads`, `step` and `train`
 //! with `--engine gpu` against `--engine cpu`, end to end: files, output and exit codes.
 
-mod vk_support;
+mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
+use common::{dualscope, fails_cleanly, rel_l2, s, text};
 use dualscope::checkpoint::{load_params, load_tensors};
 use dualscope::model::Config;
 
-fn dualscope(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_dualscope"));
-    cmd.args(args).env("DUALSCOPE_VK_VALIDATION", "1");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.output().expect("runs the binary")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
 #[test]
 fn gpu_info_prints_the_device_or_a_clear_error() {
-    let Some(ctx) = vk_support::context("gpu_info_prints_the_device_or_a_clear_error") else {
+    let Some(ctx) = common::context("gpu_info_prints_the_device_or_a_clear_error") else {
         let out = dualscope(&["gpu-info"], &[]);
         assert_eq!(out.status.code(), Some(2));
         assert!(text(&out.stderr).contains("no Vulkan"), "{}", text(&out.stderr));
@@ -54,9 +42,7 @@ fn no_vulkan_driver_is_exit_2_with_a_clear_message() {
 
 #[test]
 fn ladder_gemm_passes_and_reports_json() {
-    if vk_support::context("ladder_gemm_passes_and_reports_json").is_none() {
-        return;
-    }
+    common::skip_without_vulkan!();
     let out = dualscope(&["ladder", "--rungs", "gemm", "--config", "tiny", "--precision", "f32", "--json"], &[]);
     assert_eq!(out.status.code(), Some(0), "{}\n{}", text(&out.stdout), text(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
@@ -103,9 +89,7 @@ fn ladder_usage_errors_are_exit_2() {
 /// writes the same report.
 #[test]
 fn ladder_runs_every_rung_and_the_end_to_end_gate() {
-    if vk_support::context("ladder_runs_every_rung_and_the_end_to_end_gate").is_none() {
-        return;
-    }
+    common::skip_without_vulkan!();
     let dir = tempfile::tempdir().unwrap();
     let report = dir.path().join("report.json");
     for mode in ["isolated", "chained"] {
@@ -143,18 +127,12 @@ fn ladder_runs_every_rung_and_the_end_to_end_gate() {
 
 #[test]
 fn a_missing_validation_layer_is_reported_not_fatal() {
-    if vk_support::context("a_missing_validation_layer_is_reported_not_fatal").is_none() {
-        return;
-    }
+    common::skip_without_vulkan!();
     let out = dualscope(&["gpu-info", "--json"], &[("VK_LAYER_PATH", "/nonexistent"), ("VK_ADD_LAYER_PATH", "")]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
     assert_eq!(v["validation"], false);
     assert!(text(&out.stderr).contains("continuing without it"), "{}", text(&out.stderr));
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
 }
 
 /// A temporary directory with a `tiny` checkpoint and two rows of different lengths.
@@ -216,9 +194,7 @@ fn same_tensors(gpu: &Path, cpu: &Path, tol: f64) -> f64 {
     for (name, ct) in &c {
         let gt = &g[name];
         assert_eq!(gt.shape, ct.shape, "{name}");
-        let d: f64 = gt.data.iter().zip(&ct.data).map(|(&x, &y)| (x as f64 - y as f64).powi(2)).sum();
-        let w: f64 = ct.data.iter().map(|&y| (y as f64).powi(2)).sum();
-        let r = if w > 0.0 { (d / w).sqrt() } else { d.sqrt() };
+        let r = rel_l2(&gt.data, &ct.data);
         assert!(r <= tol, "{name}: relative L2 {r:.3e} > {tol:.0e}");
         worst = worst.max(r);
     }
@@ -250,9 +226,7 @@ fn keys(v: &serde_json::Value) -> Vec<&String> {
 
 #[test]
 fn grads_on_the_gpu_match_the_cpu() {
-    if vk_support::context("grads_on_the_gpu_match_the_cpu").is_none() {
-        return;
-    }
+    common::skip_without_vulkan!();
     let fx = Files::new();
     for (i, cap) in [None, Some("0.01")].into_iter().enumerate() {
         let extra: Vec<&str> = cap.map(|c| vec!["--token-cap", c]).unwrap_or_default();
@@ -294,9 +268,7 @@ fn grads_on_the_gpu_match_the_cpu() {
 
 #[test]
 fn a_step_on_the_gpu_matches_the_cpu() {
-    if vk_support::context("a_step_on_the_gpu_matches_the_cpu").is_none() {
-        return;
-    }
+    common::skip_without_vulkan!();
     let fx = Files::new();
     // A small clip so that the step clips; and one with the per-token guard.
     for (i, extra) in
@@ -340,9 +312,7 @@ fn losses(v: &serde_json::Value) -> Vec<f64> {
 /// at the end agree.
 #[test]
 fn training_without_the_controller_replays_and_follows_the_cpu() {
-    if vk_support::context("training_without_the_controller_replays_and_follows_the_cpu").is_none() {
-        return;
-    }
+    common::skip_without_vulkan!();
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("docs.jsonl");
     let docs: Vec<String> = (0..16)
@@ -366,9 +336,7 @@ fn training_without_the_controller_replays_and_follows_the_cpu() {
 
 #[test]
 fn training_on_the_gpu_follows_the_cpu_and_resumes() {
-    if vk_support::context("training_on_the_gpu_follows_the_cpu_and_resumes").is_none() {
-        return;
-    }
+    common::skip_without_vulkan!();
     let dir = tempfile::tempdir().unwrap();
     // A few hundred bytes of repetitive text: the loss falls fast.
     let words = ["the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran", "to", "it"];
@@ -422,22 +390,6 @@ fn training_on_the_gpu_follows_the_cpu_and_resumes() {
     assert_eq!(human("gpu"), human("cpu"));
 }
 
-/// Asserts a clean failure: exit `code`, one line on stderr, nothing written.
-fn fails_cleanly(out: &Output, code: i32, written: &Path) -> String {
-    let err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(code), "{err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "one line on stderr: {err}");
-    assert!(err.starts_with("error: ") && !err.contains("panicked"), "{err}");
-    assert!(!written.exists(), "{} was written", written.display());
-    let tmp: Vec<_> = std::fs::read_dir(written.parent().unwrap())
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_string_lossy().contains(".tmp"))
-        .collect();
-    assert!(tmp.is_empty(), "temporary files left: {tmp:?}");
-    err
-}
-
 #[test]
 fn gpu_with_f64_is_a_usage_error() {
     let fx = Files::new();
@@ -472,7 +424,7 @@ fn no_vulkan_is_exit_2_for_grads_step_and_train() {
 
 #[test]
 fn a_batch_past_the_device_limits_is_a_clear_error() {
-    let Some(ctx) = vk_support::context("a_batch_past_the_device_limits_is_a_clear_error") else { return };
+    let (_, ctx) = common::vulkan!();
     // One row whose logits (T × 256 floats) exceed one storage binding.
     let range = ctx.report().max_storage_buffer_range as usize;
     let len = range / (256 * 4) + 2;
@@ -504,9 +456,7 @@ fn faults_are_listed_and_caught_from_the_command_line() {
     let out = dualscope(&["ladder", "--fault", "nope"], &[]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("window_off_by_one"));
-    if vk_support::context("faults_are_listed_and_caught_from_the_command_line").is_none() {
-        return;
-    }
+    common::skip_without_vulkan!();
     let args = ["ladder", "--config", "tiny", "--rungs", "attn_fwd", "--fault", "window_off_by_one", "--json"];
     let out = dualscope(&args, &[]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
@@ -519,9 +469,7 @@ fn faults_are_listed_and_caught_from_the_command_line() {
 /// the bisect finds exactly that length and the first wrong position W-1.
 #[test]
 fn bisect_finds_the_smallest_failing_length() {
-    if vk_support::context("bisect_finds_the_smallest_failing_length").is_none() {
-        return;
-    }
+    common::skip_without_vulkan!();
     let dir = tempfile::tempdir().unwrap();
     let report = dir.path().join("bisect.json");
     let args = ["bisect", "--config", "tiny", "--fault", "window_off_by_one", "--max-len", "20", "--json", "--out"];
@@ -546,9 +494,7 @@ fn bisect_finds_the_smallest_failing_length() {
 
 #[test]
 fn audit_classifies_per_token_contributions() {
-    if vk_support::context("audit_classifies_per_token_contributions").is_none() {
-        return;
-    }
+    common::skip_without_vulkan!();
     let out = dualscope(&["audit", "--config", "tiny", "--len", "30", "--json"], &[]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -570,9 +516,7 @@ fn audit_classifies_per_token_contributions() {
 /// per-kernel breakdown and the ratio (timed, never asserted on speed).
 #[test]
 fn bench_runs_both_engines_and_reports_the_ratio() {
-    if vk_support::context("bench_runs_both_engines_and_reports_the_ratio").is_none() {
-        return;
-    }
+    common::skip_without_vulkan!();
     let out =
         dualscope(&["bench", "--engine", "both", "--config", "tiny", "--steps", "3", "--warmup", "1", "--json"], &[]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
@@ -598,7 +542,7 @@ fn bench_runs_both_engines_and_reports_the_ratio() {
 /// engine refuses a mixed precision.
 #[test]
 fn the_mixed_step_runs_from_the_command_line() {
-    let Some(ctx) = vk_support::context("the_mixed_step_runs_from_the_command_line") else { return };
+    let (_, ctx) = common::vulkan!();
     let path =
         if dualscope::vk::ops::coopmat_f16_unavailable(&ctx).is_none() { "coopmat f16 128x128" } else { "tiled f16" };
     let out = dualscope(&["ladder", "--config", "tiny", "--precision", "f16", "--mode", "chained", "--json"], &[]);

@@ -1,13 +1,13 @@
 //! The Vulkan context: device report, limits, errors.
 
-mod vk_support;
+mod common;
 
+use common::assert_clean;
 use dualscope::vk::{Context, ContextOptions, VkError};
-use vk_support::{assert_clean, context};
 
 #[test]
 fn report_describes_the_device() {
-    let Some(ctx) = context("report_describes_the_device") else { return };
+    let (_, ctx) = common::vulkan!();
     let r = ctx.report();
     eprintln!("{}", serde_json::to_string(r).unwrap());
     assert!(!r.name.is_empty());
@@ -25,9 +25,7 @@ fn report_describes_the_device() {
 
 #[test]
 fn a_missing_device_index_is_a_clear_error() {
-    if context("a_missing_device_index_is_a_clear_error").is_none() {
-        return;
-    }
+    common::skip_without_vulkan!();
     let e = Context::new(&ContextOptions { device: Some(99), validation: Some(false) }).err().expect("no device 99");
     assert!(matches!(e, VkError::BadDeviceIndex { index: 99, .. }), "{e}");
     assert!(e.to_string().contains("device 99 does not exist"), "{e}");
@@ -46,9 +44,7 @@ fn handles_are_send_and_sync() {
 
 #[test]
 fn an_impossible_allocation_is_an_error_not_a_panic() {
-    if context("an_impossible_allocation_is_an_error_not_a_panic").is_none() {
-        return;
-    }
+    common::skip_without_vulkan!();
     // Validation off: asking for more than the heap holds is itself invalid usage.
     let ctx = Context::new(&ContextOptions { device: None, validation: Some(false) }).unwrap();
     let e = dualscope::vk::Buffer::new(&ctx, "too.big", 1 << 44, dualscope::vk::MemoryKind::Device).unwrap_err();

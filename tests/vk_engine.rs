@@ -1,33 +1,15 @@
 //! The whole training step on the Vulkan engine against the CPU reference:
 //! every trace tensor, the gradients, and optimizer steps.
 
-mod vk_support;
+mod common;
 
-use std::sync::Arc;
-
+use common::{assert_clean, odd, random_batch as batch, rel_l2 as rel};
 use dualscope::cpu::{self, LossScale, OptimState, StepOptions};
 use dualscope::dataset::Batch;
 use dualscope::model::{Config, Params};
 use dualscope::rng::Rng;
 use dualscope::vk::engine::{Engine, FlatBuf};
 use dualscope::vk::ops::GemmPath;
-use vk_support::{assert_clean, context};
-
-fn rel(x: &[f32], want: &[f32]) -> f64 {
-    let (mut d, mut w) = (0.0f64, 0.0f64);
-    for (&a, &b) in x.iter().zip(want) {
-        d += (a as f64 - b as f64).powi(2);
-        w += (b as f64).powi(2);
-    }
-    if w > 0.0 { (d / w).sqrt() } else { d.sqrt() }
-}
-
-/// Rows of different lengths, random bytes, so masks and padding matter.
-fn batch(seed: u64, lens: &[usize]) -> Batch {
-    let mut rng = Rng::new(seed);
-    let rows: Vec<Vec<u8>> = lens.iter().map(|&n| (0..n).map(|_| (rng.next_u64() % 256) as u8).collect()).collect();
-    Batch::from_rows(&rows).unwrap()
-}
 
 /// Rows of mostly spaces, with a few letters: one byte value at most positions.
 fn skewed(seed: u64, lens: &[usize]) -> Batch {
@@ -41,16 +23,9 @@ fn skewed(seed: u64, lens: &[usize]) -> Batch {
     Batch::from_rows(&rows).unwrap()
 }
 
-/// A config whose widths divide nothing: H = 13, A = 6 over 3 heads, W = 4.
-fn odd() -> Config {
-    Config { vocab: 256, d_embed: 7, hidden: 13, layers: 2, attn_dim: 6, heads: 3, window: 4, batch: 3, seq_len: 11 }
-}
-
 #[test]
 fn every_trace_tensor_matches_the_cpu() {
-    let test = "every_trace_tensor_matches_the_cpu";
-    let Some(ctx) = context(test) else { return };
-    let ctx = Arc::new(ctx);
+    let (test, ctx) = common::vulkan!();
     let cases = [
         (odd(), batch(3, &[12, 5, 2]), None, "rows of 12, 5, 2"),
         (Config::tiny(), batch(3, &[8, 8]), Some(0.05), "rows of 8, 8"),
@@ -70,9 +45,7 @@ fn every_trace_tensor_matches_the_cpu() {
 
 #[test]
 fn training_steps_follow_the_cpu() {
-    let test = "training_steps_follow_the_cpu";
-    let Some(ctx) = context(test) else { return };
-    let ctx = Arc::new(ctx);
+    let (test, ctx) = common::vulkan!();
     let cfg = odd();
     let p0 = Params::<f32>::init(&cfg, 11);
     // A small clip so that some steps clip and some do not.
@@ -103,9 +76,7 @@ fn training_steps_follow_the_cpu() {
 /// after the growth interval, as GradScaler does and as the CPU engine does.
 #[test]
 fn the_device_guard_skips_and_the_dynamic_scale_follows_gradscaler() {
-    let test = "the_device_guard_skips_and_the_dynamic_scale_follows_gradscaler";
-    let Some(ctx) = context(test) else { return };
-    let ctx = Arc::new(ctx);
+    let (test, ctx) = common::vulkan!();
     let cfg = odd();
     let p0 = Params::<f32>::init(&cfg, 21);
     let opts = StepOptions::default();
@@ -148,9 +119,7 @@ fn the_device_guard_skips_and_the_dynamic_scale_follows_gradscaler() {
 /// its 65535-iteration guard, which once cut a long backward pass short).
 #[test]
 fn long_recurrences_run_in_chunks_and_match_the_cpu() {
-    let test = "long_recurrences_run_in_chunks_and_match_the_cpu";
-    let Some(ctx) = context(test) else { return };
-    let ctx = Arc::new(ctx);
+    let (test, ctx) = common::vulkan!();
     // H = 300: the 1024-invocation kernels (H > 256), in two forward and three backward chunks.
     let cfg = Config {
         vocab: 256,
@@ -213,9 +182,7 @@ fn assert_matches_cpu(e: &mut Engine, cfg: &Config, params: &Params<f32>, b: &Ba
 #[test]
 fn grid_recurrence_kernels_match_the_cpu() {
     use dualscope::vk::engine::Recurrence;
-    let test = "grid_recurrence_kernels_match_the_cpu";
-    let Some(ctx) = context(test) else { return };
-    let ctx = Arc::new(ctx);
+    let (test, ctx) = common::vulkan!();
     let wide = Config { hidden: 300, d_embed: 8, batch: 2, seq_len: 30, ..odd() };
     let many: Vec<usize> = (0..70).map(|i| 2 + i % 5).collect();
     for (cfg, lens) in [(odd(), vec![12, 5, 2]), (odd(), many), (wide, vec![31, 17])] {
@@ -236,9 +203,7 @@ fn grid_recurrence_kernels_match_the_cpu() {
 #[test]
 fn grid_barrier_either_matches_or_reports_the_device() {
     use dualscope::vk::engine::Recurrence;
-    let test = "grid_barrier_either_matches_or_reports_the_device";
-    let Some(ctx) = context(test) else { return };
-    let ctx = Arc::new(ctx);
+    let (test, ctx) = common::vulkan!();
     let cfg = odd();
     let params = Params::<f32>::init(&cfg, 12);
     let b = batch(5, &[12, 7, 3]);
@@ -263,9 +228,7 @@ fn grid_barrier_either_matches_or_reports_the_device() {
 #[test]
 fn a_preferred_grid_falls_back_where_its_barrier_cannot_hold() {
     use dualscope::vk::engine::{FlatBuf, Recurrence};
-    let test = "a_preferred_grid_falls_back_where_its_barrier_cannot_hold";
-    let Some(ctx) = context(test) else { return };
-    let ctx = Arc::new(ctx);
+    let (test, ctx) = common::vulkan!();
     let cfg = Config {
         vocab: 256,
         d_embed: 8,
@@ -320,9 +283,7 @@ fn a_preferred_grid_falls_back_where_its_barrier_cannot_hold() {
 /// with several key and dim chunks per workgroup (W = 70, dh = 66, T = 90).
 #[test]
 fn attention_is_bitwise_repeatable() {
-    let test = "attention_is_bitwise_repeatable";
-    let Some(ctx) = context(test) else { return };
-    let ctx = Arc::new(ctx);
+    let (test, ctx) = common::vulkan!();
     let cfg = Config {
         vocab: 256,
         d_embed: 6,
@@ -370,8 +331,7 @@ fn col_sums_match_a_float64_sum() {
     use dualscope::vk::engine::{col_sum_chunks, col_sum_scratch_len, record_col_sum};
     use dualscope::vk::ops::MatRef;
     use dualscope::vk::{Buffer, Sequence};
-    let test = "col_sums_match_a_float64_sum";
-    let Some(ctx) = context(test) else { return };
+    let (test, ctx) = common::vulkan!();
     let mut rng = Rng::new(17);
     let (x_off, out_off, guard) = (13, 7, 5);
     let sentinel = -3.5e30f32;
@@ -436,9 +396,7 @@ fn col_sums_match_a_float64_sum() {
 #[test]
 fn replayed_steps_match_recorded_steps() {
     use dualscope::vk::engine::Fault;
-    let test = "replayed_steps_match_recorded_steps";
-    let Some(ctx) = context(test) else { return };
-    let ctx = Arc::new(ctx);
+    let (test, ctx) = common::vulkan!();
     let cfg = odd();
     let params = Params::<f32>::init(&cfg, 5);
     let opts = StepOptions::default();

@@ -1,15 +1,15 @@
 //! The fault catalogue: every planted bug is caught by the ladder, first at
 //! the rung the catalogue names, while the same ladder without it passes.
 
-mod vk_support;
+mod common;
 
 use std::sync::Arc;
 
+use common::assert_clean;
 use dualscope::ladder::{self, Mode, ModelLadder, Precision, Status};
 use dualscope::model::{Config, Params};
 use dualscope::vk::engine::Fault;
 use dualscope::vk::ops::GemmChoice;
-use vk_support::{assert_clean, context};
 
 /// Widths past one SIMD group (H = 40, so a missing barrier can race), none a
 /// multiple of a tile; T = 12 > W = 4; every other row shortened (padding).
@@ -56,9 +56,7 @@ fn first_failure_in(
 
 #[test]
 fn every_fault_is_caught_at_its_rung() {
-    let test = "every_fault_is_caught_at_its_rung";
-    let Some(ctx) = context(test) else { return };
-    let ctx = Arc::new(ctx);
+    let (test, ctx) = common::vulkan!();
     assert_eq!(first_failure(&ctx, None), None, "the clean engine passes");
     for f in Fault::ALL {
         let caught = first_failure(&ctx, Some(f));
@@ -75,9 +73,7 @@ fn every_fault_is_caught_at_its_rung() {
 /// 65504 (an f16 accumulator overflows to Inf).
 #[test]
 fn every_fault_is_caught_at_its_rung_in_the_mixed_step() {
-    let test = "every_fault_is_caught_at_its_rung_in_the_mixed_step";
-    let Some(ctx) = context(test) else { return };
-    let ctx = Arc::new(ctx);
+    let (test, ctx) = common::vulkan!();
     assert_eq!(first_failure_in(&ctx, None, Precision::F16), None, "the clean mixed engine passes");
     for f in Fault::ALL {
         let caught = first_failure_in(&ctx, Some(f), Precision::F16);
@@ -90,9 +86,7 @@ fn every_fault_is_caught_at_its_rung_in_the_mixed_step() {
 
 #[test]
 fn the_window_fault_shows_only_past_the_window() {
-    let test = "the_window_fault_shows_only_past_the_window";
-    let Some(ctx) = context(test) else { return };
-    let ctx = Arc::new(ctx);
+    let (test, ctx) = common::vulkan!();
     let cfg = cfg();
     let attn = |t: usize| {
         let rows = vec![(0..=t as u8).map(|x| x.wrapping_mul(37)).collect::<Vec<u8>>()];

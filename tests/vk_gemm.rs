@@ -1,15 +1,15 @@
 //! The GEMM kernel against the CPU reference on the Vulkan device (lavapipe in CI).
 
-mod vk_support;
+mod common;
 
+use common::{assert_clean, random, reference, rel_l2};
 use dualscope::rng::Rng;
 use dualscope::vk::ops::{self, GemmShape, MatRef};
 use dualscope::vk::{Buffer, Sequence};
-use vk_support::{assert_clean, context, random, reference, rel_l2};
 
 #[test]
 fn gemm_odd_shapes_all_transposes() {
-    let Some(ctx) = context("gemm_odd_shapes_all_transposes") else { return };
+    let (_, ctx) = common::vulkan!();
     let mut rng = Rng::new(11);
     for &(m, n, k) in
         &[(1, 1, 1), (7, 33, 5), (33, 7, 257), (65, 17, 3), (1, 100, 64), (130, 1, 17), (0, 3, 4), (3, 4, 0)]
@@ -36,7 +36,7 @@ const SENTINEL: f32 = -7.25e30;
 /// random C), outputs inside buffers padded with sentinels on both sides.
 #[test]
 fn chained_accumulate_with_sentinels() {
-    let Some(ctx) = context("chained_accumulate_with_sentinels") else { return };
+    let (_, ctx) = common::vulkan!();
     let mut rng = Rng::new(5);
     let (m, k1, k2, n) = (70, 33, 65, 9);
     let a = random(&mut rng, m * k1);
@@ -92,7 +92,7 @@ fn chained_accumulate_with_sentinels() {
 
 #[test]
 fn work_past_the_group_count_limit_is_a_clear_error() {
-    let Some(ctx) = context("work_past_the_group_count_limit_is_a_clear_error") else { return };
+    let (_, ctx) = common::vulkan!();
     let limit = ctx.limits().max_workgroup_count[1] as usize;
     let e = dualscope::vk::group_counts(&ops::GEMM_F32, ctx.limits(), [1, u64::MAX, 1]).unwrap_err();
     assert!(e.to_string().contains("maxComputeWorkGroupCount"), "{e}");
@@ -125,7 +125,7 @@ fn work_past_the_group_count_limit_is_a_clear_error() {
 /// lost dispatch changes the count; every dispatch is timed (capacity 32768).
 #[test]
 fn many_dependent_dispatches_in_one_sequence() {
-    let Some(ctx) = context("many_dependent_dispatches_in_one_sequence") else { return };
+    let (_, ctx) = common::vulkan!();
     let steps = 300;
     // c (1×1) += a·b with a = b = [1]: c counts the dispatches that ran in order.
     let one = Buffer::upload_f32(&ctx, "one", &[1.0]).unwrap();
@@ -173,8 +173,7 @@ fn many_dependent_dispatches_in_one_sequence() {
 /// its own dispatches, and the validation layer sees no error.
 #[test]
 fn recycled_sequences_start_clean() {
-    let test = "recycled_sequences_start_clean";
-    let Some(ctx) = context(test) else { return };
+    let (test, ctx) = common::vulkan!();
     let one = Buffer::upload_f32(&ctx, "one", &[1.0]).unwrap();
     let zero = Buffer::upload_f32(&ctx, "zero", &[0.0]).unwrap();
     let back = Buffer::readback_f32(&ctx, "back", 1).unwrap();
@@ -230,7 +229,7 @@ fn recycled_sequences_start_clean() {
 /// matrices, many products recorded into one sequence.
 #[test]
 fn random_shapes_and_offsets_in_one_sequence() {
-    let Some(ctx) = context("random_shapes_and_offsets_in_one_sequence") else { return };
+    let (_, ctx) = common::vulkan!();
     let mut rng = Rng::new(2026);
     struct Case {
         s: GemmShape,
@@ -360,8 +359,7 @@ impl Product {
 /// K stays below the split-K threshold: one dispatch per product.
 #[test]
 fn big_tile_shapes_that_do_not_divide_the_tile() {
-    let test = "big_tile_shapes_that_do_not_divide_the_tile";
-    let Some(ctx) = context(test) else { return };
+    let (test, ctx) = common::vulkan!();
     let mut rng = Rng::new(77);
     let mut cases = Vec::new();
     for &(m, n, k) in &[(300, 200, 100), (129, 65, 17), (257, 130, 48), (128, 64, 16), (127, 63, 15), (256, 192, 33)] {
@@ -398,8 +396,7 @@ fn big_tile_shapes_that_do_not_divide_the_tile() {
 /// around C intact; and bit for bit the same result on a second run.
 #[test]
 fn split_k_matches_the_reference_and_is_deterministic() {
-    let test = "split_k_matches_the_reference_and_is_deterministic";
-    let Some(ctx) = context(test) else { return };
+    let (test, ctx) = common::vulkan!();
     let path = ops::GemmPath::TiledF32;
     let mut rng = Rng::new(4242);
     let mut cases = Vec::new();
@@ -455,8 +452,7 @@ fn split_k_matches_the_reference_and_is_deterministic() {
 /// still right); with no room for two slices the product is not split.
 #[test]
 fn split_k_fits_the_scratch_it_is_given() {
-    let test = "split_k_fits_the_scratch_it_is_given";
-    let Some(ctx) = context(test) else { return };
+    let (test, ctx) = common::vulkan!();
     let path = ops::GemmPath::TiledF32;
     let mut rng = Rng::new(9);
     let s = GemmShape { m: 20, n: 30, k: 3000, ta: true, tb: false, accumulate: true };
@@ -525,8 +521,7 @@ fn f16_rtz(x: f32) -> f32 {
 /// A, bit for bit.)
 #[test]
 fn the_f16_kernels_round_their_inputs_as_f16_does() {
-    let test = "the_f16_kernels_round_their_inputs_as_f16_does";
-    let Some(ctx) = vk_support::context_from_env(test) else { return };
+    let (test, ctx) = common::vulkan!(validation_from_env);
     let a: Vec<f32> = vec![
         1.0,
         1.0 + 1.0 / 2048.0,
@@ -591,8 +586,7 @@ fn the_f16_kernels_round_their_inputs_as_f16_does() {
 /// or transpose gives errors of order 1; the guards around C stay intact.
 #[test]
 fn the_f16_kernels_match_the_f16_rounded_product() {
-    let test = "the_f16_kernels_match_the_f16_rounded_product";
-    let Some(ctx) = vk_support::context_from_env(test) else { return };
+    let (test, ctx) = common::vulkan!(validation_from_env);
     let mut rng = Rng::new(1616);
     for path in f16_paths(&ctx) {
         let mut cases = Vec::new();
@@ -688,8 +682,7 @@ fn blocked_f32(s: &GemmShape, plan: ops::SplitK, fused: bool, a: &[f32], b: &[f3
 /// give the same bits.
 #[test]
 fn the_result_is_the_blocked_summation_bit_for_bit() {
-    let test = "the_result_is_the_blocked_summation_bit_for_bit";
-    let Some(ctx) = context(test) else { return };
+    let (test, ctx) = common::vulkan!();
     let path = ops::GemmPath::TiledF32;
     let fused = fma_is_fused(&ctx);
     eprintln!("{}: fma() fused: {fused:?}", ctx.report().name);
@@ -737,8 +730,7 @@ fn the_result_is_the_blocked_summation_bit_for_bit() {
 /// the same bits either way, within rung 1's bound, the guards intact.
 #[test]
 fn vector_and_scalar_loads_give_the_same_bits() {
-    let test = "vector_and_scalar_loads_give_the_same_bits";
-    let Some(ctx) = context(test) else { return };
+    let (test, ctx) = common::vulkan!();
     let path = ops::GemmPath::TiledF32;
     let mut rng = Rng::new(808);
     let shapes = [(4, 4, 4), (132, 68, 20), (260, 196, 52), (128, 64, 16), (68, 132, 21), (36, 44, 1200)];

@@ -1,14 +1,14 @@
 //! Rung 1 of the ladder (`gemm`) on the Vulkan device.
 
-mod vk_support;
+mod common;
 
+use common::{assert_clean, ladder_setup, odd};
 use dualscope::ladder::{self, Precision, Status};
 use dualscope::model::Config;
-use vk_support::{assert_clean, context};
 
 #[test]
 fn gemm_rung_passes_on_the_tiny_config() {
-    let Some(ctx) = context("gemm_rung_passes_on_the_tiny_config") else { return };
+    let (_, ctx) = common::vulkan!();
     let r = ladder::run_rung(&ctx, "gemm", &Config::tiny(), Precision::F32, 1, dualscope::vk::ops::GemmChoice::Auto)
         .unwrap();
     for c in &r.cases {
@@ -59,7 +59,7 @@ fn unknown_rungs_are_errors() {
 #[test]
 fn gemm_rung_passes_in_f16_on_every_path_the_device_has() {
     use dualscope::vk::ops::{GemmChoice, coopmat_f16_unavailable};
-    let Some(ctx) = context("gemm_rung_passes_in_f16_on_every_path_the_device_has") else { return };
+    let (_, ctx) = common::vulkan!();
     let mut choices = vec![GemmChoice::Tiled];
     match coopmat_f16_unavailable(&ctx) {
         None => choices.extend([GemmChoice::CoopMat, GemmChoice::CoopMat64]),
@@ -88,7 +88,7 @@ fn gemm_rung_passes_in_f16_on_every_path_the_device_has() {
 #[test]
 fn gemm_rung_passes_in_bf16_on_the_tiled_kernel() {
     use dualscope::vk::ops::GemmChoice;
-    let Some(ctx) = context("gemm_rung_passes_in_bf16_on_the_tiled_kernel") else { return };
+    let (_, ctx) = common::vulkan!();
     let r = ladder::run_rung(&ctx, "gemm", &Config::tiny(), Precision::Bf16, 3, GemmChoice::Auto).unwrap();
     let bad: Vec<_> = r.cases.iter().filter(|c| c.status != Status::Pass).collect();
     assert_eq!(r.status, Status::Pass, "{bad:#?}");
@@ -111,30 +111,14 @@ fn bf16_rounding_matches_the_definition() {
     assert_eq!(ladder::round_bf16(f32::INFINITY), f32::INFINITY);
 }
 
+/// A set-up in f32: [`common::ladder_setup`].
 fn setup(cfg: &Config, mode: ladder::Mode, lens: &[usize], seed: u64) -> ladder::Setup {
-    let mut rng = dualscope::rng::Rng::new(seed);
-    let rows: Vec<Vec<u8>> = lens.iter().map(|&n| (0..n).map(|_| (rng.next_u64() % 256) as u8).collect()).collect();
-    ladder::Setup {
-        cfg: cfg.clone(),
-        params: dualscope::model::Params::init(cfg, seed),
-        batch: dualscope::dataset::Batch::from_rows(&rows).unwrap(),
-        opts: dualscope::cpu::StepOptions::default(),
-        mode,
-        precision: Precision::F32,
-    }
-}
-
-/// Widths that divide no tile: H = 13, A = 6 over 3 heads, W = 4; rows of
-/// different lengths (padding and masks), one shorter than the window.
-fn odd() -> Config {
-    Config { vocab: 256, d_embed: 7, hidden: 13, layers: 2, attn_dim: 6, heads: 3, window: 4, batch: 3, seq_len: 11 }
+    ladder_setup(cfg, mode, lens, seed, Precision::F32)
 }
 
 #[test]
 fn model_rungs_pass_in_both_modes() {
-    let test = "model_rungs_pass_in_both_modes";
-    let Some(ctx) = context(test) else { return };
-    let ctx = std::sync::Arc::new(ctx);
+    let (test, ctx) = common::vulkan!();
     for mode in [ladder::Mode::Isolated, ladder::Mode::Chained] {
         for (cfg, lens) in [(odd(), vec![12, 6, 3]), (Config::tiny(), vec![9, 9])] {
             let mut l = ladder::ModelLadder::new(&ctx, setup(&cfg, mode, &lens, 5)).unwrap();
@@ -168,9 +152,7 @@ fn model_rungs_pass_in_both_modes() {
 /// different lengths, so masks and padding matter.
 #[test]
 fn attention_rungs_pass_on_wide_windows_and_heads() {
-    let test = "attention_rungs_pass_on_wide_windows_and_heads";
-    let Some(ctx) = context(test) else { return };
-    let ctx = std::sync::Arc::new(ctx);
+    let (test, ctx) = common::vulkan!();
     let cfg = |attn_dim, heads, window, batch, seq_len| Config {
         vocab: 256,
         d_embed: 5,
@@ -218,9 +200,7 @@ fn attention_rungs_pass_on_wide_windows_and_heads() {
 /// GRU tensor: the seed's "losses agree, norms do not".)
 #[test]
 fn a_corrupted_weight_fails_at_its_rung() {
-    let test = "a_corrupted_weight_fails_at_its_rung";
-    let Some(ctx) = context(test) else { return };
-    let ctx = std::sync::Arc::new(ctx);
+    let (test, ctx) = common::vulkan!();
     let cfg = odd();
     let s = setup(&cfg, ladder::Mode::Chained, &[12, 6, 3], 9);
     let mut w = s.params.gru[1].w_hh.data.clone();

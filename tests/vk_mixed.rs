@@ -3,39 +3,14 @@
 //! GradScaler's skip and back-off on an f16 overflow, and training that
 //! tracks the f32 CPU reference.
 
-mod vk_support;
+mod common;
 
-use std::sync::Arc;
-
+use common::{assert_clean, ladder_setup, odd, random_batch};
 use dualscope::cpu::{self, LossScale, OptimState, StepOptions};
-use dualscope::dataset::Batch;
 use dualscope::ladder::{self, Mode, ModelLadder, Precision, Status};
 use dualscope::model::{Config, Params};
 use dualscope::vk::engine::{Engine, FlatBuf};
 use dualscope::vk::ops::{GemmChoice, GemmPath, coopmat_f16_unavailable};
-use vk_support::{assert_clean, context_from_env as context};
-
-/// Widths that divide no tile: H = 13, A = 6 over 3 heads, W = 4 (as tests/vk_ladder.rs).
-fn odd() -> Config {
-    Config { vocab: 256, d_embed: 7, hidden: 13, layers: 2, attn_dim: 6, heads: 3, window: 4, batch: 3, seq_len: 11 }
-}
-
-fn rows(seed: u64, lens: &[usize]) -> Batch {
-    let mut rng = dualscope::rng::Rng::new(seed);
-    let rows: Vec<Vec<u8>> = lens.iter().map(|&n| (0..n).map(|_| (rng.next_u64() % 256) as u8).collect()).collect();
-    Batch::from_rows(&rows).unwrap()
-}
-
-fn setup(cfg: &Config, mode: Mode, lens: &[usize], seed: u64, precision: Precision) -> ladder::Setup {
-    ladder::Setup {
-        cfg: cfg.clone(),
-        params: Params::init(cfg, seed),
-        batch: rows(seed, lens),
-        opts: StepOptions::default(),
-        mode,
-        precision,
-    }
-}
 
 /// The kernel `auto` picks for f16 here.
 fn f16_path(ctx: &dualscope::vk::Context) -> GemmPath {
@@ -48,13 +23,11 @@ fn f16_path(ctx: &dualscope::vk::Context) -> GemmPath {
 /// computed without one in isolated mode keep the f32 contract.
 #[test]
 fn mixed_rungs_pass_in_both_modes() {
-    let test = "mixed_rungs_pass_in_both_modes";
-    let Some(ctx) = context(test) else { return };
-    let ctx = Arc::new(ctx);
+    let (test, ctx) = common::vulkan!(validation_from_env);
     let path = f16_path(&ctx);
     for mode in [Mode::Isolated, Mode::Chained] {
         for (cfg, lens) in [(odd(), vec![12, 6, 3]), (Config::tiny(), vec![9, 9])] {
-            let mut l = ModelLadder::new(&ctx, setup(&cfg, mode, &lens, 5, Precision::F16)).unwrap();
+            let mut l = ModelLadder::new(&ctx, ladder_setup(&cfg, mode, &lens, 5, Precision::F16)).unwrap();
             assert_eq!(l.engine().gemm_path(), path);
             for id in &ladder::ALL_RUNGS[1..] {
                 let r = l.run_rung(id).unwrap();
@@ -111,9 +84,7 @@ fn mixed_rungs_pass_in_both_modes() {
 #[test]
 fn the_coopmat_recurrences_pass_the_mixed_ladder() {
     use dualscope::vk::engine::Recurrence;
-    let test = "the_coopmat_recurrences_pass_the_mixed_ladder";
-    let Some(ctx) = context(test) else { return };
-    let ctx = Arc::new(ctx);
+    let (test, ctx) = common::vulkan!(validation_from_env);
     let coopmat = coopmat_f16_unavailable(&ctx).is_none();
     let cfg = |hidden: usize, layers: usize, batch: usize, seq_len: usize| Config {
         vocab: 256,
@@ -140,7 +111,7 @@ fn the_coopmat_recurrences_pass_the_mixed_ladder() {
         let modes: &[Recurrence] =
             if grid_here { &[Recurrence::Grid, Recurrence::Steps] } else { &[Recurrence::Steps] };
         for &mode in modes {
-            let mut l = ModelLadder::new(&ctx, setup(&cfg, Mode::Chained, &lens, 9, Precision::F16)).unwrap();
+            let mut l = ModelLadder::new(&ctx, ladder_setup(&cfg, Mode::Chained, &lens, 9, Precision::F16)).unwrap();
             l.engine_mut().set_recurrence(mode).unwrap();
             let e = l.engine();
             let label = format!("H={} L={} B={} {mode:?}", cfg.hidden, cfg.layers, cfg.batch);
@@ -179,12 +150,10 @@ fn the_coopmat_recurrences_pass_the_mixed_ladder() {
 /// contract too, with bf16's unit roundoff.
 #[test]
 fn bf16_rungs_pass() {
-    let test = "bf16_rungs_pass";
-    let Some(ctx) = context(test) else { return };
-    let ctx = Arc::new(ctx);
+    let (test, ctx) = common::vulkan!(validation_from_env);
     let cfg = odd();
     for mode in [Mode::Isolated, Mode::Chained] {
-        let mut l = ModelLadder::new(&ctx, setup(&cfg, mode, &[12, 6, 3], 8, Precision::Bf16)).unwrap();
+        let mut l = ModelLadder::new(&ctx, ladder_setup(&cfg, mode, &[12, 6, 3], 8, Precision::Bf16)).unwrap();
         assert_eq!(l.engine().gemm_path(), GemmPath::TiledBf16In);
         for id in &ladder::ALL_RUNGS[1..] {
             let r = l.run_rung(id).unwrap();
@@ -200,10 +169,8 @@ fn bf16_rungs_pass() {
 /// (errors of order 1e-2, above every mixed tolerance) fails at `gru_fwd`.
 #[test]
 fn a_corrupted_weight_fails_the_mixed_ladder_at_its_rung() {
-    let test = "a_corrupted_weight_fails_the_mixed_ladder_at_its_rung";
-    let Some(ctx) = context(test) else { return };
-    let ctx = Arc::new(ctx);
-    let s = setup(&odd(), Mode::Chained, &[12, 6, 3], 9, Precision::F16);
+    let (test, ctx) = common::vulkan!(validation_from_env);
+    let s = ladder_setup(&odd(), Mode::Chained, &[12, 6, 3], 9, Precision::F16);
     let mut w = s.params.gru[1].w_hh.data.clone();
     w[5] += 0.5;
     let mut l = ModelLadder::new(&ctx, s).unwrap();
@@ -223,13 +190,11 @@ fn a_corrupted_weight_fails_the_mixed_ladder_at_its_rung() {
 /// steps in a row then double the scale (growth interval 2 here).
 #[test]
 fn an_f16_overflow_skips_the_step_and_backs_the_scale_off() {
-    let test = "an_f16_overflow_skips_the_step_and_backs_the_scale_off";
-    let Some(ctx) = context(test) else { return };
-    let ctx = Arc::new(ctx);
+    let (test, ctx) = common::vulkan!(validation_from_env);
     let cfg = odd();
     let p0 = Params::<f32>::init(&cfg, 21);
     let opts = StepOptions::default();
-    let b = rows(5, &[9, 6]);
+    let b = random_batch(5, &[9, 6]);
     let big = LossScale { scale: 2f64.powi(30), growth_interval: 2, ..LossScale::dynamic() };
 
     // f32: 2^30 fits.
@@ -279,16 +244,14 @@ fn an_f16_overflow_skips_the_step_and_backs_the_scale_off() {
 /// skipped on either side.
 #[test]
 fn mixed_training_tracks_the_f32_cpu_loss() {
-    let test = "mixed_training_tracks_the_f32_cpu_loss";
-    let Some(ctx) = context(test) else { return };
-    let ctx = Arc::new(ctx);
+    let (test, ctx) = common::vulkan!(validation_from_env);
     for (cfg, lens) in [(odd(), vec![12, 8, 12]), (Config::tiny(), vec![8, 8])] {
         let p0 = Params::<f32>::init(&cfg, 33);
         let opts = StepOptions::default();
         let mut e = Engine::with_precision(&ctx, &cfg, &p0, &opts, Precision::F16, GemmChoice::Auto).unwrap();
         let (mut p, mut st, mut sc) = (p0.clone(), OptimState::<f32>::new(&cfg), LossScale::dynamic());
         for step in 0..6 {
-            let b = rows(100 + step, &lens);
+            let b = random_batch(100 + step, &lens);
             // The gate the ladder's end-to-end step applies to this batch and these parameters.
             let (_, _, trace) = cpu::traced(&cfg, &p, &b, 1.0, None).unwrap();
             let z = &trace.get("head.logits").unwrap().data;

@@ -1,0 +1,57 @@
+//! Model inputs and error measures shared by the engine, ladder and mixed
+//! precision tests.
+
+use dualscope::cpu::StepOptions;
+use dualscope::dataset::Batch;
+use dualscope::ladder::{self, Mode, Precision};
+use dualscope::model::{Config, Params};
+use dualscope::rng::Rng;
+
+/// Widths that divide no tile: H = 13, A = 6 over 3 heads, W = 4.
+pub fn odd() -> Config {
+    Config { vocab: 256, d_embed: 7, hidden: 13, layers: 2, attn_dim: 6, heads: 3, window: 4, batch: 3, seq_len: 11 }
+}
+
+/// Rows of the given lengths, random bytes from `seed`, so that masks and
+/// padding matter.
+pub fn random_batch(seed: u64, lens: &[usize]) -> Batch {
+    let mut rng = Rng::new(seed);
+    let rows: Vec<Vec<u8>> = lens.iter().map(|&n| (0..n).map(|_| (rng.next_u64() % 256) as u8).collect()).collect();
+    Batch::from_rows(&rows).unwrap()
+}
+
+/// A ladder set-up: parameters initialised from `seed`, a [`random_batch`]
+/// from the same seed, the default step options.
+pub fn ladder_setup(cfg: &Config, mode: Mode, lens: &[usize], seed: u64, precision: Precision) -> ladder::Setup {
+    ladder::Setup {
+        cfg: cfg.clone(),
+        params: Params::init(cfg, seed),
+        batch: random_batch(seed, lens),
+        opts: StepOptions::default(),
+        mode,
+        precision,
+    }
+}
+
+/// `(‖x − want‖², ‖want‖²)` in f64, summed in order.
+fn squared_sums<W: Copy + Into<f64>>(x: &[f32], want: &[W]) -> (f64, f64) {
+    let (mut d, mut w) = (0.0f64, 0.0f64);
+    for (&x, &y) in x.iter().zip(want) {
+        let y: f64 = y.into();
+        d += (x as f64 - y).powi(2);
+        w += y * y;
+    }
+    (d, w)
+}
+
+/// `(‖x − want‖, ‖want‖)` in f64.
+pub fn l2_parts<W: Copy + Into<f64>>(x: &[f32], want: &[W]) -> (f64, f64) {
+    let (d, w) = squared_sums(x, want);
+    (d.sqrt(), w.sqrt())
+}
+
+/// ‖x − want‖ / ‖want‖ in f64 (absolute when `want` is zero).
+pub fn rel_l2<W: Copy + Into<f64>>(x: &[f32], want: &[W]) -> f64 {
+    let (d, w) = squared_sums(x, want);
+    if w > 0.0 { (d / w).sqrt() } else { d.sqrt() }
+}
