@@ -66,6 +66,8 @@ pub struct BenchArgs {
     pub json: bool,
 }
 
+// TODO(redesign phase 2): cli/gpu.rs calls `super::bench::percentiles`; point it at
+// `crate::engine::stats::percentiles` and drop this re-export.
 pub use crate::engine::stats::percentiles;
 
 /// Progress bars for the benchmark's phases.

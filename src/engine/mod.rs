@@ -341,3 +341,6 @@ impl Engine {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
