@@ -16,7 +16,10 @@ pub mod checkpoint;
 pub mod cpu;
 pub mod vk;
 
+pub mod engine;
+
 pub mod ladder;
+pub mod train;
 
 pub mod cli;
 

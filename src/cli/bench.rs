@@ -1,12 +1,15 @@
-//! `dualscope bench`: milliseconds per full training step, median after warm-up.
+//! `dualscope bench`: milliseconds per full training step, median after
+//! warm-up. The timing is [`crate::engine::bench`]; this file parses the
+//! options and prints.
 
 use clap::Args;
+use indicatif::ProgressBar;
 use serde_json::json;
-use std::time::Instant;
 
 use super::common::{CliError, progress};
-use crate::cpu::{self, LossScale, OptimState, StepOptions};
 use crate::dataset::{Batch, synthetic};
+use crate::engine::EngineError;
+use crate::engine::bench::{self, BenchSteps, Progress, Timed};
 use crate::model::{Config, Params};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -63,291 +66,45 @@ pub struct BenchArgs {
     pub json: bool,
 }
 
-/// Median, 10th and 90th percentile of `xs` (sorted in place).
-pub fn percentiles(xs: &mut [f64]) -> (f64, f64, f64) {
-    xs.sort_by(f64::total_cmp);
-    let at = |q: f64| xs[((xs.len() - 1) as f64 * q).round() as usize];
-    let n = xs.len();
-    let median = if n % 2 == 1 { xs[n / 2] } else { 0.5 * (xs[n / 2 - 1] + xs[n / 2]) };
-    (median, at(0.1), at(0.9))
-}
+// TODO(redesign phase 2): cli/gpu.rs calls `super::bench::percentiles`; point it at
+// `crate::engine::stats::percentiles` and drop this re-export.
+pub use crate::engine::stats::percentiles;
 
-/// One engine's timing of a step.
-struct Timed {
-    /// Wall milliseconds per step.
-    wall: Vec<f64>,
-    /// Device milliseconds per step (GPU timestamps), when the device has them.
-    device: Vec<f64>,
-    first_loss: f64,
-    /// Milliseconds per step by phase (CPU: mean) or by stage and by kernel
-    /// (GPU: median over the steps).
-    breakdown: Vec<(String, f64)>,
-    kernels: Vec<(String, f64)>,
-    /// GPU: how the recurrences ran, and their floor (see `recurrence_floor`).
-    recurrence: Option<serde_json::Value>,
-    /// GPU: wall and device milliseconds of the step recorded once and
-    /// replayed (`Sequence::replay`, the CUDA-graph way), step after step.
-    replay: Option<(Vec<f64>, Vec<f64>)>,
-    /// GPU: wall and device milliseconds (the sum of the dispatches) of the
-    /// step with a timestamp pair around every dispatch, the run the
-    /// breakdowns come from.
-    instrumented: Option<(Vec<f64>, Vec<f64>)>,
-    /// What was timed: the step's precision and the kernel of its products.
-    precision: &'static str,
-    gemm_path: &'static str,
-}
+/// Progress bars for the benchmark's phases.
+#[derive(Default)]
+struct Bars(Option<ProgressBar>);
 
-fn bench_cpu(a: &BenchArgs, cfg: &Config, params: &Params<f32>, batch: &Batch) -> Result<Timed, CliError> {
-    let mut params = params.clone();
-    let mut state = OptimState::new(cfg);
-    let mut scale = LossScale::fixed();
-    let opts = StepOptions::default();
-    let pb = progress((a.warmup + a.steps) as u64, "benchmark cpu");
-    let mut wall = Vec::with_capacity(a.steps);
-    let mut first_loss = None;
-    for i in 0..a.warmup + a.steps {
-        if i == a.warmup {
-            crate::cpu::profile::enable(true);
-        }
-        let t0 = Instant::now();
-        let r = cpu::train_step(cfg, &mut params, &mut state, &mut scale, batch, &opts)?;
-        first_loss.get_or_insert(r.loss);
-        if i >= a.warmup {
-            wall.push(t0.elapsed().as_secs_f64() * 1e3);
-        }
-        pb.inc(1);
+impl Progress for Bars {
+    fn start(&mut self, what: &str, len: u64) {
+        self.0 = Some(progress(len, what));
     }
-    pb.finish_and_clear();
-    let breakdown =
-        crate::cpu::profile::take().into_iter().map(|(n, ms)| (n.to_string(), ms / a.steps as f64)).collect();
-    crate::cpu::profile::enable(false);
-    Ok(Timed {
-        wall,
-        device: Vec::new(),
-        first_loss: first_loss.unwrap_or(f64::NAN),
-        breakdown,
-        kernels: Vec::new(),
-        recurrence: None,
-        replay: None,
-        instrumented: None,
-        precision: "f32",
-        gemm_path: "cpu",
-    })
-}
-
-fn bench_gpu(a: &BenchArgs, cfg: &Config, params: &Params<f32>, batch: &Batch) -> Result<Timed, CliError> {
-    use crate::vk::engine::Engine;
-    let ctx = std::sync::Arc::new(super::backend::open_context(a.device)?);
-    let fail = |e: crate::vk::VkError| CliError::Engine(format!("--engine gpu: {e}"));
-    let precision = a.precision.precision();
-    let choice = super::gpu::GemmPathArg::choice_for(a.gemm_path, precision)?;
-    let mut e = Engine::with_precision(&ctx, cfg, params, &StepOptions::default(), precision, choice).map_err(fail)?;
-    e.set_batch(batch).map_err(fail)?;
-    // Instrumented: every dispatch between timestamps, for the breakdowns.
-    let pb = progress((a.warmup + a.steps) as u64, "benchmark gpu (per kernel)");
-    let (mut timed_wall, mut timed_device) = (Vec::new(), Vec::new());
-    // Per stage and per kernel, each step's milliseconds: their medians are
-    // reported (a mean would carry the slow steps of a GPU still raising
-    // its clocks).
-    let mut stages: Vec<(String, Vec<f64>)> = Vec::new();
-    let mut kernels: Vec<(String, Vec<f64>)> = Vec::new();
-    let add =
-        |list: &mut Vec<(String, Vec<f64>)>, name: String, ms: f64| match list.iter_mut().find(|(n, _)| *n == name) {
-            Some(x) => x.1.push(ms),
-            None => list.push((name, vec![ms])),
-        };
-    let mut first_loss = None;
-    // Warm-up: `--warmup` steps and at least a second, so that a GPU that
-    // idled has raised its clocks before anything is kept.
-    let warm_until = Instant::now() + std::time::Duration::from_secs(1);
-    for i in 0.. {
-        if i >= a.warmup && Instant::now() >= warm_until {
-            break;
-        }
-        e.run_step().map_err(fail)?;
-        first_loss.get_or_insert_with(|| e.report().map(|r| r.loss).unwrap_or(f64::NAN));
-        if i < a.warmup {
+    fn inc(&mut self) {
+        if let Some(pb) = &self.0 {
             pb.inc(1);
         }
     }
-    for _ in 0..a.steps {
-        let t0 = Instant::now();
-        let (timings, per_stage) = e.run_step_staged().map_err(fail)?;
-        let ms = t0.elapsed().as_secs_f64() * 1e3;
-        timed_wall.push(ms);
-        timed_device.extend(timings.total_ms());
-        for (s, ms) in per_stage {
-            add(&mut stages, format!("{s:?}"), ms.unwrap_or(0.0));
+    fn finish(&mut self) {
+        if let Some(pb) = self.0.take() {
+            pb.finish_and_clear();
         }
-        for (k, ms) in timings.per_kernel_ms() {
-            add(&mut kernels, k, ms);
-        }
-        pb.inc(1);
     }
-    pb.finish_and_clear();
-    let median = |list: Vec<(String, Vec<f64>)>| -> Vec<(String, f64)> {
-        list.into_iter().map(|(n, mut xs)| (n, percentiles(&mut xs).0)).collect()
-    };
-    let (stages, mut kernels) = (median(stages), median(kernels));
-    // The step as `train` runs it: recorded every step, timed as a whole.
-    e.set_timing(crate::vk::Timing::Span);
-    let pb = progress((a.warmup + a.steps) as u64, "benchmark gpu");
-    let (mut wall, mut device) = (Vec::new(), Vec::new());
-    for i in 0..a.warmup + a.steps {
-        let t0 = Instant::now();
-        let timings = e.run_step().map_err(fail)?;
-        let ms = t0.elapsed().as_secs_f64() * 1e3;
-        if i >= a.warmup {
-            wall.push(ms);
-            device.extend(timings.total_ms());
-        }
-        pb.inc(1);
-    }
-    pb.finish_and_clear();
-    kernels.sort_by(|x, y| y.1.total_cmp(&x.1));
-    let recurrence = Some(recurrence_floor(&e, cfg, batch.t, &kernels).map_err(fail)?);
-    let replay = Some(bench_replay(a, &ctx, &e).map_err(fail)?);
-    if ctx.validation_errors() > 0 {
-        return Err(CliError::Failed(format!("{} Vulkan validation errors (see stderr)", ctx.validation_errors())));
-    }
-    let first_loss = first_loss.unwrap_or(f64::NAN);
-    let (precision, gemm_path) = (precision.name(), e.gemm_path().name());
-    let instrumented = Some((timed_wall, timed_device));
-    Ok(Timed {
-        wall,
-        device,
-        first_loss,
-        breakdown: stages,
-        kernels,
-        recurrence,
-        replay,
-        instrumented,
-        precision,
-        gemm_path,
-    })
 }
 
-/// The same step recorded once, then replayed `warmup + steps` times: wall
-/// milliseconds (submit to fence) and device milliseconds per replay.
-fn bench_replay(
-    a: &BenchArgs,
-    ctx: &crate::vk::Context,
-    e: &crate::vk::engine::Engine,
-) -> Result<(Vec<f64>, Vec<f64>), crate::vk::VkError> {
-    let mut seq = crate::vk::Sequence::with_timing(ctx, crate::vk::Timing::Span)?;
-    e.record_step(&mut seq)?;
-    seq.end()?;
-    let (mut wall, mut device) = (Vec::new(), Vec::new());
-    for i in 0..a.warmup + a.steps {
-        let t0 = Instant::now();
-        let timings = seq.replay()?;
-        let ms = t0.elapsed().as_secs_f64() * 1e3;
-        if i >= a.warmup {
-            wall.push(ms);
-            device.extend(timings.total_ms());
-        }
+/// The benchmark's GPU errors: whatever stops it is an engine error (exit 2).
+fn gpu_error(e: EngineError) -> CliError {
+    match e {
+        EngineError::Unsupported(e) | EngineError::Vulkan(e) => CliError::Engine(format!("--engine gpu: {e}")),
+        EngineError::Validation(n) => CliError::Failed(format!("{n} Vulkan validation errors (see stderr)")),
+        e => e.into(),
     }
-    e.report()?;
-    Ok((wall, device))
 }
 
-/// The recurrences' device time per step against their floor: the dependent
-/// steps (per direction layers × (T - 1) grid barriers, or T for a two-layer
-/// wavefront) times the latency of
-/// one barrier alone, measured with the arithmetic switched off
-/// (`Engine::probe_grid_barrier`, median of 5). Only for the grid recurrence.
-fn recurrence_floor(
-    e: &crate::vk::engine::Engine,
-    cfg: &Config,
-    t: usize,
-    kernels: &[(String, f64)],
-) -> Result<serde_json::Value, crate::vk::VkError> {
-    use crate::vk::engine::Recurrence;
-    let mode = e.recurrence();
-    let measured: f64 = kernels.iter().filter(|(k, _)| k.contains("recurrence")).map(|(_, ms)| ms).sum();
-    // The recurrent products: f32, or f16 on cooperative matrices (the mixed step's grid kernels).
-    let product = if e.recurrence_on_coopmat() { "f16 coopmat" } else { "f32" };
-    // The wavefronts' operand loads (see Engine::wave_noncoherent).
-    let loads = |wave: bool, forward: bool| match (wave, e.wave_noncoherent(forward)) {
-        (false, _) => serde_json::Value::Null,
-        (true, true) => json!("noncoherent"),
-        (true, false) => json!("coherent"),
-    };
-    let mut v = json!({
-        "mode": mode.name(),
-        "product": product,
-        "wave_loads": {"forward": loads(e.forward_wave(), true), "backward": loads(e.backward_wave(), false)},
-        "recurrence_ms": measured,
-        "fallback": e.recurrence_fallback()
-    });
-    if mode != Recurrence::Grid || t < 2 {
-        return Ok(v);
-    }
-    let mut probes = Vec::new();
-    for _ in 0..5 {
-        if let Some(ms) = e.probe_grid_barrier(t)? {
-            probes.push(ms);
-        }
-    }
-    if probes.is_empty() {
-        return Ok(v);
-    }
-    let barrier_us = percentiles(&mut probes).0 * 1e3 / (t - 1) as f64;
-    // One barrier between two steps of a layer, or between two intervals of
-    // a wavefront.
-    let per_layer = cfg.layers * (t - 1);
-    // Wavefronts: T + 1 intervals forward, T + BWD_WAVE_LAG backward.
-    let lag = crate::vk::engine::BWD_WAVE_LAG;
-    let barriers = [(e.forward_wave(), 1), (e.backward_wave(), lag)]
-        .iter()
-        .map(|&(w, lag)| if w { t + lag - 1 } else { per_layer })
-        .sum::<usize>();
-    v["barrier_us"] = json!(barrier_us);
-    v["barriers_per_step"] = json!(barriers);
-    v["floor_ms"] = json!(barrier_us * barriers as f64 / 1e3);
-    // DUALSCOPE_GRID_PROBE=1: where a forward step's time goes, from the
-    // forward grid kernel with parts switched off (its results are then
-    // meaningless; only the time is kept), µs per step.
-    if std::env::var("DUALSCOPE_GRID_PROBE").is_ok() {
-        let parts = [
-            ("whole", 0u32),
-            ("no_barrier", 2),
-            ("no_product", 4),
-            ("no_gates", 8),
-            ("product_only", 10),
-            ("barrier_and_loads_only", 12),
-            ("gates_only", 6),
-            ("nothing", 14),
-        ];
-        let mut probe = serde_json::Map::new();
-        for (name, flag) in parts {
-            let mut xs: Vec<f64> = (0..5).filter_map(|_| e.probe_grid(t, flag).ok().flatten()).collect();
-            if !xs.is_empty() {
-                probe.insert(format!("{name}_us"), json!(percentiles(&mut xs).0 * 1e3 / t as f64));
-            }
-        }
-        v["fwd_step_probe"] = serde_json::Value::Object(probe);
-        let parts = [
-            ("whole", 0u32),
-            ("no_operand_loads", 2),
-            ("no_products", 4),
-            ("no_stores", 8),
-            ("no_step_inputs", 16),
-            ("no_loads_no_products", 6),
-            ("products_only", 8 | 16),
-            ("barrier_only", 1),
-            ("noncoherent_operands", 32),
-        ];
-        let mut probe = serde_json::Map::new();
-        for (name, flag) in parts {
-            let mut xs: Vec<f64> = (0..5).filter_map(|_| e.probe_bwd_wave(flag).ok().flatten()).collect();
-            if !xs.is_empty() {
-                probe.insert(format!("{name}_us"), json!(percentiles(&mut xs).0 * 1e3 / (t + lag) as f64));
-            }
-        }
-        v["bwd_wave_probe"] = serde_json::Value::Object(probe);
-    }
-    Ok(v)
+fn bench_gpu(a: &BenchArgs, cfg: &Config, params: &Params<f32>, batch: &Batch) -> Result<Timed, CliError> {
+    let ctx = std::sync::Arc::new(super::backend::open_context(a.device)?);
+    let precision = a.precision.precision();
+    let choice = super::gpu::GemmPathArg::choice_for(a.gemm_path, precision)?;
+    let n = BenchSteps { warmup: a.warmup, steps: a.steps };
+    bench::vulkan(n, &ctx, cfg, params, batch, precision, choice, &mut Bars::default()).map_err(gpu_error)
 }
 
 fn summary(engine: &str, t: &mut Timed, tokens: f64) -> serde_json::Value {
@@ -370,7 +127,7 @@ fn summary(engine: &str, t: &mut Timed, tokens: f64) -> serde_json::Value {
 fn one(a: &BenchArgs, cfg: &Config, rows: usize, t: usize) -> Result<serde_json::Value, CliError> {
     let ds = synthetic::default_dataset();
     let batch = ds.random_windows(1, rows, t + 1)?;
-    super::common::check_memory(cfg, &batch, 4)?;
+    crate::engine::inputs::check_memory(cfg, &batch, 4)?;
     let params = Params::<f32>::init(cfg, 0);
     if let Some(path) = &a.save_checkpoint {
         crate::checkpoint::save_params(path, cfg, &params)?;
@@ -389,7 +146,8 @@ fn one(a: &BenchArgs, cfg: &Config, rows: usize, t: usize) -> Result<serde_json:
     };
     // The GPU first: an engine error (no device) stops before the long CPU part.
     let gpu = if gpu_on { Some(bench_gpu(a, cfg, &params, &batch)?) } else { None };
-    let cpu = if cpu_on { Some(bench_cpu(a, cfg, &params, &batch)?) } else { None };
+    let n = BenchSteps { warmup: a.warmup, steps: a.steps };
+    let cpu = if cpu_on { Some(bench::cpu(n, cfg, &params, &batch, &mut Bars::default())?) } else { None };
     let mut medians = (None, None);
     if let Some(mut c) = cpu {
         let s = summary("cpu", &mut c, tokens);

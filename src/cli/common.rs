@@ -1,5 +1,5 @@
 //! What the commands share: the error type and its exit codes, output in
-//! human or JSON form, progress bars, and the loading of inputs.
+//! human or JSON form, progress bars, and the checks of inputs and outputs.
 
 use std::path::Path;
 
@@ -8,7 +8,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 use crate::checkpoint::CheckpointError;
 use crate::cpu::CpuError;
 use crate::dataset::{Batch, BatchError, DatasetError};
+use crate::engine::EngineError;
+use crate::engine::inputs::InputError;
 use crate::model::{Config, ConfigError};
+use crate::train::TrainError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
@@ -72,53 +75,17 @@ pub fn log_line(pb: &ProgressBar, line: String) {
     }
 }
 
-/// Each file is one row made of all its bytes. The sizes are checked against
-/// the memory the step would need before any file is read, so that a huge file
-/// is refused at once instead of being read in full.
+/// Each `--data` file is one row made of all its bytes (see
+/// [`rows_from_files`](crate::engine::inputs::rows_from_files)).
 pub fn rows_from_files(paths: &[std::path::PathBuf], cfg: &Config, elem: usize) -> Result<Batch, CliError> {
     if paths.is_empty() {
         return Err(CliError::Usage("at least one --data FILE is needed".into()));
     }
-    // Unreadable files are left to `read_row_file`, which names the problem.
-    let longest =
-        paths.iter().filter_map(|p| std::fs::metadata(p).ok().filter(|m| m.is_file()).map(|m| (m.len(), p))).max();
-    if let Some((len, path)) = longest {
-        let t = usize::try_from(len).unwrap_or(usize::MAX).saturating_sub(1);
-        fits_in_memory(cfg, paths.len(), t, elem)
-            .map_err(|e| CliError::Failed(format!("{}: a row of {len} bytes is too long: {e}", path.display())))?;
-    }
-    let mut rows = Vec::with_capacity(paths.len());
-    for p in paths {
-        rows.push(crate::dataset::read_row_file(p)?);
-    }
-    Ok(Batch::from_rows(&rows)?)
-}
-
-/// Refuses a batch whose activations would not fit in memory.
-pub fn check_memory(cfg: &Config, batch: &Batch, elem: usize) -> Result<(), CliError> {
-    Ok(fits_in_memory(cfg, batch.rows, batch.t, elem)?)
-}
-
-/// Refuses a batch shape (`rows` rows of `t` positions) whose activations
-/// would not fit in memory, before any batch is cut.
-pub fn check_shape(cfg: &Config, rows: usize, t: usize, elem: usize) -> Result<(), CliError> {
-    Ok(fits_in_memory(cfg, rows, t, elem)?)
-}
-
-fn fits_in_memory(cfg: &Config, rows: usize, t: usize, elem: usize) -> Result<(), CpuError> {
-    let need = crate::cpu::activation_bytes(cfg, rows, t, elem);
-    let limit = available_memory().unwrap_or(8 << 30) * 7 / 10;
-    if need > limit {
-        return Err(CpuError::TooLarge { need_mib: need >> 20, limit_mib: limit >> 20 });
-    }
-    Ok(())
-}
-
-fn available_memory() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
+    crate::engine::inputs::rows_from_files(paths, cfg, elem).map_err(|e| match e {
+        InputError::TooLong { .. } => CliError::Failed(e.to_string()),
+        InputError::Dataset(e) => CliError::Dataset(e),
+        InputError::Batch(e) => CliError::Batch(e),
+    })
 }
 
 /// Refuses to write over an input or into a directory, before any work is done.
@@ -126,12 +93,42 @@ pub fn check_output(out: &Path, inputs: &[&Path]) -> Result<(), CliError> {
     if out.is_dir() {
         return Err(CliError::Usage(format!("--out {}: is a directory", out.display())));
     }
-    for i in inputs {
-        if let (Ok(a), Ok(b)) = (out.canonicalize(), i.canonicalize())
-            && a == b
-        {
-            return Err(CliError::Usage(format!("--out {} would overwrite an input", out.display())));
-        }
+    if crate::engine::inputs::overwrites_input(out, inputs) {
+        return Err(CliError::Usage(format!("--out {} would overwrite an input", out.display())));
     }
     Ok(())
+}
+
+/// An engine error as the commands report it: Vulkan missing or unable is an
+/// engine error (exit 2), a failure once open exit 1, each named after the
+/// `--engine gpu` that asked for it.
+impl From<EngineError> for CliError {
+    fn from(e: EngineError) -> Self {
+        match e {
+            EngineError::NoVulkan(e) => CliError::Engine(e.to_string()),
+            EngineError::Unsupported(e) => CliError::Engine(format!("--engine gpu: {e}")),
+            EngineError::Vulkan(e) => CliError::Failed(format!("--engine gpu: {e}")),
+            EngineError::Validation(n) => CliError::Failed(format!(
+                "--engine gpu: the Vulkan validation layer reported {n} error(s) (see above); nothing was written"
+            )),
+            EngineError::Usage(m) => CliError::Usage(m),
+            EngineError::Cpu(e) => CliError::Cpu(e),
+        }
+    }
+}
+
+impl From<TrainError> for CliError {
+    fn from(e: TrainError) -> Self {
+        match e {
+            TrainError::Usage(m) => CliError::Usage(m),
+            e @ TrainError::Stopped { .. } => CliError::Failed(e.to_string()),
+            TrainError::Engine(e) => e.into(),
+            TrainError::Dataset(e) => CliError::Dataset(e),
+            TrainError::Batch(e) => CliError::Batch(e),
+            TrainError::Checkpoint(e) => CliError::Checkpoint(e),
+            TrainError::Config(e) => CliError::Config(e),
+            TrainError::Cpu(e) => CliError::Cpu(e),
+            TrainError::Failed(m) => CliError::Failed(m),
+        }
+    }
 }

@@ -4,10 +4,12 @@ use clap::Args;
 use serde_json::json;
 use std::path::PathBuf;
 
-use super::backend::{self, GradsOut, Stepper};
+use super::backend;
 use super::common::{CliError, check_output, emit, rows_from_files};
 use super::{EngineArg, OptimArgs, PrecisionArg};
 use crate::checkpoint::{load_params, save_params, save_params_with};
+use crate::cpu::{LossScale, StepOptions};
+use crate::engine::{Engine, GradsOut, TrainState, VulkanOptions};
 use crate::tensor::Real;
 
 #[derive(Args, Debug)]
@@ -63,8 +65,16 @@ pub fn run_grads(a: &GradsArgs) -> Result<i32, CliError> {
         PrecisionArg::F64 => 8,
     };
     let batch = rows_from_files(&a.data, &cfg, elem)?;
-    let GradsOut { loss, grad_norm, n_targets, capped, grads } =
-        backend::grads(a.engine, a.precision, &cfg, &params, &batch, a.token_cap)?;
+    let GradsOut { loss, grad_norm, n_targets, capped, grads } = match (a.engine, a.precision) {
+        (EngineArg::Cpu, PrecisionArg::F64) => {
+            crate::cpu::grads(&cfg, &params.cast::<f64>(), &batch, a.token_cap)?.into()
+        }
+        (engine, _) => {
+            let state = TrainState::fresh(&cfg, params, LossScale::fixed());
+            let opts = StepOptions { token_cap: a.token_cap, ..Default::default() };
+            Engine::open(engine.kind(), &cfg, state, &opts, &VulkanOptions::default())?.grads(&batch)?
+        }
+    };
     let meta = vec![
         ("kind".to_string(), "gradients".to_string()),
         ("loss".to_string(), format!("{loss:e}")),
@@ -100,9 +110,13 @@ pub fn run_step(a: &StepArgs) -> Result<i32, CliError> {
     check_output(&a.out, &inputs(&a.checkpoint, &a.data))?;
     let (cfg, params) = load_params(&a.checkpoint)?;
     let batch = rows_from_files(&a.data, &cfg, 4)?;
-    let mut stepper = Stepper::new(a.engine, &cfg, params, &opts)?;
-    let r = stepper.step(&batch)?;
-    let params = stepper.params()?;
+    let state = TrainState::fresh(&cfg, params, LossScale::fixed());
+    let mut engine = Engine::open(a.engine.kind(), &cfg, state, &opts, &VulkanOptions::default())?;
+    let r = engine.step(&batch)?;
+    if let Some(note) = engine.take_note() {
+        eprintln!("note: {note}");
+    }
+    let params = engine.params()?;
     save_params(&a.out, &cfg, &*params)?;
     let skipped = r.optim.skipped.map(|s| s.to_string());
     emit(

@@ -5,7 +5,8 @@
 use rayon::prelude::*;
 
 use super::attention::attention_backward;
-use super::forward::{Forward, dot};
+use super::forward::Forward;
+use super::math::dot;
 use super::profile;
 use crate::dataset::Batch;
 use crate::model::{Config, GruLayer, Params};

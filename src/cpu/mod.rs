@@ -4,6 +4,7 @@
 pub(crate) mod attention;
 mod backward;
 pub(crate) mod forward;
+mod math;
 mod optim;
 pub mod profile;
 mod recurrence;

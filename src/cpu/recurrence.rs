@@ -13,7 +13,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::forward::sigmoid;
+use super::math::sigmoid;
 use crate::tensor::{Real, gemm_serial};
 
 /// Multiply-adds per step below which one more member does not pay for itself.
@@ -365,7 +365,7 @@ mod timing {
         for _ in 0..1000 {
             for i in 0..m {
                 for j in 0..n {
-                    c[i * n + j] = crate::cpu::forward::dot(&a[i * k..(i + 1) * k], &w[j * k..(j + 1) * k]);
+                    c[i * n + j] = crate::cpu::math::dot(&a[i * k..(i + 1) * k], &w[j * k..(j + 1) * k]);
                 }
             }
         }

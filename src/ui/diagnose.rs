@@ -192,80 +192,13 @@ impl AuditRun {
     }
 }
 
-/// One step of a training run's log.
-#[derive(Clone, Debug, PartialEq)]
-pub struct LogStep {
-    pub step: u64,
-    /// NaN where the log has none (a non-finite loss is written as null).
-    pub loss: f64,
-    pub grad_norm: f64,
-    /// Why the step was not applied, if it was not.
-    pub skipped: Option<String>,
-    pub lr: f64,
-}
+pub use crate::train::log::{LogAction, LogStep, TrainLog};
 
-/// One controller action.
-#[derive(Clone, Debug, PartialEq)]
-pub struct LogAction {
-    pub step: u64,
-    pub action: String,
-    pub reason: String,
-}
-
-/// A training run's `log.jsonl`, read.
-#[derive(Clone, Debug, Default)]
-pub struct TrainLog {
-    pub path: PathBuf,
-    pub steps: Vec<LogStep>,
-    pub actions: Vec<LogAction>,
-    /// Lines that did not parse (a line cut by a kill, say).
-    pub bad_lines: usize,
-}
-
-fn num(v: &serde_json::Value, k: &str) -> f64 {
-    v.get(k).and_then(|x| x.as_f64()).unwrap_or(f64::NAN)
-}
-
-/// Reads `path`: a `log.jsonl`, or the `--out` directory holding one.
+/// Reads `path` (a `log.jsonl`, or the `--out` directory holding one) with
+/// the action reasons in the glyphs the default font has.
 pub fn read_train_log(path: &Path) -> Result<TrainLog, String> {
-    let file = if path.is_dir() { path.join("log.jsonl") } else { path.to_path_buf() };
-    let text = std::fs::read_to_string(&file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
-    let mut log = TrainLog { path: file.clone(), ..Default::default() };
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        let v: serde_json::Value = match serde_json::from_str(line) {
-            Ok(v @ serde_json::Value::Object(_)) => v,
-            _ => {
-                log.bad_lines += 1;
-                continue;
-            }
-        };
-        let Some(step) = v.get("step").and_then(|s| s.as_u64()) else {
-            log.bad_lines += 1;
-            continue;
-        };
-        let skipped = match v.get("skipped") {
-            Some(serde_json::Value::String(s)) => Some(s.clone()),
-            Some(serde_json::Value::Bool(true)) => Some("skipped".into()),
-            _ => None,
-        };
-        log.steps.push(LogStep {
-            step,
-            loss: num(&v, "loss"),
-            grad_norm: num(&v, "grad_norm"),
-            skipped,
-            lr: num(&v, "lr"),
-        });
-        for a in v.get("actions").and_then(|a| a.as_array()).into_iter().flatten() {
-            log.actions.push(LogAction {
-                step: a.get("step").and_then(|s| s.as_u64()).unwrap_or(step),
-                action: a.get("action").and_then(|s| s.as_str()).unwrap_or("?").to_string(),
-                reason: ascii(a.get("reason").and_then(|s| s.as_str()).unwrap_or("")),
-            });
-        }
-    }
-    if log.steps.is_empty() {
-        return Err(format!("{} holds no training steps", file.display()));
-    }
+    let mut log = crate::train::read_train_log(path).map_err(|e| e.to_string())?;
+    log.actions.iter_mut().for_each(|a| a.reason = ascii(&a.reason));
     Ok(log)
 }
 

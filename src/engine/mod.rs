@@ -1,0 +1,346 @@
+//! One engine type over the CPU reference and the Vulkan engine, so that the
+//! command line, the GUI and the training loop drive either the same way
+//! (every operation is one `match`, as candle's `Storage`).
+//!
+//! An [`Engine`] holds a whole training state: the weights, the AdamW
+//! moments and step counter, and the loss scale. It takes a full step
+//! ([`Engine::step`], the Vulkan step recorded once and replayed), or the
+//! training controller's two-phase step: [`Engine::compute`] (loss,
+//! gradients and their norms, nothing applied) then [`Engine::apply`].
+
+pub mod bench;
+mod cpu_engine;
+mod error;
+pub mod inputs;
+pub mod stats;
+mod vulkan;
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+pub use cpu_engine::CpuEngine;
+pub use error::EngineError;
+pub use vulkan::{VulkanEngine, open_context};
+
+use crate::cpu::{LossScale, OptimState, StepOptions, StepReport};
+use crate::dataset::Batch;
+use crate::model::{Config, Params};
+use crate::vk::ops::{GemmChoice, Precision};
+use crate::vk::{Context, Timing};
+
+/// Which engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EngineKind {
+    /// The CPU reference (float32 here).
+    Cpu,
+    Vulkan,
+}
+
+/// How the Vulkan engine runs a step: its precision, the kernel choice of
+/// the mixed step's products, and how a step is timed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VulkanOptions {
+    pub precision: Precision,
+    pub gemm: GemmChoice,
+    /// `Span` (each step as a whole: what `train` runs) or `PerDispatch`
+    /// (per-kernel device times, at some cost).
+    pub timing: Timing,
+}
+
+impl Default for VulkanOptions {
+    fn default() -> Self {
+        VulkanOptions { precision: Precision::F32, gemm: GemmChoice::Auto, timing: Timing::Span }
+    }
+}
+
+/// How the Vulkan engine submits a step (the CPU ignores it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Submit {
+    /// Replay the step recorded for an earlier batch of the same shape (what
+    /// `train` runs).
+    Replay,
+    /// Record the step anew (what the GUI's speed run times).
+    Record,
+}
+
+/// Everything a training run needs to continue where it was: the weights,
+/// the AdamW moments and step counter, and the loss scale.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TrainState {
+    pub params: Params<f32>,
+    pub optim: OptimState<f32>,
+    pub scale: LossScale,
+}
+
+impl TrainState {
+    /// Step 0: zero moments.
+    pub fn fresh(cfg: &Config, params: Params<f32>, scale: LossScale) -> Self {
+        TrainState { params, optim: OptimState::new(cfg), scale }
+    }
+}
+
+/// One step's gradient norms (unscaled, before clipping), per tensor in
+/// canonical order, and the global one.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Norms {
+    pub global: f64,
+    pub tensors: Vec<(String, f64)>,
+}
+
+/// The testing aids behind `train --inject-nan-at` and `--inject-spike-at`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Poison {
+    /// One gradient value NaN.
+    Nan,
+    /// Every gradient value × 1e4 (a finite outlier).
+    Spike,
+}
+
+fn poison(grads: &mut Params<f32>, kind: Poison) {
+    match kind {
+        Poison::Nan => grads.head_bias.data[0] = f32::NAN,
+        Poison::Spike => grads.tensors_mut().into_iter().for_each(|t| t.data.iter_mut().for_each(|x| *x *= 1e4)),
+    }
+}
+
+/// Per-tensor and global norms of `grads / scale`, in float64, canonical order.
+fn norms_of(cfg: &Config, grads: &Params<f32>, scale: f64) -> Norms {
+    let mut total = 0.0;
+    let tensors = grads
+        .named(cfg)
+        .into_iter()
+        .map(|(name, t)| {
+            let ss: f64 = t.data.iter().map(|&x| (x as f64) * (x as f64)).sum();
+            total += ss;
+            (name, ss.sqrt() / scale)
+        })
+        .collect();
+    Norms { global: total.sqrt() / scale, tensors }
+}
+
+/// One step's gradients, computed and not yet applied (see [`Engine::compute`]).
+pub struct Pending {
+    pub loss: f64,
+    pub n_targets: usize,
+    pub capped: usize,
+    /// Unscaled, before clipping; computed in float64 on the host.
+    pub norms: Norms,
+    /// The loss scale the gradients were computed with.
+    pub scale: f64,
+    /// CPU: `∂(S·loss)/∂θ` as backward left it; Vulkan: the unscaled
+    /// gradients read back (still in the device's gradient buffer unless
+    /// `poisoned`).
+    grads: Params<f32>,
+    poisoned: bool,
+}
+
+/// Loss and gradients of one batch, from either engine.
+pub struct GradsOut {
+    pub loss: f64,
+    /// Unscaled.
+    pub grad_norm: f64,
+    pub n_targets: usize,
+    pub capped: usize,
+    /// Float32 whatever the arithmetic, unscaled.
+    pub grads: Params<f32>,
+}
+
+impl<T: crate::tensor::Real> From<crate::cpu::GradsResult<T>> for GradsOut {
+    fn from(r: crate::cpu::GradsResult<T>) -> Self {
+        let grads = r.grads.cast::<f32>();
+        GradsOut { loss: r.loss, grad_norm: r.grad_norm, n_targets: r.n_targets, capped: r.capped, grads }
+    }
+}
+
+/// A step's device times (Vulkan with timestamps only; empty on the CPU).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StepTimes {
+    /// The whole step's device milliseconds.
+    pub device_ms: Option<f64>,
+    /// Device milliseconds per kernel, largest first (per-dispatch timing only).
+    pub kernels: Vec<(String, f64)>,
+}
+
+/// Training steps on either engine, float32 master weights: the parameters,
+/// the AdamW state and the loss scale live on the engine between steps.
+pub enum Engine {
+    Cpu(Box<CpuEngine>),
+    Vulkan(Box<VulkanEngine>),
+}
+
+impl Engine {
+    /// The CPU reference holding `state`.
+    pub fn cpu(cfg: &Config, state: TrainState, opts: &StepOptions) -> Engine {
+        Engine::Cpu(Box::new(CpuEngine::new(cfg, state, opts)))
+    }
+
+    /// The Vulkan engine on `ctx` holding `state`, its step as `vk` says.
+    pub fn vulkan(
+        ctx: &Arc<Context>,
+        cfg: &Config,
+        state: &TrainState,
+        opts: &StepOptions,
+        vk: &VulkanOptions,
+    ) -> Result<Engine, EngineError> {
+        Ok(Engine::Vulkan(Box::new(VulkanEngine::new(ctx, cfg, state, opts, vk)?)))
+    }
+
+    /// The engine `kind` holding `state`; Vulkan on the default device (see
+    /// [`open_context`]). The CPU reference computes in f32 only: any other
+    /// `vk.precision` is a usage error there.
+    pub fn open(
+        kind: EngineKind,
+        cfg: &Config,
+        state: TrainState,
+        opts: &StepOptions,
+        vk: &VulkanOptions,
+    ) -> Result<Engine, EngineError> {
+        match kind {
+            EngineKind::Cpu if vk.precision != Precision::F32 => Err(EngineError::Usage(format!(
+                "--precision {}: the mixed-precision step runs on --engine gpu; the CPU reference computes in f32",
+                vk.precision.name()
+            ))),
+            EngineKind::Cpu => Ok(Engine::cpu(cfg, state, opts)),
+            EngineKind::Vulkan => Engine::vulkan(&Arc::new(open_context(None)?), cfg, &state, opts, vk),
+        }
+    }
+
+    pub fn kind(&self) -> EngineKind {
+        match self {
+            Engine::Cpu(_) => EngineKind::Cpu,
+            Engine::Vulkan(_) => EngineKind::Vulkan,
+        }
+    }
+
+    pub fn config(&self) -> &Config {
+        match self {
+            Engine::Cpu(c) => c.config(),
+            Engine::Vulkan(g) => g.engine().config(),
+        }
+    }
+
+    /// The Vulkan engine itself, for what only it has (slots of named
+    /// intermediates, probes); `None` for the CPU.
+    pub fn as_vulkan(&self) -> Option<&crate::vk::engine::Engine> {
+        match self {
+            Engine::Cpu(_) => None,
+            Engine::Vulkan(g) => Some(g.engine()),
+        }
+    }
+
+    /// Loss and unscaled gradients of `batch`, nothing applied (the CPU at
+    /// loss scale 1, Vulkan at its current scale).
+    pub fn grads(&mut self, batch: &Batch) -> Result<GradsOut, EngineError> {
+        match self {
+            Engine::Cpu(c) => c.grads(batch),
+            Engine::Vulkan(g) => g.grads(batch),
+        }
+    }
+
+    /// One training step on `batch` (on Vulkan replayed: see [`Submit`]).
+    pub fn step(&mut self, batch: &Batch) -> Result<StepReport, EngineError> {
+        self.step_timed(batch, Submit::Replay).map(|r| r.0)
+    }
+
+    /// One training step on `batch`, with its device times.
+    pub fn step_timed(&mut self, batch: &Batch, submit: Submit) -> Result<(StepReport, StepTimes), EngineError> {
+        match self {
+            Engine::Cpu(c) => Ok((c.step(batch)?, StepTimes::default())),
+            Engine::Vulkan(g) => g.step(batch, submit),
+        }
+    }
+
+    /// The first half of a step: loss, gradients and their norms on `batch`,
+    /// nothing applied yet. `poison_it` spoils the gradients first (the
+    /// `--inject-nan-at` / `--inject-spike-at` testing aids).
+    pub fn compute(&mut self, batch: &Batch, poison_it: Option<Poison>) -> Result<Pending, EngineError> {
+        match self {
+            Engine::Cpu(c) => c.compute(batch, poison_it),
+            Engine::Vulkan(g) => g.compute(batch, poison_it),
+        }
+    }
+
+    /// The second half: the optimizer (unscale, norm, guard, clip, AdamW, loss
+    /// scale) on the gradients of `p`, as [`Engine::step`] would have done.
+    pub fn apply(&mut self, p: Pending) -> Result<StepReport, EngineError> {
+        match self {
+            Engine::Cpu(c) => Ok(c.apply(p)),
+            Engine::Vulkan(g) => g.apply(p),
+        }
+    }
+
+    /// What computes the step's matrix products: the CPU reference, or the
+    /// GPU kernel (`GemmPath::name`), with the step's precision.
+    pub fn precision_and_path(&self) -> (&'static str, &'static str) {
+        match self {
+            Engine::Cpu(_) => ("f32", "cpu"),
+            Engine::Vulkan(g) => (g.engine().precision().name(), g.engine().gemm_path().name()),
+        }
+    }
+
+    /// The loss scale now.
+    pub fn loss_scale(&self) -> Result<LossScale, EngineError> {
+        match self {
+            Engine::Cpu(c) => Ok(c.scale().clone()),
+            Engine::Vulkan(g) => Ok(g.engine().loss_scale_and_step()?.0),
+        }
+    }
+
+    /// The AdamW step counter now.
+    pub fn optim_step(&self) -> Result<u64, EngineError> {
+        match self {
+            Engine::Cpu(c) => Ok(c.optim_step()),
+            Engine::Vulkan(g) => Ok(g.engine().loss_scale_and_step()?.1),
+        }
+    }
+
+    /// Changes the learning rate, keeping everything else.
+    pub fn set_lr(&mut self, lr: f64) -> Result<(), EngineError> {
+        match self {
+            Engine::Cpu(c) => {
+                c.set_lr(lr);
+                Ok(())
+            }
+            Engine::Vulkan(g) => g.set_lr(lr),
+        }
+    }
+
+    /// The whole training state (read back from the device for Vulkan).
+    pub fn snapshot(&self) -> Result<TrainState, EngineError> {
+        match self {
+            Engine::Cpu(c) => Ok(c.snapshot()),
+            Engine::Vulkan(g) => g.snapshot(),
+        }
+    }
+
+    /// Puts `s` back (a rollback).
+    pub fn restore(&mut self, s: &TrainState) -> Result<(), EngineError> {
+        match self {
+            Engine::Cpu(c) => {
+                c.restore(s);
+                Ok(())
+            }
+            Engine::Vulkan(g) => g.restore(s),
+        }
+    }
+
+    /// The current parameters (read back from the device for Vulkan).
+    pub fn params(&self) -> Result<Cow<'_, Params<f32>>, EngineError> {
+        match self {
+            Engine::Cpu(c) => Ok(Cow::Borrowed(c.params())),
+            Engine::Vulkan(g) => g.params().map(Cow::Owned),
+        }
+    }
+
+    /// A note for the user, once per engine: why the Vulkan recurrence fell
+    /// back from its default (known after the first [`Engine::step`]).
+    pub fn take_note(&mut self) -> Option<String> {
+        match self {
+            Engine::Cpu(_) => None,
+            Engine::Vulkan(g) => g.take_note(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,468 @@
+//! THE training loop: from a fresh model, a checkpoint's weights or a whole
+//! saved run, step after step on batches that depend only on the seed and
+//! the step; the controller judges each step's gradients before they are
+//! applied, bad steps in a row roll back to the last good checkpoint, and
+//! the run's state and logs are written to `--out` as it goes.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use super::TrainError;
+use super::controller::{Action, ActionKind, Controller, ControllerConfig, Norms, Outcome};
+use super::log::{CONTROLLER_FILE, JsonLog, LOG_FILE, LogEntry, keep_log_upto};
+use super::state::{
+    RUN_STATE_VERSION, RunState, SavedRun, TRAIN_STATE_FILE, load_run, prepare_dir, remove_stale_temporaries,
+    resume_file, save_run,
+};
+use crate::checkpoint::{load_params, save_params, write_atomic};
+use crate::cpu::{LossScale, OptimOutcome, StepOptions, StepReport};
+use crate::dataset::{Batch, Dataset};
+use crate::engine::inputs::{check_memory, check_shape};
+use crate::engine::{Engine, EngineKind, Poison, TrainState, VulkanOptions};
+use crate::model::{Config, Params};
+
+/// When the loop checks that a batch's activations fit in memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemoryCheck {
+    /// The batch shape asked for, before anything is cut or allocated (`train`).
+    Shape,
+    /// The first batch as cut (`demo`).
+    FirstBatch,
+}
+
+/// What to train, where from, and how (the `train` options).
+#[derive(Clone, Debug)]
+pub struct TrainPlan {
+    /// The dataset's path as given, for messages.
+    pub data: PathBuf,
+    /// small, bench, tiny, or a JSON config file (default small; ignored with
+    /// `checkpoint`, refused with `resume`).
+    pub config: Option<String>,
+    /// Start from this checkpoint's weights (fresh optimizer state).
+    pub checkpoint: Option<PathBuf>,
+    /// Continue this run (a `--out` directory, or its train_state.safetensors).
+    pub resume: Option<PathBuf>,
+    /// The step to train up to, counted from the start of the run.
+    pub steps: u64,
+    pub seq_len: Option<usize>,
+    pub batch: Option<usize>,
+    pub seed: Option<u64>,
+    pub engine: EngineKind,
+    pub vulkan: VulkanOptions,
+    pub out: Option<PathBuf>,
+    /// A parameter checkpoint `step_NNNNNN.safetensors` every this many steps (0: never).
+    pub save_every: u64,
+    /// The resumable checkpoint every this many steps, and at the end.
+    pub checkpoint_every: u64,
+    /// The loss scale of a fresh run (default: the precision's).
+    pub loss_scale: Option<LossScale>,
+    pub optim: StepOptions,
+    pub controller: ControllerConfig,
+    /// Testing aids: the steps whose gradients are spoilt, and how.
+    pub inject: BTreeMap<u64, Poison>,
+    pub memory_check: MemoryCheck,
+}
+
+impl TrainPlan {
+    /// The checks that need nothing but the plan (the CLI runs them before it
+    /// opens the dataset).
+    pub fn check(&self) -> Result<(), TrainError> {
+        if self.steps == 0 {
+            return Err(TrainError::Usage("--steps must be at least 1".into()));
+        }
+        if self.checkpoint_every == 0 {
+            return Err(TrainError::Usage("--checkpoint-every must be at least 1".into()));
+        }
+        if self.resume.is_some() && (self.checkpoint.is_some() || self.config.is_some()) {
+            return Err(TrainError::Usage("--resume keeps the run's model: drop --checkpoint and --config".into()));
+        }
+        Ok(())
+    }
+}
+
+/// The run about to start.
+#[derive(Clone, Debug)]
+pub struct Begin<'a> {
+    /// Steps `first_step..=last_step` will run.
+    pub first_step: u64,
+    pub last_step: u64,
+    /// The checkpoint resumed, if any.
+    pub resumed: Option<&'a Path>,
+    pub optim_step: u64,
+    pub loss_scale: f64,
+    pub lr_factor: f64,
+}
+
+/// One finished step.
+#[derive(Clone, Debug)]
+pub struct StepEvent<'a> {
+    /// What `log.jsonl` gets for the step (its actions included).
+    pub entry: &'a LogEntry,
+    pub report: &'a StepReport,
+    /// The run's first step (of this invocation).
+    pub first: bool,
+    /// Steps not applied so far in this invocation, this one included.
+    pub skipped_total: usize,
+    /// The controller's learning-rate factor after the step.
+    pub lr_factor: f64,
+    pub base_lr: f64,
+}
+
+/// What the loop tells as it goes; every method defaults to nothing.
+pub trait Observer {
+    fn begin(&mut self, _b: &Begin<'_>) {}
+    /// A note from the engine (once: why the recurrence fell back).
+    fn note(&mut self, _note: &str) {}
+    fn step(&mut self, _s: &StepEvent<'_>) {}
+    /// Each of the step's controller actions, after [`Observer::step`].
+    fn action(&mut self, _a: &Action) {}
+}
+
+/// A finished run.
+#[derive(Clone, Debug)]
+pub struct TrainSummary {
+    pub config: Config,
+    pub dataset: String,
+    pub first_step: u64,
+    pub last_step: u64,
+    pub resumed_from: Option<PathBuf>,
+    /// Where the checkpoints and logs are.
+    pub out: Option<PathBuf>,
+    /// Steps not applied.
+    pub skipped: usize,
+    /// Each step's loss, in order.
+    pub losses: Vec<f64>,
+    pub entries: Vec<LogEntry>,
+    pub actions: Vec<Action>,
+    pub controller: Controller,
+    /// `Engine::precision_and_path`.
+    pub precision: &'static str,
+    pub gemm_path: &'static str,
+}
+
+/// The last good state: what a rollback returns to and what the checkpoint file holds.
+struct Good {
+    step: u64,
+    state: TrainState,
+    controller: Controller,
+}
+
+/// The batch of step `step` (the same whatever happened before it).
+fn batch_at(ds: &Dataset, seed: u64, step: u64, rows: usize, len: usize, pad: bool) -> Result<Batch, TrainError> {
+    let b = ds.random_windows(seed.wrapping_mul(1_000_003).wrapping_add(step), rows, len)?;
+    Ok(if pad { pad_to(b, len - 1) } else { b })
+}
+
+/// Pads every row to `t + 1` tokens (masked), so that a GPU workspace sized
+/// once fits every batch. Padding changes no valid position (MODEL.md).
+fn pad_to(b: Batch, t: usize) -> Batch {
+    if b.t >= t {
+        return b;
+    }
+    let mut tokens = vec![0u8; b.rows * (t + 1)];
+    for r in 0..b.rows {
+        tokens[r * (t + 1)..r * (t + 1) + b.lens[r]].copy_from_slice(b.row(r));
+    }
+    Batch { rows: b.rows, t, tokens, lens: b.lens }
+}
+
+/// Where a run starts.
+struct Start {
+    config: Config,
+    state: TrainState,
+    controller: Controller,
+    step: u64,
+    seed: u64,
+    rows: usize,
+    t: usize,
+    resumed: Option<PathBuf>,
+}
+
+/// A fresh model, a checkpoint's weights, or the saved run of `plan.resume`
+/// (refusing options that clash with it).
+fn start(plan: &TrainPlan, ds: &Dataset) -> Result<Start, TrainError> {
+    let Some(r) = &plan.resume else {
+        let seed = plan.seed.unwrap_or(0);
+        let (config, params) = match &plan.checkpoint {
+            Some(p) => load_params(p)?,
+            None => {
+                let cfg = Config::resolve(plan.config.as_deref().unwrap_or("small"))?;
+                let params = Params::init(&cfg, seed);
+                (cfg, params)
+            }
+        };
+        let scale =
+            plan.loss_scale.clone().unwrap_or_else(|| crate::vk::engine::default_loss_scale(plan.vulkan.precision));
+        let (rows, t) = (plan.batch.unwrap_or(config.batch), plan.seq_len.unwrap_or(config.seq_len));
+        let state = TrainState::fresh(&config, params, scale);
+        let controller = Controller::new(plan.controller.clone());
+        return Ok(Start { config, state, controller, step: 0, seed, rows, t, resumed: None });
+    };
+    let path = resume_file(r);
+    let SavedRun { config, state, run: rs } = load_run(&path)?;
+    let clash = |what: &str, given: String, kept: String| {
+        TrainError::Usage(format!("--{what} {given}: the run being resumed has {kept}; drop --{what}"))
+    };
+    match (plan.seed, plan.batch, plan.seq_len) {
+        (Some(s), _, _) if s != rs.seed => return Err(clash("seed", s.to_string(), rs.seed.to_string())),
+        (_, Some(b), _) if b != rs.batch => return Err(clash("batch", b.to_string(), rs.batch.to_string())),
+        (_, _, Some(l)) if l != rs.seq_len => return Err(clash("seq-len", l.to_string(), rs.seq_len.to_string())),
+        _ => {}
+    }
+    if rs.dataset_hash != ds.content_hash() {
+        return Err(TrainError::Usage(format!(
+            "--data {}: the run being resumed trained on {} (content hash {}), this file differs",
+            plan.data.display(),
+            rs.dataset,
+            rs.dataset_hash
+        )));
+    }
+    if rs.step >= plan.steps {
+        return Err(TrainError::Usage(format!(
+            "{}: the run is already at step {}; ask for more with --steps (now {})",
+            path.display(),
+            rs.step,
+            plan.steps
+        )));
+    }
+    // The controller keeps its thresholds with its history.
+    Ok(Start {
+        config,
+        state,
+        controller: rs.controller,
+        step: rs.step,
+        seed: rs.seed,
+        rows: rs.batch,
+        t: rs.seq_len,
+        resumed: Some(path),
+    })
+}
+
+/// Runs `plan` on `ds`, telling `obs` as it goes.
+pub fn train(plan: &TrainPlan, ds: &Dataset, obs: &mut dyn Observer) -> Result<TrainSummary, TrainError> {
+    plan.check()?;
+    let Start { config: cfg, state, controller: mut ctl, step: start, seed, rows, t, resumed } = start(plan, ds)?;
+    if rows == 0 || t == 0 {
+        return Err(TrainError::Usage("--batch and --seq-len must be at least 1".into()));
+    }
+    if plan.memory_check == MemoryCheck::Shape {
+        // A very long --seq-len is refused before anything is cut or allocated.
+        check_shape(&cfg, rows, t, 4)?;
+    }
+    let out = plan.out.clone().or_else(|| plan.resume.as_ref().filter(|r| r.is_dir()).cloned());
+    if let (Some(dir), None) = (&out, &resumed)
+        && dir.join(TRAIN_STATE_FILE).exists()
+    {
+        return Err(TrainError::Usage(format!(
+            "--out {0}: holds a training run; continue it with --resume {0}, or choose another --out",
+            dir.display()
+        )));
+    }
+    // The engine first, so that a missing device leaves no empty --out directory.
+    let base_lr = plan.optim.lr;
+    let run_opts = StepOptions { lr: base_lr * ctl.lr_factor, ..plan.optim };
+    let mut engine = Engine::open(plan.engine, &cfg, state.clone(), &run_opts, &plan.vulkan)?;
+    let save_state = |dir: &Path, g: &Good| -> Result<(), TrainError> {
+        let rs = RunState {
+            version: RUN_STATE_VERSION,
+            step: g.step,
+            optim_step: g.state.optim.step,
+            loss_scale: g.state.scale.clone(),
+            controller: g.controller.clone(),
+            seed,
+            batch: rows,
+            seq_len: t,
+            dataset: ds.name().to_string(),
+            dataset_hash: ds.content_hash(),
+        };
+        save_run(dir, &cfg, &g.state, &rs)
+    };
+    let mut good = Good { step: start, state, controller: ctl.clone() };
+    if let Some(dir) = &out {
+        prepare_dir(dir)?;
+        remove_stale_temporaries(dir);
+        match &resumed {
+            Some(from) => {
+                let from_dir = from.parent().unwrap_or(Path::new("."));
+                for f in [LOG_FILE, CONTROLLER_FILE] {
+                    keep_log_upto(&from_dir.join(f), &dir.join(f), start)?;
+                }
+            }
+            None => {
+                for f in [LOG_FILE, CONTROLLER_FILE] {
+                    write_atomic(&dir.join(f), b"")?;
+                }
+            }
+        }
+        // A checkpoint from the start: a kill at any moment leaves one to resume.
+        if resumed.is_none() || plan.out.is_some() {
+            save_state(dir, &good)?;
+        }
+    }
+    let mut log = JsonLog::open(out.as_ref().map(|d| d.join(LOG_FILE)))?;
+    let mut clog = JsonLog::open(out.as_ref().map(|d| d.join(CONTROLLER_FILE)))?;
+    obs.begin(&Begin {
+        first_step: start + 1,
+        last_step: plan.steps,
+        resumed: resumed.as_deref(),
+        optim_step: good.state.optim.step,
+        loss_scale: good.state.scale.scale,
+        lr_factor: ctl.lr_factor,
+    });
+    let pad = plan.engine == EngineKind::Vulkan;
+    let mut entries = Vec::new();
+    let mut losses = Vec::new();
+    let mut all_actions: Vec<Action> = Vec::new();
+    let mut skipped_now = 0usize;
+    let mut checkpoint_due = false;
+    let mut lr_now = base_lr * ctl.lr_factor;
+    let mut fast: Option<(StepReport, Norms)> = None;
+    for step in start + 1..=plan.steps {
+        let mut actions = ctl.begin_step(step);
+        let lr = base_lr * ctl.lr_factor;
+        if lr != lr_now {
+            engine.set_lr(lr)?;
+            lr_now = lr;
+        }
+        let batch = batch_at(ds, seed, step, rows, t + 1, pad)?;
+        if plan.memory_check == MemoryCheck::FirstBatch && step == start + 1 {
+            check_memory(&cfg, &batch, 4)?;
+        }
+        let t0 = Instant::now();
+        let scale_before = engine.loss_scale()?.scale;
+        // Without the controller (and no injected fault) the whole step is one
+        // submit with nothing read back but the state words; the controller
+        // needs every tensor's gradient norm before the optimizer runs.
+        if !ctl.config.enabled && !plan.inject.contains_key(&step) {
+            let report = engine.step(&batch)?;
+            if let Some(note) = engine.take_note() {
+                obs.note(&note);
+            }
+            let norms = Norms { global: report.optim.grad_norm, tensors: Vec::new() };
+            fast = Some((report, norms));
+        }
+        let (report, norms, verdict) = if let Some((report, norms)) = fast.take() {
+            let verdict = ctl.assess(&norms);
+            (report, norms, verdict)
+        } else {
+            let pending = engine.compute(&batch, plan.inject.get(&step).copied())?;
+            let norms = pending.norms.clone();
+            let verdict = ctl.assess(&norms);
+            let report = match &verdict.skip {
+                None => engine.apply(pending)?,
+                Some(_) => StepReport {
+                    loss: pending.loss,
+                    n_targets: pending.n_targets,
+                    capped_tokens: pending.capped,
+                    optim: OptimOutcome {
+                        grad_norm: norms.global,
+                        clipped: false,
+                        post_clip_norm: norms.global,
+                        skipped: None,
+                        scale: pending.scale,
+                        next_scale: pending.scale,
+                    },
+                },
+            };
+            (report, norms, verdict)
+        };
+        let ms = t0.elapsed().as_secs_f64() * 1e3;
+        let by_engine = report.optim.skipped.is_some();
+        let skipped = report.optim.skipped.map(|s| s.to_string()).or(verdict.skip.clone());
+        let outcome = Outcome {
+            norms: &norms,
+            skipped: skipped.clone(),
+            by_engine,
+            spike: verdict.spike,
+            scale_before,
+            scale_after: report.optim.next_scale,
+        };
+        actions.extend(ctl.record(step, &outcome));
+        if let Some(stop) = actions.iter().find(|x| x.action == ActionKind::Stop) {
+            for act in &actions {
+                clog.push(act)?;
+            }
+            return Err(TrainError::Stopped { step, reason: stop.reason.clone() });
+        }
+        skipped_now += skipped.is_some() as usize;
+        if let Some(x) = actions.iter_mut().find(|x| x.action == ActionKind::Rollback) {
+            // Back to the last good checkpoint; the data position goes on, and
+            // the loss scale stays where the bad steps took it.
+            let st = TrainState { scale: engine.loss_scale()?, ..good.state.clone() };
+            engine.restore(&st)?;
+            ctl.rolled_back(&good.controller);
+            x.to_step = Some(good.step);
+            x.reason += &format!(": back to the checkpoint of step {}", good.step);
+        }
+        let entry = LogEntry {
+            step,
+            loss: report.loss,
+            grad_norm: report.optim.grad_norm,
+            skipped,
+            clipped: report.optim.clipped,
+            capped_tokens: report.capped_tokens as u64,
+            lr,
+            scale: report.optim.scale,
+            optim_step: engine.optim_step()?,
+            actions,
+            ms,
+        };
+        losses.push(report.loss);
+        obs.step(&StepEvent {
+            entry: &entry,
+            report: &report,
+            first: step == start + 1,
+            skipped_total: skipped_now,
+            lr_factor: ctl.lr_factor,
+            base_lr,
+        });
+        for act in &entry.actions {
+            obs.action(act);
+            clog.push(act)?;
+        }
+        all_actions.extend(entry.actions.iter().cloned());
+        checkpoint_due |= step % plan.checkpoint_every == 0 || step == plan.steps;
+        let good_now = ctl.consecutive_bad == 0;
+        let mut snapshot = None;
+        if checkpoint_due && (good_now || step == plan.steps) {
+            snapshot = Some(engine.snapshot()?);
+        }
+        log.push(&entry)?;
+        entries.push(entry);
+        if let Some(st) = snapshot {
+            checkpoint_due = false;
+            let g = Good { step, state: st, controller: ctl.clone() };
+            if let Some(dir) = &out {
+                log.sync();
+                clog.sync();
+                save_state(dir, &g)?;
+            }
+            if good_now {
+                good = g;
+            }
+        }
+        if let (Some(dir), true) = (&out, plan.save_every > 0 && step % plan.save_every == 0) {
+            save_params(&dir.join(format!("step_{step:06}.safetensors")), &cfg, &*engine.params()?)?;
+        }
+    }
+    if let Some(dir) = &out {
+        save_params(&dir.join("last.safetensors"), &cfg, &*engine.params()?)?;
+    }
+    let (precision, gemm_path) = engine.precision_and_path();
+    Ok(TrainSummary {
+        config: cfg,
+        dataset: ds.name().to_string(),
+        first_step: start + 1,
+        last_step: plan.steps,
+        resumed_from: resumed,
+        out,
+        skipped: skipped_now,
+        losses,
+        entries,
+        actions: all_actions,
+        controller: ctl,
+        precision,
+        gemm_path,
+    })
+}
