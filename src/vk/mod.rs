@@ -28,4 +28,4 @@ pub use context::{Context, ContextOptions, MessageCounts};
 pub use device::{DeviceReport, DeviceSummary, Features, Limits};
 pub use error::{VkError, VkResult};
 pub use kernel::{Access, Kernel, KernelSpec, PushConstants, group_counts};
-pub use recorder::{Sequence, Timing, Timings, kernel_of};
+pub use recorder::{Recording, Sequence, Timing, Timings, kernel_of};
