@@ -49,7 +49,7 @@ pub(crate) struct Inner {
     pub recycled: Mutex<Vec<SequenceParts>>,
 }
 
-/// The handles a [`super::recorder::Sequence`] owns besides its recording.
+/// The handles a sequence owns besides its recording (see `recorder`).
 pub(crate) struct SequenceParts {
     pub pool: vk::CommandPool,
     pub cmd: vk::CommandBuffer,

@@ -21,7 +21,7 @@ fn operands(ctx: &Context, label: &str, a: &[f32], b: &[f32]) -> VkResult<[Buffe
     ])
 }
 
-/// A scratch buffer for `s` split as [`split_k_plan`] wants (None if it is not split).
+/// A scratch buffer for `s` split as [`super::split_k_plan`] wants (None if it is not split).
 pub fn split_scratch(ctx: &Context, name: &str, path: GemmPath, s: &GemmShape) -> VkResult<Option<Buffer>> {
     match split_k_scratch_len(path, s) {
         0 => Ok(None),
