@@ -123,7 +123,7 @@ pub struct Engine {
     v: Buffer,
     state: Buffer,
     /// A host-visible copy of the state words, which the replayed step
-    /// writes as its last command (`step_replayed` reads its report there,
+    /// writes as its last command (the replayed step reads its report there,
     /// with no second submit).
     state_host: Buffer,
     /// The runs of the flat buffers that AdamW's weight decay applies to
