@@ -7,8 +7,9 @@ use ash::vk;
 use gpu_allocator::MemoryLocation;
 use gpu_allocator::vulkan::{Allocation, AllocationCreateDesc, AllocationScheme};
 
-use super::context::{Context, Inner};
+use super::context::Context;
 use super::error::{VkError, VkResult, call};
+use super::inner::Inner;
 
 /// Where a buffer's memory lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

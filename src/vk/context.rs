@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::ffi::{CStr, c_void};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use ash::vk;
@@ -14,7 +14,8 @@ use serde::Serialize;
 
 use super::device::{Candidate, DeviceReport, Limits, rank_devices};
 use super::error::{VkError, VkResult, call};
-use super::kernel::Kernel;
+use super::inner::{Counters, Inner};
+use super::kernel::{Kernel, KernelSpec};
 
 const VALIDATION_LAYER: &CStr = c"VK_LAYER_KHRONOS_validation";
 
@@ -53,15 +54,6 @@ impl ContextOptions {
     }
 }
 
-/// Validation messages seen so far, by severity.
-#[derive(Debug, Default)]
-pub(crate) struct Counters {
-    pub error: AtomicU64,
-    pub warning: AtomicU64,
-    pub info: AtomicU64,
-    pub verbose: AtomicU64,
-}
-
 /// How many validation messages of each severity a context has seen.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct MessageCounts {
@@ -98,88 +90,6 @@ unsafe extern "system" fn on_message(
         .unwrap_or_default();
     eprintln!("[vulkan {name}] {msg}");
     vk::FALSE
-}
-
-/// The owner of every Vulkan handle that lives as long as the context.
-pub(crate) struct Inner {
-    _entry: ash::Entry,
-    pub instance: ash::Instance,
-    debug: Option<(ash::ext::debug_utils::Instance, vk::DebugUtilsMessengerEXT)>,
-    pub device: ash::Device,
-    pub queue_family: u32,
-    /// Queue submission must be externally synchronised.
-    pub queue: Mutex<vk::Queue>,
-    /// `None` only while dropping (it must go before the device).
-    pub allocator: Mutex<Option<Allocator>>,
-    pub limits: Limits,
-    /// Nanoseconds per timestamp tick; `None` when the queue has no timestamps.
-    pub timestamp_period: Option<f64>,
-    /// How long a submit may take: a software device (lavapipe) runs a `bench`
-    /// step in minutes, a GPU in milliseconds.
-    pub fence_timeout_s: u64,
-    /// How long a submit's wait polls its fence before it sleeps in the
-    /// driver: zero on a software device, whose work runs on the same cores.
-    pub fence_spin: std::time::Duration,
-    counters: Box<Counters>,
-    /// What finished sequences leave for the next ones (command pool and
-    /// buffer, fence, timestamp pool, descriptor pools): creating and
-    /// destroying them took about 0.9 ms per sequence on the H200, most of
-    /// the host's share of a recorded training step.
-    pub recycled: Mutex<Vec<SequenceParts>>,
-}
-
-/// The handles a [`super::recorder::Sequence`] owns besides its recording.
-pub(crate) struct SequenceParts {
-    pub pool: vk::CommandPool,
-    pub cmd: vk::CommandBuffer,
-    pub fence: vk::Fence,
-    pub queries: vk::QueryPool,
-    pub desc_pools: Vec<vk::DescriptorPool>,
-}
-
-impl SequenceParts {
-    /// Destroys every handle (null ones are no-ops).
-    ///
-    /// # Safety
-    /// No submitted work may still use them.
-    pub unsafe fn destroy(self, d: &ash::Device) {
-        // SAFETY: the caller guarantees no pending use; each handle is owned here.
-        unsafe {
-            for p in self.desc_pools {
-                d.destroy_descriptor_pool(p, None);
-            }
-            d.destroy_query_pool(self.queries, None);
-            d.destroy_fence(self.fence, None);
-            d.destroy_command_pool(self.pool, None);
-        }
-    }
-}
-
-/// How many finished sequences' parts a context keeps.
-pub(crate) const RECYCLED_SEQUENCES: usize = 4;
-
-impl Drop for Inner {
-    fn drop(&mut self) {
-        // SAFETY: this is the last owner: every buffer, kernel and sequence
-        // holds an `Arc<Inner>`, so all of them are gone. Waiting for idle
-        // first means no submitted work still uses what is destroyed; the
-        // order is the reverse of creation.
-        unsafe {
-            let _ = self.device.device_wait_idle();
-            for parts in self.recycled.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
-                parts.destroy(&self.device);
-            }
-        }
-        drop(self.allocator.lock().unwrap_or_else(|p| p.into_inner()).take());
-        // SAFETY: as above; the allocator, the last user of the device, is gone.
-        unsafe {
-            self.device.destroy_device(None);
-            if let Some((utils, messenger)) = self.debug.take() {
-                utils.destroy_debug_utils_messenger(messenger, None);
-            }
-            self.instance.destroy_instance(None);
-        }
-    }
 }
 
 /// A Vulkan device ready for compute work.
@@ -386,12 +296,12 @@ impl Context {
     }
 
     /// The kernel of the named embedded shader, built on first use and cached.
-    pub fn kernel(&self, spec: &'static super::kernel::KernelSpec) -> VkResult<Arc<Kernel>> {
+    pub fn kernel(&self, spec: &'static KernelSpec) -> VkResult<Arc<Kernel>> {
         let mut map = self.kernels.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(k) = map.get(spec.name) {
             return Ok(k.clone());
         }
-        let k = Arc::new(Kernel::new(self, spec)?);
+        let k = Arc::new(Kernel::new(&self.inner, spec)?);
         map.insert(spec.name, k.clone());
         Ok(k)
     }
@@ -448,6 +358,8 @@ fn create_device(instance: &ash::Instance, c: &Candidate) -> VkResult<ash::Devic
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::AtomicU64;
+
     use super::*;
 
     #[test]

@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use ash::vk;
 
-use super::context::{Context, Inner};
 use super::device::Limits;
 use super::error::{VkError, VkResult, call};
+use super::inner::Inner;
 
 /// How a kernel uses one of its storage-buffer bindings (drives the barriers).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,10 +67,10 @@ pub struct Kernel {
 }
 
 impl Kernel {
-    pub(crate) fn new(ctx: &Context, spec: &'static KernelSpec) -> VkResult<Kernel> {
-        check_spec(spec, ctx.limits())?;
+    pub(crate) fn new(inner: &Arc<Inner>, spec: &'static KernelSpec) -> VkResult<Kernel> {
+        check_spec(spec, &inner.limits)?;
         let mut k = Kernel {
-            inner: ctx.inner.clone(),
+            inner: inner.clone(),
             spec,
             module: vk::ShaderModule::null(),
             set_layout: vk::DescriptorSetLayout::null(),

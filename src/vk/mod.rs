@@ -3,21 +3,29 @@
 //! dispatches, submit once, wait, read timestamps). It knows nothing of the CLI
 //! or the UI; Vulkan is loaded at run time, so a machine without it gets a
 //! clear [`VkError::NoLoader`] / [`VkError::NoDevice`], not a link failure.
+//!
+//! Module order (each uses only those above it): `error`, `device`, `inner`
+//! (the shared device state), `kernel`, `context`, `buffer`, `recorder`,
+//! `gemm`, `engine`.
 
 mod buffer;
 mod context;
 mod device;
 pub mod engine;
 mod error;
+pub mod gemm;
+mod inner;
 mod kernel;
-pub mod ops;
 mod recorder;
 mod shaders;
 mod spirv;
+
+// TODO(redesign phase 2): callers move to `crate::vk::gemm` and this alias goes.
+pub use gemm as ops;
 
 pub use buffer::{Buffer, MemoryKind};
 pub use context::{Context, ContextOptions, MessageCounts};
 pub use device::{DeviceReport, DeviceSummary, Features, Limits};
 pub use error::{VkError, VkResult};
 pub use kernel::{Access, Kernel, KernelSpec, PushConstants, group_counts};
-pub use recorder::{Sequence, Timing, Timings, kernel_of};
+pub use recorder::{Recording, Sequence, Timing, Timings, kernel_of};

@@ -197,7 +197,7 @@ pub static GRU_BWD_GRID_VEC4: KernelSpec =
 /// `d_gh`). Where they run: `Engine::recurrence_on_coopmat`.
 pub static GRU_FWD_GRID_CM: KernelSpec = KernelSpec {
     name: "gru_fwd_grid_cm",
-    spirv: crate::vk::ops::optional(shaders::GRU_FWD_GRID_CM),
+    spirv: crate::vk::shaders::optional(shaders::GRU_FWD_GRID_CM),
     bindings: &[R, R, W, W, RW, RW, RW, RW],
     push_size: 64,
     local_size: [256, 1, 1],
@@ -207,7 +207,7 @@ pub static GRU_FWD_GRID_CM: KernelSpec = KernelSpec {
 };
 pub static GRU_BWD_GRID_CM: KernelSpec = KernelSpec {
     name: "gru_bwd_grid_cm",
-    spirv: crate::vk::ops::optional(shaders::GRU_BWD_GRID_CM),
+    spirv: crate::vk::shaders::optional(shaders::GRU_BWD_GRID_CM),
     bindings: &[R, R, R, R, R, RW, W, W, RW, RW, RW],
     // 8 subgroups' staging of 6 f16 tiles (16×16) and their 16×16 f32 partial sums.
     shared_bytes: 8 * 6 * 512 + 8 * 16 * 16 * 4,
@@ -218,7 +218,7 @@ pub static GRU_BWD_GRID_CM: KernelSpec = KernelSpec {
 /// T + 1 dependent intervals instead of 2T. Tiled as `GRU_FWD_GRID_CM`.
 pub static GRU_FWD_WAVE_CM: KernelSpec = KernelSpec {
     name: "gru_fwd_wave_cm",
-    spirv: crate::vk::ops::optional(shaders::GRU_FWD_WAVE_CM),
+    spirv: crate::vk::shaders::optional(shaders::GRU_FWD_WAVE_CM),
     bindings: &[R, R, W, W, RW, RW, RW, RW, W, W, W, RW, RW],
     // 8 subgroups' staging of 4 f16 tiles (16×16) and their 16×48 f32 partial sums.
     shared_bytes: 8 * 4 * 512 + 8 * 16 * 48 * 4,
@@ -228,7 +228,7 @@ pub static GRU_FWD_WAVE_CM: KernelSpec = KernelSpec {
 /// `coherent`, where that is safe (`Engine::wave_noncoherent`).
 pub static GRU_FWD_WAVE_CM_NC: KernelSpec = KernelSpec {
     name: "gru_fwd_wave_cm_nc",
-    spirv: crate::vk::ops::optional(shaders::GRU_FWD_WAVE_CM_NC),
+    spirv: crate::vk::shaders::optional(shaders::GRU_FWD_WAVE_CM_NC),
     ..GRU_FWD_WAVE_CM
 };
 /// Both layers' backward in one dispatch, as a wavefront (layer 0 two steps
@@ -236,7 +236,7 @@ pub static GRU_FWD_WAVE_CM_NC: KernelSpec = KernelSpec {
 /// kernel, half by each layer): T + 2 dependent intervals instead of 2T. Tiled as `GRU_BWD_GRID_CM`.
 pub static GRU_BWD_WAVE_CM: KernelSpec = KernelSpec {
     name: "gru_bwd_wave_cm",
-    spirv: crate::vk::ops::optional(shaders::GRU_BWD_WAVE_CM),
+    spirv: crate::vk::shaders::optional(shaders::GRU_BWD_WAVE_CM),
     bindings: &[R, R, R, R, RW, RW, W, W, RW, RW, RW, R, R, R, R, RW, W, W, RW, RW],
     // 8 subgroups' staging of 6 f16 tiles (16×16) and their two 16×16 f32 partial sums.
     shared_bytes: 8 * 6 * 512 + 2 * 8 * 16 * 16 * 4,
@@ -246,7 +246,7 @@ pub static GRU_BWD_WAVE_CM: KernelSpec = KernelSpec {
 /// `coherent`, where that is safe (`Engine::wave_noncoherent`).
 pub static GRU_BWD_WAVE_CM_NC: KernelSpec = KernelSpec {
     name: "gru_bwd_wave_cm_nc",
-    spirv: crate::vk::ops::optional(shaders::GRU_BWD_WAVE_CM_NC),
+    spirv: crate::vk::shaders::optional(shaders::GRU_BWD_WAVE_CM_NC),
     ..GRU_BWD_WAVE_CM
 };
 /// Rows and units of a workgroup of the cooperative-matrix grid kernels.

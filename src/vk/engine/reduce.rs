@@ -9,7 +9,7 @@
 //! `d` alone, so the result is the same bit for bit on every run.
 
 use super::kernels::{COL_SUM, COL_SUM_FINAL, ModelPush};
-use crate::vk::ops::MatRef;
+use crate::vk::gemm::MatRef;
 use crate::vk::{Buffer, Context, Sequence, VkError, VkResult};
 
 /// Chunks a column sum is cut into at most (the second pass walks them all).

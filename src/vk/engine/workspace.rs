@@ -4,7 +4,7 @@
 
 use crate::dataset::Batch;
 use crate::model::Config;
-use crate::vk::ops::{GemmPath, GemmShape, split_k_scratch_len};
+use crate::vk::gemm::{GemmPath, GemmShape, split_k_scratch_len};
 use crate::vk::{Buffer, Context, MemoryKind, VkError, VkResult};
 
 use super::kernels::{GRID_CM_TILE, GRID_FLAG_WORDS, GRID_MAX_GROUPS, SUMSQ_CHUNK};

@@ -1,0 +1,139 @@
+//! Recording the backward stages: the head (with the token guard),
+//! attention, the GRU layers (per-row, grid or wavefront recurrences) and
+//! the embedding.
+
+use super::kernels::*;
+use super::policy::Recurrence;
+use super::{BWD_WAVE_LAG, Engine, Workspace, u, workspace};
+use crate::vk::{Sequence, VkResult};
+
+impl Engine {
+    /// The head's gradients, after the token guard caps each token's gradient.
+    pub(super) fn record_head_bwd<'a>(&'a self, seq: &mut Sequence<'a>, ws: &'a Workspace) -> VkResult<()> {
+        let base = self.push(ws);
+        let rows = ws.rows;
+        let (h, a, v) = (self.cfg.hidden, self.cfg.attn_dim, self.cfg.vocab);
+        let pb = &self.params;
+        let gb = &self.grads;
+        let s = &ws.layers.last().expect("layers >= 1").h;
+        let cap = self.opts.token_cap;
+        let p = ModelPush { flag: cap.is_some() as u32, f0: cap.unwrap_or(0.0) as f32, ..base };
+        let bufs = [&ws.dlogits, &ws.c, &ws.token_norm, &ws.dl_ctx, &self.state];
+        self.dispatch(seq, &TOKEN_GUARD, &bufs, &p, rows, "token_guard")?;
+        let dl_ctx = if cap.is_some() { &ws.dl_ctx } else { &ws.dlogits };
+        let tok = self.off("head.tok.weight");
+        let ctxw = self.off("head.ctx.weight");
+        self.mm(seq, (v, h, rows), (&ws.dlogits, 0, true), (s, 0, false), (gb, tok), false)?;
+        self.mm(seq, (v, a, rows), (dl_ctx, 0, true), (&ws.c, 0, false), (gb, ctxw), false)?;
+        self.col_sum(seq, &ws.dlogits, (rows, v), self.off("head.bias"), "head.bias grad")?;
+        self.mm(seq, (rows, h, v), (&ws.dlogits, 0, false), (pb, tok, false), (&ws.d_s_head, 0), false)?;
+        self.mm(seq, (rows, a, v), (&ws.dlogits, 0, false), (pb, ctxw, false), (&ws.d_c, 0), false)?;
+        Ok(())
+    }
+
+    /// The attention's gradients and the projections' weight gradients.
+    pub(super) fn record_attn_bwd<'a>(&'a self, seq: &mut Sequence<'a>, ws: &'a Workspace) -> VkResult<()> {
+        let cfg = &self.cfg;
+        let base = self.push(ws);
+        let rows = ws.rows;
+        let (h, a) = (self.cfg.hidden, self.cfg.attn_dim);
+        let pb = &self.params;
+        let gb = &self.grads;
+        let s = &ws.layers.last().expect("layers >= 1").h;
+        let p = ModelPush { f0: (1.0 / (cfg.head_dim() as f64).sqrt()) as f32, ..base };
+        let bufs = [&ws.k, &ws.v, &ws.attn, &ws.d_c, &ws.ds, &ws.d_q];
+        self.run_attn(seq, &ATTN_BWD_Q, &bufs, &p, "attn_bwd_q")?;
+        let bufs = [&ws.q, &ws.attn, &ws.ds, &ws.d_c, &ws.d_k, &ws.d_v];
+        self.run_attn(seq, &ATTN_BWD_KV, &bufs, &p, "attn_bwd_kv")?;
+        let parts = [("ctx.q.weight", &ws.d_q), ("ctx.k.weight", &ws.d_k), ("ctx.v.weight", &ws.d_v)];
+        for (name, dx) in parts {
+            self.mm(seq, (a, h, rows), (dx, 0, true), (s, 0, false), (gb, self.off(name)), false)?;
+        }
+        for (i, (name, dx)) in parts.into_iter().enumerate() {
+            let w = self.off(name);
+            self.mm(seq, (rows, h, a), (dx, 0, false), (pb, w, false), (&ws.d_s_ctx, 0), i > 0)?;
+        }
+        Ok(())
+    }
+
+    /// Both GRU layers backward: the recurrences (one wavefront for both,
+    /// the grid kernels, or one workgroup per row), then the weight, bias and
+    /// input gradients of each layer.
+    pub(super) fn record_gru_bwd<'a>(&'a self, seq: &mut Sequence<'a>, ws: &'a Workspace) -> VkResult<()> {
+        let cfg = &self.cfg;
+        let base = self.push(ws);
+        let rows = ws.rows;
+        let h = self.cfg.hidden;
+        let pb = &self.params;
+        let gb = &self.grads;
+        let top = &ws.layers.last().expect("layers >= 1").d_h;
+        let p = ModelPush { n: u(rows * h, "n")?, ..base };
+        self.dispatch(seq, &ADD, &[&ws.d_s_head, &ws.d_s_ctx, top], &p, rows * h, "d_s")?;
+        // Both layers' recurrences in one wavefront dispatch, which
+        // also computes layer 0's gradient from above.
+        let wave = self.backward_wave();
+        if wave {
+            let (p, bufs, groups) = self.wave_bwd_args(ws)?;
+            let intervals = (0..ws.t + BWD_WAVE_LAG).map(|t| (t, 1));
+            let label = "gru.l1 bwd recurrence, wavefront with l0";
+            self.record_grid(seq, (self.wave_spec(false), groups), &bufs, &p, intervals, label)?;
+        }
+        for l in (0..cfg.layers).rev() {
+            let lb = &ws.layers[l];
+            let n_in = cfg.gru_in(l);
+            let p = ModelPush { off0: self.off(&format!("gru.weight_hh_l{l}")) as u32, ..base };
+            let label = format!("gru.l{l} bwd recurrence");
+            if wave {
+                // Recorded above.
+            } else if self.recurrence != Recurrence::Seq {
+                let bufs = self.grid_bwd_bufs(ws, lb);
+                let steps = (0..ws.t).rev().map(|t| (t, 1));
+                let (_, spec, groups) = self.grid_kernels(ws);
+                self.record_grid(seq, (spec, groups), &bufs, &p, steps, &label)?;
+            } else {
+                let bufs = [pb, &lb.gh, &lb.gates, &lb.h, &lb.d_h, &lb.dh_tot, &lb.d_gi, &lb.d_gh];
+                let chunk = bwd_chunk(h);
+                let mut hi = ws.t;
+                while hi > 0 {
+                    let n = chunk.min(hi);
+                    let p = ModelPush { t: (hi - 1) as u32, n: n as u32, ..p };
+                    let spec = if h <= 256 { &GRU_BWD_SEQ_WG256 } else { &GRU_BWD_SEQ };
+                    self.dispatch(seq, spec, &bufs, &p, ws.b, &label)?;
+                    hi -= n;
+                }
+            }
+            let input = if l == 0 { &ws.emb } else { &ws.layers[l - 1].h };
+            let w_ih = self.off(&format!("gru.weight_ih_l{l}"));
+            let w_hh = self.off(&format!("gru.weight_hh_l{l}"));
+            self.mm(seq, (3 * h, n_in, rows), (&lb.d_gi, 0, true), (input, 0, false), (gb, w_ih), false)?;
+            // dW_hh pairs d_gh at t with h at t-1 (nothing at t = 0).
+            let shifted = rows - ws.b;
+            self.mm(seq, (3 * h, h, shifted), (&lb.d_gh, ws.b * 3 * h, true), (&lb.h, 0, false), (gb, w_hh), false)?;
+            for (name, src) in [(format!("gru.bias_ih_l{l}"), &lb.d_gi), (format!("gru.bias_hh_l{l}"), &lb.d_gh)] {
+                self.col_sum(seq, src, (rows, 3 * h), self.off(&name), &format!("{name} grad"))?;
+            }
+            let d_in = if l == 0 { &ws.d_emb } else { &ws.layers[l - 1].d_h };
+            if !(wave && l > 0) {
+                self.mm(seq, (rows, n_in, 3 * h), (&lb.d_gi, 0, false), (pb, w_ih, false), (d_in, 0), false)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The embedding's gradient.
+    pub(super) fn record_embed_bwd<'a>(&'a self, seq: &mut Sequence<'a>, ws: &'a Workspace) -> VkResult<()> {
+        let base = self.push(ws);
+        let rows = ws.rows;
+        let (d, v) = (self.cfg.d_embed, self.cfg.vocab);
+        let gb = &self.grads;
+        // Chunk sums of the position lists, then each token value's
+        // chunks added in order (embed_bwd.comp).
+        let bufs = [&ws.csr, &ws.d_emb, &ws.emb_part, gb];
+        let chunks = workspace::emb_chunks_max(rows, v) * d;
+        let p = ModelPush { n: u(chunks, "n")?, flag: 0, ..base };
+        self.dispatch(seq, &EMBED_BWD, &bufs, &p, chunks, "embed_bwd chunks")?;
+        let p = ModelPush { n: u(v * d, "n")?, flag: 1, off0: self.off("embed.weight") as u32, ..base };
+        self.dispatch(seq, &EMBED_BWD, &bufs, &p, v * d, "embed_bwd")?;
+        Ok(())
+    }
+}

@@ -1,0 +1,68 @@
+//! The engine's switches from the environment, read in one place
+//! ([`EngineEnv::from_env`]) when an engine is built and kept in it.
+//!
+//! | variable | effect (default when unset) |
+//! | --- | --- |
+//! | `DUALSCOPE_RECURRENCE` | `seq`, `steps` or `grid`: how the GRU recurrences run (the device's default, see [`Recurrence::default_for`]) |
+//! | `DUALSCOPE_RECURRENCE_PRODUCT` | `f32`: the mixed step's recurrences on the f32 grid kernels even where the cooperative-matrix ones can run |
+//! | `DUALSCOPE_WAVE` | `0`: the layers' recurrences one after the other even where a wavefront kernel could run them together |
+//! | `DUALSCOPE_WAVE_COHERENT` | `1`: the wavefronts' operand loads stay `coherent` everywhere |
+//! | `DUALSCOPE_HOST_PROFILE` | set: print where the host's time goes in each step (stderr) |
+//!
+//! Read elsewhere, because they are not the engine's: `DUALSCOPE_GEMM_PATH`
+//! ([`crate::vk::gemm::GemmChoice::from_env`]), `DUALSCOPE_COOPMAT_PROBE`
+//! (the GEMM timing probes, in `vk::gemm`), `DUALSCOPE_VK_DEVICE` and
+//! `DUALSCOPE_VK_VALIDATION` ([`crate::vk::ContextOptions`]),
+//! `DUALSCOPE_GRID_PROBE` (the CLI's bench).
+
+use super::policy::Recurrence;
+use crate::vk::{Context, VkError, VkResult};
+
+/// The engine's switches, as the environment set them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EngineEnv {
+    /// `DUALSCOPE_RECURRENCE`: the recurrence asked for (None: the default).
+    pub recurrence: Option<Recurrence>,
+    /// `DUALSCOPE_RECURRENCE_PRODUCT=f32`.
+    pub recurrence_product_f32: bool,
+    /// `DUALSCOPE_WAVE=0`.
+    pub wave_off: bool,
+    /// `DUALSCOPE_WAVE_COHERENT=1`.
+    pub wave_coherent: bool,
+    /// `DUALSCOPE_HOST_PROFILE` set.
+    pub host_profile: bool,
+}
+
+impl EngineEnv {
+    /// The switches from the environment (values trimmed); an error for a
+    /// `DUALSCOPE_RECURRENCE` that names no recurrence.
+    pub fn from_env() -> VkResult<EngineEnv> {
+        let recurrence = match std::env::var("DUALSCOPE_RECURRENCE") {
+            Ok(v) => {
+                Some(Recurrence::parse(v.trim()).map_err(|e| VkError::Invalid(format!("DUALSCOPE_RECURRENCE: {e}")))?)
+            }
+            Err(_) => None,
+        };
+        let is = |name: &str, value: &str| std::env::var(name).is_ok_and(|v| v.trim() == value);
+        Ok(EngineEnv {
+            recurrence,
+            recurrence_product_f32: is("DUALSCOPE_RECURRENCE_PRODUCT", "f32"),
+            wave_off: is("DUALSCOPE_WAVE", "0"),
+            wave_coherent: is("DUALSCOPE_WAVE_COHERENT", "1"),
+            host_profile: std::env::var_os("DUALSCOPE_HOST_PROFILE").is_some(),
+        })
+    }
+
+    /// The recurrence for `ctx` and width `h`: the one asked for (an error
+    /// where it cannot run here); else the grid on GPUs that can run it, and
+    /// the per-row kernel on CPU devices (lavapipe), where a spinning barrier
+    /// would starve the threads that run the other workgroups.
+    pub fn recurrence_for(&self, ctx: &Context, h: usize) -> VkResult<Recurrence> {
+        if let Some(r) = self.recurrence {
+            r.check(ctx, h)?;
+            return Ok(r);
+        }
+        let gpu = ctx.report().device_type != "cpu";
+        Ok(if gpu && Recurrence::Grid.check(ctx, h).is_ok() { Recurrence::Grid } else { Recurrence::Seq })
+    }
+}

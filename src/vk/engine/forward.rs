@@ -1,0 +1,135 @@
+//! Recording the forward stages: embedding, the GRU layers (per-row,
+//! grid or wavefront recurrences), attention, the head and the loss.
+
+use super::faults::Fault;
+use super::kernels::*;
+use super::policy::Recurrence;
+use super::{Engine, Workspace, u};
+use crate::vk::{Sequence, VkResult};
+
+impl Engine {
+    /// The embedding lookup.
+    pub(super) fn record_embed_fwd<'a>(&'a self, seq: &mut Sequence<'a>, ws: &'a Workspace) -> VkResult<()> {
+        let base = self.push(ws);
+        let rows = ws.rows;
+        let d = self.cfg.d_embed;
+        let pb = &self.params;
+        let p = ModelPush { n: u(rows * d, "n")?, off0: self.off("embed.weight") as u32, ..base };
+        self.dispatch(seq, &EMBED_FWD, &[&ws.tokens, pb, &ws.emb], &p, rows * d, "embed_fwd")?;
+        Ok(())
+    }
+
+    /// Both GRU layers: the input products, then the recurrences (one
+    /// wavefront for both layers, the grid kernels, or one workgroup per row).
+    pub(super) fn record_gru_fwd<'a>(&'a self, seq: &mut Sequence<'a>, ws: &'a Workspace) -> VkResult<()> {
+        let cfg = &self.cfg;
+        let base = self.push(ws);
+        let rows = ws.rows;
+        let h = self.cfg.hidden;
+        let pb = &self.params;
+        let seq_fault = matches!(self.fault, Some(Fault::RecurrenceNoBarrier | Fault::ResetBeforeMatmul));
+        let wave = self.forward_wave() && !seq_fault;
+        for (l, lb) in ws.layers.iter().enumerate() {
+            if wave && l > 0 {
+                // Layer 1 runs inside the wavefront with layer 0.
+                break;
+            }
+            let n_in = cfg.gru_in(l);
+            let input = if l == 0 { &ws.emb } else { &ws.layers[l - 1].h };
+            let w_ih = self.off(&format!("gru.weight_ih_l{l}"));
+            self.mm(seq, (rows, 3 * h, n_in), (input, 0, false), (pb, w_ih, true), (&lb.gi, 0), false)?;
+            let p = ModelPush {
+                n: u(rows * 3 * h, "n")?,
+                d: (3 * h) as u32,
+                off1: self.off(&format!("gru.bias_ih_l{l}")) as u32,
+                ..base
+            };
+            self.dispatch(seq, &BIAS_ADD, &[pb, &lb.gi], &p, rows * 3 * h, &format!("gru.l{l} bias_ih"))?;
+            let w_hh = self.off(&format!("gru.weight_hh_l{l}"));
+            let b_hh = self.off(&format!("gru.bias_hh_l{l}")) as u32;
+            let label = format!("gru.l{l} fwd recurrence");
+            if wave {
+                let (p, bufs, groups) = self.wave_fwd_args(ws)?;
+                let intervals = (0..=ws.t).map(|t| (t, 1));
+                let label = "gru.l0 fwd recurrence, wavefront with l1";
+                self.record_grid(seq, (self.wave_spec(true), groups), &bufs, &p, intervals, label)?;
+                continue;
+            }
+            if self.recurrence != Recurrence::Seq && !seq_fault {
+                let p = ModelPush { off0: w_hh as u32, off1: b_hh, ..base };
+                let bufs = self.grid_fwd_bufs(ws, lb);
+                let (spec, _, groups) = self.grid_kernels(ws);
+                self.record_grid(seq, (spec, groups), &bufs, &p, (0..ws.t).map(|t| (t, 1)), &label)?;
+                continue;
+            }
+            let p = ModelPush { n: u(3 * h * h, "n")?, d: h as u32, off0: w_hh as u32, ..base };
+            self.dispatch(seq, &TRANSPOSE, &[pb, &ws.wt], &p, 3 * h * h, &format!("gru.l{l} W_hh^T"))?;
+            let p = ModelPush { off1: b_hh, ..base };
+            let spec = match self.fault {
+                Some(Fault::RecurrenceNoBarrier) => &GRU_FWD_SEQ_FAULT_NO_BARRIER,
+                Some(Fault::ResetBeforeMatmul) => &GRU_FWD_SEQ_FAULT_RESET_BEFORE,
+                _ if h <= 256 => &GRU_FWD_SEQ_WG256,
+                _ => &GRU_FWD_SEQ,
+            };
+            let bufs = [pb, &lb.gi, &lb.gh, &lb.gates, &lb.h, &ws.wt];
+            let chunk = fwd_chunk(h);
+            for t0 in (0..ws.t).step_by(chunk) {
+                let p = ModelPush { t: t0 as u32, n: chunk as u32, ..p };
+                self.dispatch(seq, spec, &bufs, &p, ws.b, &label)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The attention projections and the windowed attention.
+    pub(super) fn record_attn_fwd<'a>(&'a self, seq: &mut Sequence<'a>, ws: &'a Workspace) -> VkResult<()> {
+        let cfg = &self.cfg;
+        let base = self.push(ws);
+        let rows = ws.rows;
+        let (h, a) = (self.cfg.hidden, self.cfg.attn_dim);
+        let pb = &self.params;
+        let s = &ws.layers.last().expect("layers >= 1").h;
+        for (name, out) in [("ctx.q.weight", &ws.q), ("ctx.k.weight", &ws.k), ("ctx.v.weight", &ws.v)] {
+            self.mm(seq, (rows, a, h), (s, 0, false), (pb, self.off(name), true), (out, 0), false)?;
+        }
+        let p = ModelPush { f0: (1.0 / (cfg.head_dim() as f64).sqrt()) as f32, ..base };
+        let bufs = [&ws.q, &ws.k, &ws.v, &ws.attn, &ws.c];
+        let spec = match self.fault {
+            Some(Fault::SoftmaxNoMax) => &ATTN_FWD_FAULT_NO_MAX,
+            Some(Fault::WindowOffByOne) => &ATTN_FWD_FAULT_WINDOW,
+            _ => &ATTN_FWD,
+        };
+        self.run_attn(seq, spec, &bufs, &p, "attn_fwd")?;
+        Ok(())
+    }
+
+    /// The head's logits.
+    pub(super) fn record_head_fwd<'a>(&'a self, seq: &mut Sequence<'a>, ws: &'a Workspace) -> VkResult<()> {
+        let base = self.push(ws);
+        let rows = ws.rows;
+        let (h, a, v) = (self.cfg.hidden, self.cfg.attn_dim, self.cfg.vocab);
+        let pb = &self.params;
+        let s = &ws.layers.last().expect("layers >= 1").h;
+        let tok = self.off("head.tok.weight");
+        let ctxw = self.off("head.ctx.weight");
+        self.mm(seq, (rows, v, h), (s, 0, false), (pb, tok, true), (&ws.logits, 0), false)?;
+        self.mm(seq, (rows, v, a), (&ws.c, 0, false), (pb, ctxw, true), (&ws.logits, 0), true)?;
+        let p = ModelPush { n: u(rows * v, "n")?, d: v as u32, off1: self.off("head.bias") as u32, ..base };
+        self.dispatch(seq, &BIAS_ADD, &[pb, &ws.logits], &p, rows * v, "head bias")?;
+        Ok(())
+    }
+
+    /// The loss, its gradient of the logits, and the loss value in the state.
+    pub(super) fn record_loss<'a>(&'a self, seq: &mut Sequence<'a>, ws: &'a Workspace) -> VkResult<()> {
+        let base = self.push(ws);
+        let rows = ws.rows;
+        // N and 1/N come with the batch (after the targets), not in
+        // push constants: a recorded step replays on any batch.
+        let bufs = [&ws.logits, &ws.targets, &ws.mask, &ws.token_loss, &ws.dlogits, &self.state];
+        let spec = if self.fault == Some(Fault::MaskDropped) { &LOSS_FAULT_NO_MASK } else { &LOSS };
+        self.dispatch(seq, spec, &bufs, &base, rows, "loss")?;
+        let p = ModelPush { flag: state_op::LOSS, n: rows as u32, ..base };
+        self.dispatch(seq, &STATE, &[&self.state, &ws.token_loss], &p, 1, "loss value")?;
+        Ok(())
+    }
+}

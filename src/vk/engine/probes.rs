@@ -1,0 +1,77 @@
+//! Timing probes: the grid kernels with parts switched off (the barrier
+//! alone, no product, no gates) and the backward wavefront likewise. What
+//! they write is meaningless; what they report is device time.
+
+use super::kernels::*;
+use super::policy::Recurrence;
+use super::{BWD_WAVE_LAG, Engine, u};
+use crate::vk::{Sequence, VkError, VkResult};
+
+impl Engine {
+    /// Device milliseconds of `steps - 1` grid-wide barriers alone (the
+    /// forward grid kernel with its arithmetic switched off): what the
+    /// dependent steps of a recurrence cost at the least. `None` without
+    /// timestamps.
+    pub fn probe_grid_barrier(&self, steps: usize) -> VkResult<Option<f64>> {
+        self.probe_grid(steps, 1)
+    }
+
+    /// Device milliseconds of the forward grid kernel over `steps` steps of
+    /// layer 0 with parts switched off by `flag` (1: only the barriers; bits
+    /// 2, 4, 8: no barrier, no product, no gates). A timing probe: what it
+    /// writes is meaningless.
+    pub fn probe_grid(&self, steps: usize, flag: u32) -> VkResult<Option<f64>> {
+        Recurrence::Grid.check(&self.ctx, self.cfg.hidden)?;
+        let ws = self.ws()?;
+        let lb = &ws.layers[0];
+        let mut seq = Sequence::new(&self.ctx)?;
+        self.record_begin(&mut seq)?;
+        seq.fill(&ws.sync, 0)?;
+        let p = ModelPush {
+            flag,
+            t: 0,
+            n: u(steps, "steps")?,
+            off0: self.off("gru.weight_hh_l0") as u32,
+            off1: self.off("gru.bias_hh_l0") as u32,
+            ..self.push(ws)
+        };
+        // The barrier alone on the kernel the step uses; the parts of a step
+        // on the f32 kernel (the cooperative-matrix one has no such switches).
+        let bufs = self.grid_fwd_bufs(ws, lb);
+        let (spec, groups, bufs) = match self.grid_kernels(ws) {
+            (fwd, _, groups) if flag == 1 => (fwd, groups, &bufs[..]),
+            _ => {
+                let f32_kernel = grid_specs(self.cfg.hidden).0;
+                (f32_kernel, self.cfg.hidden.div_ceil(GRID_UNITS), &bufs[..f32_kernel.bindings.len()])
+            }
+        };
+        self.dispatch(&mut seq, spec, bufs, &p, groups, "grid barrier probe")?;
+        let t = seq.submit()?;
+        if self.read_state()?[st::GRID_FAIL] != 0 {
+            return Err(VkError::Invalid("the grid barrier gave up waiting: workgroups not resident at once".into()));
+        }
+        Ok(t.dispatches.last().and_then(|d| d.1).map(|ns| ns / 1e6))
+    }
+
+    /// Device milliseconds of the backward wavefront over the workspace's
+    /// T + BWD_WAVE_LAG intervals with parts switched off by `flag` (gru_bwd_wave_cm:
+    /// bits 2, 4, 8, 16: no operand loads, no products, no stores, no step
+    /// inputs; 32: on the kernel variant whose operand loads are not
+    /// `coherent`). A timing probe: what it writes is meaningless. `None` where
+    /// the step has no backward wavefront or no timestamps.
+    pub fn probe_bwd_wave(&self, flag: u32) -> VkResult<Option<f64>> {
+        if !self.backward_wave() || self.recurrence != Recurrence::Grid {
+            return Ok(None);
+        }
+        let ws = self.ws()?;
+        let (p, bufs, groups) = self.wave_bwd_args(ws)?;
+        let mut seq = Sequence::new(&self.ctx)?;
+        self.record_begin(&mut seq)?;
+        let spec = if flag & 32 != 0 { &GRU_BWD_WAVE_CM_NC } else { &GRU_BWD_WAVE_CM };
+        let p = ModelPush { flag: flag & !32, ..p };
+        let intervals = (0..ws.t + BWD_WAVE_LAG).map(|t| (t, 1));
+        self.record_grid(&mut seq, (spec, groups), &bufs, &p, intervals, "bwd wave probe")?;
+        let t = seq.submit()?;
+        Ok(t.dispatches.last().and_then(|d| d.1).map(|ns| ns / 1e6))
+    }
+}

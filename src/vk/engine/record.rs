@@ -1,0 +1,301 @@
+//! What every stage's recording shares: dispatching a kernel, a product,
+//! a column sum, a grid recurrence, the wavefronts' and grids' bindings; and
+//! the recording of a stage, a plan and a whole step.
+
+use super::kernels::*;
+use super::policy::Recurrence;
+use super::workspace::LayerBufs;
+use super::{Engine, Plan, Stage, Workspace, record_col_sum};
+use crate::vk::gemm::{self, GemmShape, MatRef};
+use crate::vk::kernel::KernelSpec;
+use crate::vk::{Buffer, Sequence, VkError, VkResult};
+
+impl Engine {
+    /// The push constants every kernel starts from: the batch's and the model's sizes.
+    pub(super) fn push(&self, ws: &Workspace) -> ModelPush {
+        let c = &self.cfg;
+        ModelPush {
+            t_len: ws.t as u32,
+            b: ws.b as u32,
+            d: c.d_embed as u32,
+            h: c.hidden as u32,
+            a: c.attn_dim as u32,
+            nh: c.heads as u32,
+            w: c.window as u32,
+            v: c.vocab as u32,
+            ..Default::default()
+        }
+    }
+
+    /// Records `spec` over `items` work items along x.
+    pub(super) fn dispatch<'a>(
+        &self,
+        seq: &mut Sequence<'a>,
+        spec: &'static KernelSpec,
+        bufs: &[&'a Buffer],
+        push: &ModelPush,
+        items: usize,
+        label: &str,
+    ) -> VkResult<()> {
+        let kernel = self.ctx.kernel(spec)?;
+        // Grid-stride kernels cover any count with at most 65535 groups.
+        let cap = 65535 * spec.items_per_group[0] as usize;
+        seq.dispatch(&kernel, bufs, push, [items.clamp(1, cap) as u64, 1, 1], label)
+    }
+
+    /// An attention kernel: one workgroup per block of `ATTN_BLOCK` positions
+    /// of one (row, head), a grid of `[T / ATTN_BLOCK, B, NH]` workgroups.
+    pub(super) fn run_attn<'a>(
+        &self,
+        seq: &mut Sequence<'a>,
+        spec: &'static KernelSpec,
+        bufs: &[&'a Buffer],
+        push: &ModelPush,
+        label: &str,
+    ) -> VkResult<()> {
+        let kernel = self.ctx.kernel(spec)?;
+        let work = [push.t_len as u64, push.b as u64, push.nh as u64];
+        seq.dispatch(&kernel, bufs, push, work, label)
+    }
+
+    /// Records a product, split along K where `gemm::split_k_plan` says so
+    /// (the partial sums go through the workspace's scratch).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn mm<'a>(
+        &'a self,
+        seq: &mut Sequence<'a>,
+        (m, n, k): (usize, usize, usize),
+        a: (&'a Buffer, usize, bool),
+        b: (&'a Buffer, usize, bool),
+        c: (&'a Buffer, usize),
+        accumulate: bool,
+    ) -> VkResult<()> {
+        let shape = GemmShape { m, n, k, ta: a.2, tb: b.2, accumulate };
+        let path = self.gemm_path_now();
+        let scratch = &self.ws()?.scratch;
+        debug_assert!(
+            gemm::split_k_scratch_len(path, &shape) <= scratch.len_f32(),
+            "gemm {m}x{n}x{k}: its split-K scratch is missing from workspace::step_products"
+        );
+        gemm::gemm_split(
+            &self.ctx,
+            seq,
+            path,
+            &shape,
+            MatRef { buf: a.0, offset: a.1 },
+            MatRef { buf: b.0, offset: b.1 },
+            MatRef { buf: c.0, offset: c.1 },
+            Some(scratch),
+        )
+    }
+
+    /// Records the column sums of `x` (`[rows, d]`) into the gradients at `out_off`.
+    pub(super) fn col_sum<'a>(
+        &'a self,
+        seq: &mut Sequence<'a>,
+        x: &'a Buffer,
+        (rows, d): (usize, usize),
+        out_off: usize,
+        label: &str,
+    ) -> VkResult<()> {
+        let (x, out) = (MatRef::whole(x), MatRef { buf: &self.grads, offset: out_off });
+        record_col_sum(&self.ctx, seq, x, rows, d, out, &self.ws()?.scratch, label)
+    }
+
+    /// The offset of parameter `name` in the flat buffers.
+    pub(super) fn off(&self, name: &str) -> usize {
+        self.layout.offset(name)
+    }
+
+    /// Records the beginning of a step: this step's loss scale, counters cleared.
+    pub(super) fn record_begin<'a>(&'a self, seq: &mut Sequence<'a>) -> VkResult<()> {
+        let ws = self.ws()?;
+        let p = ModelPush { flag: state_op::BEGIN, ..self.push(ws) };
+        self.dispatch(seq, &STATE, &[&self.state, &ws.partials], &p, 1, "state begin")
+    }
+
+    /// Records one stage, reading its inputs from where the previous stages
+    /// (or an upload) left them.
+    pub(super) fn record_stage<'a>(&'a self, seq: &mut Sequence<'a>, stage: Stage) -> VkResult<()> {
+        let ws = self.ws()?;
+        match stage {
+            Stage::EmbedFwd => self.record_embed_fwd(seq, ws),
+            Stage::GruFwd => self.record_gru_fwd(seq, ws),
+            Stage::AttnFwd => self.record_attn_fwd(seq, ws),
+            Stage::HeadFwd => self.record_head_fwd(seq, ws),
+            Stage::Loss => self.record_loss(seq, ws),
+            Stage::HeadBwd => self.record_head_bwd(seq, ws),
+            Stage::AttnBwd => self.record_attn_bwd(seq, ws),
+            Stage::GruBwd => self.record_gru_bwd(seq, ws),
+            Stage::EmbedBwd => self.record_embed_bwd(seq, ws),
+            Stage::Optim => self.record_optim(seq, ws),
+        }
+    }
+
+    /// Records what `plan` runs: the step's beginning, its stages, and for
+    /// [`Plan::Grads`] the gradients' unscale and norm; returns each stage's
+    /// range of dispatches.
+    pub(super) fn record_plan<'a>(
+        &'a self,
+        seq: &mut Sequence<'a>,
+        plan: Plan<'_>,
+    ) -> VkResult<Vec<(Stage, std::ops::Range<usize>)>> {
+        self.record_begin(seq)?;
+        let stages: &[Stage] = match plan {
+            Plan::Grads => &Stage::FORWARD_BACKWARD,
+            Plan::Step => &Stage::STEP,
+            Plan::Stages(stages) => stages,
+        };
+        let mut ranges = Vec::with_capacity(stages.len());
+        for &s in stages {
+            let start = seq.dispatch_count();
+            self.record_stage(seq, s)?;
+            ranges.push((s, start..seq.dispatch_count()));
+        }
+        if let Plan::Grads = plan {
+            self.record_unscale_and_norm(seq)?;
+        }
+        Ok(ranges)
+    }
+
+    /// Records a whole training step (the batch set last) into `seq`, for
+    /// [`Sequence::end`] and [`Sequence::replay`]: each replay is one more
+    /// training step on the same batch, as a CUDA graph replays its kernels.
+    pub fn record_step<'a>(&'a self, seq: &mut Sequence<'a>) -> VkResult<()> {
+        self.record_plan(seq, Plan::Step).map(|_| ())
+    }
+
+    /// Records a grid recurrence kernel (`gru_*_grid`, `gru_*_grid_cm`) of
+    /// `groups` workgroups:
+    /// with [`Recurrence::Steps`], one dispatch per `(t, 1)` of `steps`; with
+    /// [`Recurrence::Grid`], one dispatch walking them all (from the first
+    /// `t`, forward or backward as `spec` does), its barrier counter zeroed first.
+    pub(super) fn record_grid<'a>(
+        &'a self,
+        seq: &mut Sequence<'a>,
+        (spec, groups): (&'static KernelSpec, usize),
+        bufs: &[&'a Buffer],
+        push: &ModelPush,
+        mut steps: impl Iterator<Item = (usize, usize)>,
+        label: &str,
+    ) -> VkResult<()> {
+        if self.recurrence == Recurrence::Grid {
+            let Some((t0, _)) = steps.next() else { return Ok(()) };
+            let n = 1 + steps.count();
+            seq.fill(&self.ws()?.sync, 0)?;
+            let p = ModelPush { t: t0 as u32, n: n as u32, ..*push };
+            return self.dispatch(seq, spec, bufs, &p, groups, label);
+        }
+        for (t, n) in steps {
+            let p = ModelPush { t: t as u32, n: n as u32, ..*push };
+            self.dispatch(seq, spec, bufs, &p, groups, label)?;
+        }
+        Ok(())
+    }
+
+    /// The wavefront backward's push constants, buffers and workgroups.
+    pub(super) fn wave_bwd_args<'a>(&'a self, ws: &'a Workspace) -> VkResult<(ModelPush, Vec<&'a Buffer>, usize)> {
+        let [l0, l1] = &ws.layers[..] else {
+            return Err(VkError::Invalid("the wavefront backward takes two layers".into()));
+        };
+        let missing = || VkError::Invalid("the wavefront backward needs the f16 copies of d_gh and d_gi".into());
+        let (d_gh0s, d_gh1s, d_gi1s) = (
+            l0.d_gh16.as_ref().ok_or_else(missing)?,
+            l1.d_gh16.as_ref().ok_or_else(missing)?,
+            l1.d_gi16.as_ref().ok_or_else(missing)?,
+        );
+        let off = |name: &str| self.off(name) as u32;
+        let p = ModelPush {
+            off0: off("gru.weight_hh_l0"),
+            off1: off("gru.weight_hh_l1"),
+            off2: off("gru.weight_ih_l1"),
+            ..self.push(ws)
+        };
+        let bufs = vec![
+            &self.params,
+            &l0.gh,
+            &l0.gates,
+            &l0.h,
+            &l0.d_h,
+            &l0.dh_tot,
+            &l0.d_gi,
+            &l0.d_gh,
+            &self.state,
+            &ws.sync,
+            d_gh0s,
+            &l1.gh,
+            &l1.gates,
+            &l1.h,
+            &l1.d_h,
+            &l1.dh_tot,
+            &l1.d_gi,
+            &l1.d_gh,
+            d_gh1s,
+            d_gi1s,
+        ];
+        Ok((p, bufs, 2 * self.cm_groups(ws)))
+    }
+
+    /// The wavefront forward's push constants, buffers and workgroups.
+    pub(super) fn wave_fwd_args<'a>(&'a self, ws: &'a Workspace) -> VkResult<(ModelPush, Vec<&'a Buffer>, usize)> {
+        let [l0, l1] = &ws.layers[..] else {
+            return Err(VkError::Invalid("the wavefront forward takes two layers".into()));
+        };
+        let (Some(h0s), Some(h1s)) = (l0.h16.as_ref(), l1.h16.as_ref()) else {
+            return Err(VkError::Invalid("the wavefront forward needs the f16 copies of h".into()));
+        };
+        let off = |name: &str| self.off(name) as u32;
+        let p = ModelPush {
+            off0: off("gru.weight_hh_l0"),
+            off1: off("gru.bias_hh_l0"),
+            off2: off("gru.weight_ih_l1"),
+            a: off("gru.bias_ih_l1"),
+            nh: off("gru.weight_hh_l1"),
+            w: off("gru.bias_hh_l1"),
+            ..self.push(ws)
+        };
+        let bufs = vec![
+            &self.params,
+            &l0.gi,
+            &l0.gh,
+            &l0.gates,
+            &l0.h,
+            &self.state,
+            &ws.sync,
+            h0s,
+            &l1.gi,
+            &l1.gh,
+            &l1.gates,
+            &l1.h,
+            h1s,
+        ];
+        Ok((p, bufs, 2 * self.cm_groups(ws)))
+    }
+
+    /// The forward grid kernel's buffers for layer `lb`, in binding order
+    /// (the f16 copy of `h` last, for the cooperative-matrix kernel).
+    pub(super) fn grid_fwd_bufs<'a>(&'a self, ws: &'a Workspace, lb: &'a LayerBufs) -> Vec<&'a Buffer> {
+        let mut bufs = vec![&self.params, &lb.gi, &lb.gh, &lb.gates, &lb.h, &self.state, &ws.sync];
+        bufs.extend(lb.h16.as_ref().filter(|_| self.recurrence_on_coopmat()));
+        bufs
+    }
+
+    /// The backward grid kernel's buffers for layer `lb`, in binding order
+    /// (the f16 copy of `d_gh` last, for the cooperative-matrix kernel).
+    pub(super) fn grid_bwd_bufs<'a>(&'a self, ws: &'a Workspace, lb: &'a LayerBufs) -> Vec<&'a Buffer> {
+        let mut bufs = vec![
+            &self.params,
+            &lb.gh,
+            &lb.gates,
+            &lb.h,
+            &lb.d_h,
+            &lb.dh_tot,
+            &lb.d_gi,
+            &lb.d_gh,
+            &self.state,
+            &ws.sync,
+        ];
+        bufs.extend(lb.d_gh16.as_ref().filter(|_| self.recurrence_on_coopmat()));
+        bufs
+    }
+}

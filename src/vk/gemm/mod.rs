@@ -1,0 +1,17 @@
+//! Matrix products on the device: the kernels' specs, the path choice
+//! (precision, device, user's choice), split-K, recording a product into a
+//! sequence, host-side conveniences and the throughput benchmark.
+
+mod host;
+mod path;
+mod record;
+mod specs;
+mod split;
+
+pub use host::{gemm_host, gemm_host_timed, gemm_throughput, split_scratch};
+pub use path::{GemmChoice, GemmPath, Precision, coopmat_f16_unavailable, coopmat_unavailable, path_for, pick_path};
+pub use record::{gemm, gemm_split, gemm_with};
+pub use specs::*;
+pub use split::{
+    GemmShape, MatRef, SPLIT_K_MIN_SLICE, SPLIT_K_TARGET_GROUPS, SplitK, split_k_plan, split_k_scratch_len,
+};

@@ -1,0 +1,169 @@
+//! The shape of a product, a matrix inside a buffer, and how a product's K
+//! is split across workgroups (split-K).
+
+use crate::vk::buffer::Buffer;
+use crate::vk::error::{VkError, VkResult};
+
+use super::path::GemmPath;
+
+/// The shape of one matrix product `C[m×n] (+)= op(A)·op(B)`, all row-major
+/// and packed (as `crate::tensor::gemm`): A is `[m,k]` (`[k,m]` when `ta`),
+/// B is `[k,n]` (`[n,k]` when `tb`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GemmShape {
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub ta: bool,
+    pub tb: bool,
+    pub accumulate: bool,
+}
+
+/// A matrix inside a buffer: the buffer and the offset of element 0, in f32 values.
+#[derive(Clone, Copy, Debug)]
+pub struct MatRef<'a> {
+    pub buf: &'a Buffer,
+    pub offset: usize,
+}
+
+impl<'a> MatRef<'a> {
+    pub fn whole(buf: &'a Buffer) -> Self {
+        MatRef { buf, offset: 0 }
+    }
+}
+
+pub(super) fn fits(what: &str, m: &MatRef<'_>, len: usize) -> VkResult<u32> {
+    if m.offset + len > m.buf.len_f32() {
+        return Err(VkError::Invalid(format!(
+            "gemm: {what} needs {len} values at offset {}, buffer {:?} holds {}",
+            m.offset,
+            m.buf.name(),
+            m.buf.len_f32()
+        )));
+    }
+    u32::try_from(m.offset + len)
+        .map(|_| m.offset as u32)
+        .map_err(|_| VkError::Limit(format!("gemm: {what} reaches past 2^32 values")))
+}
+
+pub(super) fn dim(what: &str, x: usize) -> VkResult<u32> {
+    u32::try_from(x).map_err(|_| VkError::Limit(format!("gemm: {what} = {x} does not fit in 32 bits")))
+}
+
+/// Workgroups a split product aims for: about four per multiprocessor of a
+/// 132-SM GPU, two waves at two resident workgroups each. A property of the
+/// shape only, so that the summation order (and so every bit of the result)
+/// is the same on every device.
+pub const SPLIT_K_TARGET_GROUPS: usize = 512;
+/// The shortest K range a slice gets.
+pub const SPLIT_K_MIN_SLICE: usize = 256;
+
+/// How a product's K is cut: `slices` ranges of `chunk` (a multiple of the
+/// kernel's K-slice; the last may be shorter). `slices == 1`: not split.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SplitK {
+    pub slices: usize,
+    pub chunk: usize,
+}
+
+/// The split of `s` on `path` when the scratch holds `max_scratch` values:
+/// as many slices as bring the workgroups to about
+/// [`SPLIT_K_TARGET_GROUPS`], each at least [`SPLIT_K_MIN_SLICE`] long, and no
+/// more than the scratch holds (`slices·m·n` values). Products with enough
+/// output tiles, short K, or on the 64×64 cooperative-matrix kernel are not
+/// split. The output tiles and the chunk's alignment are the path's.
+pub fn split_k_plan(path: GemmPath, s: &GemmShape, max_scratch: usize) -> SplitK {
+    let whole = SplitK { slices: 1, chunk: s.k };
+    let (tm, tn, tk) = path.tile();
+    let tiles = s.m.div_ceil(tm) * s.n.div_ceil(tn);
+    if !path.splits() || tiles == 0 {
+        return whole;
+    }
+    let want = (SPLIT_K_TARGET_GROUPS / tiles).min(s.k / SPLIT_K_MIN_SLICE).min(max_scratch / (s.m * s.n));
+    if want < 2 {
+        return whole;
+    }
+    let chunk = s.k.div_ceil(want).next_multiple_of(tk);
+    let slices = s.k.div_ceil(chunk);
+    if slices < 2 { whole } else { SplitK { slices, chunk } }
+}
+
+/// Scratch values (f32) that `gemm_split` needs to split `s` as planned with
+/// unbounded scratch (0 when it is not split). Never more than
+/// `SPLIT_K_TARGET_GROUPS` times the path's output tile, whatever the shape.
+pub fn split_k_scratch_len(path: GemmPath, s: &GemmShape) -> usize {
+    let plan = split_k_plan(path, s, usize::MAX);
+    if plan.slices > 1 { plan.slices * s.m * s.n } else { 0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::specs::{GEMM_TILE_K, GEMM_TILE_M, GEMM_TILE_N};
+    use super::*;
+
+    fn shape(m: usize, n: usize, k: usize) -> GemmShape {
+        GemmShape { m, n, k, ta: true, tb: false, accumulate: false }
+    }
+
+    #[test]
+    fn split_k_plans_cover_k_with_aligned_slices() {
+        for m in [1, 7, 64, 128, 129, 256, 1536, 8192] {
+            for n in [1, 3, 64, 65, 512] {
+                for k in [0, 1, 255, 256, 511, 512, 513, 1000, 4100, 8160, 8192, 131072] {
+                    let s = shape(m, n, k);
+                    let p = split_k_plan(GemmPath::TiledF32, &s, usize::MAX);
+                    if p.slices == 1 {
+                        assert_eq!(p.chunk, k);
+                        assert_eq!(split_k_scratch_len(GemmPath::TiledF32, &s), 0);
+                        continue;
+                    }
+                    let tiles = m.div_ceil(GEMM_TILE_M) * n.div_ceil(GEMM_TILE_N);
+                    assert!(p.chunk.is_multiple_of(GEMM_TILE_K), "{s:?} {p:?}");
+                    // Every slice is non-empty and together they cover K.
+                    assert!((p.slices - 1) * p.chunk < k && p.slices * p.chunk >= k, "{s:?} {p:?}");
+                    assert!(p.chunk >= SPLIT_K_MIN_SLICE, "{s:?} {p:?}");
+                    assert!(p.slices * tiles <= SPLIT_K_TARGET_GROUPS, "{s:?} {p:?}");
+                    let scratch = split_k_scratch_len(GemmPath::TiledF32, &s);
+                    assert_eq!(scratch, p.slices * m * n);
+                    assert!(scratch <= SPLIT_K_TARGET_GROUPS * GEMM_TILE_M * GEMM_TILE_N);
+                    // Less scratch: fewer slices, never more than it holds.
+                    let q = split_k_plan(GemmPath::TiledF32, &s, scratch - 1);
+                    assert!(q.slices < p.slices && (q.slices == 1 || q.slices * m * n < scratch), "{s:?} {q:?}");
+                }
+            }
+        }
+        assert_eq!(split_k_plan(GemmPath::CoopMatF16, &shape(256, 512, 8192), usize::MAX).slices, 1);
+    }
+
+    /// The mixed step's kernels split on their own tiles: the 128×128
+    /// cooperative-matrix kernel's chunks are multiples of its K-slice of 32,
+    /// and its long-K weight gradients get about as many workgroups as the
+    /// f32 kernel's.
+    #[test]
+    fn split_k_plans_follow_the_path_tiles() {
+        for (m, n, k) in [(256, 512, 8192), (1536, 512, 8160), (1536, 256, 8192), (37, 70, 1500)] {
+            for path in [GemmPath::CoopMatF16Big, GemmPath::TiledF16] {
+                let s = shape(m, n, k);
+                let p = split_k_plan(path, &s, usize::MAX);
+                let (tm, tn, tk) = path.tile();
+                assert!(p.slices >= 2 && p.chunk.is_multiple_of(tk), "{path:?} {s:?} {p:?}");
+                assert!((p.slices - 1) * p.chunk < k && p.slices * p.chunk >= k);
+                let groups = p.slices * m.div_ceil(tm) * n.div_ceil(tn);
+                assert!(groups <= SPLIT_K_TARGET_GROUPS, "{path:?} {s:?}: {groups}");
+                assert!(m * n < 10_000 || groups >= 256, "{path:?} {s:?}: {groups} workgroups");
+            }
+        }
+    }
+
+    /// The bench configuration's weight gradients get enough workgroups.
+    #[test]
+    fn the_weight_gradients_of_bench_are_split() {
+        for (m, n, k) in [(256, 512, 8192), (1536, 512, 8160), (1536, 512, 8192), (1536, 256, 8192), (256, 256, 8192)] {
+            let p = split_k_plan(GemmPath::TiledF32, &shape(m, n, k), usize::MAX);
+            let groups = p.slices * m.div_ceil(GEMM_TILE_M) * n.div_ceil(GEMM_TILE_N);
+            assert!(groups >= 256, "{m}x{n}x{k}: {p:?}, {groups} workgroups");
+        }
+        // A product with enough tiles is left whole.
+        assert_eq!(split_k_plan(GemmPath::TiledF32, &shape(8192, 1536, 512), usize::MAX).slices, 1);
+    }
+}
