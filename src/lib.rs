@@ -17,6 +17,7 @@ pub mod cpu;
 pub mod vk;
 
 pub mod ladder;
+pub mod session;
 
 pub mod cli;
 
