@@ -79,7 +79,6 @@ pub fn load_tensors(path: &Path) -> Result<RungTensors, String> {
 mod tests {
     use super::*;
     use crate::session::state::ConfigName;
-    use crate::ui::inspect::Bytes;
     use proptest::prelude::*;
 
     /// A session with ladder results (one failing rung, one error, NaN and
@@ -195,8 +194,8 @@ mod tests {
         assert!(parse_tensors(b"").is_err());
         assert!(parse_tensors(b"garbage").unwrap_err().contains("not a safetensors"));
         // A real safetensors file that is not a side file.
-        let b = Bytes::f32(&[1], &[1.0]);
-        let other = safetensors::serialize([("x", &b)], None).unwrap();
+        let x: crate::checkpoint::NamedRef<'_> = ("x", &[1], crate::checkpoint::ValuesRef::F32(&[1.0]));
+        let other = crate::checkpoint::encode_named(Path::new("x"), &[x], &Default::default()).unwrap();
         assert!(parse_tensors(&other).unwrap_err().contains("not a dualscope session side file"));
     }
 
