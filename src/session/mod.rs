@@ -1,7 +1,7 @@
 //! The session layer, between the library and the GUI: what a session saves
 //! and its files, the GUI's background jobs and its one Vulkan context.
 //!
-//! - [`state`]: the serde [`State`] (what is saved; nothing live).
+//! - [`state`]: the serde [`State`] (what is saved; nothing live); [`config`] the configs it names.
 //! - [`results`]: ladder results as saved (mirrors, until the ladder's types deserialize).
 //! - [`file`]: the RON session file, its format version and loader, its errors.
 //! - [`side`]: the side file of compared tensors, through `checkpoint`'s safetensors code.
@@ -24,6 +24,7 @@
 //! - Then `Waker::boxed` and the `ui::state` / `ui::saved` re-exports go, and
 //!   the `Saved*` mirrors of [`results`] give way to the ladder's own serde types.
 
+pub mod config;
 pub mod file;
 pub mod gpu;
 pub mod job;

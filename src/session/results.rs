@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::state::ConfigName;
+use super::config::ConfigName;
 use crate::ladder::{CaseResult, Contributor, EndToEnd, Precision, RungResult, Status};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

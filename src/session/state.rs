@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::Config;
+pub use super::config::ConfigName;
 
 /// The session file format this build writes and reads.
 pub const FORMAT_VERSION: u32 = 1;
@@ -14,35 +14,6 @@ pub const FORMAT_VERSION: u32 = 1;
 /// The longest sequence the GUI computes (tokens, one row). Heatmap textures
 /// hold one texel row per position, and GPUs allow at least 8192.
 pub const MAX_LEN: usize = 8192;
-
-/// The model configurations the GUI offers.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ConfigName {
-    #[default]
-    Small,
-    Bench,
-    Tiny,
-}
-
-impl ConfigName {
-    pub const ALL: [ConfigName; 3] = [ConfigName::Small, ConfigName::Bench, ConfigName::Tiny];
-
-    pub fn label(self) -> &'static str {
-        match self {
-            ConfigName::Small => "small",
-            ConfigName::Bench => "bench",
-            ConfigName::Tiny => "tiny",
-        }
-    }
-
-    pub fn config(self) -> Config {
-        match self {
-            ConfigName::Small => Config::small(),
-            ConfigName::Bench => Config::bench(),
-            ConfigName::Tiny => Config::tiny(),
-        }
-    }
-}
 
 /// Which dataset the session looked at: a file, or the embedded default
 /// (`path: None`), with the content hash it had when saved.
