@@ -1,9 +1,9 @@
 //! dualscope: a visual debugger for a GPU training engine of the dual-stream
 //! language model in MODEL.md.
 //!
-//! Data flows one way: `dataset → model → {cpu, vk} → ladder → session → ui`;
-//! a module imports only what stands to its left. `checkpoint` is the file
-//! format of `model`; `cli` is a front end, like the UI.
+//! Data flows one way: `dataset → model → {cpu, vk} → engine → {ladder, train}
+//! → session → {ui, cli}`; a module imports only what stands to its left.
+//! `checkpoint` is the file format of `model`. `docs/architecture.md` is the map.
 
 pub mod rng;
 pub mod tensor;
@@ -20,6 +20,8 @@ pub mod engine;
 
 pub mod ladder;
 pub mod train;
+
+pub mod session;
 
 pub mod cli;
 

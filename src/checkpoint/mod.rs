@@ -12,6 +12,7 @@
 //! make it panic.
 
 mod atomic;
+mod named;
 mod read;
 mod train_state;
 mod write;
@@ -30,6 +31,7 @@ use crate::model::{Config, Params};
 use crate::tensor::{Real, Tensor};
 
 pub use atomic::write_atomic;
+pub use named::{NamedRef, NamedTensor, Values, ValuesRef, encode_named, load_named, named_from_bytes, save_named};
 pub use read::{load_params, load_params_with_meta, load_tensors, params_from_bytes, tensors_from_bytes};
 pub use train_state::{TRAIN_FORMAT, TRAIN_STATE_KEY, TrainCheckpoint, load_train_checkpoint, save_train_checkpoint};
 pub use write::{encode_tensors, save_params, save_params_with, save_tensors};
@@ -107,6 +109,9 @@ pub enum CheckpointError {
     /// A tensor is stored in a dtype other than F32.
     #[error("{path}: tensor {name} has dtype {found}, expected F32")]
     WrongDtype { path: String, name: String, found: String },
+    /// A tensor of a generic file ([`load_named`]) is stored in a dtype other than F32 or F64.
+    #[error("{path}: tensor {name} has dtype {found}, expected F32 or F64")]
+    UnsupportedDtype { path: String, name: String, found: String },
     /// The caller asked to write something that cannot be written.
     #[error("{path}: cannot save: {reason}")]
     Invalid { path: String, reason: String },

@@ -17,21 +17,21 @@ const LEN_FIELD: usize = 8;
 const MAX_HEADER: u64 = 100_000_000;
 
 /// One tensor of a parsed file: dtype, shape and raw bytes.
-struct RawTensor<'a> {
-    dtype: Dtype,
-    shape: Vec<usize>,
-    data: &'a [u8],
+pub(super) struct RawTensor<'a> {
+    pub dtype: Dtype,
+    pub shape: Vec<usize>,
+    pub data: &'a [u8],
 }
 
 /// A checked safetensors file: its metadata and its tensors by name.
-struct Parsed<'a> {
-    metadata: Metadata,
-    tensors: BTreeMap<String, RawTensor<'a>>,
+pub(super) struct Parsed<'a> {
+    pub metadata: Metadata,
+    pub tensors: BTreeMap<String, RawTensor<'a>>,
 }
 
 /// Reads a whole file, telling a missing file and a directory apart from
 /// other failures.
-fn read_file(path: &Path) -> Result<Vec<u8>, CheckpointError> {
+pub(super) fn read_file(path: &Path) -> Result<Vec<u8>, CheckpointError> {
     let io = |action: &str, source| CheckpointError::Io { path: show(path), action: action.into(), source };
     match std::fs::metadata(path) {
         Err(e) if e.kind() == ErrorKind::NotFound => {
@@ -48,7 +48,7 @@ fn read_file(path: &Path) -> Result<Vec<u8>, CheckpointError> {
 /// messages that say what is wrong, then lets the safetensors crate check the
 /// rest. The offsets are checked against the file length before the crate
 /// sees them, so that no header can make its arithmetic overflow.
-fn parse<'a>(label: &Path, bytes: &'a [u8]) -> Result<Parsed<'a>, CheckpointError> {
+pub(super) fn parse<'a>(label: &Path, bytes: &'a [u8]) -> Result<Parsed<'a>, CheckpointError> {
     let path = show(label);
     let len = bytes.len();
     if len == 0 {

@@ -11,15 +11,16 @@ use super::{CONFIG_KEY, CheckpointError, FORMAT, FORMAT_KEY, Metadata, show, wri
 use crate::model::{Config, ConfigError, Params, param_specs};
 use crate::tensor::{Real, Tensor};
 
-/// One tensor's float32 little-endian bytes, as the serializer wants them.
-struct F32Bytes {
-    shape: Vec<usize>,
-    bytes: Vec<u8>,
+/// One tensor's little-endian bytes, as the serializer wants them.
+pub(super) struct Encoded {
+    pub dtype: Dtype,
+    pub shape: Vec<usize>,
+    pub bytes: Vec<u8>,
 }
 
-impl View for &F32Bytes {
+impl View for &Encoded {
     fn dtype(&self) -> Dtype {
-        Dtype::F32
+        self.dtype
     }
     fn shape(&self) -> &[usize] {
         &self.shape
@@ -69,7 +70,7 @@ pub fn encode_tensors<T: Real>(
                 t.shape
             )));
         }
-        encoded.push((name.as_str(), F32Bytes { shape: t.shape.clone(), bytes: f32_le_bytes(t) }));
+        encoded.push((name.as_str(), Encoded { dtype: Dtype::F32, shape: t.shape.clone(), bytes: f32_le_bytes(t) }));
     }
     let views = encoded.iter().map(|(name, b)| (*name, b));
     let meta: HashMap<String, String> = metadata.clone().into_iter().collect();

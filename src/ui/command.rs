@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use egui::Key;
 
 use super::inspect::ExportFormat;
-use super::state::{ConfigName, FaultTool, PanelId, View};
+use crate::session::state::{ConfigName, FaultTool, PanelId, View};
 use crate::vk::engine::Fault as EngineFault;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -24,7 +24,7 @@ pub enum Command {
     SetConfig(ConfigName),
     SetSeed(u64),
     /// The ladder's precision (f32, or the mixed-precision step).
-    SetPrecision(super::state::GemmPrecision),
+    SetPrecision(crate::session::state::GemmPrecision),
     /// The per-token guard's cap (None: off).
     SetTokenCap(Option<f64>),
     SetOffset(usize),

@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::cpu::Trace;
 use crate::model::Config;
 
-use super::state::ConfigName;
+use crate::session::state::ConfigName;
 
 /// What was computed: enough to say so in the UI and to match a session.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,18 +1,20 @@
 //! The diagnostics views' background work: the length bisect, the CPU/GPU
 //! norm audit (both on the sequence's row, with a planted engine fault or
-//! none) and reading a training run's `log.jsonl`. Each runs on a thread of
-//! its own; the UI polls for the results.
+//! none, as [`Job`]s on the shared GPU context) and reading a training run's
+//! `log.jsonl` (its own thread, until phase 2 moves the log to `train`). The
+//! UI polls for the results.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, channel};
 use std::time::Instant;
 
-use super::state::ConfigName;
 use crate::ladder::audit::AuditReport;
 use crate::ladder::{BisectReport, Probe};
+use crate::session::gpu;
+use crate::session::job::{Job, Waker};
+use crate::session::state::ConfigName;
 use crate::vk::engine::Fault as EngineFault;
-use crate::vk::{Context, ContextOptions};
 
 /// The catalogue's faults as the GUI offers them: `None` is "none".
 pub fn fault_label(f: Option<EngineFault>) -> &'static str {
@@ -55,14 +57,8 @@ pub struct RowJob {
     pub fault: Option<EngineFault>,
 }
 
-fn context() -> Result<Arc<Context>, String> {
-    Context::new(&ContextOptions::default()).map(Arc::new).map_err(|e| format!("no GPU engine: {e}"))
-}
-
-enum BisectMsg {
-    Probe(Probe),
-    Done(Result<BisectReport, String>),
-}
+/// A bisect: its probes so far; the report once it ended.
+type BisectJob = Job<Probe, Result<BisectReport, String>>;
 
 /// A bisect in flight: the probes so far.
 #[derive(Default)]
@@ -70,59 +66,43 @@ pub struct BisectRun {
     pub probes: Vec<Probe>,
     pub started: Option<Instant>,
     pub fault: Option<EngineFault>,
-    rx: Option<Receiver<BisectMsg>>,
+    job: Option<BisectJob>,
 }
 
 impl BisectRun {
     pub fn is_busy(&self) -> bool {
-        self.rx.is_some()
+        self.job.is_some()
     }
 
     /// Bisects positions up to `max_len` on `job.tokens` (`max_len + 1` of them).
-    pub fn start(&mut self, job: RowJob, max_len: usize, wake: Box<dyn Fn() + Send>) -> Result<(), String> {
+    pub fn start(&mut self, job: RowJob, max_len: usize, wake: Waker) -> Result<(), String> {
         if self.is_busy() {
             return Err("a bisect is already running".into());
         }
-        let (tx, rx) = channel();
         self.probes.clear();
         self.fault = job.fault;
-        std::thread::Builder::new()
-            .name("dualscope-bisect".into())
-            .spawn(move || {
-                let run = || -> Result<BisectReport, String> {
-                    let ctx = context()?;
-                    let cfg = job.config.config();
-                    let params = super::worker::params(job.config, job.seed, job.checkpoint.as_deref())?;
-                    crate::ladder::bisect(&ctx, &cfg, &params, &job.tokens, max_len, job.fault, |p| {
-                        let _ = tx.send(BisectMsg::Probe(p.clone()));
-                        wake();
-                    })
-                    .map_err(|e| e.to_string())
-                };
-                let r = run();
-                let _ = tx.send(BisectMsg::Done(r));
-                wake();
+        let running = Job::spawn("bisect", wake, move |r| {
+            let ctx = gpu::engine()?;
+            let cfg = job.config.config();
+            let params = super::worker::params(job.config, job.seed, job.checkpoint.as_deref())?;
+            crate::ladder::bisect(&ctx, &cfg, &params, &job.tokens, max_len, job.fault, |p| {
+                r.progress(p.clone());
             })
-            .map_err(|e| format!("cannot start the bisect thread: {e}"))?;
-        self.rx = Some(rx);
-        self.started = Some(Instant::now());
+            .map_err(|e| e.to_string())
+        })
+        .map_err(|e| format!("cannot start the bisect thread: {e}"))?;
+        self.started = Some(running.started());
+        self.job = Some(running);
         Ok(())
     }
 
     /// Takes the probes that arrived; the result once the bisect ended.
     pub fn poll(&mut self) -> Option<Result<BisectReport, String>> {
-        let rx = self.rx.take()?;
-        let mut done = None;
-        for m in rx.try_iter() {
-            match m {
-                BisectMsg::Probe(p) => self.probes.push(p),
-                BisectMsg::Done(r) => done = Some(r),
-            }
-        }
-        if done.is_none() {
-            self.rx = Some(rx);
-        }
-        done
+        let polled = self.job.as_mut()?.poll();
+        self.probes.extend(polled.progress);
+        let done = polled.done?;
+        self.job = None;
+        Some(done.map_err(|e| e.to_string()).and_then(|r| r))
     }
 }
 
@@ -135,7 +115,7 @@ pub struct AuditRun {
     /// The position picked in the plot.
     pub position: Option<usize>,
     pub started: Option<Instant>,
-    rx: Option<Receiver<Result<AuditReport, String>>>,
+    job: Option<Job<(), Result<AuditReport, String>>>,
 }
 
 /// The loss scale the audit's GPU backward runs at (its contributions are unscaled after).
@@ -143,52 +123,38 @@ pub const AUDIT_LOSS_SCALE: f64 = 1024.0;
 
 impl AuditRun {
     pub fn is_busy(&self) -> bool {
-        self.rx.is_some()
+        self.job.is_some()
     }
 
-    pub fn start(&mut self, job: RowJob, wake: Box<dyn Fn() + Send>) -> Result<(), String> {
+    pub fn start(&mut self, job: RowJob, wake: Waker) -> Result<(), String> {
         if self.is_busy() {
             return Err("an audit is already running".into());
         }
-        let (tx, rx) = channel();
-        std::thread::Builder::new()
-            .name("dualscope-audit".into())
-            .spawn(move || {
-                let run = || -> Result<AuditReport, String> {
-                    let ctx = context()?;
-                    let cfg = job.config.config();
-                    let params = super::worker::params(job.config, job.seed, job.checkpoint.as_deref())?;
-                    crate::ladder::audit::audit(&ctx, &cfg, &params, &job.tokens, AUDIT_LOSS_SCALE, job.fault)
-                        .map_err(|e| e.to_string())
-                };
-                let _ = tx.send(run());
-                wake();
-            })
-            .map_err(|e| format!("cannot start the audit thread: {e}"))?;
-        self.rx = Some(rx);
-        self.started = Some(Instant::now());
+        let running = Job::spawn("audit", wake, move |_| {
+            let ctx = gpu::engine()?;
+            let cfg = job.config.config();
+            let params = super::worker::params(job.config, job.seed, job.checkpoint.as_deref())?;
+            crate::ladder::audit::audit(&ctx, &cfg, &params, &job.tokens, AUDIT_LOSS_SCALE, job.fault)
+                .map_err(|e| e.to_string())
+        })
+        .map_err(|e| format!("cannot start the audit thread: {e}"))?;
+        self.started = Some(running.started());
+        self.job = Some(running);
         Ok(())
     }
 
     /// The result once the audit ended (also kept in `report` when it succeeded).
     pub fn poll(&mut self) -> Option<Result<(), String>> {
-        let rx = self.rx.take()?;
-        match rx.try_recv() {
-            Ok(Ok(r)) => {
-                self.selected = self.selected.min(r.tensors.len().saturating_sub(1));
-                self.position = None;
-                self.report = Some(Arc::new(r));
-                Some(Ok(()))
-            }
-            Ok(Err(e)) => Some(Err(e)),
-            Err(std::sync::mpsc::TryRecvError::Empty) => {
-                self.rx = Some(rx);
-                None
-            }
-            Err(std::sync::mpsc::TryRecvError::Disconnected) => {
-                Some(Err("the audit thread ended without a result".into()))
-            }
-        }
+        let done = self.job.as_mut()?.poll().done?;
+        self.job = None;
+        let r = match done.map_err(|e| e.to_string()).and_then(|r| r) {
+            Ok(r) => r,
+            Err(e) => return Some(Err(e)),
+        };
+        self.selected = self.selected.min(r.tensors.len().saturating_sub(1));
+        self.position = None;
+        self.report = Some(Arc::new(r));
+        Some(Ok(()))
     }
 }
 

@@ -1,5 +1,5 @@
 //! Which engines can run here: the CPU reference always; the Vulkan engine
-//! when a device opens (probed once per process, then remembered).
+//! when a device opens (the shared context, opened once per process).
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Engine {
@@ -25,19 +25,8 @@ pub fn availability(engine: Engine) -> Result<String, String> {
 }
 
 /// The GPU engine's availability: the picked device, or why there is none.
-/// The first call opens (and closes) a Vulkan context — about 0.1–0.3 s on
-/// lavapipe — and the answer is kept for the life of the process.
+/// The first call opens the GUI's shared Vulkan context ([`crate::session::gpu`]),
+/// which every GPU job then uses.
 pub fn gpu_availability() -> Result<String, String> {
-    static PROBE: std::sync::OnceLock<Result<String, String>> = std::sync::OnceLock::new();
-    PROBE
-        .get_or_init(|| {
-            let opts = crate::vk::ContextOptions { device: None, validation: Some(false) };
-            crate::vk::Context::new(&opts)
-                .map(|ctx| {
-                    let r = ctx.report();
-                    format!("{} ({}, Vulkan {}, {})", r.name, r.device_type, r.api_version, r.driver_name)
-                })
-                .map_err(|e| e.to_string())
-        })
-        .clone()
+    crate::session::gpu::describe()
 }

@@ -3,16 +3,12 @@
 //! columns), with the statistics the inspector lists, and the export of one
 //! tensor (safetensors, CSV). Built on the ladder's thread, never per frame.
 
-use std::borrow::Cow;
-use std::collections::HashMap;
 use std::io::Write as _;
 use std::path::Path;
 use std::sync::Arc;
 
-use safetensors::{Dtype, View};
-
 use super::computed::Matrix;
-use crate::checkpoint::write_atomic;
+use crate::checkpoint::{Metadata, NamedRef, ValuesRef, encode_named, write_atomic};
 
 /// The values of one side (CPU or GPU): finite min, max, mean, and the non-finite counts.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -211,37 +207,6 @@ impl ExportFormat {
     }
 }
 
-/// Little-endian bytes of one tensor, for the safetensors serializer.
-pub(crate) struct Bytes {
-    pub dtype: Dtype,
-    pub shape: Vec<usize>,
-    pub bytes: Vec<u8>,
-}
-
-impl Bytes {
-    pub fn f32(shape: &[usize], v: &[f32]) -> Bytes {
-        Bytes { dtype: Dtype::F32, shape: shape.to_vec(), bytes: v.iter().flat_map(|x| x.to_le_bytes()).collect() }
-    }
-    pub fn f64(shape: &[usize], v: &[f64]) -> Bytes {
-        Bytes { dtype: Dtype::F64, shape: shape.to_vec(), bytes: v.iter().flat_map(|x| x.to_le_bytes()).collect() }
-    }
-}
-
-impl View for &Bytes {
-    fn dtype(&self) -> Dtype {
-        self.dtype
-    }
-    fn shape(&self) -> &[usize] {
-        &self.shape
-    }
-    fn data(&self) -> Cow<'_, [u8]> {
-        Cow::Borrowed(&self.bytes)
-    }
-    fn data_len(&self) -> usize {
-        self.bytes.len()
-    }
-}
-
 /// The shape the file gives a tensor: its own where it matches the data, else flat.
 fn file_shape(t: &InspectedTensor) -> Vec<usize> {
     if t.shape.iter().product::<usize>() == t.len() && !t.shape.is_empty() { t.shape.clone() } else { vec![t.len()] }
@@ -251,22 +216,22 @@ fn file_shape(t: &InspectedTensor) -> Vec<usize> {
 /// F64 (where the rung has it), in the tensor's shape; the metadata names the rung and tensor.
 pub fn encode_safetensors(rung: &str, t: &InspectedTensor) -> Result<Vec<u8>, String> {
     let shape = file_shape(t);
-    let mut parts = vec![
-        ("cpu", Bytes::f32(&shape, &t.cpu.data)),
-        ("gpu", Bytes::f32(&shape, &t.gpu.data)),
-        ("diff", Bytes::f32(&shape, &t.diff.data)),
+    let mut parts: Vec<NamedRef<'_>> = vec![
+        ("cpu", &shape, ValuesRef::F32(&t.cpu.data)),
+        ("gpu", &shape, ValuesRef::F32(&t.gpu.data)),
+        ("diff", &shape, ValuesRef::F32(&t.diff.data)),
     ];
     if t.f64.len() == t.len() {
-        parts.push(("f64", Bytes::f64(&shape, &t.f64)));
+        parts.push(("f64", &shape, ValuesRef::F64(&t.f64)));
     }
-    let meta: HashMap<String, String> = [
+    let meta: Metadata = [
         ("dualscope.rung".to_string(), rung.to_string()),
         ("dualscope.tensor".to_string(), t.name.clone()),
         ("dualscope.shape".to_string(), format!("{:?}", t.shape)),
     ]
     .into_iter()
     .collect();
-    safetensors::serialize(parts.iter().map(|(n, b)| (*n, b)), Some(meta)).map_err(|e| e.to_string())
+    encode_named(Path::new(&t.name), &parts, &meta).map_err(|e| e.to_string())
 }
 
 /// CSV: one line per element, `index,multi_index,cpu,gpu,diff,f64` (values
@@ -353,7 +318,7 @@ mod tests {
         let vals: Vec<f32> = gpu.data().chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
         assert!(vals[2].is_nan());
         assert_eq!(vals[4], 5.5);
-        assert_eq!(st.tensor("f64").unwrap().dtype(), Dtype::F64);
+        assert_eq!(st.tensor("f64").unwrap().dtype(), safetensors::Dtype::F64);
         let diff = st.tensor("diff").unwrap();
         assert_eq!(f32::from_le_bytes(diff.data()[16..20].try_into().unwrap()), 0.5);
 

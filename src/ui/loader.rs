@@ -1,13 +1,13 @@
-//! Opens dataset files on their own threads: mapping a file, indexing a large
+//! Opens dataset files as background [`Job`]s: mapping a file, indexing a large
 //! JSON-lines file and hashing its content take seconds for big corpora, and the
 //! UI keeps drawing meanwhile.
 
 use std::path::PathBuf;
-use std::sync::mpsc::{Receiver, Sender, channel};
+use std::time::Instant;
 
 use crate::dataset::Dataset;
-
-use super::state::State;
+use crate::session::job::{Job, Waker};
+use crate::session::state::State;
 
 /// What to do once the file is open.
 pub enum AfterOpen {
@@ -23,48 +23,47 @@ pub struct Opened {
     pub after: AfterOpen,
 }
 
+/// The files being opened; each job ends with the time it finished.
+#[derive(Default)]
 pub struct Loader {
-    tx: Sender<Opened>,
-    rx: Receiver<Opened>,
-    in_flight: usize,
-}
-
-impl Default for Loader {
-    fn default() -> Self {
-        let (tx, rx) = channel();
-        Loader { tx, rx, in_flight: 0 }
-    }
+    jobs: Vec<(PathBuf, Job<(), (Instant, Opened)>)>,
 }
 
 impl Loader {
     /// Opens `path` on a new thread; `wake` runs when it is done.
-    pub fn open(&mut self, path: PathBuf, after: AfterOpen, wake: impl Fn() + Send + 'static) -> Result<(), String> {
-        let tx = self.tx.clone();
+    pub fn open(&mut self, path: PathBuf, after: AfterOpen, wake: Waker) -> Result<(), String> {
         let p = path.clone();
-        let spawned = std::thread::Builder::new().name("dualscope-open".into()).spawn(move || {
+        let job = Job::spawn("open", wake, move |_| {
             let result = Dataset::open(&p).map_err(|e| e.to_string()).inspect(|ds| {
                 ds.content_hash(); // computed here, remembered by the dataset
             });
-            let _ = tx.send(Opened { path: p, result, after });
-            wake();
-        });
-        match spawned {
-            Ok(_) => {
-                self.in_flight += 1;
-                Ok(())
-            }
-            Err(e) => Err(format!("cannot start a thread to open {}: {e}", path.display())),
-        }
+            (Instant::now(), Opened { path: p, result, after })
+        })
+        .map_err(|e| format!("cannot start a thread to open {}: {e}", path.display()))?;
+        self.jobs.push((path, job));
+        Ok(())
     }
 
     /// Files opened (or not) since the last call, in the order they finished.
     pub fn poll(&mut self) -> Vec<Opened> {
-        let done: Vec<Opened> = self.rx.try_iter().collect();
-        self.in_flight -= done.len();
-        done
+        let mut done = Vec::new();
+        self.jobs.retain_mut(|(path, job)| match job.poll().done {
+            None => true,
+            Some(Ok(r)) => {
+                done.push(r);
+                false
+            }
+            Some(Err(lost)) => {
+                let opened = Opened { path: path.clone(), result: Err(lost.to_string()), after: AfterOpen::Plain };
+                done.push((Instant::now(), opened));
+                false
+            }
+        });
+        done.sort_by_key(|(at, _)| *at);
+        done.into_iter().map(|(_, o)| o).collect()
     }
 
     pub fn is_busy(&self) -> bool {
-        self.in_flight > 0
+        !self.jobs.is_empty()
     }
 }

@@ -1,9 +1,13 @@
 //! The visual debugger: an eframe app over the CPU trace of one sequence.
 //!
-//! `state` is what a session saves; `command` every user action; `worker` the
-//! thread that computes traces; `computed` what it hands back; `heatmap` the
-//! reusable colour-mapped view; `panels` the small functions that draw;
-//! `app` ties them together and applies commands at the end of each frame.
+//! What a session saves, its files, the background [`Job`](crate::session::Job)
+//! type and the shared GPU context are in [`crate::session`]. Here: `command`
+//! every user action; `worker` the thread that computes traces; `computed`
+//! what it hands back; `heatmap` the reusable colour-mapped view; `panels` the
+//! small functions that draw; `session` the GUI's side of the session files
+//! (the inspector's tensors); `app` ties them together and applies commands at
+//! the end of each frame. `state` and `saved` only re-export the session
+//! layer for the jobs converted in phase 2.
 
 pub mod app;
 pub mod colormap;

@@ -1,171 +1,93 @@
-//! Sessions: the [`State`] as RON with a `format_version`. Reading never
-//! panics: a bad file is an error that says what is wrong and where.
+//! The GUI's bridge to the session files of [`crate::session`]: the same
+//! functions, with the side file's tensors as the inspector keeps them
+//! ([`InspectedTensor`], statistics included, built off the UI thread).
 
-use std::path::{Path, PathBuf};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
 
-use serde::Deserialize;
+pub use crate::session::file::{SessionError, load, parse, save, to_ron};
+use crate::session::results::SavedLadder;
+pub use crate::session::side::side_path;
+use crate::session::side::{self, SideTensorRef, SideTensors};
+use crate::session::state::State;
 
-use crate::checkpoint::{CheckpointError, write_atomic};
+use super::inspect::InspectedTensor;
 
-use super::saved::{self, RungTensors, SavedLadder};
-use super::state::{FORMAT_VERSION, State};
+/// The inspector's tensors of every rung, by rung.
+pub type RungTensors = BTreeMap<String, Arc<Vec<InspectedTensor>>>;
 
-#[derive(Debug, thiserror::Error)]
-pub enum SessionError {
-    #[error("session {path}: cannot read: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
-    #[error("session{}: not UTF-8 text (byte {at})", where_(.path))]
-    NotUtf8 { path: Option<PathBuf>, at: usize },
-    #[error("session{}: {message}", where_(.path))]
-    Parse { path: Option<PathBuf>, message: String },
-    #[error(
-        "session{}: format version {found}, this build reads version {expected}",
-        where_(.path)
-    )]
-    Version { path: Option<PathBuf>, found: u32, expected: u32 },
-    #[error("session {path}: cannot write: {source}")]
-    Write { path: PathBuf, source: CheckpointError },
-    #[error("session: cannot serialise: {0}")]
-    Serialise(String),
-    #[error("session {path}: cannot write the tensors' side file: {message}")]
-    SideFile { path: PathBuf, message: String },
-}
-
-fn where_(path: &Option<PathBuf>) -> String {
-    path.as_ref().map(|p| format!(" {}", p.display())).unwrap_or_default()
-}
-
-impl SessionError {
-    fn at(self, p: &Path) -> Self {
-        let path = Some(p.to_path_buf());
-        match self {
-            SessionError::NotUtf8 { at, .. } => SessionError::NotUtf8 { path, at },
-            SessionError::Parse { message, .. } => SessionError::Parse { path, message },
-            SessionError::Version { found, expected, .. } => SessionError::Version { path, found, expected },
-            other => other,
+/// The side file's view of `tensors`.
+fn refs(tensors: &RungTensors) -> Vec<SideTensorRef<'_>> {
+    let mut out = Vec::new();
+    for (rung, list) in tensors {
+        for t in list.iter() {
+            out.push(SideTensorRef {
+                rung,
+                name: &t.name,
+                shape: &t.shape,
+                cpu: &t.cpu.data,
+                gpu: &t.gpu.data,
+                f64: &t.f64,
+            });
         }
     }
+    out
 }
 
-/// Only the version, read first so that a newer or older format is named as
-/// such instead of failing on its first unfamiliar field.
-#[derive(Deserialize)]
-struct VersionProbe {
-    /// 0 when absent: no session was ever written with version 0.
-    #[serde(default)]
-    format_version: u32,
+/// The inspector's tensors (with their statistics) of what a side file held.
+fn inspected(side: SideTensors) -> RungTensors {
+    side.into_iter()
+        .map(|(rung, list)| {
+            let list = list.into_iter().map(|t| InspectedTensor::new(t.name, t.shape, t.cpu, t.gpu, t.f64)).collect();
+            (rung, Arc::new(list))
+        })
+        .collect()
 }
 
-/// The RON text of a session.
-pub fn to_ron(state: &State) -> Result<String, SessionError> {
-    let cfg = ron::ser::PrettyConfig::new().depth_limit(4);
-    ron::ser::to_string_pretty(state, cfg).map_err(|e| SessionError::Serialise(e.to_string()))
-}
-
-/// Parses a session from any bytes.
-pub fn parse(bytes: &[u8]) -> Result<State, SessionError> {
-    let text = std::str::from_utf8(bytes).map_err(|e| SessionError::NotUtf8 { path: None, at: e.valid_up_to() })?;
-    let parse_err = |e: ron::error::SpannedError| SessionError::Parse { path: None, message: e.to_string() };
-    let probe: VersionProbe = ron::from_str(text).map_err(parse_err)?;
-    match probe.format_version {
-        FORMAT_VERSION => {}
-        0 => {
-            return Err(SessionError::Parse { path: None, message: "no `format_version` field".to_string() });
-        }
-        found => return Err(SessionError::Version { path: None, found, expected: FORMAT_VERSION }),
-    }
-    ron::from_str(text).map_err(parse_err)
-}
-
-pub fn load(path: &Path) -> Result<State, SessionError> {
-    let bytes = std::fs::read(path).map_err(|source| SessionError::Read { path: path.to_path_buf(), source })?;
-    parse(&bytes).map_err(|e| e.at(path))
-}
-
-/// Writes the session atomically (a temporary file renamed over the target).
-pub fn save(path: &Path, state: &State) -> Result<(), SessionError> {
-    let text = to_ron(state)?;
-    write_atomic(path, text.as_bytes()).map_err(|source| SessionError::Write { path: path.to_path_buf(), source })
-}
-
-/// Writes the session with ladder results and, when there are tensors, their
-/// side file next to it (`x.ron` → `x.tensors.safetensors`), both atomically;
-/// the side file first, so that a session never names a side file that was
-/// not written.
+/// [`crate::session::save_with_ladder`] with the inspector's tensors.
 pub fn save_with_ladder(
     path: &Path,
     state: &State,
     ladder: Option<SavedLadder>,
     tensors: &RungTensors,
 ) -> Result<(), SessionError> {
-    let mut s = State { ladder, tensors_file: None, ..state.clone() };
-    if s.ladder.is_some() && !tensors.is_empty() {
-        let side = saved::side_path(path);
-        saved::save_tensors(&side, tensors)
-            .map_err(|message| SessionError::SideFile { path: path.to_path_buf(), message })?;
-        s.tensors_file = side.file_name().map(|n| n.to_string_lossy().into_owned());
-    }
-    save(path, &s)
+    crate::session::save_with_ladder(path, state, ladder, &refs(tensors))
 }
 
-/// The side file a loaded session names, read: `Ok(None)` when it names none;
-/// an error (missing, corrupt) says what is wrong, and the rest of the session still loads.
+/// [`crate::session::load_side_file`] as the inspector's tensors.
 pub fn load_side_file(session: &Path, state: &State) -> Result<Option<RungTensors>, String> {
-    let Some(name) = &state.tensors_file else { return Ok(None) };
-    // Only a file name next to the session: a path in the field is not followed.
-    let file = Path::new(name);
-    if file.components().count() != 1 || file.file_name().is_none() {
-        return Err(format!("the side file name {name:?} is not a plain file name"));
-    }
-    let dir = session.parent().unwrap_or(Path::new("."));
-    saved::load_tensors(&dir.join(file)).map(Some)
+    crate::session::load_side_file(session, state).map(|s| s.map(inspected))
+}
+
+/// Writes the tensors' side file at `path` (see [`crate::session::side`]).
+pub fn save_tensors(path: &Path, tensors: &RungTensors) -> Result<(), String> {
+    side::save(path, &refs(tensors))
+}
+
+/// Reads a side file's bytes.
+pub fn parse_tensors(bytes: &[u8]) -> Result<RungTensors, String> {
+    side::parse(bytes).map(inspected)
+}
+
+/// Reads the side file at `path`.
+pub fn load_tensors(path: &Path) -> Result<RungTensors, String> {
+    side::load(path).map(inspected)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ui::state::ConfigName;
+    use crate::session::state::ConfigName;
     use proptest::prelude::*;
-
-    #[test]
-    fn round_trip() {
-        let mut s =
-            State { config: ConfigName::Tiny, seed: 7, offset: 10, len: 99, cursor: 5, head: 1, ..State::default() };
-        s.dataset.path = Some(PathBuf::from("/tmp/x.txt"));
-        s.dataset.hash = Some("0123456789abcdef".into());
-        s.panels.gru = false;
-        let text = to_ron(&s).unwrap();
-        assert_eq!(parse(text.as_bytes()).unwrap(), s);
-    }
-
-    #[test]
-    fn other_version_is_named() {
-        let text = to_ron(&State { format_version: 99, ..State::default() }).unwrap();
-        let e = parse(text.as_bytes()).unwrap_err();
-        assert!(matches!(e, SessionError::Version { found: 99, expected: FORMAT_VERSION, .. }), "{e}");
-        assert!(e.to_string().contains("format version 99"), "{e}");
-    }
-
-    #[test]
-    fn corrupt_file_says_where() {
-        let e = parse(b"(format_version: 1, seed: \"x\")").unwrap_err();
-        assert!(matches!(e, SessionError::Parse { .. }), "{e}");
-        assert!(e.to_string().contains("1:"), "position missing: {e}");
-    }
-
-    #[test]
-    fn missing_fields_take_defaults() {
-        let s = parse(b"(format_version: 1, seed: 3)").unwrap();
-        assert_eq!(s, State { seed: 3, ..State::default() });
-    }
 
     /// A session with ladder results (one failing rung, one error, NaN and
     /// infinite values) and tensors round-trips through its two files.
     #[test]
     fn ladder_results_and_side_file_round_trip() {
         use crate::ladder::{CaseResult, Precision, RungResult, Status};
+        use crate::session::results::{LadderInput, SavedRung};
         use crate::ui::inspect::InspectedTensor;
-        use crate::ui::saved::{LadderInput, SavedRung};
         let case = CaseResult {
             name: "gru.l1.h".into(),
             params: "[7, 1, 5]".into(),
@@ -232,31 +154,65 @@ mod tests {
         assert!(load_side_file(&path, &sneaky).unwrap_err().contains("not a plain file name"));
     }
 
+    // The side file alone (was ui/saved.rs).
+
+    fn tensors() -> RungTensors {
+        let a = InspectedTensor::new(
+            "gru.l0.h".into(),
+            vec![2, 1, 3],
+            vec![1., 2., 3., 4., 5., 6.],
+            vec![1., 2., 3.5, 4., f32::NAN, 6.],
+            vec![1., 2., 3., 4., 5., 6.],
+        );
+        let b = InspectedTensor::new("gru.l0.gi".into(), vec![2], vec![1., 2.], vec![1., 2.], vec![]);
+        let mut m = RungTensors::new();
+        m.insert("gru_fwd".into(), Arc::new(vec![b, a]));
+        m
+    }
+
+    #[test]
+    fn side_file_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = side_path(&dir.path().join("s.ron"));
+        assert_eq!(p.file_name().unwrap(), "s.tensors.safetensors");
+        save_tensors(&p, &tensors()).unwrap();
+        let back = load_tensors(&p).unwrap();
+        let list = &back["gru_fwd"];
+        let names: Vec<&str> = list.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["gru.l0.gi", "gru.l0.h"], "the ladder's order");
+        let h = &list[1];
+        assert_eq!(h.shape, [2, 1, 3]);
+        assert!(h.gpu.data[4].is_nan());
+        assert_eq!(h.gpu.data[2], 3.5);
+        assert_eq!(h.f64.len(), 6);
+        assert_eq!(h.stats, tensors()["gru_fwd"][1].stats);
+        assert!(list[0].f64.is_empty());
+    }
+
+    #[test]
+    fn bad_side_files_are_errors() {
+        assert!(parse_tensors(b"").is_err());
+        assert!(parse_tensors(b"garbage").unwrap_err().contains("not a safetensors"));
+        // A real safetensors file that is not a side file.
+        let x: crate::checkpoint::NamedRef<'_> = ("x", &[1], crate::checkpoint::ValuesRef::F32(&[1.0]));
+        let other = crate::checkpoint::encode_named(Path::new("x"), &[x], &Default::default()).unwrap();
+        assert!(parse_tensors(&other).unwrap_err().contains("not a dualscope session side file"));
+    }
+
     proptest! {
-        /// A valid session with a few bytes changed, or cut short, never panics.
         #[test]
-        fn corrupted_sessions_never_panic(flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..6), cut in any::<usize>()) {
-            let mut s = State { selected_rung: Some("gru_fwd".into()), ..State::default() };
-            s.ladder = Some(SavedLadder::default());
-            let mut bytes = to_ron(&s).unwrap().into_bytes();
+        fn corrupt_side_files_never_panic(flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..8), cut in any::<usize>()) {
+            let dir = tempfile::tempdir().unwrap();
+            let p = dir.path().join("t.safetensors");
+            save_tensors(&p, &tensors()).unwrap();
+            let mut bytes = std::fs::read(&p).unwrap();
             for (at, v) in flips {
                 let n = bytes.len();
                 bytes[at % n] = v;
             }
-            let _ = parse(&bytes);
+            let _ = parse_tensors(&bytes);
             let n = bytes.len();
-            let _ = parse(&bytes[..cut % n]);
-        }
-
-        #[test]
-        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
-            let _ = parse(&bytes);
-        }
-
-        #[test]
-        fn ron_like_text_never_panics(text in "[(),:a-z_0-9\"\\[\\] ]{0,200}") {
-            let _ = parse(format!("(format_version: 1, {text}").as_bytes());
-            let _ = parse(text.as_bytes());
+            let _ = parse_tensors(&bytes[..cut % n]);
         }
     }
 }

@@ -6,9 +6,9 @@ use egui::{Color32, RichText};
 use egui_plot::{Legend, Line, Plot, PlotPoints, VLine};
 
 use crate::ladder::audit::Verdict;
+use crate::session::state::{FaultTool, State};
 use crate::ui::command::{Command, button};
 use crate::ui::diagnose::{AUDIT_LOSS_SCALE, AuditRun};
-use crate::ui::state::{FaultTool, State};
 
 pub fn verdict_label(v: Verdict) -> &'static str {
     match v {

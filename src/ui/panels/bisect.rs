@@ -4,9 +4,9 @@
 use egui::{Color32, RichText};
 
 use crate::ladder::{BisectReport, Probe};
+use crate::session::state::{FaultTool, MAX_LEN, State};
 use crate::ui::command::{Command, button};
 use crate::ui::diagnose::BisectRun;
-use crate::ui::state::{FaultTool, MAX_LEN, State};
 
 fn opt<T: std::fmt::Display>(x: &Option<T>) -> String {
     x.as_ref().map_or("-".into(), |v| v.to_string())

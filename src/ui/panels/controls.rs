@@ -3,9 +3,9 @@
 use egui::{DragValue, RichText};
 
 use crate::dataset::{Dataset, human_size};
+use crate::session::state::{ConfigName, MAX_LEN, PanelId, State};
 use crate::ui::command::{Command, button};
 use crate::ui::engines::{self, Engine};
-use crate::ui::state::{ConfigName, MAX_LEN, PanelId, State};
 
 pub struct Controls<'a> {
     pub state: &'a State,
@@ -63,7 +63,7 @@ fn sequence_section(ui: &mut egui::Ui, s: &State, ds: &Dataset, stale: bool, out
     egui::ComboBox::from_label("Precision")
         .selected_text(s.precision.name())
         .show_ui(ui, |ui| {
-            for p in crate::ui::state::GemmPrecision::ALL {
+            for p in crate::session::state::GemmPrecision::ALL {
                 if ui.selectable_label(s.precision == p, p.name()).clicked() && s.precision != p {
                     out.push(Command::SetPrecision(p));
                 }

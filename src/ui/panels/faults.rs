@@ -1,8 +1,8 @@
 //! The fault catalogue's combo box, shared by the ladder, bisect and audit.
 
+use crate::session::state::FaultTool;
 use crate::ui::command::Command;
 use crate::ui::diagnose::{fault_description, fault_label};
-use crate::ui::state::FaultTool;
 use crate::vk::engine::Fault as EngineFault;
 
 /// A combo box labelled `label` choosing the fault `tool` plants.

@@ -1,0 +1,169 @@
+//! The long runs the app starts and polls: the worker's trace of the
+//! sequence, the ladder, the bisect and the audit (and reading a training log).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::{App, Running, waker};
+use crate::session::results::LadderInput;
+use crate::session::state::FaultTool;
+use crate::ui::diagnose::RowJob;
+use crate::ui::ladder_run::{ENGINE_FAULT_PREFIX, LadderJob};
+use crate::ui::panels::status::Level;
+use crate::ui::worker::{Job as TraceJob, Report};
+
+impl App {
+    pub(super) fn poll_worker(&mut self) {
+        for report in self.worker.poll() {
+            match report {
+                Report::Progress { generation, stage } => {
+                    if let Some(r) = self.running.as_mut().filter(|r| r.generation == generation) {
+                        r.stage = stage;
+                    }
+                }
+                Report::Done { generation, result } => {
+                    if self.running.as_ref().is_none_or(|r| r.generation != generation) {
+                        continue; // superseded
+                    }
+                    self.running = None;
+                    match result {
+                        Ok(c) => {
+                            self.state.cursor = self.state.cursor.min(c.t.saturating_sub(1));
+                            self.state.head = self.state.head.min(c.cfg.heads.saturating_sub(1));
+                            if self.message.as_ref().is_none_or(|m| m.level == Level::Info) {
+                                let text = format!("Computed {} positions in {:.2} s", c.t, c.elapsed.as_secs_f32());
+                                self.say(Level::Info, text);
+                            }
+                            self.computed = Some(Arc::from(c));
+                        }
+                        Err(e) => self.say(Level::Error, format!("cannot compute the trace: {e}")),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Submits the current settings to the worker.
+    pub(super) fn run(&mut self) {
+        self.generation += 1;
+        self.running = Some(Running { generation: self.generation, stage: "queued", started: Instant::now() });
+        self.worker.submit(TraceJob {
+            generation: self.generation,
+            dataset: self.dataset.clone(),
+            config: self.state.config,
+            seed: self.state.seed,
+            offset: self.state.offset,
+            len: self.state.len,
+            checkpoint: self.state.checkpoint.clone(),
+            gpu: self.state.gpu_trace,
+            token_cap: self.state.token_cap,
+        });
+    }
+
+    /// Starts the ladder on the sequence shown.
+    pub(super) fn run_ladder(&mut self) {
+        if self.ladder.is_busy() {
+            return;
+        }
+        let tokens = match self.dataset.window(self.state.offset, self.state.len) {
+            Ok(t) => t,
+            Err(e) => return self.say(Level::Error, format!("cannot run the ladder: {e}")),
+        };
+        let engine_fault = self.state.fault(FaultTool::Ladder);
+        let input = LadderInput {
+            config: self.state.config,
+            seed: self.state.seed,
+            dataset_hash: Some(self.dataset.content_hash()),
+            offset: self.state.offset,
+            len: self.state.len,
+            checkpoint: self.state.checkpoint.clone(),
+            fault: engine_fault.map(|f| format!("{ENGINE_FAULT_PREFIX}{}", f.name())),
+        };
+        let job = LadderJob {
+            input,
+            tokens,
+            engine_fault,
+            precision: self.state.precision.ladder(),
+            token_cap: self.state.token_cap,
+        };
+        self.ladder.start(crate::ladder::ALL_RUNGS.to_vec(), job, waker(&self.ctx_slot).boxed());
+        match engine_fault {
+            Some(f) => self.say(Level::Info, format!("Running the ladder with the fault {} planted…", f.name())),
+            None => self.say(Level::Info, "Running the ladder…"),
+        }
+    }
+
+    /// The sequence's row from its offset, `len` tokens, for a bisect or an audit.
+    fn row_job(&self, len: usize, tool: FaultTool) -> Result<RowJob, String> {
+        let tokens = self.dataset.window(self.state.offset, len).map_err(|e| e.to_string())?;
+        Ok(RowJob {
+            config: self.state.config,
+            seed: self.state.seed,
+            checkpoint: self.state.checkpoint.clone(),
+            tokens,
+            fault: self.state.fault(tool),
+        })
+    }
+
+    pub(super) fn run_bisect(&mut self) {
+        if self.bisect.is_busy() {
+            return;
+        }
+        let max_len = self.state.bisect_max_len.max(1);
+        let started = self
+            .row_job(max_len + 1, FaultTool::Bisect)
+            .and_then(|job| self.bisect.start(job, max_len, waker(&self.ctx_slot)));
+        match started {
+            Ok(()) => self.say(Level::Info, format!("Bisecting lengths up to {max_len}…")),
+            Err(e) => self.say(Level::Error, format!("cannot run the bisect: {e}")),
+        }
+    }
+
+    pub(super) fn run_audit(&mut self) {
+        if self.audit.is_busy() {
+            return;
+        }
+        let started =
+            self.row_job(self.state.len, FaultTool::Audit).and_then(|job| self.audit.start(job, waker(&self.ctx_slot)));
+        match started {
+            Ok(()) => self.say(Level::Info, "Auditing the CPU and GPU gradient contributions…"),
+            Err(e) => self.say(Level::Error, format!("cannot run the audit: {e}")),
+        }
+    }
+
+    pub(super) fn poll_diagnostics(&mut self) {
+        match self.bisect.poll() {
+            Some(Ok(r)) => {
+                let text = match (r.smallest_failing, &r.failure) {
+                    (Some(l), Some(f)) => format!(
+                        "Bisect: smallest failing length {l} (rung {}, position {})",
+                        f.rung.as_deref().unwrap_or("-"),
+                        f.position.map_or("-".into(), |p| p.to_string())
+                    ),
+                    _ => "Bisect: every length passed".to_string(),
+                };
+                self.say(Level::Info, text);
+                self.state.bisect = Some(r);
+            }
+            Some(Err(e)) => self.say(Level::Error, format!("the bisect failed: {e}")),
+            None => {}
+        }
+        match self.audit.poll() {
+            Some(Ok(())) => {
+                let r = self.audit.report.as_deref().expect("kept on success");
+                let off = r.tensors.iter().filter(|t| t.verdict != crate::ladder::audit::Verdict::Noise).count();
+                self.say(Level::Info, format!("Audit: {} tensors, {off} outside the f32 envelope", r.tensors.len()));
+            }
+            Some(Err(e)) => self.say(Level::Error, format!("the audit failed: {e}")),
+            None => {}
+        }
+        match self.train_log.poll() {
+            Some(Ok(l)) => {
+                self.state.train_log = Some(l.path.clone());
+                self.say(Level::Info, format!("Read {} training steps from {}", l.steps.len(), l.path.display()));
+            }
+            Some(Err(e)) => self.say(Level::Error, format!("cannot load the training log: {e}")),
+            None => {}
+        }
+    }
+}

@@ -1,0 +1,340 @@
+//! The app: owns the live data (dataset, worker, computed trace, heatmap
+//! textures, status, background jobs) around the saved [`State`], draws the
+//! frame, and applies the frame's [`Command`]s at its end.
+//!
+//! Split by concern: `commands` applies a command; `view` draws the central
+//! views and reads the keyboard and dropped files; `files` runs the file
+//! dialogs, opens datasets and saves or restores sessions (and their side
+//! files); `export` writes the inspected tensor; `jobs` starts and polls the
+//! trace, the ladder, the bisect and the audit.
+
+mod commands;
+mod export;
+mod files;
+mod jobs;
+mod view;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use crate::dataset::{Dataset, synthetic};
+use crate::session::job::{Job, Waker};
+use crate::session::state::{DatasetRef, State};
+
+use super::colormap::ColorMap;
+use super::command::Command;
+use super::computed::Computed;
+use super::diagnose::{AuditRun, BisectRun, TrainLogView};
+use super::heatmap::Heatmap;
+use super::inspect;
+use super::ladder_run::LadderView;
+use super::loader::Loader;
+use super::panels::inspector::InspectorUi;
+use super::panels::{self, status::Level, status::Message};
+use super::speed::SpeedRun;
+use super::worker::Worker;
+use crate::session::state::FaultTool;
+use files::{DialogPurpose, SideFile};
+
+/// What the command line asks for.
+#[derive(Clone, Debug, Default)]
+pub struct LaunchOptions {
+    pub data: Option<PathBuf>,
+    pub session: Option<PathBuf>,
+    /// Initial settings (tests start on a tiny config); `None`: the defaults.
+    pub state: Option<State>,
+}
+
+/// The trace the worker computes now.
+struct Running {
+    generation: u64,
+    stage: &'static str,
+    started: Instant,
+}
+
+/// Wakes the UI from a background thread: a repaint request once the egui
+/// context is known (from the first frame on).
+fn waker(slot: &Arc<Mutex<Option<egui::Context>>>) -> Waker {
+    let slot = slot.clone();
+    Waker::new(move || {
+        if let Some(ctx) = slot.lock().ok().and_then(|c| c.clone()) {
+            ctx.request_repaint();
+        }
+    })
+}
+
+pub struct App {
+    pub state: State,
+    dataset: Arc<Dataset>,
+    worker: Worker,
+    /// The context, known from the first frame on, for the worker to wake the UI.
+    ctx_slot: Arc<Mutex<Option<egui::Context>>>,
+    generation: u64,
+    running: Option<Running>,
+    computed: Option<Arc<Computed>>,
+    attention_map: Heatmap,
+    gradient_map: Heatmap,
+    message: Option<Message>,
+    pending: Vec<Command>,
+    needs_run: bool,
+    /// The path typed in the side panel's dataset field.
+    pub data_path: String,
+    /// The path typed in the side panel's session field.
+    pub session_path: String,
+    /// The path typed in the side panel's checkpoint field.
+    pub checkpoint_path: String,
+    loader: Loader,
+    /// File dialogs open now, each with what its file is for.
+    dialogs: Vec<(DialogPurpose, Job<(), Option<PathBuf>>)>,
+    newline: Option<&'static str>,
+    ladder: LadderView,
+    inspector: InspectorUi,
+    speed: SpeedRun,
+    /// Exports being written: what each wrote, or why not.
+    exports: Vec<Job<(), Result<String, String>>>,
+    /// The side file of the session being loaded, read on a thread.
+    side_file: Option<Job<(), SideFile>>,
+    bisect: BisectRun,
+    audit: AuditRun,
+    train_log: TrainLogView,
+    /// The path typed in the training-curves view's field.
+    pub train_log_path: String,
+}
+
+impl App {
+    pub fn new(opts: LaunchOptions) -> App {
+        let ctx_slot: Arc<Mutex<Option<egui::Context>>> = Arc::default();
+        let worker = Worker::spawn(waker(&ctx_slot).boxed());
+        let mut app = App {
+            state: opts.state.unwrap_or_default(),
+            dataset: Arc::new(synthetic::default_dataset()),
+            worker,
+            ctx_slot,
+            generation: 0,
+            running: None,
+            computed: None,
+            attention_map: Heatmap::new("attention heatmap", ColorMap::Sequential),
+            gradient_map: Heatmap::new("context gradient heatmap", ColorMap::Sequential),
+            message: None,
+            pending: Vec::new(),
+            needs_run: true,
+            data_path: String::new(),
+            session_path: opts
+                .session
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|| "sessions/session.ron".to_string()),
+            checkpoint_path: String::new(),
+            loader: Loader::default(),
+            dialogs: Vec::new(),
+            newline: None,
+            ladder: Default::default(),
+            inspector: InspectorUi::default(),
+            speed: SpeedRun::default(),
+            exports: Vec::new(),
+            side_file: None,
+            bisect: BisectRun::default(),
+            audit: AuditRun::default(),
+            train_log: TrainLogView::default(),
+            train_log_path: String::new(),
+        };
+        if let Some(p) = &app.state.train_log {
+            app.train_log_path = p.display().to_string();
+        }
+        app.state.dataset = DatasetRef { path: None, hash: Some(app.dataset.content_hash()) };
+        if let Some(p) = opts.session {
+            app.pending.push(Command::LoadSession(p));
+        }
+        if let Some(p) = opts.data {
+            app.pending.push(Command::OpenDataset(p));
+        }
+        app
+    }
+
+    /// The ladder runs and their results.
+    pub fn ladder(&self) -> &LadderView {
+        &self.ladder
+    }
+
+    /// The inspector's view state.
+    pub fn inspector(&self) -> &InspectorUi {
+        &self.inspector
+    }
+
+    /// The inspector's view state, to type into its fields (tests).
+    pub fn inspector_mut(&mut self) -> &mut InspectorUi {
+        &mut self.inspector
+    }
+
+    /// The speedup run.
+    pub fn speed(&self) -> &SpeedRun {
+        &self.speed
+    }
+
+    /// The speedup run, to fill with known samples (snapshot tests).
+    pub fn speed_mut(&mut self) -> &mut SpeedRun {
+        &mut self.speed
+    }
+
+    /// The bisect in flight (its probes so far).
+    pub fn bisect(&self) -> &BisectRun {
+        &self.bisect
+    }
+
+    /// The audit's result and selection.
+    pub fn audit(&self) -> &AuditRun {
+        &self.audit
+    }
+
+    /// The training run's log the curves view shows.
+    pub fn train_log(&self) -> &TrainLogView {
+        &self.train_log
+    }
+
+    /// True while a bisect, an audit or a log read runs.
+    pub fn diagnostics_busy(&self) -> bool {
+        self.bisect.is_busy() || self.audit.is_busy() || self.train_log.is_busy()
+    }
+
+    /// True while an export is being written.
+    pub fn is_exporting(&self) -> bool {
+        !self.exports.is_empty()
+    }
+
+    /// The tensor the inspector shows, if any.
+    pub fn inspected(&self) -> Option<&inspect::InspectedTensor> {
+        let rung = self.state.selected_rung.as_deref()?;
+        let list = self.ladder.tensors.get(rung)?;
+        panels::inspector::pick(rung, list, self.state.selected_tensor.as_deref())
+    }
+
+    /// The last computed sequence, if any.
+    pub fn computed(&self) -> Option<&Computed> {
+        self.computed.as_deref()
+    }
+
+    /// True while the worker computes or a dataset is being opened.
+    pub fn is_busy(&self) -> bool {
+        self.running.is_some() || self.needs_run || self.loader.is_busy() || self.side_file.is_some()
+    }
+
+    /// The status bar's message.
+    pub fn message(&self) -> Option<&Message> {
+        self.message.as_ref()
+    }
+
+    /// The current dataset.
+    pub fn dataset(&self) -> &Dataset {
+        &self.dataset
+    }
+
+    /// How many times each heatmap texture was built: (attention, gradient).
+    pub fn texture_builds(&self) -> (u64, u64) {
+        (self.attention_map.builds(), self.gradient_map.builds())
+    }
+
+    /// The attention heatmap (its view, for tests).
+    pub fn attention_map(&self) -> &Heatmap {
+        &self.attention_map
+    }
+
+    /// Queues a command as if a panel had issued it.
+    pub fn queue(&mut self, cmd: Command) {
+        self.pending.push(cmd);
+    }
+
+    /// Draws one frame and applies its commands.
+    pub fn show(&mut self, ui: &mut egui::Ui) {
+        let ctx = ui.ctx().clone();
+        if let Ok(mut slot) = self.ctx_slot.lock()
+            && slot.is_none()
+        {
+            *slot = Some(ctx.clone());
+        }
+        self.poll_worker();
+        self.poll_dialogs();
+        self.poll_loader();
+        self.poll_side_file();
+        self.speed.poll();
+        self.poll_exports();
+        if self.ladder.poll() {
+            let failed = self
+                .ladder
+                .results
+                .values()
+                .any(|r| r.as_ref().map_or(true, |r| r.status == crate::ladder::Status::Fail));
+            if failed {
+                self.say(Level::Error, "Ladder finished: a rung failed or could not run");
+            } else {
+                self.say(Level::Info, "Ladder finished: every implemented rung passed");
+            }
+        }
+        self.poll_diagnostics();
+        let mut cmds = std::mem::take(&mut self.pending);
+        self.keyboard(&ctx, &mut cmds);
+        self.dropped_files(&ctx, &mut cmds);
+        Self::hovered_files(&ctx);
+        let newline = *self.newline.get_or_insert_with(|| panels::text::newline_glyph(&ctx));
+
+        egui::Panel::bottom("status_bar").show(ui, |ui| {
+            let progress = self
+                .running
+                .as_ref()
+                .map(|r| panels::status::Progress { stage: r.stage, elapsed: Some(r.started.elapsed()) });
+            panels::status::show(ui, self.message.as_ref(), progress);
+        });
+        egui::Panel::left("controls").default_size(270.0).resizable(true).show(ui, |ui| {
+            let stale = self.is_stale();
+            let controls = panels::controls::Controls {
+                state: &self.state,
+                dataset: &self.dataset,
+                data_path: &mut self.data_path,
+                session_path: &mut self.session_path,
+                checkpoint_path: &mut self.checkpoint_path,
+                stale,
+            };
+            panels::controls::show(ui, controls, &mut cmds);
+        });
+        egui::Panel::right("ladder").default_size(380.0).resizable(true).show(ui, |ui| {
+            let fault = self.state.fault(FaultTool::Ladder);
+            panels::ladder::show(ui, &self.ladder, self.state.selected_rung.as_deref(), fault, &mut cmds);
+            if let Some(id) = self.state.selected_rung.clone() {
+                ui.separator();
+                panels::ladder::inspector(ui, &self.ladder, &id);
+            }
+        });
+        egui::CentralPanel::default().show(ui, |ui| self.central_area(ui, newline, &mut cmds));
+
+        for cmd in cmds {
+            self.apply(cmd);
+        }
+        if std::mem::take(&mut self.needs_run) {
+            self.run();
+        }
+        if self.running.is_some()
+            || self.loader.is_busy()
+            || self.ladder.is_busy()
+            || self.speed.is_running()
+            || self.is_exporting()
+            || self.diagnostics_busy()
+        {
+            // The threads wake us when they report; this is a fallback.
+            ctx.request_repaint_after(std::time::Duration::from_millis(100));
+        }
+    }
+
+    fn say(&mut self, level: Level, text: impl Into<String>) {
+        let text = text.into();
+        if level != Level::Info {
+            eprintln!("dualscope: {text}");
+        }
+        self.message = Some(Message { level, text });
+    }
+}
+
+impl eframe::App for App {
+    fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
+        self.show(ui);
+    }
+}
