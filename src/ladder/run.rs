@@ -139,13 +139,15 @@ pub fn run(
     mut on_event: impl FnMut(Event<'_>),
 ) -> Result<LadderReport, LadderError> {
     let record = spec.on_error == OnError::Record;
-    let mut model = match spec.rungs.iter().any(|r| *r != Rung::Gemm) {
-        true => match model_ladder(ctx, &spec) {
+    // Built before the first rung, so that the CLI's errors come before any work.
+    let mut model = if spec.rungs.iter().any(|r| *r != Rung::Gemm) {
+        match model_ladder(ctx, &spec) {
             Ok(m) => Some(Ok(m)),
             Err((_, why)) if record => Some(Err(why)),
             Err((e, _)) => return Err(e),
-        },
-        false => None,
+        }
+    } else {
+        None
     };
     let mut rungs = Vec::new();
     let mut errors = Vec::new();
