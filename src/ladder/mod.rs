@@ -37,7 +37,7 @@ pub use gemm::{
 };
 pub use model::{ModelLadder, RungTensor};
 pub use result::{CaseResult, KernelName, RungResult, Status};
-pub use run::{Corruption, Event, LadderReport, LadderSpec, OnError, RungError, run};
+pub use run::{Corrupt, Corruption, Event, LadderReport, LadderSpec, OnError, RungError, run};
 pub use rung::Rung;
 pub use setup::{MIXED_SCALE, Mode, OPTIM_SCALE, Setup, backward_scale, default_batch, step_scale};
 pub use tolerance::{

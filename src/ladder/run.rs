@@ -13,6 +13,9 @@ use crate::vk::Context;
 use crate::vk::engine::Fault;
 use crate::vk::ops::GemmChoice;
 
+/// Changes a tensor's values in place.
+pub type Corrupt = Arc<dyn Fn(&mut [f32]) + Send + Sync>;
+
 /// Changes the GPU's copy of a tensor before the model rungs run: a bug
 /// planted by hand (the GUI's example sessions), apart from the engine's
 /// fault catalogue ([`Fault`]).
@@ -20,7 +23,7 @@ use crate::vk::ops::GemmChoice;
 pub struct Corruption {
     /// A device tensor name, e.g. `param.gru.weight_hh_l1`.
     pub tensor: String,
-    pub corrupt: Arc<dyn Fn(&mut [f32]) + Send + Sync>,
+    pub corrupt: Corrupt,
 }
 
 /// What to do when a rung cannot run (an engine error, not a failed check).
