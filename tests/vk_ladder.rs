@@ -246,3 +246,42 @@ fn a_corrupted_weight_fails_at_its_rung() {
     assert!(e.notes.iter().any(|n| n.contains("gru.")), "{e:?}");
     assert_clean(&ctx, test);
 }
+
+/// The runner's two ways with a rung that cannot run: `Stop` returns the
+/// error; `Record` reports it for every rung it concerns (the model rungs and
+/// the gate share the model ladder's), in order, and the run fails.
+#[test]
+fn the_runner_stops_or_records_what_cannot_run() {
+    let test = "the_runner_stops_or_records_what_cannot_run";
+    let Some(ctx) = context(test) else { return };
+    let ctx = std::sync::Arc::new(ctx);
+    let cfg = Config::tiny();
+    let mut s = setup(&cfg, ladder::Mode::Isolated, &[9, 9], 3);
+    // bfloat16 has no cooperative-matrix kernel on any device.
+    s.precision = Precision::Bf16;
+    let spec = ladder::LadderSpec {
+        gemm_choice: dualscope::vk::ops::GemmChoice::CoopMat,
+        ..ladder::LadderSpec::new(vec![Rung::Gemm, Rung::EmbedFwd], s)
+    };
+    assert!(ladder::run(&ctx, spec.clone(), |_| {}).is_err());
+    let mut seen = Vec::new();
+    let record = ladder::LadderSpec { on_error: ladder::OnError::Record, ..spec };
+    let report = ladder::run(&ctx, record, |e| {
+        seen.push(match e {
+            ladder::Event::Started(r) => format!("start {r}"),
+            ladder::Event::Finished(r, res, _) => format!("{r} {}", if res.is_ok() { "ok" } else { "error" }),
+            ladder::Event::EndToEnd(res) => format!("end_to_end {}", if res.is_ok() { "ok" } else { "error" }),
+        })
+    })
+    .unwrap();
+    assert_eq!(seen, ["start gemm", "gemm error", "start embed_fwd", "embed_fwd error", "end_to_end error"]);
+    let rungs: Vec<Rung> = report.errors.iter().map(|e| e.rung).collect();
+    assert_eq!(rungs, [Rung::Gemm, Rung::EmbedFwd]);
+    assert!(report.errors[1].error.starts_with("the model ladder: "), "{:?}", report.errors);
+    assert_eq!(report.end_to_end_error.as_deref(), Some(report.errors[1].error.as_str()));
+    assert!(report.rungs.is_empty() && report.end_to_end.is_none());
+    assert_eq!(report.status, Status::Fail);
+    let json = serde_json::to_value(&report).unwrap();
+    assert_eq!(serde_json::from_value::<ladder::LadderReport>(json).unwrap(), report);
+    assert_clean(&ctx, test);
+}
