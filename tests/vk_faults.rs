@@ -6,7 +6,7 @@ mod common;
 use std::sync::Arc;
 
 use common::assert_clean;
-use dualscope::ladder::{self, Mode, ModelLadder, Precision, Status};
+use dualscope::ladder::{self, Mode, ModelLadder, Precision, Rung, Status};
 use dualscope::model::{Config, Params};
 use dualscope::vk::engine::Fault;
 use dualscope::vk::ops::GemmChoice;
@@ -38,20 +38,22 @@ fn first_failure_in(
         mode: Mode::Isolated,
         precision,
     };
-    let gemm = ladder::run_rung_with_fault(ctx, "gemm", &cfg, precision, 4, GemmChoice::Auto, fault).unwrap();
-    if gemm.status == Status::Fail {
-        return Some(("gemm".into(), vec![]));
-    }
-    let mut l = ModelLadder::new(ctx, setup).unwrap();
-    l.set_fault(fault);
-    for id in &ladder::ALL_RUNGS[1..] {
-        let r = l.run_rung(id).unwrap();
-        if r.status == Status::Fail {
-            let bad = r.cases.iter().filter(|c| c.status == Status::Fail).map(|c| c.name.clone()).collect();
-            return Some((id.to_string(), bad));
-        }
-    }
-    None
+    let spec = ladder::LadderSpec {
+        gemm_seed: 4,
+        gemm_choice: GemmChoice::Auto,
+        fault,
+        end_to_end: false,
+        stop_at_failure: true,
+        ..ladder::LadderSpec::new(Rung::ALL.to_vec(), setup)
+    };
+    let report = ladder::run(ctx, spec, |_| {}).unwrap();
+    let r = report.rungs.iter().find(|r| r.status == Status::Fail)?;
+    // The gemm rung's cases are products, not tensors: none are named.
+    let bad = match r.id.as_str() {
+        "gemm" => vec![],
+        _ => r.cases.iter().filter(|c| c.status == Status::Fail).map(|c| c.name.clone()).collect(),
+    };
+    Some((r.id.clone(), bad))
 }
 
 #[test]
@@ -100,7 +102,7 @@ fn the_window_fault_shows_only_past_the_window() {
         };
         let mut l = ModelLadder::new(&ctx, setup).unwrap();
         l.set_fault(Some(Fault::WindowOffByOne));
-        l.run_rung("attn_fwd").unwrap().status
+        l.run(Rung::AttnFwd).unwrap().status
     };
     // J_t loses its oldest key only once the window is full: t ≥ W-1, so T ≥ W positions.
     assert_eq!(attn(cfg.window - 1), Status::Pass);

@@ -3,14 +3,14 @@
 mod common;
 
 use common::{assert_clean, ladder_setup, odd};
-use dualscope::ladder::{self, Precision, Status};
+use dualscope::ladder::{self, Precision, Rung, Status};
 use dualscope::model::Config;
 
 #[test]
 fn gemm_rung_passes_on_the_tiny_config() {
     let (_, ctx) = common::vulkan!();
-    let r = ladder::run_rung(&ctx, "gemm", &Config::tiny(), Precision::F32, 1, dualscope::vk::ops::GemmChoice::Auto)
-        .unwrap();
+    let r =
+        ladder::run_gemm(&ctx, &Config::tiny(), Precision::F32, 1, dualscope::vk::ops::GemmChoice::Auto, None).unwrap();
     for c in &r.cases {
         eprintln!(
             "{:?} {} {}: rel_l2 {:.2e} (cpu f32 {:.2e}) {:?}",
@@ -65,12 +65,12 @@ fn gemm_rung_passes_in_f16_on_every_path_the_device_has() {
         None => choices.extend([GemmChoice::CoopMat, GemmChoice::CoopMat64]),
         Some(why) => {
             eprintln!("SKIPPED the cooperative-matrix path: {why}");
-            let e = ladder::run_rung(&ctx, "gemm", &Config::tiny(), Precision::F16, 2, GemmChoice::CoopMat);
+            let e = ladder::run_gemm(&ctx, &Config::tiny(), Precision::F16, 2, GemmChoice::CoopMat, None);
             assert!(e.is_err(), "forcing an unavailable path is an error");
         }
     }
     for choice in choices {
-        let r = ladder::run_rung(&ctx, "gemm", &Config::tiny(), Precision::F16, 2, choice).unwrap();
+        let r = ladder::run_gemm(&ctx, &Config::tiny(), Precision::F16, 2, choice, None).unwrap();
         let bad: Vec<_> = r.cases.iter().filter(|c| c.status != Status::Pass).collect();
         assert_eq!(r.status, Status::Pass, "{choice:?}: {bad:#?}");
         assert!(r.sentinel_ok);
@@ -89,7 +89,7 @@ fn gemm_rung_passes_in_f16_on_every_path_the_device_has() {
 fn gemm_rung_passes_in_bf16_on_the_tiled_kernel() {
     use dualscope::vk::ops::GemmChoice;
     let (_, ctx) = common::vulkan!();
-    let r = ladder::run_rung(&ctx, "gemm", &Config::tiny(), Precision::Bf16, 3, GemmChoice::Auto).unwrap();
+    let r = ladder::run_gemm(&ctx, &Config::tiny(), Precision::Bf16, 3, GemmChoice::Auto, None).unwrap();
     let bad: Vec<_> = r.cases.iter().filter(|c| c.status != Status::Pass).collect();
     assert_eq!(r.status, Status::Pass, "{bad:#?}");
     // bf16 rounding shows: well above f16's level, within the bf16 bound.
@@ -97,7 +97,7 @@ fn gemm_rung_passes_in_bf16_on_the_tiled_kernel() {
     for c in &r.cases {
         assert!(c.rel_l2 <= 2.0 * c.rel_l2_cpu_f32 + 1e-5, "{} {}: {c:?}", c.name, c.params);
     }
-    assert!(ladder::run_rung(&ctx, "gemm", &Config::tiny(), Precision::Bf16, 3, GemmChoice::CoopMat).is_err());
+    assert!(ladder::run_gemm(&ctx, &Config::tiny(), Precision::Bf16, 3, GemmChoice::CoopMat, None).is_err());
     assert_clean(&ctx, "gemm_rung_passes_in_bf16_on_the_tiled_kernel");
 }
 
@@ -122,13 +122,13 @@ fn model_rungs_pass_in_both_modes() {
     for mode in [ladder::Mode::Isolated, ladder::Mode::Chained] {
         for (cfg, lens) in [(odd(), vec![12, 6, 3]), (Config::tiny(), vec![9, 9])] {
             let mut l = ladder::ModelLadder::new(&ctx, setup(&cfg, mode, &lens, 5)).unwrap();
-            for id in &ladder::ALL_RUNGS[1..] {
-                let r = l.run_rung(id).unwrap();
+            for id in Rung::MODEL {
+                let r = l.run(id).unwrap();
                 let bad: Vec<_> = r.cases.iter().filter(|c| c.status != Status::Pass).collect();
                 assert_eq!(r.status, Status::Pass, "{mode:?} {id}: {bad:#?}");
                 // Isolated attn_fwd adds its two stress cases (large scores).
-                let stress = if *id == "attn_fwd" && mode == ladder::Mode::Isolated { 2 } else { 0 };
-                assert_eq!(r.cases.len(), ladder::outputs(id, &cfg).len() + stress);
+                let stress = if id == Rung::AttnFwd && mode == ladder::Mode::Isolated { 2 } else { 0 };
+                assert_eq!(r.cases.len(), id.outputs(&cfg).len() + stress);
                 for c in &r.cases {
                     assert!(c.rel_l2_gpu_f64.is_some_and(|x| x.is_finite()), "{id} {}", c.name);
                     assert_eq!(c.non_finite_gpu, 0, "{id} {}", c.name);
@@ -172,12 +172,12 @@ fn attention_rungs_pass_on_wide_windows_and_heads() {
     for (cfg, lens) in cases {
         for mode in [ladder::Mode::Isolated, ladder::Mode::Chained] {
             let mut l = ladder::ModelLadder::new(&ctx, setup(&cfg, mode, &lens, 17)).unwrap();
-            for id in ["attn_fwd", "attn_bwd"] {
-                let r = l.run_rung(id).unwrap();
+            for id in [Rung::AttnFwd, Rung::AttnBwd] {
+                let r = l.run(id).unwrap();
                 let bad: Vec<_> = r.cases.iter().filter(|c| c.status != Status::Pass).collect();
                 assert_eq!(r.status, Status::Pass, "{cfg:?} {mode:?} {id}: {bad:#?}");
-                let stress = if id == "attn_fwd" && mode == ladder::Mode::Isolated { 2 } else { 0 };
-                assert_eq!(r.cases.len(), ladder::outputs(id, &cfg).len() + stress);
+                let stress = if id == Rung::AttnFwd && mode == ladder::Mode::Isolated { 2 } else { 0 };
+                assert_eq!(r.cases.len(), id.outputs(&cfg).len() + stress);
                 for c in &r.cases {
                     assert_eq!(c.non_finite_gpu, 0, "{id} {}", c.name);
                     eprintln!(
@@ -203,19 +203,63 @@ fn a_corrupted_weight_fails_at_its_rung() {
     let (test, ctx) = common::vulkan!();
     let cfg = odd();
     let s = setup(&cfg, ladder::Mode::Chained, &[12, 6, 3], 9);
-    let mut w = s.params.gru[1].w_hh.data.clone();
-    w[5] += 0.5;
-    let mut l = ladder::ModelLadder::new(&ctx, s).unwrap();
-    l.engine().write_named("param.gru.weight_hh_l1", &w).unwrap();
-    assert_eq!(l.run_rung("embed_fwd").unwrap().status, Status::Pass);
-    let r = l.run_rung("gru_fwd").unwrap();
+    // Through the runner, as the GUI's example sessions plant theirs.
+    let corruption = ladder::Corruption {
+        tensor: "param.gru.weight_hh_l1".into(),
+        corrupt: std::sync::Arc::new(|w: &mut [f32]| w[5] += 0.5),
+    };
+    let spec = ladder::LadderSpec {
+        corruption: Some(corruption),
+        on_error: ladder::OnError::Record,
+        ..ladder::LadderSpec::new(vec![Rung::EmbedFwd, Rung::GruFwd], s)
+    };
+    let mut report = ladder::run(&ctx, spec, |_| {}).unwrap();
+    assert_eq!(report.rungs[0].status, Status::Pass);
+    let r = &report.rungs[1];
     assert_eq!(r.status, Status::Fail);
     let first_bad = r.cases.iter().find(|c| c.status == Status::Fail).unwrap();
     assert!(first_bad.name.starts_with("gru.l1."), "{}", first_bad.name);
     assert!(r.cases.iter().filter(|c| c.name.starts_with("gru.l0.")).all(|c| c.status == Status::Pass));
-    let e = l.end_to_end().unwrap();
+    let e = report.end_to_end.take().unwrap();
     assert_ne!(e.status, Status::Pass, "{e:?}");
     assert!(e.top_contributors[0].tensor.starts_with("gru."), "{e:?}");
     assert!(e.notes.iter().any(|n| n.contains("gru.")), "{e:?}");
+    assert_clean(&ctx, test);
+}
+
+/// The runner's two ways with a rung that cannot run: `Stop` returns the
+/// error; `Record` reports it for every rung it concerns (the model rungs and
+/// the gate share the model ladder's), in order, and the run fails.
+#[test]
+fn the_runner_stops_or_records_what_cannot_run() {
+    let (test, ctx) = common::vulkan!();
+    let cfg = Config::tiny();
+    let mut s = setup(&cfg, ladder::Mode::Isolated, &[9, 9], 3);
+    // bfloat16 has no cooperative-matrix kernel on any device.
+    s.precision = Precision::Bf16;
+    let spec = ladder::LadderSpec {
+        gemm_choice: dualscope::vk::ops::GemmChoice::CoopMat,
+        ..ladder::LadderSpec::new(vec![Rung::Gemm, Rung::EmbedFwd], s)
+    };
+    assert!(ladder::run(&ctx, spec.clone(), |_| {}).is_err());
+    let mut seen = Vec::new();
+    let record = ladder::LadderSpec { on_error: ladder::OnError::Record, ..spec };
+    let report = ladder::run(&ctx, record, |e| {
+        seen.push(match e {
+            ladder::Event::Started(r) => format!("start {r}"),
+            ladder::Event::Finished(r, res, _) => format!("{r} {}", if res.is_ok() { "ok" } else { "error" }),
+            ladder::Event::EndToEnd(res) => format!("end_to_end {}", if res.is_ok() { "ok" } else { "error" }),
+        })
+    })
+    .unwrap();
+    assert_eq!(seen, ["start gemm", "gemm error", "start embed_fwd", "embed_fwd error", "end_to_end error"]);
+    let rungs: Vec<Rung> = report.errors.iter().map(|e| e.rung).collect();
+    assert_eq!(rungs, [Rung::Gemm, Rung::EmbedFwd]);
+    assert!(report.errors[1].error.starts_with("the model ladder: "), "{:?}", report.errors);
+    assert_eq!(report.end_to_end_error.as_deref(), Some(report.errors[1].error.as_str()));
+    assert!(report.rungs.is_empty() && report.end_to_end.is_none());
+    assert_eq!(report.status, Status::Fail);
+    let json = serde_json::to_value(&report).unwrap();
+    assert_eq!(serde_json::from_value::<ladder::LadderReport>(json).unwrap(), report);
     assert_clean(&ctx, test);
 }

@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::LadderError;
 use crate::cpu::{self, LossScale, StepOptions};
@@ -27,7 +27,7 @@ use crate::vk::ops::GemmPath;
 /// a few 1e-7 relative per contribution; 1e-4 leaves room for long sums.
 pub const ENVELOPE: f64 = 1e-4;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     /// Every ratio and cosine within the envelope.
@@ -41,7 +41,7 @@ pub enum Verdict {
     RealError,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TensorAudit {
     pub tensor: String,
     pub verdict: Verdict,
@@ -55,7 +55,7 @@ pub struct TensorAudit {
     pub tokens_off: usize,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AuditReport {
     pub len: usize,
     pub loss_scale: f64,

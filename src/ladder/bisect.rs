@@ -1,13 +1,14 @@
 //! Length bisect: the same data capped at 64, 128, 256, … positions, each run
-//! through rungs 2–11 (isolated), then a binary search between the last good
-//! and the first bad length for the smallest failing one, with the first
-//! rung, tensor, position and token where it fails.
+//! through rungs 2–11 (isolated, by `ladder::run`, up to the first failing
+//! rung), then a binary search between the last good and the first bad length
+//! for the smallest failing one, with the first rung, tensor, position and
+//! token where it fails.
 
 use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::{LadderError, Mode, ModelLadder, Precision, Setup, Status};
+use super::{Event, LadderError, LadderSpec, Mode, Precision, Rung, RungResult, RungTensor, Setup, Status, run};
 use crate::cpu::StepOptions;
 use crate::dataset::Batch;
 use crate::model::{Config, Params};
@@ -73,20 +74,24 @@ fn probe(
         mode: Mode::Isolated,
         precision: Precision::F32,
     };
-    let mut l = ModelLadder::new(ctx, setup)?;
-    l.set_fault(fault);
+    let spec =
+        LadderSpec { fault, end_to_end: false, stop_at_failure: true, ..LadderSpec::new(Rung::MODEL.to_vec(), setup) };
+    let mut failed: Option<(Rung, RungResult, Vec<RungTensor>)> = None;
+    run(ctx, spec, |e| {
+        if let Event::Finished(rung, Ok(r), tensors) = e
+            && r.status == Status::Fail
+        {
+            failed = Some((rung, r.clone(), tensors));
+        }
+    })?;
     let mut p =
         Probe { len, failed: false, rung: None, tensor: None, position: None, token: None, position_rel_l2: None };
-    for id in &super::ALL_RUNGS[1..] {
-        let r = l.run_rung(id)?;
-        if r.status != Status::Fail {
-            continue;
-        }
+    if let Some((id, r, tensors)) = failed {
         p.failed = true;
-        p.rung = Some(id.to_string());
+        p.rung = Some(id.id().to_string());
         let case = r.cases.iter().find(|c| c.status == Status::Fail).expect("a failing rung has a failing case");
         p.tensor = Some(case.name.clone());
-        if let Some(t) = l.tensors(id).iter().find(|t| t.name == case.name)
+        if let Some(t) = tensors.iter().find(|t| t.name == case.name)
             && t.shape.len() >= 2
             && t.shape[0] == len
         {
@@ -109,7 +114,6 @@ fn probe(
                 }
             }
         }
-        break;
     }
     Ok(p)
 }

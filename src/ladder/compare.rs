@@ -1,9 +1,9 @@
 //! The numerical contract's measurements: a result against its reference.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// `got` (an engine's output) against `want` (the f64 reference).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Comparison {
     /// ‖got − want‖ / ‖want‖ over the positions where both are finite, in f64
     /// (the absolute norm when ‖want‖ = 0).

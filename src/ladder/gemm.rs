@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use super::compare::compare;
-use super::{CaseResult, LadderError, Precision, RungResult, Status};
+use super::{CaseResult, LadderError, Precision, Rung, RungResult, Status};
 use crate::model::Config;
 use crate::rng::Rng;
 use crate::tensor;
@@ -170,7 +170,7 @@ pub fn run(
     for c in gemm_cases_for(cfg, precision) {
         results.push(run_case(ctx, &c, &mut rng, path, precision)?);
     }
-    let mut r = RungResult::from_cases("gemm", precision, results);
+    let mut r = RungResult::new(Rung::Gemm, precision, results);
     r.gemm_path = Some(path.name());
     Ok(r)
 }

@@ -1,0 +1,182 @@
+//! `dualscope bisect`, `audit` and `faults`: finding where a planted or real
+//! bug shows (the length, the rung, the token) and listing the faults.
+
+use clap::Args;
+use serde_json::json;
+
+use super::{Inputs, load_inputs, parse_fault, write_report};
+use crate::cli::backend::open_context as open;
+use crate::cli::common::{CliError, emit};
+use crate::ladder;
+use crate::vk::engine::Fault;
+
+#[derive(Args, Debug)]
+pub struct BisectArgs {
+    /// Plant one bug of the fault catalogue (see `dualscope faults`).
+    #[arg(long)]
+    pub fault: Option<String>,
+    /// The text to run on (default: the embedded dataset); one row from --offset.
+    #[arg(long)]
+    pub data: Option<std::path::PathBuf>,
+    #[arg(long, default_value_t = 0)]
+    pub offset: usize,
+    /// The longest length tried (default: 4096, or what the data holds).
+    #[arg(long)]
+    pub max_len: Option<usize>,
+    /// small, bench, tiny, or a JSON config file.
+    #[arg(long, default_value = "small")]
+    pub config: String,
+    /// Parameters from this checkpoint (its config wins) instead of a seeded init.
+    #[arg(long)]
+    pub checkpoint: Option<std::path::PathBuf>,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    #[arg(long)]
+    pub device: Option<usize>,
+    /// Also write the JSON report to this file (atomically).
+    #[arg(long)]
+    pub out: Option<std::path::PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn bisect(a: &BisectArgs) -> Result<i32, CliError> {
+    let fault = parse_fault(&a.fault)?;
+    let Inputs { cfg, params, ds } = load_inputs(&a.config, &a.checkpoint, a.seed, &a.data, &a.out)?;
+    let avail = ds.len_tokens().saturating_sub(a.offset + 1);
+    let max_len = a.max_len.unwrap_or(4096).min(avail);
+    if max_len < 1 {
+        return Err(CliError::Usage(format!("--offset {}: {} holds no row of 2 tokens there", a.offset, ds.name())));
+    }
+    let row = ds.window(a.offset, max_len + 1)?;
+    let ctx = std::sync::Arc::new(open(a.device)?);
+    let json = a.json;
+    let report = ladder::bisect(&ctx, &cfg, &params, &row, max_len, fault, |p| {
+        if !json {
+            match (&p.rung, &p.tensor) {
+                (Some(r), Some(t)) => println!("len {:>6}: FAIL at {r} ({t})", p.len),
+                _ => println!("len {:>6}: pass", p.len),
+            }
+        }
+    })
+    .map_err(|e| match e {
+        ladder::LadderError::Input(why) => CliError::Usage(why),
+        e => CliError::Engine(e.to_string()),
+    })?;
+    let value = serde_json::to_value(&report).expect("report serializes");
+    write_report(&a.out, &value)?;
+    emit(json, value, || match (&report.smallest_failing, &report.failure) {
+        (Some(n), Some(p)) => {
+            println!(
+                "smallest failing length {n} (last good {}): first rung {}, tensor {}",
+                report.last_good.map_or("none".into(), |g| g.to_string()),
+                p.rung.as_deref().unwrap_or("?"),
+                p.tensor.as_deref().unwrap_or("?")
+            );
+            if let (Some(pos), Some(tok)) = (p.position, p.token) {
+                println!(
+                    "first wrong position {pos}, input token {} (rel L2 there {:.2e})",
+                    describe_byte(tok),
+                    p.position_rel_l2.unwrap_or(f64::NAN)
+                );
+            }
+        }
+        _ => println!("no length up to {max_len} fails"),
+    });
+    Ok(if report.smallest_failing.is_some() { 1 } else { 0 })
+}
+
+#[derive(Args, Debug)]
+pub struct AuditArgs {
+    /// The text (default: the embedded dataset); one row of --len positions from --offset.
+    #[arg(long)]
+    pub data: Option<std::path::PathBuf>,
+    #[arg(long, default_value_t = 0)]
+    pub offset: usize,
+    #[arg(long, default_value_t = 512)]
+    pub len: usize,
+    #[arg(long, default_value = "small")]
+    pub config: String,
+    #[arg(long)]
+    pub checkpoint: Option<std::path::PathBuf>,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// The loss scale of the GPU's backward (its contributions are divided by the scale it reports).
+    #[arg(long, default_value_t = 1024.0)]
+    pub loss_scale: f64,
+    #[arg(long)]
+    pub fault: Option<String>,
+    #[arg(long)]
+    pub device: Option<usize>,
+    /// Also write the JSON report (with every per-token norm) to this file.
+    #[arg(long)]
+    pub out: Option<std::path::PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn audit(a: &AuditArgs) -> Result<i32, CliError> {
+    use crate::ladder::audit::Verdict;
+    let fault = parse_fault(&a.fault)?;
+    if !(a.loss_scale.is_finite() && a.loss_scale > 0.0) {
+        return Err(CliError::Usage(format!("--loss-scale {}: a positive finite number", a.loss_scale)));
+    }
+    let Inputs { cfg, params, ds } = load_inputs(&a.config, &a.checkpoint, a.seed, &a.data, &a.out)?;
+    let row = ds.window(a.offset, a.len + 1)?;
+    let ctx = std::sync::Arc::new(open(a.device)?);
+    let report = crate::ladder::audit::audit(&ctx, &cfg, &params, &row, a.loss_scale, fault).map_err(|e| match e {
+        ladder::LadderError::Input(why) => CliError::Usage(why),
+        e => CliError::Engine(e.to_string()),
+    })?;
+    let value = serde_json::to_value(&report).expect("report serializes");
+    write_report(&a.out, &value)?;
+    let bad = report.tensors.iter().any(|t| matches!(t.verdict, Verdict::RealError | Verdict::MissingUnscale));
+    let summary = json!({
+        "len": report.len, "loss_scale": report.loss_scale, "fault": report.fault,
+        "loss_cpu": report.loss_cpu, "loss_gpu": report.loss_gpu,
+        "grad_norm_cpu": report.grad_norm_cpu, "grad_norm_gpu": report.grad_norm_gpu,
+        "tensors": report.tensors.iter().map(|t| json!({
+            "tensor": t.tensor, "verdict": t.verdict, "evidence": t.evidence,
+            "tokens_off": t.tokens_off, "worst_position": t.worst_position,
+        })).collect::<Vec<_>>(),
+    });
+    emit(a.json, summary, || {
+        println!(
+            "{} positions; loss cpu {:.7} gpu {:.7}; grad norm cpu {:.6e} gpu {:.6e}; GPU backward at loss scale {}",
+            report.len, report.loss_cpu, report.loss_gpu, report.grad_norm_cpu, report.grad_norm_gpu, report.loss_scale
+        );
+        for t in &report.tensors {
+            println!("{:<22} {:<16} {}", t.tensor, format!("{:?}", t.verdict), t.evidence);
+        }
+    });
+    Ok(if bad { 1 } else { 0 })
+}
+
+#[derive(Args, Debug)]
+pub struct FaultsArgs {
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn faults(a: &FaultsArgs) -> Result<i32, CliError> {
+    let list: Vec<serde_json::Value> = Fault::ALL
+        .iter()
+        .map(|f| json!({"name": f.name(), "expected_rung": f.expected_rung(), "description": f.description()}))
+        .collect();
+    emit(a.json, serde_json::Value::Array(list), || {
+        for f in Fault::ALL {
+            println!("{:<22} caught by {:<9} {}", f.name(), f.expected_rung(), f.description());
+        }
+    });
+    Ok(0)
+}
+
+/// A byte as a reader sees it: `'a' (0x61)`, `'\n' (0x0a)`, `0xc3`.
+fn describe_byte(b: u8) -> String {
+    match b {
+        b'\n' => "'\\n' (0x0a)".into(),
+        b'\t' => "'\\t' (0x09)".into(),
+        0x20..=0x7e => format!("'{}' (0x{b:02x})", b as char),
+        _ => format!("0x{b:02x}"),
+    }
+}

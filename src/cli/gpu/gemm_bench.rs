@@ -1,0 +1,89 @@
+//! `dualscope gemm-bench`: device-timed GEMM rates of one kernel.
+
+use clap::Args;
+use serde_json::json;
+
+use crate::cli::backend::open_context as open;
+use crate::cli::common::{CliError, emit};
+
+#[derive(Args, Debug)]
+pub struct GemmBenchArgs {
+    /// Shapes as MxNxK (repeatable); default: the `bench` config's big products and 4096³.
+    #[arg(long = "shape")]
+    pub shapes: Vec<String>,
+    /// Timed products per shape (one sequence; the median is reported).
+    #[arg(long, default_value_t = 20)]
+    pub reps: usize,
+    /// Kernel: tiled (f32), tiled-f16 (inputs' mantissas rounded to f16),
+    /// tiled-f16-range (f16 values, the mixed step's tiled kernel), tiled-bf16,
+    /// coopmat (f16 cooperative matrices, 128×128 tiles) or coopmat64 (the
+    /// older 64×64 one).
+    #[arg(long, default_value = "tiled")]
+    pub path: String,
+    #[arg(long)]
+    pub device: Option<usize>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_shape(s: &str) -> Result<(usize, usize, usize), CliError> {
+    let dims: Vec<usize> = s
+        .split('x')
+        .map(|d| d.trim().parse())
+        .collect::<Result<_, _>>()
+        .map_err(|_| CliError::Usage(format!("--shape {s}: expected MxNxK with positive integers")))?;
+    match dims[..] {
+        [m, n, k] if m > 0 && n > 0 && k > 0 => Ok((m, n, k)),
+        _ => Err(CliError::Usage(format!("--shape {s}: expected MxNxK with positive integers"))),
+    }
+}
+
+/// `dualscope gemm-bench`: device-timed GEMM rates (median of `reps`).
+pub fn gemm_bench(a: &GemmBenchArgs) -> Result<i32, CliError> {
+    let shapes: Vec<(usize, usize, usize)> = if a.shapes.is_empty() {
+        vec![(8192, 1536, 512), (8192, 256, 768), (1536, 512, 8192), (4096, 4096, 4096)]
+    } else {
+        a.shapes.iter().map(|s| parse_shape(s)).collect::<Result<_, _>>()?
+    };
+    if a.reps == 0 {
+        return Err(CliError::Usage("--reps must be at least 1".into()));
+    }
+    let ctx = open(a.device)?;
+    use crate::vk::ops::{GemmChoice, GemmPath, pick_path};
+    let path = match a.path.as_str() {
+        "tiled" => GemmPath::TiledF32,
+        "tiled-f16" => GemmPath::TiledF16In,
+        "tiled-bf16" => GemmPath::TiledBf16In,
+        "tiled-f16-range" => GemmPath::TiledF16,
+        "coopmat" => pick_path(&ctx, true, GemmChoice::CoopMat).map_err(|e| CliError::Engine(e.to_string()))?,
+        "coopmat64" => pick_path(&ctx, true, GemmChoice::CoopMat64).map_err(|e| CliError::Engine(e.to_string()))?,
+        other => {
+            return Err(CliError::Usage(format!(
+                "--path {other}: expected tiled, tiled-f16, tiled-f16-range, tiled-bf16, coopmat or coopmat64"
+            )));
+        }
+    };
+    let mut rows = Vec::new();
+    for (m, n, k) in shapes {
+        let shape = crate::vk::ops::GemmShape { m, n, k, ta: false, tb: false, accumulate: false };
+        let mut ms =
+            crate::vk::ops::gemm_throughput(&ctx, path, &shape, a.reps).map_err(|e| CliError::Engine(e.to_string()))?;
+        let (median, _, _) = crate::cli::bench::percentiles(&mut ms);
+        let tflops = 2.0 * (m * n * k) as f64 / (median / 1e3) / 1e12;
+        rows.push(json!({"m": m, "n": n, "k": k, "median_ms": median, "tflops": tflops, "reps": a.reps}));
+    }
+    emit(a.json, json!({"device": ctx.report().name, "path": path.name(), "shapes": rows}), || {
+        println!("{}: {} GEMM, device timestamps, median of {}", ctx.report().name, path.name(), a.reps);
+        for r in &rows {
+            println!(
+                "  {:>5}x{:<5}x{:<5} {:9.3} ms  {:8.3} TFLOP/s",
+                r["m"],
+                r["n"],
+                r["k"],
+                r["median_ms"].as_f64().unwrap_or(0.0),
+                r["tflops"].as_f64().unwrap_or(0.0)
+            );
+        }
+    });
+    Ok(0)
+}

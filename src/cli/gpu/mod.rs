@@ -1,0 +1,78 @@
+//! The GPU commands: `gpu-info`, `ladder`, `bisect`, `audit`, `faults` and
+//! `gemm-bench`, one file each (bisect, audit and faults in `diagnose.rs`),
+//! and what they share: loading the inputs, the fault flag, the JSON file.
+
+mod args;
+mod diagnose;
+mod gemm_bench;
+mod info;
+mod ladder;
+
+pub use args::{GemmPathArg, LadderPrecision, ModeArg};
+pub use diagnose::{AuditArgs, BisectArgs, FaultsArgs, audit, bisect, faults};
+pub use gemm_bench::{GemmBenchArgs, gemm_bench};
+pub use info::{GpuInfoArgs, info};
+pub use ladder::{LadderArgs, run_ladder};
+
+use std::path::{Path, PathBuf};
+
+use super::common::CliError;
+use crate::ladder::inputs::{self, InputError, ParamSource};
+use crate::vk::engine::Fault;
+
+pub(super) use crate::ladder::inputs::Inputs;
+
+impl From<InputError> for CliError {
+    fn from(e: InputError) -> Self {
+        match e {
+            InputError::Dataset(e) => CliError::Dataset(e),
+            InputError::Batch(e) => CliError::Batch(e),
+            InputError::Checkpoint(e) => CliError::Checkpoint(e),
+            InputError::Config(e) => CliError::Config(e),
+            InputError::Ladder(e) => CliError::Usage(e.to_string()),
+        }
+    }
+}
+
+/// What ladder, bisect and audit run on (`ladder::inputs::load`): a
+/// checkpoint, whose config wins, or a seeded init of `config`, and the
+/// dataset. Checks `out` against the inputs first.
+fn load_inputs(
+    config: &str,
+    checkpoint: &Option<PathBuf>,
+    seed: u64,
+    data: &Option<PathBuf>,
+    out: &Option<PathBuf>,
+) -> Result<Inputs, CliError> {
+    if let Some(out) = out {
+        let inputs: Vec<&Path> = data.iter().chain(checkpoint).map(|p| p.as_path()).collect();
+        super::common::check_output(out, &inputs)?;
+    }
+    let source = match checkpoint {
+        Some(_) if config != "small" => {
+            return Err(CliError::Usage("--config and --checkpoint: the checkpoint carries its config".into()));
+        }
+        Some(path) => ParamSource::Checkpoint(path),
+        None => ParamSource::Init { config, seed },
+    };
+    Ok(inputs::load(source, data.as_deref())?)
+}
+
+/// Writes a JSON report atomically.
+fn write_report(out: &Option<PathBuf>, value: &serde_json::Value) -> Result<(), CliError> {
+    if let Some(out) = out {
+        let text = serde_json::to_string_pretty(value).expect("report serializes");
+        crate::checkpoint::write_atomic(out, text.as_bytes())?;
+    }
+    Ok(())
+}
+
+fn parse_fault(name: &Option<String>) -> Result<Option<Fault>, CliError> {
+    match name {
+        None => Ok(None),
+        Some(n) => Fault::parse(n).map(Some).ok_or_else(|| {
+            let all: Vec<&str> = Fault::ALL.iter().map(|f| f.name()).collect();
+            CliError::Usage(format!("--fault {n:?}: the faults are {}", all.join(", ")))
+        }),
+    }
+}

@@ -1,0 +1,93 @@
+//! What ladder, bisect and audit run on: the parameters (a checkpoint, whose
+//! config wins, or a seeded init of a config), the dataset (the embedded one
+//! by default) and the ladder's batch drawn from it.
+
+use std::path::Path;
+
+use super::{LadderError, default_batch};
+use crate::checkpoint::CheckpointError;
+use crate::dataset::{Batch, BatchError, Dataset, DatasetError};
+use crate::model::{Config, ConfigError, Params};
+
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    #[error(transparent)]
+    Dataset(#[from] DatasetError),
+    #[error(transparent)]
+    Batch(#[from] BatchError),
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The default batch could not be drawn (too little data).
+    #[error(transparent)]
+    Ladder(#[from] LadderError),
+}
+
+/// Where the parameters come from.
+#[derive(Clone, Copy, Debug)]
+pub enum ParamSource<'a> {
+    /// A checkpoint; its config is the run's.
+    Checkpoint(&'a Path),
+    /// A seeded init of a config (`small`, `bench`, `tiny` or a JSON file).
+    Init { config: &'a str, seed: u64 },
+}
+
+/// The config and the parameters of `source`.
+pub fn load_params(source: ParamSource<'_>) -> Result<(Config, Params<f32>), InputError> {
+    Ok(match source {
+        ParamSource::Checkpoint(path) => crate::checkpoint::load_params(path)?,
+        ParamSource::Init { config, seed } => {
+            let cfg = Config::resolve(config)?;
+            let p = Params::<f32>::init(&cfg, seed);
+            (cfg, p)
+        }
+    })
+}
+
+/// The dataset at `data`, else the embedded one.
+pub fn load_dataset(data: Option<&Path>) -> Result<Dataset, DatasetError> {
+    match data {
+        Some(path) => Dataset::open(path),
+        None => Ok(crate::dataset::synthetic::default_dataset()),
+    }
+}
+
+/// The parameters, their config and the dataset of a run.
+pub struct Inputs {
+    pub cfg: Config,
+    pub params: Params<f32>,
+    pub ds: Dataset,
+}
+
+/// [`load_params`] then [`load_dataset`].
+pub fn load(source: ParamSource<'_>, data: Option<&Path>) -> Result<Inputs, InputError> {
+    let (cfg, params) = load_params(source)?;
+    let ds = load_dataset(data)?;
+    Ok(Inputs { cfg, params, ds })
+}
+
+/// Which batch the model rungs run on.
+#[derive(Clone, Copy, Debug)]
+pub enum BatchChoice {
+    /// One row of `len` positions (`len + 1` tokens) from token `offset`.
+    Row { offset: usize, len: usize },
+    /// [`default_batch`]: the config's batch of random windows from `seed`.
+    Windows { seed: u64 },
+}
+
+/// The batch `choice` draws from `ds`, and where it came from in words.
+pub fn ladder_batch(ds: &Dataset, cfg: &Config, choice: BatchChoice) -> Result<(Batch, String), InputError> {
+    Ok(match choice {
+        BatchChoice::Row { offset, len } => {
+            let row = ds.window(offset, len + 1)?;
+            (Batch::from_rows(&[row])?, format!("{}: one row of {len} positions at offset {offset}", ds.name()))
+        }
+        BatchChoice::Windows { seed } => {
+            let b = default_batch(ds, cfg, seed)?;
+            let what =
+                format!("{} random windows of up to {} positions, every other row shortened", cfg.batch, cfg.seq_len);
+            (b, format!("{}: {what} (seed {seed})", ds.name()))
+        }
+    })
+}

@@ -1,0 +1,234 @@
+//! One ladder run, as the CLI, the GUI and bisect do it: the rungs in the
+//! order asked, rung 1 (`gemm`) on its own, rungs 2–11 through one
+//! [`ModelLadder`] built before the first rung, then the end-to-end gate; the
+//! Vulkan validation errors count against the run.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::result::KernelName;
+use super::{EndToEnd, LadderError, ModelLadder, Rung, RungResult, RungTensor, Setup, Status, run_gemm};
+use crate::vk::Context;
+use crate::vk::engine::Fault;
+use crate::vk::ops::GemmChoice;
+
+/// Changes a tensor's values in place.
+pub type Corrupt = Arc<dyn Fn(&mut [f32]) + Send + Sync>;
+
+/// Changes the GPU's copy of a tensor before the model rungs run: a bug
+/// planted by hand (the GUI's example sessions), apart from the engine's
+/// fault catalogue ([`Fault`]).
+#[derive(Clone)]
+pub struct Corruption {
+    /// A device tensor name, e.g. `param.gru.weight_hh_l1`.
+    pub tensor: String,
+    pub corrupt: Corrupt,
+}
+
+/// What to do when a rung cannot run (an engine error, not a failed check).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum OnError {
+    /// Return the error at once (the CLI).
+    #[default]
+    Stop,
+    /// Record it as the rung's outcome and go on with the next (the GUI).
+    Record,
+}
+
+/// What one run does.
+#[derive(Clone)]
+pub struct LadderSpec {
+    /// The rungs, in the order they run.
+    pub rungs: Vec<Rung>,
+    /// What rungs 2–11 run on; its config and precision are also `gemm`'s.
+    pub setup: Setup,
+    /// The seed of the `gemm` rung's operands.
+    pub gemm_seed: u64,
+    /// The kernel every rung's products run on.
+    pub gemm_choice: GemmChoice,
+    /// A bug of the fault catalogue planted for every rung.
+    pub fault: Option<Fault>,
+    pub corruption: Option<Corruption>,
+    /// Whether the end-to-end gate follows the model rungs (when any ran).
+    pub end_to_end: bool,
+    /// Stop after the first rung that fails (bisect's probes).
+    pub stop_at_failure: bool,
+    pub on_error: OnError,
+}
+
+impl LadderSpec {
+    /// `rungs` on `setup` as the CLI runs them: the automatic kernel, no
+    /// fault, the end-to-end gate, errors stop the run.
+    pub fn new(rungs: Vec<Rung>, setup: Setup) -> LadderSpec {
+        LadderSpec {
+            rungs,
+            setup,
+            gemm_seed: 1,
+            gemm_choice: GemmChoice::Auto,
+            fault: None,
+            corruption: None,
+            end_to_end: true,
+            stop_at_failure: false,
+            on_error: OnError::Stop,
+        }
+    }
+}
+
+/// What a run reports as it goes.
+pub enum Event<'a> {
+    Started(Rung),
+    /// A rung's result, or why it could not run ([`OnError::Record`]), with
+    /// the tensors it compared (none for `gemm`).
+    Finished(Rung, Result<&'a RungResult, &'a str>, Vec<RungTensor>),
+    EndToEnd(Result<&'a EndToEnd, &'a str>),
+}
+
+/// A rung that could not run, and why ([`OnError::Record`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RungError {
+    pub rung: Rung,
+    pub error: String,
+}
+
+/// A run's outcome.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LadderReport {
+    /// The rungs that ran, in order.
+    pub rungs: Vec<RungResult>,
+    /// The rungs that could not run.
+    pub errors: Vec<RungError>,
+    pub end_to_end: Option<EndToEnd>,
+    /// Why the end-to-end gate could not run.
+    pub end_to_end_error: Option<String>,
+    /// The kernel the step's products ran on (the model rungs'), else the
+    /// `gemm` rung's.
+    #[serde(default, deserialize_with = "super::serde_compat::gemm_path")]
+    pub gemm_path: Option<KernelName>,
+    pub validation_errors: u64,
+    /// `fail` when a rung or the gate failed or could not run, or the
+    /// validation layers reported errors; else `pass`.
+    pub status: Status,
+}
+
+/// The model ladder of `spec`, the fault planted and the corruption made.
+/// The error says what went wrong in the GUI's words ([`OnError::Record`]).
+fn model_ladder(ctx: &Arc<Context>, spec: &LadderSpec) -> Result<ModelLadder, (LadderError, String)> {
+    let mut m = ModelLadder::with_choice(ctx, spec.setup.clone(), spec.gemm_choice).map_err(|e| {
+        let why = format!("the model ladder: {e}");
+        (e, why)
+    })?;
+    m.set_fault(spec.fault);
+    if let Some(c) = &spec.corruption {
+        let e = m.engine();
+        let read = e.read_named(&[&c.tensor]).map_err(|e| {
+            let why = e.to_string();
+            (LadderError::Vk(e), why)
+        });
+        let mut v = read?.pop().unwrap_or_default();
+        (c.corrupt)(&mut v);
+        e.write_named(&c.tensor, &v).map_err(|e| {
+            let why = format!("injecting the fault into {}: {e}", c.tensor);
+            (LadderError::Input(why.clone()), why)
+        })?;
+    }
+    Ok(m)
+}
+
+/// Runs `spec` on `ctx`, calling `on_event` as each rung starts and ends.
+pub fn run(
+    ctx: &Arc<Context>,
+    spec: LadderSpec,
+    mut on_event: impl FnMut(Event<'_>),
+) -> Result<LadderReport, LadderError> {
+    let record = spec.on_error == OnError::Record;
+    // Built before the first rung, so that the CLI's errors come before any work.
+    let mut model = if spec.rungs.iter().any(|r| *r != Rung::Gemm) {
+        match model_ladder(ctx, &spec) {
+            Ok(m) => Some(Ok(m)),
+            Err((_, why)) if record => Some(Err(why)),
+            Err((e, _)) => return Err(e),
+        }
+    } else {
+        None
+    };
+    let mut rungs = Vec::new();
+    let mut errors = Vec::new();
+    for &rung in &spec.rungs {
+        on_event(Event::Started(rung));
+        let (result, tensors) = match (rung, model.as_mut()) {
+            (Rung::Gemm, _) => {
+                let s = &spec.setup;
+                (run_gemm(ctx, &s.cfg, s.precision, spec.gemm_seed, spec.gemm_choice, spec.fault), Vec::new())
+            }
+            (_, Some(Ok(m))) => {
+                let r = m.run(rung);
+                (r, m.take_rung_tensors(rung))
+            }
+            (_, Some(Err(why))) => {
+                let error = why.clone();
+                on_event(Event::Finished(rung, Err(&error), Vec::new()));
+                errors.push(RungError { rung, error });
+                continue;
+            }
+            (_, None) => unreachable!("a model rung builds the model ladder"),
+        };
+        match result {
+            Ok(r) => {
+                on_event(Event::Finished(rung, Ok(&r), tensors));
+                let failed = r.status == Status::Fail;
+                rungs.push(r);
+                if failed && spec.stop_at_failure {
+                    break;
+                }
+            }
+            Err(e) if record => {
+                let error = e.to_string();
+                on_event(Event::Finished(rung, Err(&error), tensors));
+                errors.push(RungError { rung, error });
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let stopped = spec.stop_at_failure && rungs.iter().any(|r| r.status == Status::Fail);
+    let (mut end_to_end, mut end_to_end_error) = (None, None);
+    match model.as_mut() {
+        Some(_) if !spec.end_to_end || stopped => {}
+        Some(Ok(m)) => match m.end_to_end() {
+            Ok(e) => {
+                on_event(Event::EndToEnd(Ok(&e)));
+                end_to_end = Some(e);
+            }
+            Err(e) if record => {
+                let why = e.to_string();
+                on_event(Event::EndToEnd(Err(&why)));
+                end_to_end_error = Some(why);
+            }
+            Err(e) => return Err(e),
+        },
+        Some(Err(why)) => {
+            on_event(Event::EndToEnd(Err(why)));
+            end_to_end_error = Some(why.clone());
+        }
+        None => {}
+    }
+    let gemm_path = match &model {
+        Some(Ok(m)) => Some(m.engine().gemm_path_now().name()),
+        _ => rungs.iter().find_map(|r| r.gemm_path),
+    };
+    let validation_errors = ctx.validation_errors();
+    let failed = rungs.iter().any(|r| r.status == Status::Fail)
+        || end_to_end.as_ref().is_some_and(|e| e.status == Status::Fail)
+        || !errors.is_empty()
+        || end_to_end_error.is_some()
+        || validation_errors > 0;
+    Ok(LadderReport {
+        rungs,
+        errors,
+        end_to_end,
+        end_to_end_error,
+        gemm_path,
+        validation_errors,
+        status: if failed { Status::Fail } else { Status::Pass },
+    })
+}
