@@ -50,11 +50,11 @@ pub struct BenchArgs {
     /// The GPU step's precision: f32, or the mixed-precision step (f16 =
     /// mixed: f16 products with f32 accumulation and a dynamic loss scale;
     /// bf16). The CPU engine always runs f32.
-    #[arg(long, value_enum, default_value_t = super::gpu::LadderPrecision::F32)]
-    pub precision: super::gpu::LadderPrecision,
+    #[arg(long, value_enum, default_value_t = crate::ladder::Precision::F32)]
+    pub precision: crate::ladder::Precision,
     /// GEMM kernel of the mixed step (default: DUALSCOPE_GEMM_PATH, else auto).
     #[arg(long, value_enum)]
-    pub gemm_path: Option<super::gpu::GemmPathArg>,
+    pub gemm_path: Option<crate::vk::ops::GemmChoice>,
     /// Write the benchmark's batch (JSON: `tokens` per row and `lens`), so that
     /// a peer implementation can time the very same step.
     #[arg(long)]
@@ -101,8 +101,8 @@ fn gpu_error(e: EngineError) -> CliError {
 
 fn bench_gpu(a: &BenchArgs, cfg: &Config, params: &Params<f32>, batch: &Batch) -> Result<Timed, CliError> {
     let ctx = std::sync::Arc::new(super::backend::open_context(a.device)?);
-    let precision = a.precision.precision();
-    let choice = super::gpu::GemmPathArg::choice_for(a.gemm_path, precision)?;
+    let precision = a.precision;
+    let choice = super::gpu::choice_for(a.gemm_path, precision)?;
     let n = BenchSteps { warmup: a.warmup, steps: a.steps };
     bench::vulkan(n, &ctx, cfg, params, batch, precision, choice, &mut Bars::default()).map_err(gpu_error)
 }

@@ -64,11 +64,11 @@ pub struct TrainArgs {
     pub loss_scale: Option<ScaleArg>,
     /// The GPU step's precision: f32, or the mixed-precision step (f16 =
     /// mixed: f16 products with f32 accumulation; bf16). --engine gpu only.
-    #[arg(long, value_enum, default_value_t = super::gpu::LadderPrecision::F32)]
-    pub precision: super::gpu::LadderPrecision,
+    #[arg(long, value_enum, default_value_t = crate::ladder::Precision::F32)]
+    pub precision: crate::ladder::Precision,
     /// GEMM kernel of the mixed step (default: DUALSCOPE_GEMM_PATH, else auto).
     #[arg(long, value_enum)]
-    pub gemm_path: Option<super::gpu::GemmPathArg>,
+    pub gemm_path: Option<crate::vk::ops::GemmChoice>,
     #[command(flatten)]
     pub optim: OptimArgs,
     #[command(flatten)]
@@ -222,9 +222,9 @@ impl TrainArgs {
 pub fn run(a: &TrainArgs) -> Result<i32, CliError> {
     let mut plan = a.plan()?;
     let ds = Dataset::open(&a.data)?;
-    let precision = a.precision.precision();
+    let precision = a.precision;
     plan.vulkan.precision = precision;
-    plan.vulkan.gemm = super::gpu::GemmPathArg::choice_for(a.gemm_path, precision)?;
+    plan.vulkan.gemm = super::gpu::choice_for(a.gemm_path, precision)?;
     let mut printer = TrainPrinter {
         json: a.json,
         log_every: a.log_every.max(1),

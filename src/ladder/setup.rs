@@ -8,14 +8,14 @@ use crate::cpu::{LossScale, StepOptions};
 use crate::dataset::Batch;
 use crate::model::{Config, Params};
 
-/// How the GPU side gets a stage's inputs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+/// How the GPU side gets a stage's inputs: `Isolated`, from the CPU's f32
+/// values (every rung judged alone), or `Chained`, from the GPU's own earlier
+/// stages (errors propagate as in training). Also the value of `--mode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
-    /// From the CPU's f32 values: every rung judged alone.
     #[default]
     Isolated,
-    /// From the GPU's own earlier stages: errors propagate as in training.
     Chained,
 }
 

@@ -4,10 +4,12 @@
 use clap::Args;
 use serde_json::json;
 
-use super::{GemmPathArg, Inputs, LadderPrecision, ModeArg, load_inputs, parse_fault, write_report};
+use super::{Inputs, choice, load_inputs, parse_fault, write_report};
 use crate::cli::backend::open_context as open;
 use crate::cli::common::{CliError, emit};
 use crate::ladder::{self, RungResult};
+use crate::ladder::{Mode, Precision};
+use crate::vk::ops::GemmChoice;
 use crate::vk::{DeviceReport, VkError};
 
 #[derive(Args, Debug)]
@@ -18,11 +20,11 @@ pub struct LadderArgs {
     /// small, bench, tiny, or a JSON config file: the shapes to check.
     #[arg(long, default_value = "small")]
     pub config: String,
-    #[arg(long, value_enum, default_value_t = LadderPrecision::F32)]
-    pub precision: LadderPrecision,
+    #[arg(long, value_enum, default_value_t = Precision::F32)]
+    pub precision: Precision,
     /// GEMM kernel for f16 precision, every rung (default: DUALSCOPE_GEMM_PATH, else auto).
     #[arg(long, value_enum)]
-    pub gemm_path: Option<GemmPathArg>,
+    pub gemm_path: Option<GemmChoice>,
     /// Device index in the ranked list (default: DUALSCOPE_VK_DEVICE, else 0).
     #[arg(long)]
     pub device: Option<usize>,
@@ -43,8 +45,8 @@ pub struct LadderArgs {
     #[arg(long)]
     pub checkpoint: Option<std::path::PathBuf>,
     /// isolated: each rung's GPU inputs come from the CPU; chained: from the GPU's own earlier stages.
-    #[arg(long, value_enum, default_value_t = ModeArg::Isolated)]
-    pub mode: ModeArg,
+    #[arg(long, value_enum, default_value_t = Mode::Isolated)]
+    pub mode: Mode,
     /// Also write the JSON report to this file (atomically).
     #[arg(long)]
     pub out: Option<std::path::PathBuf>,
@@ -80,9 +82,9 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
         return Err(CliError::Usage(format!("--rungs is empty; the rungs are {}", ladder::ALL_RUNGS.join(", "))));
     }
     let rungs = ladder::parse_rungs(&rungs).map_err(|e| CliError::Usage(format!("--rungs: {e}")))?;
-    let precision = a.precision.precision();
-    let mode = a.mode.mode();
-    let choice = GemmPathArg::choice(a.gemm_path)?;
+    let precision = a.precision;
+    let mode = a.mode;
+    let choice = choice(a.gemm_path)?;
     let fault = parse_fault(&a.fault)?;
     let (cfg, params, batch, source) = ladder_inputs(a)?;
     let ctx = std::sync::Arc::new(open(a.device)?);

@@ -8,7 +8,7 @@ mod gemm_bench;
 mod info;
 mod ladder;
 
-pub use args::{GemmPathArg, LadderPrecision, ModeArg};
+pub(in crate::cli) use args::{choice, choice_for};
 pub use diagnose::{AuditArgs, BisectArgs, FaultsArgs, audit, bisect, faults};
 pub use gemm_bench::{GemmBenchArgs, gemm_bench};
 pub use info::{GpuInfoArgs, info};

@@ -128,14 +128,17 @@ impl<'de> serde::Deserialize<'de> for GemmPath {
 
 /// The precision of a step's matrix products (everything else is f32): `F32`
 /// is the f32 step; `F16` and `Bf16` are the mixed-precision step, products
-/// with f16 (or bfloat16) inputs and f32 accumulation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+/// with f16 (or bfloat16) inputs and f32 accumulation. It is also the value
+/// of the command line's `--precision` (the variants' docs are its help).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Precision {
     F32,
-    /// f16 inputs, f32 accumulation (cooperative matrices where available).
+    /// The mixed-precision step: products with f16 inputs and f32
+    /// accumulation, a dynamic loss scale (`mixed` is the same).
+    #[value(alias = "mixed")]
     F16,
-    /// bfloat16 inputs, f32 accumulation (tiled kernel only).
+    /// The mixed-precision step with bfloat16 inputs (tiled kernel).
     Bf16,
 }
 
@@ -173,15 +176,18 @@ impl Precision {
     }
 }
 
-/// What the user asked for; `DUALSCOPE_GEMM_PATH` or `--gemm-path`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What the user asked for; `DUALSCOPE_GEMM_PATH` or `--gemm-path` (the
+/// variants' docs are the flag's help).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum GemmChoice {
-    /// Cooperative matrices where the device has them (f16 precision only).
+    /// Cooperative matrices where the device has them (f16), else tiled.
     Auto,
     Tiled,
-    /// The 128×128 cooperative-matrix kernel (an error where it cannot run).
+    /// Force the 128×128 cooperative-matrix kernel (an error where it cannot run).
+    #[value(name = "coopmat")]
     CoopMat,
-    /// The 64×64 cooperative-matrix kernel, kept for comparison.
+    /// Force the older 64×64 cooperative-matrix kernel (for comparison).
+    #[value(name = "coopmat64")]
     CoopMat64,
 }
 
