@@ -1,0 +1,106 @@
+//! The layout of `docs/architecture.md`, checked: data flows one way, so a
+//! top-level module of `src/` names only modules to its left, and no source
+//! file grows past the size the style guide allows.
+
+use std::path::{Path, PathBuf};
+
+/// The top-level modules, left to right: each may use those before it.
+const LAYERS: [&str; 13] = [
+    "rng",
+    "tensor",
+    "dataset",
+    "model",
+    "checkpoint",
+    "cpu",
+    "vk",
+    "engine",
+    "ladder",
+    "train",
+    "session",
+    "ui",
+    "cli",
+];
+
+/// Longest a file under `src/` may be (docs/architecture.md, "Files").
+const MAX_LINES: usize = 600;
+
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).expect("src/ is readable") {
+        let p = e.expect("a directory entry").path();
+        if p.is_dir() {
+            sources(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The top-level module a file of `src/` belongs to (`None` for lib.rs, main.rs).
+fn layer_of(src: &Path, file: &Path) -> Option<usize> {
+    let rel = file.strip_prefix(src).ok()?;
+    let first = rel.components().next()?.as_os_str().to_str()?;
+    let name = first.strip_suffix(".rs").unwrap_or(first);
+    LAYERS.iter().position(|l| *l == name)
+}
+
+/// Every top-level module a text names through `crate::` (also inside
+/// `use crate::{a, b::c}` groups).
+fn named_modules(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    for (i, _) in text.match_indices("crate::") {
+        let rest = &text[i + "crate::".len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            let body = &group[..group.find('}').unwrap_or(group.len())];
+            out.extend(body.split(',').filter_map(|item| item.trim().split("::").next()).filter(|s| !s.is_empty()));
+        } else {
+            let end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(rest.len());
+            out.push(&rest[..end]);
+        }
+    }
+    out
+}
+
+#[test]
+fn modules_use_only_what_stands_to_their_left() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    assert!(files.len() > 50, "found only {} source files under {}", files.len(), src.display());
+    let mut wrong = Vec::new();
+    for f in &files {
+        let Some(own) = layer_of(&src, f) else { continue };
+        let text = std::fs::read_to_string(f).expect("a readable source file");
+        for m in named_modules(&text) {
+            if let Some(other) = LAYERS.iter().position(|l| *l == m)
+                && other > own
+            {
+                wrong.push(format!("{} uses crate::{m}", f.strip_prefix(&src).unwrap().display()));
+            }
+        }
+    }
+    wrong.sort();
+    wrong.dedup();
+    assert!(wrong.is_empty(), "imports against the data flow ({}):\n{}", LAYERS.join(" → "), wrong.join("\n"));
+}
+
+#[test]
+fn no_source_file_is_over_the_limit() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let mut long: Vec<String> = files
+        .iter()
+        .filter_map(|f| {
+            let n = std::fs::read_to_string(f).expect("a readable source file").lines().count();
+            (n > MAX_LINES).then(|| format!("{}: {n} lines", f.strip_prefix(&src).unwrap().display()))
+        })
+        .collect();
+    long.sort();
+    assert!(long.is_empty(), "files over {MAX_LINES} lines:\n{}", long.join("\n"));
+}
+
+#[test]
+fn the_import_scan_sees_groups_and_paths() {
+    let text = "use crate::{dataset::Batch, vk};\nlet x = crate::ui::run();";
+    assert_eq!(named_modules(text), ["dataset", "vk", "ui"]);
+}
