@@ -8,7 +8,7 @@ use dualscope::cpu::{self, LossScale, OptimState, StepOptions};
 use dualscope::dataset::Batch;
 use dualscope::model::{Config, Params};
 use dualscope::rng::Rng;
-use dualscope::vk::engine::{Engine, FlatBuf};
+use dualscope::vk::engine::{Engine, FlatBuf, Replay};
 use dualscope::vk::ops::GemmPath;
 
 /// Rows of mostly spaces, with a few letters: one byte value at most positions.
@@ -55,7 +55,7 @@ fn training_steps_follow_the_cpu() {
     for step in 0..4 {
         let b = batch(100 + step, &[10, 7, 4]);
         let cpu_r = cpu::train_step(&cfg, &mut p, &mut st, &mut sc, &b, &opts).unwrap();
-        let (gpu_r, _) = e.step(&b).unwrap();
+        let (gpu_r, _) = e.train_step(&b, Replay::No).unwrap();
         assert!((gpu_r.loss - cpu_r.loss).abs() <= 1e-5 * cpu_r.loss, "step {step}: {gpu_r:?} vs {cpu_r:?}");
         assert_eq!(gpu_r.optim.clipped, cpu_r.optim.clipped);
         assert_eq!(gpu_r.optim.skipped, None);
@@ -87,7 +87,7 @@ fn the_device_guard_skips_and_the_dynamic_scale_follows_gradscaler() {
     // Two good steps: the scale (2^16) carries through unscale exactly and grows after the second.
     for step in 0..2 {
         let cpu_r = cpu::train_step(&cfg, &mut p, &mut st, &mut sc, &b, &opts).unwrap();
-        let (gpu_r, _) = e.step(&b).unwrap();
+        let (gpu_r, _) = e.train_step(&b, Replay::No).unwrap();
         assert_eq!(gpu_r.optim.skipped, None);
         assert_eq!((gpu_r.optim.scale, gpu_r.optim.next_scale), (cpu_r.optim.scale, cpu_r.optim.next_scale));
         assert!((gpu_r.optim.grad_norm - cpu_r.optim.grad_norm).abs() <= 1e-5 * cpu_r.optim.grad_norm, "{step}");
@@ -100,7 +100,7 @@ fn the_device_guard_skips_and_the_dynamic_scale_follows_gradscaler() {
     let before =
         (e.read_flat(FlatBuf::Params).unwrap(), e.read_flat(FlatBuf::M).unwrap(), e.read_flat(FlatBuf::V).unwrap());
     let cpu_r = cpu::train_step(&cfg, &mut bad.clone(), &mut st.clone(), &mut sc.clone(), &b, &opts).unwrap();
-    let (gpu_r, _) = e.step(&b).unwrap();
+    let (gpu_r, _) = e.train_step(&b, Replay::No).unwrap();
     assert_eq!(cpu_r.optim.skipped, Some(cpu::SkipReason::NonFiniteNorm));
     assert_eq!(gpu_r.optim.skipped, Some(cpu::SkipReason::NonFiniteNorm));
     assert!(gpu_r.loss.is_nan());
@@ -263,7 +263,7 @@ fn a_preferred_grid_falls_back_where_its_barrier_cannot_hold() {
     let mut forced = new().unwrap();
     forced.set_recurrence(Recurrence::Grid).unwrap();
     let before = forced.read_params(FlatBuf::Params).unwrap();
-    match forced.step(&b) {
+    match forced.train_step(&b, Replay::No) {
         Ok(_) => eprintln!("the forced grid's barrier held on this device"),
         Err(err) => {
             eprintln!("forced grid: {err}");
@@ -411,7 +411,7 @@ fn replayed_steps_match_recorded_steps() {
             replayed.set_options(&capped).unwrap();
         }
         let (want, _) = recorded.step(b).unwrap();
-        let (got, _) = replayed.step_replayed(b).unwrap();
+        let (got, _) = replayed.train_step(b, Replay::Yes).unwrap();
         assert_eq!(got.n_targets, b.num_targets(), "batch {i}");
         assert_eq!(got.loss.to_bits(), want.loss.to_bits(), "batch {i}: loss {} vs {}", got.loss, want.loss);
         assert_eq!(got.capped_tokens, want.capped_tokens, "batch {i}");
@@ -425,7 +425,7 @@ fn replayed_steps_match_recorded_steps() {
     recorded.set_fault(Some(Fault::MaskDropped));
     replayed.set_fault(Some(Fault::MaskDropped));
     let (want, _) = recorded.step(b).unwrap();
-    let (got, _) = replayed.step_replayed(b).unwrap();
+    let (got, _) = replayed.train_step(b, Replay::Yes).unwrap();
     assert_eq!(got.loss.to_bits(), want.loss.to_bits(), "with the fault: {} vs {}", got.loss, want.loss);
     assert_clean(&ctx, test);
 }

@@ -9,7 +9,7 @@ use common::{assert_clean, ladder_setup, odd, random_batch};
 use dualscope::cpu::{self, LossScale, OptimState, StepOptions};
 use dualscope::ladder::{self, Mode, ModelLadder, Precision, Status};
 use dualscope::model::{Config, Params};
-use dualscope::vk::engine::{Engine, FlatBuf};
+use dualscope::vk::engine::{Engine, FlatBuf, Replay};
 use dualscope::vk::ops::{GemmChoice, GemmPath, coopmat_f16_unavailable};
 
 /// The kernel `auto` picks for f16 here.
@@ -199,7 +199,7 @@ fn an_f16_overflow_skips_the_step_and_backs_the_scale_off() {
 
     // f32: 2^30 fits.
     let mut e32 = Engine::new(&ctx, &cfg, &p0, &opts, &big, GemmPath::TiledF32).unwrap();
-    let (r, _) = e32.step(&b).unwrap();
+    let (r, _) = e32.train_step(&b, Replay::No).unwrap();
     assert_eq!(r.optim.skipped, None, "the f32 step at 2^30");
 
     let mut e = Engine::with_precision(&ctx, &cfg, &p0, &opts, Precision::F16, GemmChoice::Auto).unwrap();
@@ -211,7 +211,7 @@ fn an_f16_overflow_skips_the_step_and_backs_the_scale_off() {
     let mut scale = big.scale;
     let mut skipped = 0;
     loop {
-        let (r, _) = e.step(&b).unwrap();
+        let (r, _) = e.train_step(&b, Replay::No).unwrap();
         assert_eq!(r.optim.scale, scale);
         if r.optim.skipped.is_none() {
             break;
@@ -231,7 +231,7 @@ fn an_f16_overflow_skips_the_step_and_backs_the_scale_off() {
     assert!(skipped >= 1 && scale >= 1024.0, "{skipped} skipped steps, then a step at {scale}");
     let (s, step, total) = e.loss_scale_and_step().unwrap();
     assert_eq!((s.scale, s.growth_tracker, step, total), (scale, 1, 1, skipped));
-    let (r, _) = e.step(&b).unwrap();
+    let (r, _) = e.train_step(&b, Replay::No).unwrap();
     assert_eq!((r.optim.skipped, r.optim.next_scale), (None, 2.0 * scale), "grown after 2 good steps");
     eprintln!("{skipped} steps skipped from 2^30; the first good step at 2^{}", scale.log2());
     assert_clean(&ctx, test);
@@ -257,7 +257,7 @@ fn mixed_training_tracks_the_f32_cpu_loss() {
             let z = &trace.get("head.logits").unwrap().data;
             let rms = (z.iter().map(|&x| (x as f64).powi(2)).sum::<f64>() / z.len() as f64).sqrt();
             let cpu_r = cpu::train_step(&cfg, &mut p, &mut st, &mut sc, &b, &opts).unwrap();
-            let (gpu_r, _) = e.step(&b).unwrap();
+            let (gpu_r, _) = e.train_step(&b, Replay::No).unwrap();
             assert_eq!((gpu_r.optim.skipped, cpu_r.optim.skipped), (None, None), "step {step}");
             assert_eq!(gpu_r.optim.scale, cpu_r.optim.scale);
             let gate = ladder::loss_tolerance(Precision::F16, &cfg, rms, cpu_r.loss);

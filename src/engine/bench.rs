@@ -14,7 +14,7 @@ use super::stats::{medians_by_name, percentiles};
 use crate::cpu::{self, LossScale, OptimState, StepOptions};
 use crate::dataset::Batch;
 use crate::model::{Config, Params};
-use crate::vk::engine::{BWD_WAVE_LAG, Engine, Recurrence};
+use crate::vk::engine::{BWD_WAVE_LAG, Engine, Plan, Recurrence};
 use crate::vk::ops::{GemmChoice, Precision};
 use crate::vk::{Context, Sequence, Timing, VkError};
 
@@ -151,7 +151,7 @@ pub fn vulkan(
         if i >= n.warmup && Instant::now() >= warm_until {
             break;
         }
-        e.run_step()?;
+        e.run(Plan::Step)?;
         first_loss.get_or_insert_with(|| e.report().map(|r| r.loss).unwrap_or(f64::NAN));
         if i < n.warmup {
             pb.inc();
@@ -159,7 +159,7 @@ pub fn vulkan(
     }
     for _ in 0..n.steps {
         let t0 = Instant::now();
-        let (timings, per_stage) = e.run_step_staged()?;
+        let (timings, per_stage) = e.run(Plan::Step)?;
         let ms = t0.elapsed().as_secs_f64() * 1e3;
         timed_wall.push(ms);
         timed_device.extend(timings.total_ms());
@@ -179,7 +179,7 @@ pub fn vulkan(
     let (mut wall, mut device) = (Vec::new(), Vec::new());
     for i in 0..n.warmup + n.steps {
         let t0 = Instant::now();
-        let timings = e.run_step()?;
+        let (timings, _) = e.run(Plan::Step)?;
         let ms = t0.elapsed().as_secs_f64() * 1e3;
         if i >= n.warmup {
             wall.push(ms);

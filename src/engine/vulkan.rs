@@ -8,7 +8,7 @@ use super::{EngineError, GradsOut, Pending, Poison, StepTimes, Submit, TrainStat
 use crate::cpu::{StepOptions, StepReport};
 use crate::dataset::Batch;
 use crate::model::{Config, Params};
-use crate::vk::engine::{Engine, FlatBuf, Stage};
+use crate::vk::engine::{Engine, FlatBuf, Plan, Replay, Stage};
 use crate::vk::{Context, ContextOptions};
 
 /// Opens the Vulkan device (`device`, else `DUALSCOPE_VK_DEVICE`, else the
@@ -67,8 +67,8 @@ impl VulkanEngine {
 
     pub(super) fn step(&mut self, batch: &Batch, submit: Submit) -> Result<(StepReport, StepTimes), EngineError> {
         let (report, timings) = match submit {
-            Submit::Replay => self.engine.step_replayed(batch)?,
-            Submit::Record => self.engine.step(batch)?,
+            Submit::Replay => self.engine.train_step(batch, Replay::Yes)?,
+            Submit::Record => self.engine.train_step(batch, Replay::No)?,
         };
         self.check_validation()?;
         Ok((report, StepTimes { device_ms: timings.total_ms(), kernels: timings.per_kernel_ms() }))
@@ -113,7 +113,7 @@ impl VulkanEngine {
             let flat = self.engine.layout().flatten(&grads);
             self.engine.write_flat(FlatBuf::Grads, &flat)?;
         }
-        self.engine.run_stages(&[Stage::Optim])?;
+        self.engine.run(Plan::Stages(&[Stage::Optim]))?;
         self.check_validation()?;
         let optim = self.engine.report()?.optim;
         Ok(StepReport { loss, n_targets, capped_tokens: capped, optim })
