@@ -6,6 +6,7 @@ use clap::Args;
 use indicatif::ProgressBar;
 use serde_json::json;
 
+use super::args::DeviceArg;
 use super::common::{CliError, progress};
 use crate::dataset::{Batch, synthetic};
 use crate::engine::EngineError;
@@ -44,9 +45,8 @@ pub struct BenchArgs {
     /// Several shapes: B=1 T=512, B/4, B, and B with 2T.
     #[arg(long)]
     pub sweep: bool,
-    /// Vulkan device index (default: DUALSCOPE_VK_DEVICE, else 0).
-    #[arg(long)]
-    pub device: Option<usize>,
+    #[command(flatten)]
+    pub gpu: DeviceArg,
     /// The GPU step's precision: f32, or the mixed-precision step (f16 =
     /// mixed: f16 products with f32 accumulation and a dynamic loss scale;
     /// bf16). The CPU engine always runs f32.
@@ -100,7 +100,7 @@ fn gpu_error(e: EngineError) -> CliError {
 }
 
 fn bench_gpu(a: &BenchArgs, cfg: &Config, params: &Params<f32>, batch: &Batch) -> Result<Timed, CliError> {
-    let ctx = std::sync::Arc::new(super::backend::open_context(a.device)?);
+    let ctx = std::sync::Arc::new(super::backend::open_context(a.gpu.device)?);
     let precision = a.precision;
     let choice = super::gpu::choice_for(a.gemm_path, precision)?;
     let n = BenchSteps { warmup: a.warmup, steps: a.steps };

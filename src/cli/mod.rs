@@ -1,6 +1,7 @@
 //! Command-line front end over the library. Human-readable output by default,
 //! one JSON object on stdout with `--json`.
 
+mod args;
 mod backend;
 mod bench;
 mod common;

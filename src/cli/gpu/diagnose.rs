@@ -5,6 +5,7 @@ use clap::Args;
 use serde_json::json;
 
 use super::{Inputs, load_inputs, parse_fault, write_report};
+use crate::cli::args::{DeviceArg, ModelArgs};
 use crate::cli::backend::open_context as open;
 use crate::cli::common::{CliError, emit};
 use crate::ladder;
@@ -23,16 +24,10 @@ pub struct BisectArgs {
     /// The longest length tried (default: 4096, or what the data holds).
     #[arg(long)]
     pub max_len: Option<usize>,
-    /// small, bench, tiny, or a JSON config file.
-    #[arg(long, default_value = "small")]
-    pub config: String,
-    /// Parameters from this checkpoint (its config wins) instead of a seeded init.
-    #[arg(long)]
-    pub checkpoint: Option<std::path::PathBuf>,
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    #[arg(long)]
-    pub device: Option<usize>,
+    #[command(flatten)]
+    pub model: ModelArgs,
+    #[command(flatten)]
+    pub gpu: DeviceArg,
     /// Also write the JSON report to this file (atomically).
     #[arg(long)]
     pub out: Option<std::path::PathBuf>,
@@ -42,14 +37,14 @@ pub struct BisectArgs {
 
 pub fn bisect(a: &BisectArgs) -> Result<i32, CliError> {
     let fault = parse_fault(&a.fault)?;
-    let Inputs { cfg, params, ds } = load_inputs(&a.config, &a.checkpoint, a.seed, &a.data, &a.out)?;
+    let Inputs { cfg, params, ds } = load_inputs(&a.model, &a.data, &a.out)?;
     let avail = ds.len_tokens().saturating_sub(a.offset + 1);
     let max_len = a.max_len.unwrap_or(4096).min(avail);
     if max_len < 1 {
         return Err(CliError::Usage(format!("--offset {}: {} holds no row of 2 tokens there", a.offset, ds.name())));
     }
     let row = ds.window(a.offset, max_len + 1)?;
-    let ctx = std::sync::Arc::new(open(a.device)?);
+    let ctx = std::sync::Arc::new(open(a.gpu.device)?);
     let json = a.json;
     let report = ladder::bisect(&ctx, &cfg, &params, &row, max_len, fault, |p| {
         if !json {
@@ -95,19 +90,15 @@ pub struct AuditArgs {
     pub offset: usize,
     #[arg(long, default_value_t = 512)]
     pub len: usize,
-    #[arg(long, default_value = "small")]
-    pub config: String,
-    #[arg(long)]
-    pub checkpoint: Option<std::path::PathBuf>,
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
+    #[command(flatten)]
+    pub model: ModelArgs,
     /// The loss scale of the GPU's backward (its contributions are divided by the scale it reports).
     #[arg(long, default_value_t = 1024.0)]
     pub loss_scale: f64,
     #[arg(long)]
     pub fault: Option<String>,
-    #[arg(long)]
-    pub device: Option<usize>,
+    #[command(flatten)]
+    pub gpu: DeviceArg,
     /// Also write the JSON report (with every per-token norm) to this file.
     #[arg(long)]
     pub out: Option<std::path::PathBuf>,
@@ -121,9 +112,9 @@ pub fn audit(a: &AuditArgs) -> Result<i32, CliError> {
     if !(a.loss_scale.is_finite() && a.loss_scale > 0.0) {
         return Err(CliError::Usage(format!("--loss-scale {}: a positive finite number", a.loss_scale)));
     }
-    let Inputs { cfg, params, ds } = load_inputs(&a.config, &a.checkpoint, a.seed, &a.data, &a.out)?;
+    let Inputs { cfg, params, ds } = load_inputs(&a.model, &a.data, &a.out)?;
     let row = ds.window(a.offset, a.len + 1)?;
-    let ctx = std::sync::Arc::new(open(a.device)?);
+    let ctx = std::sync::Arc::new(open(a.gpu.device)?);
     let report = crate::ladder::audit::audit(&ctx, &cfg, &params, &row, a.loss_scale, fault).map_err(|e| match e {
         ladder::LadderError::Input(why) => CliError::Usage(why),
         e => CliError::Engine(e.to_string()),

@@ -3,6 +3,7 @@
 use clap::Args;
 use serde_json::json;
 
+use crate::cli::args::DeviceArg;
 use crate::cli::backend::open_context as open;
 use crate::cli::common::{CliError, emit};
 
@@ -20,8 +21,8 @@ pub struct GemmBenchArgs {
     /// older 64×64 one).
     #[arg(long, default_value = "tiled")]
     pub path: String,
-    #[arg(long)]
-    pub device: Option<usize>,
+    #[command(flatten)]
+    pub gpu: DeviceArg,
     #[arg(long)]
     pub json: bool,
 }
@@ -48,7 +49,7 @@ pub fn gemm_bench(a: &GemmBenchArgs) -> Result<i32, CliError> {
     if a.reps == 0 {
         return Err(CliError::Usage("--reps must be at least 1".into()));
     }
-    let ctx = open(a.device)?;
+    let ctx = open(a.gpu.device)?;
     use crate::vk::ops::{GemmChoice, GemmPath, pick_path};
     let path = match a.path.as_str() {
         "tiled" => GemmPath::TiledF32,

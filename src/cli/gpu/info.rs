@@ -2,21 +2,21 @@
 
 use clap::Args;
 
+use crate::cli::args::DeviceArg;
 use crate::cli::backend::open_context as open;
 use crate::cli::common::{CliError, emit};
 use crate::vk::DeviceReport;
 
 #[derive(Args, Debug)]
 pub struct GpuInfoArgs {
-    /// Device index in the ranked list (default: DUALSCOPE_VK_DEVICE, else 0).
-    #[arg(long)]
-    pub device: Option<usize>,
+    #[command(flatten)]
+    pub gpu: DeviceArg,
     #[arg(long)]
     pub json: bool,
 }
 
 pub fn info(a: &GpuInfoArgs) -> Result<i32, CliError> {
-    let ctx = open(a.device)?;
+    let ctx = open(a.gpu.device)?;
     let r = ctx.report();
     emit(a.json, serde_json::to_value(r).expect("report serializes"), || print_report(r));
     Ok(0)

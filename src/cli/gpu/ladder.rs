@@ -5,6 +5,7 @@ use clap::Args;
 use serde_json::json;
 
 use super::{Inputs, choice, load_inputs, parse_fault, write_report};
+use crate::cli::args::{DeviceArg, ModelArgs};
 use crate::cli::backend::open_context as open;
 use crate::cli::common::{CliError, emit};
 use crate::ladder::{self, RungResult};
@@ -17,20 +18,15 @@ pub struct LadderArgs {
     /// Rungs to run, comma-separated (default: every implemented rung).
     #[arg(long, value_delimiter = ',')]
     pub rungs: Vec<String>,
-    /// small, bench, tiny, or a JSON config file: the shapes to check.
-    #[arg(long, default_value = "small")]
-    pub config: String,
+    #[command(flatten)]
+    pub model: ModelArgs,
     #[arg(long, value_enum, default_value_t = Precision::F32)]
     pub precision: Precision,
     /// GEMM kernel for f16 precision, every rung (default: DUALSCOPE_GEMM_PATH, else auto).
     #[arg(long, value_enum)]
     pub gemm_path: Option<GemmChoice>,
-    /// Device index in the ranked list (default: DUALSCOPE_VK_DEVICE, else 0).
-    #[arg(long)]
-    pub device: Option<usize>,
-    /// Seed of the random inputs (GEMM operands, parameters, batch windows).
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
+    #[command(flatten)]
+    pub gpu: DeviceArg,
     /// Text or JSON-lines file to take the batch from (default: the embedded dataset).
     #[arg(long)]
     pub data: Option<std::path::PathBuf>,
@@ -41,9 +37,6 @@ pub struct LadderArgs {
     /// of the config's batch of random windows.
     #[arg(long)]
     pub len: Option<usize>,
-    /// Parameters from this checkpoint (its config wins) instead of a seeded init.
-    #[arg(long)]
-    pub checkpoint: Option<std::path::PathBuf>,
     /// isolated: each rung's GPU inputs come from the CPU; chained: from the GPU's own earlier stages.
     #[arg(long, value_enum, default_value_t = Mode::Isolated)]
     pub mode: Mode,
@@ -62,11 +55,11 @@ fn ladder_inputs(
     a: &LadderArgs,
 ) -> Result<(crate::model::Config, crate::model::Params<f32>, crate::dataset::Batch, String), CliError> {
     use crate::ladder::inputs::{BatchChoice, ladder_batch};
-    let Inputs { cfg, params, ds } = load_inputs(&a.config, &a.checkpoint, a.seed, &a.data, &a.out)?;
+    let Inputs { cfg, params, ds } = load_inputs(&a.model, &a.data, &a.out)?;
     let choice = match (a.len, a.offset) {
         (Some(len), offset) => BatchChoice::Row { offset: offset.unwrap_or(0), len },
         (None, Some(_)) => return Err(CliError::Usage("--offset needs --len".into())),
-        (None, None) => BatchChoice::Windows { seed: a.seed },
+        (None, None) => BatchChoice::Windows { seed: a.model.seed },
     };
     let (batch, source) = ladder_batch(&ds, &cfg, choice)?;
     Ok((cfg, params, batch, source))
@@ -87,7 +80,7 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
     let choice = choice(a.gemm_path)?;
     let fault = parse_fault(&a.fault)?;
     let (cfg, params, batch, source) = ladder_inputs(a)?;
-    let ctx = std::sync::Arc::new(open(a.device)?);
+    let ctx = std::sync::Arc::new(open(a.gpu.device)?);
     let engine_err = |e: ladder::LadderError| match e {
         ladder::LadderError::Vk(VkError::Unsupported(why) | VkError::Invalid(why)) => CliError::Engine(why),
         ladder::LadderError::Vk(e @ (VkError::Alloc { .. } | VkError::Limit(_))) => CliError::Engine(e.to_string()),
@@ -102,8 +95,12 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
         mode,
         precision,
     };
-    let spec =
-        ladder::LadderSpec { gemm_seed: a.seed, gemm_choice: choice, fault, ..ladder::LadderSpec::new(rungs, setup) };
+    let spec = ladder::LadderSpec {
+        gemm_seed: a.model.seed,
+        gemm_choice: choice,
+        fault,
+        ..ladder::LadderSpec::new(rungs, setup)
+    };
     let report = ladder::run(&ctx, spec, |_| {}).map_err(engine_err)?;
     let ladder::LadderReport { rungs: results, end_to_end, gemm_path, validation_errors, status, .. } = report;
     let value = json!({

@@ -16,6 +16,7 @@ pub use ladder::{LadderArgs, run_ladder};
 
 use std::path::{Path, PathBuf};
 
+use super::args::ModelArgs;
 use super::common::CliError;
 use crate::ladder::inputs::{self, InputError, ParamSource};
 use crate::vk::engine::Fault;
@@ -37,13 +38,9 @@ impl From<InputError> for CliError {
 /// What ladder, bisect and audit run on (`ladder::inputs::load`): a
 /// checkpoint, whose config wins, or a seeded init of `config`, and the
 /// dataset. Checks `out` against the inputs first.
-fn load_inputs(
-    config: &str,
-    checkpoint: &Option<PathBuf>,
-    seed: u64,
-    data: &Option<PathBuf>,
-    out: &Option<PathBuf>,
-) -> Result<Inputs, CliError> {
+fn load_inputs(model: &ModelArgs, data: &Option<PathBuf>, out: &Option<PathBuf>) -> Result<Inputs, CliError> {
+    let ModelArgs { config, checkpoint, seed } = model;
+    let (config, seed) = (config.as_str(), *seed);
     if let Some(out) = out {
         let inputs: Vec<&Path> = data.iter().chain(checkpoint).map(|p| p.as_path()).collect();
         super::common::check_output(out, &inputs)?;

@@ -1,0 +1,30 @@
+//! Flags that several commands share, defined once and flattened into each
+//! command's arguments (`#[command(flatten)]`), so their names, defaults and
+//! help read the same everywhere.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+/// The Vulkan device a GPU command runs on.
+#[derive(Args, Debug, Clone, Default)]
+pub struct DeviceArg {
+    /// Device index in the ranked list (default: DUALSCOPE_VK_DEVICE, else 0).
+    #[arg(long)]
+    pub device: Option<usize>,
+}
+
+/// The model a GPU diagnostic (ladder, bisect, audit) runs: a seeded
+/// initialisation of a config, or a checkpoint's parameters.
+#[derive(Args, Debug, Clone)]
+pub struct ModelArgs {
+    /// small, bench, tiny, or a JSON config file: the shapes to check.
+    #[arg(long, default_value = "small")]
+    pub config: String,
+    /// Parameters from this checkpoint (its config wins) instead of a seeded init.
+    #[arg(long)]
+    pub checkpoint: Option<PathBuf>,
+    /// Seed of the random inputs (GEMM operands, parameters, batch windows).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
