@@ -84,7 +84,7 @@ impl BisectRun {
         let running = Job::spawn("bisect", wake, move |r| {
             let ctx = gpu::engine()?;
             let cfg = job.config.config();
-            let params = super::worker::params(job.config, job.seed, job.checkpoint.as_deref())?;
+            let params = job.config.initial_params(job.seed, job.checkpoint.as_deref())?;
             crate::ladder::bisect(&ctx, &cfg, &params, &job.tokens, max_len, job.fault, |p| {
                 r.progress(p.clone());
             })
@@ -133,7 +133,7 @@ impl AuditRun {
         let running = Job::spawn("audit", wake, move |_| {
             let ctx = gpu::engine()?;
             let cfg = job.config.config();
-            let params = super::worker::params(job.config, job.seed, job.checkpoint.as_deref())?;
+            let params = job.config.initial_params(job.seed, job.checkpoint.as_deref())?;
             crate::ladder::audit::audit(&ctx, &cfg, &params, &job.tokens, AUDIT_LOSS_SCALE, job.fault)
                 .map_err(|e| e.to_string())
         })

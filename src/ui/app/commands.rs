@@ -95,7 +95,7 @@ impl App {
             },
             Command::SetView(v) => self.state.view = v,
             Command::StartSpeed => {
-                let wake = waker(&self.ctx_slot).boxed();
+                let wake = waker(&self.ctx_slot);
                 let (config, seed, ckpt) = (self.state.config, self.state.seed, self.state.checkpoint.clone());
                 let precision = self.state.precision.ladder();
                 self.speed.start(self.dataset.clone(), config, seed, ckpt, precision, wake);
