@@ -124,7 +124,7 @@ impl App {
                 self.set_cursor(p);
             }
             Command::LoadTrainLog(path) => {
-                if let Err(e) = self.train_log.load(path, waker(&self.ctx_slot).boxed()) {
+                if let Err(e) = self.train_log.load(path, waker(&self.ctx_slot)) {
                     self.say(Level::Error, e);
                 }
             }
