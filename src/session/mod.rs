@@ -14,8 +14,9 @@
 //!   body is `run(&job, &rungs, None, &|rep| { r.progress(rep); })`, `poll`
 //!   applies `polled.progress` and ends on `polled.done` (no `Report::Done`);
 //!   `run` takes its context from [`gpu::engine`] instead of `Context::new`.
-//! - Then `Waker::boxed`, `ui::worker::params` and the `ui::state` / `ui::saved` re-exports go, and
-//!   the `Saved*` mirrors of [`results`] give way to the ladder's own serde types.
+//! - Then `Waker::boxed`, `ui::worker::params` and the `ui::state` /
+//!   `ui::saved` re-exports go, and the `Saved*` mirrors of [`results`] give
+//!   way to the ladder's own serde types.
 
 pub mod config;
 pub mod file;
