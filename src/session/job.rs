@@ -27,8 +27,8 @@ impl Waker {
         (self.0)()
     }
 
-    /// The boxed callback the jobs not yet converted take.
-    // TODO(redesign phase 2): gone once ladder_run, speed and worker use [`Job`].
+    /// The boxed callback the ladder run (not yet a [`Job`]) takes.
+    // TODO(redesign phase 2): gone once ui/ladder_run.rs uses [`Job`].
     pub fn boxed(&self) -> Box<dyn Fn() + Send> {
         let w = self.clone();
         Box::new(move || w.wake())

@@ -8,21 +8,15 @@
 //! - [`job`]: [`Job`], the one background job type (thread, progress, cancel, result, waker).
 //! - [`gpu`]: the shared, lazily opened Vulkan context.
 //!
-//! Phase 2 of issue 15 (the GUI jobs not yet converted):
+//! Phase 2 of issue 15 (the GUI job not yet converted; the speed run, the
+//! trace worker and the training-log reader are [`Job`]s already):
 //! - `ui/ladder_run.rs`: `LadderView` holds a `Job<Report, ()>`; the thread
 //!   body is `run(&job, &rungs, None, &|rep| { r.progress(rep); })`, `poll`
 //!   applies `polled.progress` and ends on `polled.done` (no `Report::Done`);
 //!   `run` takes its context from [`gpu::engine`] instead of `Context::new`.
-//! - `ui/speed.rs`: `SpeedRun` holds a `Job<Report, Result<(), String>>`;
-//!   `stop` is [`Job::cancel`], the loop tests [`Reporter::cancelled`] instead
-//!   of its `AtomicBool`, `send` is [`Reporter::progress`] (false: stop);
-//!   the GPU engine is built on [`gpu::shared`].
-//! - `ui/worker.rs`: a trace is a `Job<&'static str, Result<Box<Computed>, String>>`
-//!   (progress: the stage); submitting drops (cancels) the previous one, so
-//!   only the latest request finishes; the GPU trace uses [`gpu::engine`].
-//! - `ui/diagnose.rs` `TrainLogView`: a `Job<(), Result<TrainLog, String>>`.
-//! - Then `Waker::boxed` and the `ui::state` / `ui::saved` re-exports go, and
-//!   the `Saved*` mirrors of [`results`] give way to the ladder's own serde types.
+//! - Then `Waker::boxed`, `ui::worker::params` and the `ui::state` /
+//!   `ui::saved` re-exports go, and the `Saved*` mirrors of [`results`] give
+//!   way to the ladder's own serde types.
 
 pub mod config;
 pub mod file;

@@ -1,12 +1,10 @@
 //! The diagnostics views' background work: the length bisect, the CPU/GPU
 //! norm audit (both on the sequence's row, with a planted engine fault or
 //! none, as [`Job`]s on the shared GPU context) and reading a training run's
-//! `log.jsonl` (its own thread, until phase 2 moves the log to `train`). The
-//! UI polls for the results.
+//! `log.jsonl` (a [`Job`] too). The UI polls for the results.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, channel};
 use std::time::Instant;
 
 use crate::ladder::audit::AuditReport;
@@ -84,7 +82,7 @@ impl BisectRun {
         let running = Job::spawn("bisect", wake, move |r| {
             let ctx = gpu::engine()?;
             let cfg = job.config.config();
-            let params = super::worker::params(job.config, job.seed, job.checkpoint.as_deref())?;
+            let params = job.config.initial_params(job.seed, job.checkpoint.as_deref())?;
             crate::ladder::bisect(&ctx, &cfg, &params, &job.tokens, max_len, job.fault, |p| {
                 r.progress(p.clone());
             })
@@ -133,7 +131,7 @@ impl AuditRun {
         let running = Job::spawn("audit", wake, move |_| {
             let ctx = gpu::engine()?;
             let cfg = job.config.config();
-            let params = super::worker::params(job.config, job.seed, job.checkpoint.as_deref())?;
+            let params = job.config.initial_params(job.seed, job.checkpoint.as_deref())?;
             crate::ladder::audit::audit(&ctx, &cfg, &params, &job.tokens, AUDIT_LOSS_SCALE, job.fault)
                 .map_err(|e| e.to_string())
         })
@@ -168,47 +166,36 @@ pub fn read_train_log(path: &Path) -> Result<TrainLog, String> {
     Ok(log)
 }
 
-/// The training-curves view's log, read on a thread.
+/// The training-curves view's log, read as a [`Job`].
 #[derive(Default)]
 pub struct TrainLogView {
     pub log: Option<Arc<TrainLog>>,
-    rx: Option<Receiver<Result<TrainLog, String>>>,
+    job: Option<Job<(), Result<TrainLog, String>>>,
 }
 
 impl TrainLogView {
     pub fn is_busy(&self) -> bool {
-        self.rx.is_some()
+        self.job.is_some()
     }
 
-    pub fn load(&mut self, path: PathBuf, wake: Box<dyn Fn() + Send>) -> Result<(), String> {
-        let (tx, rx) = channel();
-        std::thread::Builder::new()
-            .name("dualscope-train-log".into())
-            .spawn(move || {
-                let _ = tx.send(read_train_log(&path));
-                wake();
-            })
+    pub fn load(&mut self, path: PathBuf, wake: Waker) -> Result<(), String> {
+        let job = Job::spawn("train-log", wake, move |_| read_train_log(&path))
             .map_err(|e| format!("cannot start reading the log: {e}"))?;
-        self.rx = Some(rx);
+        self.job = Some(job);
         Ok(())
     }
 
     pub fn poll(&mut self) -> Option<Result<Arc<TrainLog>, String>> {
-        let rx = self.rx.take()?;
-        match rx.try_recv() {
+        let done = self.job.as_mut()?.poll().done?;
+        self.job = None;
+        match done {
             Ok(Ok(l)) => {
                 let l = Arc::new(l);
                 self.log = Some(l.clone());
                 Some(Ok(l))
             }
             Ok(Err(e)) => Some(Err(e)),
-            Err(std::sync::mpsc::TryRecvError::Empty) => {
-                self.rx = Some(rx);
-                None
-            }
-            Err(std::sync::mpsc::TryRecvError::Disconnected) => {
-                Some(Err("the log reader ended without a result".into()))
-            }
+            Err(_) => Some(Err("the log reader ended without a result".into())),
         }
     }
 }

@@ -1,17 +1,20 @@
-//! The speedup run: a thread that trains the same model on the same batches
+//! The speedup run: a [`Job`] that trains the same model on the same batches
 //! with both engines, alternating one CPU step and one GPU step, and reports
 //! each step's time (wall time for both; the GPU's device time too, from its
 //! timestamp queries, where the device has them). The UI polls the samples.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, channel};
 use std::time::Instant;
 
 use super::engines::Engine;
 use super::state::ConfigName;
-use crate::cpu::{self, LossScale, OptimState, StepOptions};
+use crate::cpu::{LossScale, StepOptions};
 use crate::dataset::Dataset;
+use crate::engine::{self, Submit, TrainState, VulkanOptions};
+use crate::session::gpu;
+use crate::session::job::{Job, Reporter, Waker};
+use crate::vk::Timing;
+use crate::vk::engine::default_loss_scale;
 use crate::vk::ops::{GemmChoice, Precision};
 
 /// One training step of one engine.
@@ -31,7 +34,6 @@ enum Report {
     Kernels(Vec<(String, f64)>),
     /// The GPU cannot run (why); the CPU goes on alone.
     NoGpu(String),
-    Failed(String),
 }
 
 /// What the speedup panel shows.
@@ -47,8 +49,7 @@ pub struct SpeedRun {
     pub error: Option<String>,
     /// The config and batch shape of the run: `small · 8 × 128`.
     pub label: String,
-    stop: Option<Arc<AtomicBool>>,
-    rx: Option<Receiver<Report>>,
+    job: Option<Job<Report, Result<(), String>>>,
 }
 
 /// GPU steps the per-kernel breakdown is averaged over.
@@ -71,15 +72,9 @@ pub fn kernel_means(kernels: &std::collections::VecDeque<Vec<(String, f64)>>) ->
     out
 }
 
-/// Medians of the last `n` samples of each engine: (CPU wall, GPU wall, GPU device).
+/// Upper medians of the last `n` samples of each engine: (CPU wall, GPU
+/// wall, GPU device).
 pub fn medians(samples: &[Sample], n: usize) -> (Option<f64>, Option<f64>, Option<f64>) {
-    let median = |mut v: Vec<f64>| {
-        if v.is_empty() {
-            return None;
-        }
-        v.sort_by(f64::total_cmp);
-        Some(v[v.len() / 2])
-    };
     let last = |e: Engine, device: bool| {
         let v: Vec<f64> = samples
             .iter()
@@ -88,14 +83,14 @@ pub fn medians(samples: &[Sample], n: usize) -> (Option<f64>, Option<f64>, Optio
             .take(n)
             .filter_map(|s| if device { s.device_ms } else { Some(s.wall_ms) })
             .collect();
-        median(v)
+        engine::stats::upper_median(v)
     };
     (last(Engine::Cpu, false), last(Engine::Vulkan, false), last(Engine::Vulkan, true))
 }
 
 impl SpeedRun {
     pub fn is_running(&self) -> bool {
-        self.rx.is_some()
+        self.job.is_some()
     }
 
     /// Starts stepping both engines on random windows of `dataset` with the
@@ -108,15 +103,13 @@ impl SpeedRun {
         seed: u64,
         checkpoint: Option<std::path::PathBuf>,
         precision: Precision,
-        wake: Box<dyn Fn() + Send>,
+        wake: Waker,
     ) {
         if self.is_running() {
             return;
         }
         let cfg = config.config();
         let len = (cfg.seq_len + 1).min(dataset.len_tokens());
-        let (tx, rx) = channel();
-        let stop = Arc::new(AtomicBool::new(false));
         self.samples.clear();
         self.kernels.clear();
         self.gpu_problem = None;
@@ -125,37 +118,26 @@ impl SpeedRun {
         if precision.is_mixed() {
             self.label += &format!(" · GPU step in mixed precision ({} products, f32 elsewhere)", precision.name());
         }
-        self.stop = Some(stop.clone());
-        self.rx = Some(rx);
-        let spawned = std::thread::Builder::new().name("dualscope-speed".into()).spawn(move || {
-            let send = |r: Report| {
-                let ok = tx.send(r).is_ok();
-                wake();
-                ok
-            };
-            if let Err(e) = run(&dataset, config, seed, checkpoint.as_deref(), precision, len, &stop, &send) {
-                send(Report::Failed(e));
-            }
+        let spawned = Job::spawn("speed", wake, move |r| {
+            Run { dataset: &dataset, config, seed, precision, len }.steps(checkpoint.as_deref(), r)
         });
-        if let Err(e) = spawned {
-            self.rx = None;
-            self.error = Some(format!("cannot start the speed thread: {e}"));
+        match spawned {
+            Ok(job) => self.job = Some(job),
+            Err(e) => self.error = Some(format!("cannot start the speed thread: {e}")),
         }
     }
 
-    /// Asks the thread to stop after its current step.
+    /// Asks the run to stop after its current step (dropping the job cancels
+    /// it); samples still on their way are not taken.
     pub fn stop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            s.store(true, Ordering::Relaxed);
-        }
-        self.rx = None;
+        self.job = None;
     }
 
     /// Takes the samples that have arrived.
     pub fn poll(&mut self) {
-        let Some(rx) = &self.rx else { return };
-        let mut failed = false;
-        for r in rx.try_iter() {
+        let Some(job) = &mut self.job else { return };
+        let polled = job.poll();
+        for r in polled.progress {
             match r {
                 Report::Sample(s) => self.samples.push(s),
                 Report::Kernels(k) => {
@@ -165,104 +147,85 @@ impl SpeedRun {
                     self.kernels.push_back(k);
                 }
                 Report::NoGpu(why) => self.gpu_problem = Some(why),
-                Report::Failed(e) => {
-                    self.error = Some(e);
-                    failed = true;
-                }
             }
         }
-        if failed {
-            self.stop();
+        if let Some(done) = polled.done {
+            // The run ends by itself only on an error (or a lost thread).
+            self.error = done.map_err(|e| e.to_string()).and_then(|r| r).err();
+            self.job = None;
         }
     }
 }
 
-impl Drop for SpeedRun {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn run(
-    dataset: &Dataset,
+/// What one speed run steps on.
+struct Run<'a> {
+    dataset: &'a Dataset,
     config: ConfigName,
     seed: u64,
-    checkpoint: Option<&std::path::Path>,
     precision: Precision,
     len: usize,
-    stop: &AtomicBool,
-    send: &dyn Fn(Report) -> bool,
-) -> Result<(), String> {
-    let cfg = config.config();
-    let opts = StepOptions::default();
-    let init = super::worker::params(config, seed, checkpoint)?;
-    let (mut p_cpu, mut s_cpu, mut scale_cpu) = (init.clone(), OptimState::<f32>::new(&cfg), LossScale::fixed());
-    let ctx = crate::vk::Context::new(&crate::vk::ContextOptions { device: None, validation: Some(false) })
-        .map(Arc::new)
-        .map_err(|e| e.to_string());
-    let mut gpu = match ctx {
-        Ok(ctx) if precision.is_mixed() => {
-            crate::vk::engine::Engine::with_precision(&ctx, &cfg, &init, &opts, precision, GemmChoice::Auto)
-                .map_err(|e| e.to_string())
+}
+
+impl Run<'_> {
+    /// Alternates a CPU and a GPU step until cancelled (or nobody listens);
+    /// a GPU that cannot run is reported once and the CPU goes on alone.
+    fn steps(&self, checkpoint: Option<&std::path::Path>, r: &Reporter<Report>) -> Result<(), String> {
+        let cfg = self.config.config();
+        let opts = StepOptions::default();
+        let init = self.config.initial_params(self.seed, checkpoint)?;
+        let mut cpu = engine::Engine::cpu(&cfg, TrainState::fresh(&cfg, init.clone(), LossScale::fixed()), &opts);
+        let vk = VulkanOptions { precision: self.precision, gemm: GemmChoice::Auto, timing: Timing::PerDispatch };
+        let state = TrainState::fresh(&cfg, init, default_loss_scale(self.precision));
+        let mut gpu = gpu::shared()
+            .and_then(|ctx| engine::Engine::vulkan(&ctx, &cfg, &state, &opts, &vk).map_err(|e| e.to_string()));
+        drop(state); // the CPU's copy and the device's are all the run needs
+        if let Err(why) = &gpu {
+            r.progress(Report::NoGpu(why.clone()));
         }
-        Ok(ctx) => crate::vk::engine::Engine::new(
-            &ctx,
-            &cfg,
-            &init,
-            &opts,
-            &LossScale::fixed(),
-            crate::vk::ops::GemmPath::TiledF32,
-        )
-        .map_err(|e| e.to_string()),
-        Err(e) => Err(e),
-    };
-    if let Err(why) = &gpu {
-        send(Report::NoGpu(why.clone()));
-    }
-    let mut step = 0u64;
-    while !stop.load(Ordering::Relaxed) {
-        let batch = dataset.random_windows(seed ^ step, cfg.batch, len).map_err(|e| e.to_string())?;
-        let t = Instant::now();
-        let rep =
-            cpu::train_step(&cfg, &mut p_cpu, &mut s_cpu, &mut scale_cpu, &batch, &opts).map_err(|e| e.to_string())?;
-        let cpu = Sample {
-            engine: Engine::Cpu,
-            step,
-            wall_ms: t.elapsed().as_secs_f64() * 1e3,
-            device_ms: None,
-            loss: rep.loss,
-        };
-        if !send(Report::Sample(cpu)) {
-            return Ok(());
-        }
-        if stop.load(Ordering::Relaxed) {
-            break;
-        }
-        if let Ok(engine) = &mut gpu {
+        let mut step = 0u64;
+        while !r.cancelled() {
+            let batch =
+                self.dataset.random_windows(self.seed ^ step, cfg.batch, self.len).map_err(|e| e.to_string())?;
             let t = Instant::now();
-            match engine.step(&batch) {
-                Ok((rep, timings)) => {
-                    let s = Sample {
-                        engine: Engine::Vulkan,
-                        step,
-                        wall_ms: t.elapsed().as_secs_f64() * 1e3,
-                        device_ms: timings.total_ms(),
-                        loss: rep.loss,
-                    };
-                    if !send(Report::Sample(s)) || !send(Report::Kernels(timings.per_kernel_ms())) {
-                        return Ok(());
+            let rep = cpu.step(&batch).map_err(|e| e.to_string())?;
+            let wall_ms = t.elapsed().as_secs_f64() * 1e3;
+            if !r.progress(Report::Sample(Sample {
+                engine: Engine::Cpu,
+                step,
+                wall_ms,
+                device_ms: None,
+                loss: rep.loss,
+            })) {
+                return Ok(());
+            }
+            if r.cancelled() {
+                break;
+            }
+            if let Ok(g) = &mut gpu {
+                let t = Instant::now();
+                match g.step_timed(&batch, Submit::Record) {
+                    Ok((rep, times)) => {
+                        let s = Sample {
+                            engine: Engine::Vulkan,
+                            step,
+                            wall_ms: t.elapsed().as_secs_f64() * 1e3,
+                            device_ms: times.device_ms,
+                            loss: rep.loss,
+                        };
+                        if !r.progress(Report::Sample(s)) || !r.progress(Report::Kernels(times.kernels)) {
+                            return Ok(());
+                        }
+                    }
+                    Err(e) => {
+                        r.progress(Report::NoGpu(format!("the GPU step failed: {e}")));
+                        gpu = Err(e.to_string());
                     }
                 }
-                Err(e) => {
-                    send(Report::NoGpu(format!("the GPU step failed: {e}")));
-                    gpu = Err(e.to_string());
-                }
             }
+            step += 1;
         }
-        step += 1;
+        Ok(())
     }
-    Ok(())
 }
 
 #[cfg(test)]

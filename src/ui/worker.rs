@@ -1,17 +1,20 @@
-//! The worker thread: computes the CPU trace of a sequence off the UI thread
-//! and reports progress over a channel. One thread; a job queued while another
-//! runs replaces any job still waiting, so only the latest request is computed.
+//! The trace worker: computes the CPU (and GPU) trace of a sequence off the
+//! UI thread as a session [`Background`] job, one at a time. A request made
+//! while a trace runs waits, and replaces any request already waiting, so only
+//! the latest one is computed next; each report carries its generation.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, Sender, channel};
-use std::thread::JoinHandle;
 use std::time::Instant;
 
-use crate::cpu;
+use crate::cpu::{self, LossScale, StepOptions};
 use crate::dataset::{Batch, Dataset};
+use crate::engine::{Engine, EngineError, TrainState, VulkanOptions};
 use crate::model::Params;
+use crate::session::gpu;
+use crate::session::job::{Job as Background, Waker};
+use crate::vk::Timing;
 
 use super::computed::{Computed, GpuTrace, JobSpec};
 use super::state::ConfigName;
@@ -31,24 +34,10 @@ pub struct Job {
     pub token_cap: Option<f64>,
 }
 
-/// The parameters a job runs with: the checkpoint's, or the seed's
-/// initialisation. A checkpoint of another config is an error that says so.
+/// [`ConfigName::initial_params`].
+// TODO(redesign phase 2): ui/ladder_run.rs calls this; it goes once that file calls the session's.
 pub fn params(config: ConfigName, seed: u64, checkpoint: Option<&Path>) -> Result<Params<f32>, String> {
-    let cfg = config.config();
-    match checkpoint {
-        None => Ok(Params::<f32>::init(&cfg, seed)),
-        Some(p) => {
-            let (got, params) = crate::checkpoint::load_params(p).map_err(|e| e.to_string())?;
-            if got != cfg {
-                return Err(format!(
-                    "checkpoint {} holds another configuration than {} ({got:?})",
-                    p.display(),
-                    config.label()
-                ));
-            }
-            Ok(params)
-        }
-    }
+    config.initial_params(seed, checkpoint)
 }
 
 pub enum Report {
@@ -56,77 +45,79 @@ pub enum Report {
     Done { generation: u64, result: Result<Box<Computed>, String> },
 }
 
+/// One trace in flight: its generation and the job (progress: the stage).
+type Trace = (u64, Background<&'static str, Result<Box<Computed>, String>>);
+
 pub struct Worker {
-    jobs: Option<Sender<Job>>,
-    reports: Receiver<Report>,
-    thread: Option<JoinHandle<()>>,
+    wake: Waker,
+    running: Option<Trace>,
+    /// The newest request made while a trace ran.
+    waiting: Option<Job>,
+    /// Reports not yet polled that no job sent (a trace that could not start).
+    ready: Vec<Report>,
 }
 
 impl Worker {
-    /// Starts the thread. `wake` is called after every report (to request a repaint).
-    pub fn spawn(wake: Box<dyn Fn() + Send>) -> Worker {
-        let (job_tx, job_rx) = channel::<Job>();
-        let (rep_tx, rep_rx) = channel::<Report>();
-        let thread = std::thread::Builder::new()
-            .name("dualscope-worker".into())
-            .spawn(move || worker_loop(job_rx, rep_tx, wake))
-            .expect("spawning the worker thread");
-        Worker { jobs: Some(job_tx), reports: rep_rx, thread: Some(thread) }
+    /// No trace yet. `wake` is called after every report (to request a repaint).
+    pub fn new(wake: Waker) -> Worker {
+        Worker { wake, running: None, waiting: None, ready: Vec::new() }
     }
 
-    pub fn submit(&self, job: Job) {
-        if let Some(tx) = &self.jobs {
-            // The thread only ends when the sender is dropped; a send cannot fail before.
-            let _ = tx.send(job);
+    /// Starts `job` now, or after the trace in flight (replacing any request
+    /// still waiting).
+    pub fn submit(&mut self, job: Job) {
+        if self.running.is_some() {
+            self.waiting = Some(job);
+        } else {
+            self.start(job);
         }
     }
 
-    /// Reports that have arrived since the last call.
-    pub fn poll(&self) -> Vec<Report> {
-        self.reports.try_iter().collect()
-    }
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        // Closing the job channel ends the thread after its current job; it is
-        // not joined, so that closing the window never waits for a long trace.
-        self.jobs.take();
-        self.thread.take();
-    }
-}
-
-/// The worker's Vulkan context, opened on first use and kept.
-type Gpu = Option<Result<Arc<crate::vk::Context>, String>>;
-
-fn worker_loop(jobs: Receiver<Job>, reports: Sender<Report>, wake: Box<dyn Fn() + Send>) {
-    let mut gpu: Gpu = None;
-    while let Ok(mut job) = jobs.recv() {
-        // Skip to the newest request.
-        while let Ok(newer) = jobs.try_recv() {
-            job = newer;
+    /// Reports that have arrived since the last call; once a trace has ended,
+    /// the waiting request starts.
+    pub fn poll(&mut self) -> Vec<Report> {
+        let mut out = std::mem::take(&mut self.ready);
+        if let Some((generation, job)) = &mut self.running {
+            let generation = *generation;
+            let polled = job.poll();
+            out.extend(polled.progress.into_iter().map(|stage| Report::Progress { generation, stage }));
+            if let Some(done) = polled.done {
+                out.push(Report::Done { generation, result: done.map_err(|e| e.to_string()).and_then(|r| r) });
+                self.running = None;
+            }
         }
+        if self.running.is_none()
+            && let Some(next) = self.waiting.take()
+        {
+            self.start(next);
+        }
+        out
+    }
+
+    fn start(&mut self, job: Job) {
         let generation = job.generation;
-        let progress = |stage: &'static str| {
-            let _ = reports.send(Report::Progress { generation, stage });
-            wake();
-        };
-        let result = compute(&job, &mut gpu, &progress).map(Box::new);
-        if reports.send(Report::Done { generation, result }).is_err() {
-            return;
+        let spawned = Background::spawn("worker", self.wake.clone(), move |r| {
+            compute(&job, &|stage| _ = r.progress(stage)).map(Box::new)
+        });
+        match spawned {
+            Ok(running) => self.running = Some((generation, running)),
+            Err(e) => {
+                let result = Err(format!("cannot start the trace thread: {e}"));
+                self.ready.push(Report::Done { generation, result });
+                self.wake.wake();
+            }
         }
-        wake();
     }
 }
 
-fn compute(job: &Job, gpu: &mut Gpu, progress: &dyn Fn(&'static str)) -> Result<Computed, String> {
+fn compute(job: &Job, progress: &dyn Fn(&'static str)) -> Result<Computed, String> {
     let start = Instant::now();
     progress("reading the sequence");
     let tokens = job.dataset.window(job.offset, job.len).map_err(|e| e.to_string())?;
     let batch = Batch::from_rows(&[&tokens]).map_err(|e| e.to_string())?;
     let cfg = job.config.config();
     progress("initialising parameters");
-    let params = params(job.config, job.seed, job.checkpoint.as_deref())?;
+    let params = job.config.initial_params(job.seed, job.checkpoint.as_deref())?;
     progress("forward and backward");
     let (_, bwd, trace) = cpu::traced(&cfg, &params, &batch, 1.0, job.token_cap).map_err(|e| e.to_string())?;
     progress("summarising");
@@ -143,7 +134,7 @@ fn compute(job: &Job, gpu: &mut Gpu, progress: &dyn Fn(&'static str)) -> Result<
     c.capped = bwd.capped;
     c.gpu = if job.gpu {
         progress("GPU forward and backward");
-        gpu_trace(gpu, &c, &params, &batch)
+        gpu_trace(&c, &params, &batch)
     } else {
         Err("the GPU trace is off".to_string())
     };
@@ -151,22 +142,17 @@ fn compute(job: &Job, gpu: &mut Gpu, progress: &dyn Fn(&'static str)) -> Result<
 }
 
 /// The GPU's values of every per-position tensor of the CPU trace, from one
-/// `Engine::grads` run on the same row and parameters.
-fn gpu_trace(gpu: &mut Gpu, c: &Computed, params: &Params<f32>, batch: &Batch) -> Result<GpuTrace, String> {
-    use crate::vk::engine::Engine;
-    let ctx = gpu
-        .get_or_insert_with(|| {
-            let opts = crate::vk::ContextOptions { device: None, validation: Some(false) };
-            crate::vk::Context::new(&opts).map(Arc::new).map_err(|e| format!("no GPU engine: {e}"))
-        })
-        .clone()?;
+/// `Engine::grads` run on the same row and parameters (the f32 step).
+fn gpu_trace(c: &Computed, params: &Params<f32>, batch: &Batch) -> Result<GpuTrace, String> {
+    let ctx = gpu::engine()?;
     let start = Instant::now();
-    let err = |e: crate::vk::VkError| format!("the GPU trace: {e}");
-    let opts = cpu::StepOptions { token_cap: c.token_cap, ..Default::default() };
-    let mut engine =
-        Engine::new(&ctx, &c.cfg, params, &opts, &cpu::LossScale::fixed(), crate::vk::ops::GemmPath::TiledF32)
-            .map_err(err)?;
+    let err = |e: EngineError| format!("the GPU trace: {e}");
+    let opts = StepOptions { token_cap: c.token_cap, ..Default::default() };
+    let state = TrainState::fresh(&c.cfg, params.clone(), LossScale::fixed());
+    let vk = VulkanOptions { timing: Timing::PerDispatch, ..VulkanOptions::default() };
+    let mut engine = Engine::vulkan(&ctx, &c.cfg, &state, &opts, &vk).map_err(err)?;
     let grads = engine.grads(batch).map_err(err)?;
+    let engine = engine.as_vulkan().expect("Engine::vulkan is the Vulkan engine");
     let names: Vec<&str> = c
         .trace
         .iter()
@@ -179,7 +165,7 @@ fn gpu_trace(gpu: &mut Gpu, c: &Computed, params: &Params<f32>, batch: &Batch) -
         })
         .map(|(n, _)| n)
         .collect();
-    let read = engine.read_named(&names).map_err(err)?;
+    let read = engine.read_named(&names).map_err(|e| err(e.into()))?;
     let values: HashMap<String, Vec<f32>> = names.iter().map(|n| n.to_string()).zip(read).collect();
     Ok(GpuTrace::new(values, &c.trace, c.t, grads.loss, start.elapsed()))
 }

@@ -95,7 +95,7 @@ impl App {
             },
             Command::SetView(v) => self.state.view = v,
             Command::StartSpeed => {
-                let wake = waker(&self.ctx_slot).boxed();
+                let wake = waker(&self.ctx_slot);
                 let (config, seed, ckpt) = (self.state.config, self.state.seed, self.state.checkpoint.clone());
                 let precision = self.state.precision.ladder();
                 self.speed.start(self.dataset.clone(), config, seed, ckpt, precision, wake);
@@ -124,7 +124,7 @@ impl App {
                 self.set_cursor(p);
             }
             Command::LoadTrainLog(path) => {
-                if let Err(e) = self.train_log.load(path, waker(&self.ctx_slot).boxed()) {
+                if let Err(e) = self.train_log.load(path, waker(&self.ctx_slot)) {
                     self.say(Level::Error, e);
                 }
             }

@@ -105,7 +105,7 @@ pub struct App {
 impl App {
     pub fn new(opts: LaunchOptions) -> App {
         let ctx_slot: Arc<Mutex<Option<egui::Context>>> = Arc::default();
-        let worker = Worker::spawn(waker(&ctx_slot).boxed());
+        let worker = Worker::new(waker(&ctx_slot));
         let mut app = App {
             state: opts.state.unwrap_or_default(),
             dataset: Arc::new(synthetic::default_dataset()),
