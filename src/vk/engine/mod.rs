@@ -66,18 +66,6 @@ pub enum Stage {
 }
 
 impl Stage {
-    pub const FORWARD_BACKWARD: [Stage; 9] = [
-        Stage::EmbedFwd,
-        Stage::GruFwd,
-        Stage::AttnFwd,
-        Stage::HeadFwd,
-        Stage::Loss,
-        Stage::HeadBwd,
-        Stage::AttnBwd,
-        Stage::GruBwd,
-        Stage::EmbedBwd,
-    ];
-
     /// The whole training step: forward, backward, the optimizer.
     pub const STEP: [Stage; 10] = [
         Stage::EmbedFwd,
@@ -91,6 +79,9 @@ impl Stage {
         Stage::EmbedBwd,
         Stage::Optim,
     ];
+
+    /// Forward and backward: the step without its optimizer.
+    pub const FORWARD_BACKWARD: &[Stage] = Stage::STEP.split_last().expect("the step has stages").1;
 }
 
 /// A submitted step's timings and each stage's device milliseconds.

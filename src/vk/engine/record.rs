@@ -142,7 +142,7 @@ impl Engine {
     ) -> VkResult<Vec<(Stage, std::ops::Range<usize>)>> {
         self.record_begin(seq)?;
         let stages: &[Stage] = match plan {
-            Plan::Grads => &Stage::FORWARD_BACKWARD,
+            Plan::Grads => Stage::FORWARD_BACKWARD,
             Plan::Step => &Stage::STEP,
             Plan::Stages(stages) => stages,
         };
