@@ -931,18 +931,19 @@ fn snapshot_inspector_view() {
 #[test]
 #[ignore]
 fn generate_example_sessions() {
-    use dualscope::ui::ladder_run::{self, Fault, LadderJob, LadderView};
+    use dualscope::ladder::Corruption;
+    use dualscope::ui::ladder_run::{self, LadderJob, LadderView};
     use dualscope::ui::saved::LadderInput;
     use dualscope::ui::state::View;
     init_env();
     let ds = dualscope::dataset::default_dataset();
     let len = 64;
     let tokens = ds.window(0, len).unwrap();
-    let fault = Fault {
+    let fault = Corruption {
         tensor: "param.gru.weight_hh_l1".into(),
-        describe: "param.gru.weight_hh_l1[7] (row 1: r gate, unit 1; column 2: from h[2]) += 0.5 on the GPU".into(),
-        corrupt: Box::new(|w: &mut [f32]| w[7] += 0.5),
+        corrupt: std::sync::Arc::new(|w: &mut [f32]| w[7] += 0.5),
     };
+    let describe = "param.gru.weight_hh_l1[7] (row 1: r gate, unit 1; column 2: from h[2]) += 0.5 on the GPU";
     let input = LadderInput {
         config: ConfigName::Tiny,
         seed: 0,
@@ -950,16 +951,13 @@ fn generate_example_sessions() {
         offset: 0,
         len,
         checkpoint: None,
-        fault: Some(fault.describe.clone()),
+        fault: Some(describe.into()),
     };
     let job =
         LadderJob { input, tokens, engine_fault: None, precision: dualscope::ladder::Precision::F32, token_cap: None };
-    let view = std::cell::RefCell::new(LadderView::default());
-    view.borrow_mut().input = Some(job.input.clone());
-    ladder_run::run(&job, &dualscope::ladder::ALL_RUNGS, Some(&fault), &|r| {
-        view.borrow_mut().apply(r);
-    });
-    let view = view.into_inner();
+    let mut view = LadderView::default();
+    view.input = Some(job.input.clone());
+    ladder_run::run(&job, &dualscope::ladder::Rung::ALL, Some(fault), &mut |r| view.apply(r));
     let state = State {
         dataset: dualscope::ui::state::DatasetRef { path: None, hash: Some(ds.content_hash()) },
         cursor: 10,

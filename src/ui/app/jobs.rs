@@ -86,7 +86,7 @@ impl App {
             precision: self.state.precision.ladder(),
             token_cap: self.state.token_cap,
         };
-        self.ladder.start(crate::ladder::ALL_RUNGS.to_vec(), job, waker(&self.ctx_slot).boxed());
+        self.ladder.start(crate::ladder::Rung::ALL.to_vec(), job, waker(&self.ctx_slot));
         match engine_fault {
             Some(f) => self.say(Level::Info, format!("Running the ladder with the fault {} planted…", f.name())),
             None => self.say(Level::Info, "Running the ladder…"),
