@@ -851,7 +851,7 @@ fn speedup_panel_runs_and_stops() {
 fn speedup_panel_times_the_mixed_step() {
     let mut h = harness(tiny(20), (1400.0, 900.0));
     wait_for_trace(&mut h);
-    h.state_mut().queue(Command::SetPrecision(dualscope::ui::state::GemmPrecision::F16));
+    h.state_mut().queue(Command::SetPrecision(dualscope::ladder::Precision::F16));
     let gpu = start_speedup(&mut h, 2);
     h.get_by_label("Stop").click();
     h.run_steps(2);
@@ -1269,7 +1269,7 @@ fn token_guard_and_precision_controls() {
     h.state_mut().queue(Command::SetTokenCap(Some(-1.0)));
     h.run_steps(1);
     assert_eq!(h.state().state.token_cap, None);
-    h.state_mut().queue(Command::SetPrecision(dualscope::ui::state::GemmPrecision::Bf16));
+    h.state_mut().queue(Command::SetPrecision(dualscope::ladder::Precision::Bf16));
     h.run_steps(1);
     let saved = ron::to_string(&h.state().state).unwrap();
     assert!(saved.contains("precision:bf16") || saved.contains("precision: bf16"), "{saved}");

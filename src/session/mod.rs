@@ -2,17 +2,14 @@
 //! and its files, the GUI's background jobs and its one Vulkan context.
 //!
 //! - [`state`]: the serde [`State`] (what is saved; nothing live); [`config`] the configs it names.
-//! - [`results`]: ladder results as saved (mirrors, until the ladder's types deserialize).
+//! - [`results`]: ladder results as saved: the input they ran on and the ladder's own types.
 //! - [`file`]: the RON session file, its format version and loader, its errors.
 //! - [`side`]: the side file of compared tensors, through `checkpoint`'s safetensors code.
 //! - [`job`]: [`Job`], the one background job type (thread, progress, cancel, result, waker).
 //! - [`gpu`]: the shared, lazily opened Vulkan context.
 //!
-//! Phase 2 of issue 15 (the GUI jobs not yet converted):
-//! - `ui/ladder_run.rs`: `LadderView` holds a `Job<Report, ()>`; the thread
-//!   body is `run(&job, &rungs, None, &|rep| { r.progress(rep); })`, `poll`
-//!   applies `polled.progress` and ends on `polled.done` (no `Report::Done`);
-//!   `run` takes its context from [`gpu::engine`] instead of `Context::new`.
+//! Phase 2 of issue 15 (the GUI jobs not yet converted; `ui/ladder_run.rs`
+//! runs in a [`Job`] already):
 //! - `ui/speed.rs`: `SpeedRun` holds a `Job<Report, Result<(), String>>`;
 //!   `stop` is [`Job::cancel`], the loop tests [`Reporter::cancelled`] instead
 //!   of its `AtomicBool`, `send` is [`Reporter::progress`] (false: stop);
@@ -21,8 +18,7 @@
 //!   (progress: the stage); submitting drops (cancels) the previous one, so
 //!   only the latest request finishes; the GPU trace uses [`gpu::engine`].
 //! - `ui/diagnose.rs` `TrainLogView`: a `Job<(), Result<TrainLog, String>>`.
-//! - Then `Waker::boxed` and the `ui::state` / `ui::saved` re-exports go, and
-//!   the `Saved*` mirrors of [`results`] give way to the ladder's own serde types.
+//! - Then `Waker::boxed` goes.
 
 pub mod config;
 pub mod file;

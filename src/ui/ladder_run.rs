@@ -16,7 +16,7 @@ use crate::dataset::Batch;
 use crate::ladder::{self, Corruption, EndToEnd, Event, LadderSpec, OnError, Precision, Rung, RungResult};
 use crate::session::gpu;
 use crate::session::job::{Job, Waker};
-use crate::session::results::{LadderInput, SavedLadder, SavedRung};
+use crate::session::results::{LadderInput, SavedLadder};
 use crate::vk::engine::Fault as EngineFault;
 
 /// How a planted engine fault is named in [`LadderInput::fault`].
@@ -195,15 +195,7 @@ impl LadderView {
     /// The results as a session saves them (`None` when nothing ran).
     pub fn to_saved(&self) -> Option<SavedLadder> {
         let input = self.input.clone()?;
-        Some(SavedLadder {
-            input,
-            rungs: self
-                .results
-                .iter()
-                .map(|(k, r)| (k.clone(), r.as_ref().map(SavedRung::from).map_err(|e| e.clone())))
-                .collect(),
-            end_to_end: self.end_to_end.as_ref().map(|r| r.as_ref().map(Into::into).map_err(|e| e.clone())),
-        })
+        Some(SavedLadder { input, rungs: self.results.clone(), end_to_end: self.end_to_end.clone() })
     }
 
     /// Shows saved results (and their tensors, where the side file had them).
@@ -211,9 +203,8 @@ impl LadderView {
         self.job = None;
         self.running = None;
         self.started = None;
-        self.results =
-            saved.rungs.iter().map(|(k, r)| (k.clone(), r.as_ref().map(Into::into).map_err(|e| e.clone()))).collect();
-        self.end_to_end = saved.end_to_end.as_ref().map(|r| r.as_ref().map(Into::into).map_err(|e| e.clone()));
+        self.results = saved.rungs;
+        self.end_to_end = saved.end_to_end;
         self.input = Some(saved.input);
         self.tensors = tensors;
     }
