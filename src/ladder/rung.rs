@@ -306,7 +306,8 @@ impl Rung {
 
 impl std::fmt::Display for Rung {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.id())
+        // `pad`, so that a width in the format (the CLI's table) applies.
+        f.pad(self.id())
     }
 }
 
