@@ -1,5 +1,5 @@
-//! The saved state moved to [`crate::session::state`]; this re-export keeps
-//! the ladder, worker and speed jobs compiling until they are converted.
-// TODO(redesign phase 2): remove; import `crate::session::state` instead.
+//! The saved state lives in [`crate::session::state`]; this re-export is only
+//! for `ui/speed.rs` and `ui/worker.rs`, which helper F converts at the same time.
+// TODO(redesign phase 2): remove once speed.rs and worker.rs import `crate::session::state`.
 
-pub use crate::session::state::*;
+pub(crate) use crate::session::state::ConfigName;
