@@ -349,6 +349,15 @@ mod tests {
         assert!(e.contains("unknown rung \"nope\"") && e.contains("embed_fwd"), "{e}");
     }
 
+    /// A rung formats as its id, widths included (the CLI's table pads it).
+    #[test]
+    fn display_is_the_padded_id() {
+        for r in Rung::ALL {
+            assert_eq!(format!("{r}"), r.id());
+            assert_eq!(format!("{r:<10}|"), format!("{:<10}|", r.id()));
+        }
+    }
+
     /// The depths as the chained step counts them: a wrong arm shows here.
     #[test]
     fn product_depths() {
