@@ -28,7 +28,7 @@ impl Waker {
     }
 
     /// The boxed callback the jobs not yet converted take.
-    // TODO(redesign phase 2): gone once ladder_run, speed and worker use [`Job`].
+    // TODO(redesign phase 2): gone once speed, worker and the train log use [`Job`] (ladder_run does).
     pub fn boxed(&self) -> Box<dyn Fn() + Send> {
         let w = self.clone();
         Box::new(move || w.wake())
