@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Once};
 use std::time::Duration;
 
+use dualscope::session::state::{ConfigName, State};
 use dualscope::ui::command::Command;
 use dualscope::ui::panels::status::Level;
-use dualscope::ui::state::{ConfigName, State};
 use dualscope::ui::{App, LaunchOptions, session};
 use egui::Key;
 use egui::accesskit::Role;
@@ -239,7 +239,7 @@ fn sessions_save_and_load() {
 
     // A missing dataset: a warning, and the rest still loads.
     let gone = State {
-        dataset: dualscope::ui::state::DatasetRef { path: Some(dir.path().join("gone.txt")), hash: None },
+        dataset: dualscope::session::state::DatasetRef { path: Some(dir.path().join("gone.txt")), hash: None },
         cursor: 7,
         ..saved.clone()
     };
@@ -256,7 +256,10 @@ fn sessions_save_and_load() {
     let data = dir.path().join("d.txt");
     std::fs::write(&data, "hello world, hello dualscope\n".repeat(4)).unwrap();
     let changed = State {
-        dataset: dualscope::ui::state::DatasetRef { path: Some(data.clone()), hash: Some("0000000000000000".into()) },
+        dataset: dualscope::session::state::DatasetRef {
+            path: Some(data.clone()),
+            hash: Some("0000000000000000".into()),
+        },
         ..saved.clone()
     };
     std::fs::write(&path, session::to_ron(&changed).unwrap()).unwrap();
@@ -659,7 +662,7 @@ fn ladder_inspector_export_and_session() {
     wait_for_ladder(&mut h);
     h.get_by_label("gru_fwd").click();
     h.run_steps(2);
-    assert_eq!(h.state().state.view, dualscope::ui::state::View::Inspector);
+    assert_eq!(h.state().state.view, dualscope::session::state::View::Inspector);
     h.get_by_label("Tensors of rung gru_fwd");
     if gpu.is_err() {
         h.get_by_label_contains("no GPU engine");
@@ -727,7 +730,7 @@ fn ladder_inspector_export_and_session() {
     let saved = h.state().state.clone();
     assert_eq!(saved.selected_tensor.as_deref(), Some("gru.l1.h"));
     h.state_mut().queue(Command::SelectRung(Some("head_fwd".into())));
-    h.state_mut().queue(Command::SetView(dualscope::ui::state::View::Speedup));
+    h.state_mut().queue(Command::SetView(dualscope::session::state::View::Speedup));
     h.run_steps(2);
     h.get_by_label("Load session").click();
     h.run_steps(1);
@@ -771,7 +774,7 @@ fn failing_rung_from_the_example_session() {
     let gru = l.results["gru_fwd"].as_ref().unwrap();
     assert_eq!(gru.status, dualscope::ladder::Status::Fail);
     assert_eq!(l.results["embed_fwd"].as_ref().unwrap().status, dualscope::ladder::Status::Pass);
-    assert_eq!(h.state().state.view, dualscope::ui::state::View::Inspector);
+    assert_eq!(h.state().state.view, dualscope::session::state::View::Inspector);
     let t = h.state().inspected().unwrap();
     assert!(t.name.starts_with("gru.l1."), "the worst tensor is in layer 1: {}", t.name);
     assert!(t.stats.rel_l2 > 1e-3, "{}", t.stats.rel_l2);
@@ -851,7 +854,7 @@ fn speedup_panel_runs_and_stops() {
 fn speedup_panel_times_the_mixed_step() {
     let mut h = harness(tiny(20), (1400.0, 900.0));
     wait_for_trace(&mut h);
-    h.state_mut().queue(Command::SetPrecision(dualscope::ui::state::GemmPrecision::F16));
+    h.state_mut().queue(Command::SetPrecision(dualscope::ladder::Precision::F16));
     let gpu = start_speedup(&mut h, 2);
     h.get_by_label("Stop").click();
     h.run_steps(2);
@@ -874,7 +877,7 @@ fn snapshot_speedup_view() {
     use dualscope::ui::speed::Sample;
     let mut h = harness(tiny(20), (1400.0, 900.0));
     wait_for_trace(&mut h);
-    h.state_mut().queue(Command::SetView(dualscope::ui::state::View::Speedup));
+    h.state_mut().queue(Command::SetView(dualscope::session::state::View::Speedup));
     let samples = &mut h.state_mut().speed_mut().samples;
     for step in 0..30u64 {
         let wobble = ((step * 7) % 5) as f64;
@@ -931,18 +934,19 @@ fn snapshot_inspector_view() {
 #[test]
 #[ignore]
 fn generate_example_sessions() {
-    use dualscope::ui::ladder_run::{self, Fault, LadderJob, LadderView};
-    use dualscope::ui::saved::LadderInput;
-    use dualscope::ui::state::View;
+    use dualscope::ladder::Corruption;
+    use dualscope::session::results::LadderInput;
+    use dualscope::session::state::View;
+    use dualscope::ui::ladder_run::{self, LadderJob, LadderView};
     init_env();
     let ds = dualscope::dataset::default_dataset();
     let len = 64;
     let tokens = ds.window(0, len).unwrap();
-    let fault = Fault {
+    let fault = Corruption {
         tensor: "param.gru.weight_hh_l1".into(),
-        describe: "param.gru.weight_hh_l1[7] (row 1: r gate, unit 1; column 2: from h[2]) += 0.5 on the GPU".into(),
-        corrupt: Box::new(|w: &mut [f32]| w[7] += 0.5),
+        corrupt: std::sync::Arc::new(|w: &mut [f32]| w[7] += 0.5),
     };
+    let describe = "param.gru.weight_hh_l1[7] (row 1: r gate, unit 1; column 2: from h[2]) += 0.5 on the GPU";
     let input = LadderInput {
         config: ConfigName::Tiny,
         seed: 0,
@@ -950,18 +954,15 @@ fn generate_example_sessions() {
         offset: 0,
         len,
         checkpoint: None,
-        fault: Some(fault.describe.clone()),
+        fault: Some(describe.into()),
     };
     let job =
         LadderJob { input, tokens, engine_fault: None, precision: dualscope::ladder::Precision::F32, token_cap: None };
-    let view = std::cell::RefCell::new(LadderView::default());
-    view.borrow_mut().input = Some(job.input.clone());
-    ladder_run::run(&job, &dualscope::ladder::ALL_RUNGS, Some(&fault), &|r| {
-        view.borrow_mut().apply(r);
-    });
-    let view = view.into_inner();
+    let mut view = LadderView::default();
+    view.input = Some(job.input.clone());
+    ladder_run::run(&job, &dualscope::ladder::Rung::ALL, Some(fault), &mut |r| view.apply(r));
     let state = State {
-        dataset: dualscope::ui::state::DatasetRef { path: None, hash: Some(ds.content_hash()) },
+        dataset: dualscope::session::state::DatasetRef { path: None, hash: Some(ds.content_hash()) },
         cursor: 10,
         selected_rung: Some("gru_fwd".into()),
         view: View::Inspector,
@@ -1057,7 +1058,7 @@ fn next_non_finite_with_a_nan_weight() {
 
 // ---- Diagnostics: planted faults, the length bisect, the audit, training curves ----
 
-use dualscope::ui::state::View;
+use dualscope::session::state::View;
 
 /// Opens the combo box labelled `combo` and picks `item` in it.
 fn pick_in_combo(h: &mut Harness<'static, App>, combo: &str, item: &str) {
@@ -1271,7 +1272,7 @@ fn token_guard_and_precision_controls() {
     h.state_mut().queue(Command::SetTokenCap(Some(-1.0)));
     h.run_steps(1);
     assert_eq!(h.state().state.token_cap, None);
-    h.state_mut().queue(Command::SetPrecision(dualscope::ui::state::GemmPrecision::Bf16));
+    h.state_mut().queue(Command::SetPrecision(dualscope::ladder::Precision::Bf16));
     h.run_steps(1);
     let saved = ron::to_string(&h.state().state).unwrap();
     assert!(saved.contains("precision:bf16") || saved.contains("precision: bf16"), "{saved}");

@@ -17,7 +17,7 @@ fn gemm_rung_passes_on_the_tiny_config() {
             c.status, c.name, c.params, c.rel_l2, c.rel_l2_cpu_f32, c.notes
         );
     }
-    assert_eq!(r.id, "gemm");
+    assert_eq!(r.id, Rung::Gemm);
     assert_eq!(
         r.status,
         Status::Pass,

@@ -7,7 +7,7 @@ mod common;
 
 use common::{assert_clean, ladder_setup, odd, random_batch};
 use dualscope::cpu::{self, LossScale, OptimState, StepOptions};
-use dualscope::ladder::{self, Mode, ModelLadder, Precision, Status};
+use dualscope::ladder::{self, Mode, ModelLadder, Precision, Rung, Status};
 use dualscope::model::{Config, Params};
 use dualscope::vk::engine::{Engine, FlatBuf, Replay};
 use dualscope::vk::ops::{GemmChoice, GemmPath, coopmat_f16_unavailable};
@@ -29,22 +29,22 @@ fn mixed_rungs_pass_in_both_modes() {
         for (cfg, lens) in [(odd(), vec![12, 6, 3]), (Config::tiny(), vec![9, 9])] {
             let mut l = ModelLadder::new(&ctx, ladder_setup(&cfg, mode, &lens, 5, Precision::F16)).unwrap();
             assert_eq!(l.engine().gemm_path(), path);
-            for id in &ladder::ALL_RUNGS[1..] {
-                let r = l.run_rung(id).unwrap();
+            for &id in &Rung::ALL[1..] {
+                let r = l.run(id).unwrap();
                 let bad: Vec<_> = r.cases.iter().filter(|c| c.status != Status::Pass).collect();
                 assert_eq!(r.status, Status::Pass, "{mode:?} {id}: {bad:#?}");
                 assert_eq!(r.precision, Precision::F16);
                 assert_eq!(r.gemm_path, Some(path.name()));
-                let stress = if *id == "attn_fwd" && mode == Mode::Isolated { 2 } else { 0 };
-                assert_eq!(r.cases.len(), ladder::outputs(id, &cfg).len() + stress);
+                let stress = if id == Rung::AttnFwd && mode == Mode::Isolated { 2 } else { 0 };
+                assert_eq!(r.cases.len(), id.outputs(&cfg).len() + stress);
                 for c in &r.cases {
                     assert!(c.rel_l2_gpu_f64.is_some_and(|x| x.is_finite()), "{id} {}", c.name);
                     assert_eq!(c.non_finite_gpu, 0, "{id} {}", c.name);
                     if c.name.contains("stress") {
                         continue;
                     }
-                    let depth = ladder::product_depth(&cfg, mode, id, &c.name);
-                    let f32_tol = ladder::tolerance(id, &c.name);
+                    let depth = id.product_depth(&cfg, mode, &c.name);
+                    let f32_tol = id.tolerance(&c.name);
                     if depth == 0 {
                         assert_eq!(c.tolerance, f32_tol, "{mode:?} {id} {}", c.name);
                     } else {
@@ -57,7 +57,7 @@ fn mixed_rungs_pass_in_both_modes() {
                 }
             }
             // The products ran in f16: the logits show its rounding.
-            let logits = &l.tensors("head_fwd")[0];
+            let logits = &l.rung_tensors(Rung::HeadFwd)[0];
             let r = dualscope::ladder::compare(&logits.gpu, &logits.f64);
             assert!(r.rel_l2 > 2e-5, "logits rel L2 {:.2e}: not f16 products?", r.rel_l2);
             let e = l.end_to_end().unwrap();
@@ -128,8 +128,8 @@ fn the_coopmat_recurrences_pass_the_mixed_ladder() {
                 // cooperative matrices (run this test on such a device).
                 continue;
             }
-            for id in &ladder::ALL_RUNGS[1..] {
-                let r = l.run_rung(id).unwrap();
+            for &id in &Rung::ALL[1..] {
+                let r = l.run(id).unwrap();
                 let bad: Vec<_> = r.cases.iter().filter(|c| c.status != Status::Pass).collect();
                 assert_eq!(r.status, Status::Pass, "{label} {id}: {bad:#?}");
                 for c in r.cases.iter().filter(|c| c.name.starts_with("gru.")) {
@@ -155,8 +155,8 @@ fn bf16_rungs_pass() {
     for mode in [Mode::Isolated, Mode::Chained] {
         let mut l = ModelLadder::new(&ctx, ladder_setup(&cfg, mode, &[12, 6, 3], 8, Precision::Bf16)).unwrap();
         assert_eq!(l.engine().gemm_path(), GemmPath::TiledBf16In);
-        for id in &ladder::ALL_RUNGS[1..] {
-            let r = l.run_rung(id).unwrap();
+        for &id in &Rung::ALL[1..] {
+            let r = l.run(id).unwrap();
             let bad: Vec<_> = r.cases.iter().filter(|c| c.status != Status::Pass).collect();
             assert_eq!(r.status, Status::Pass, "{mode:?} {id}: {bad:#?}");
         }
@@ -175,8 +175,8 @@ fn a_corrupted_weight_fails_the_mixed_ladder_at_its_rung() {
     w[5] += 0.5;
     let mut l = ModelLadder::new(&ctx, s).unwrap();
     l.engine().write_named("param.gru.weight_hh_l1", &w).unwrap();
-    assert_eq!(l.run_rung("embed_fwd").unwrap().status, Status::Pass);
-    let r = l.run_rung("gru_fwd").unwrap();
+    assert_eq!(l.run(Rung::EmbedFwd).unwrap().status, Status::Pass);
+    let r = l.run(Rung::GruFwd).unwrap();
     assert_eq!(r.status, Status::Fail);
     assert!(r.cases.iter().filter(|c| c.name.starts_with("gru.l0.")).all(|c| c.status == Status::Pass));
     assert_clean(&ctx, test);

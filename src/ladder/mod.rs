@@ -40,10 +40,7 @@ pub use result::{CaseResult, KernelName, RungResult, Status};
 pub use run::{Corrupt, Corruption, Event, LadderReport, LadderSpec, OnError, RungError, run};
 pub use rung::Rung;
 pub use setup::{MIXED_SCALE, Mode, OPTIM_SCALE, Setup, backward_scale, default_batch, step_scale};
-pub use tolerance::{
-    LOSS_TOLERANCE, MIXED_PRODUCT_BOUND, NORM_TOLERANCE, loss_tolerance, mixed_tolerance, norm_tolerance, outputs,
-    product_depth, tolerance, tolerance_in,
-};
+pub use tolerance::{LOSS_TOLERANCE, MIXED_PRODUCT_BOUND, NORM_TOLERANCE, loss_tolerance, norm_tolerance};
 
 /// The precision the GPU side runs in (the CPU reference is f32 and f64):
 /// f32, or the mixed-precision step with f16 or bfloat16 products.
@@ -104,34 +101,4 @@ pub fn run_gemm(
     fault: Option<Fault>,
 ) -> Result<RungResult, LadderError> {
     gemm::run(ctx, cfg, precision, seed, choice, fault)
-}
-
-/// Runs rung 1 (`gemm`) by id; rungs 2–11 run through a [`ModelLadder`].
-// TODO(redesign phase 2): callers use `run_gemm`.
-pub fn run_rung(
-    ctx: &Context,
-    id: &str,
-    cfg: &Config,
-    precision: Precision,
-    seed: u64,
-    gemm_path: GemmChoice,
-) -> Result<RungResult, LadderError> {
-    run_rung_with_fault(ctx, id, cfg, precision, seed, gemm_path, None)
-}
-
-/// [`run_rung`] with a planted fault switched on (the GEMM faults affect rung 1).
-// TODO(redesign phase 2): callers use `run_gemm`.
-pub fn run_rung_with_fault(
-    ctx: &Context,
-    id: &str,
-    cfg: &Config,
-    precision: Precision,
-    seed: u64,
-    gemm_path: GemmChoice,
-    fault: Option<Fault>,
-) -> Result<RungResult, LadderError> {
-    match parse_rungs(&[id])?[0] {
-        Rung::Gemm => run_gemm(ctx, cfg, precision, seed, gemm_path, fault),
-        other => Err(LadderError::NotImplemented(format!("{other} (it runs through ModelLadder)"))),
-    }
 }

@@ -181,18 +181,6 @@ impl ModelLadder {
         }
     }
 
-    /// [`Self::rung_tensors`] by id (empty for an unknown id).
-    // TODO(redesign phase 2): callers pass a `Rung`.
-    pub fn tensors(&self, rung: &str) -> &[RungTensor] {
-        Rung::parse(rung).map_or(&[], |r| self.rung_tensors(r))
-    }
-
-    /// [`Self::take_rung_tensors`] by id (empty for an unknown id).
-    // TODO(redesign phase 2): callers pass a `Rung`.
-    pub fn take_tensors(&mut self, rung: &str) -> Vec<RungTensor> {
-        Rung::parse(rung).map_or(Vec::new(), |r| self.take_rung_tensors(r))
-    }
-
     /// The shape of a compared tensor: the trace's, the parameter's, or flat.
     fn shape_of(&self, name: &str, len: usize) -> Vec<usize> {
         if let Some(t) = self.cpu32.get(name) {
@@ -268,12 +256,6 @@ impl ModelLadder {
     pub fn set_fault(&mut self, fault: Option<Fault>) {
         self.engine.set_fault(fault);
         self.chained = None;
-    }
-
-    /// Runs one of rungs 2–11 by id.
-    // TODO(redesign phase 2): callers use `run`.
-    pub fn run_rung(&mut self, rung: &str) -> Result<RungResult, LadderError> {
-        self.run(Rung::parse(rung)?)
     }
 
     /// Runs one of rungs 2–11 (`gemm` is an error: it runs alone, see

@@ -64,9 +64,8 @@ pub type KernelName = &'static str;
 /// A rung's verdict: the worst of its cases, with their details.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RungResult {
-    /// The rung's id ([`Rung::id`]). TODO(redesign phase 2): a [`Rung`]
-    /// (same JSON) once the GUI's code takes one.
-    pub id: String,
+    /// The rung; JSON and RON spell its id ([`Rung::id`]).
+    pub id: Rung,
     pub status: Status,
     #[serde(with = "super::serde_compat::precision")]
     pub precision: Precision,
@@ -93,12 +92,6 @@ pub struct RungResult {
 }
 
 impl RungResult {
-    /// [`RungResult::new`] by id.
-    // TODO(redesign phase 2): callers (ui/session.rs) use `new`.
-    pub fn from_cases(id: &str, precision: Precision, cases: Vec<CaseResult>) -> RungResult {
-        RungResult { id: id.to_string(), ..RungResult::new(Rung::Gemm, precision, cases) }
-    }
-
     /// The verdict of `rung` from its cases: the worst status, the largest
     /// errors, the summed times (`gemm_path` unset).
     pub fn new(rung: Rung, precision: Precision, cases: Vec<CaseResult>) -> RungResult {
@@ -107,7 +100,7 @@ impl RungResult {
         let worst_abs = cases.iter().max_by(|a, b| a.max_abs_err.total_cmp(&b.max_abs_err));
         let gpu: Vec<f64> = cases.iter().filter_map(|c| c.gpu_ms).collect();
         RungResult {
-            id: rung.id().to_string(),
+            id: rung,
             status,
             precision,
             gemm_path: None,
@@ -213,7 +206,7 @@ mod tests {
         assert!(!l.rungs.is_empty());
         for (id, r) in &l.rungs {
             let r = r.as_ref().unwrap();
-            assert_eq!(&r.id, id);
+            assert_eq!(r.id.id(), id);
             assert_eq!((r.precision, r.gemm_path), (Precision::F32, None));
             assert!(Rung::parse(id).is_ok());
         }

@@ -306,7 +306,8 @@ impl Rung {
 
 impl std::fmt::Display for Rung {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.id())
+        // `pad`, so that a width in the format (the CLI's table) applies.
+        f.pad(self.id())
     }
 }
 
@@ -346,6 +347,15 @@ mod tests {
         assert!(Rung::ALL.iter().all(|r| r.stage().is_some() == (*r != Rung::Gemm)));
         let e = Rung::parse("nope").unwrap_err().to_string();
         assert!(e.contains("unknown rung \"nope\"") && e.contains("embed_fwd"), "{e}");
+    }
+
+    /// A rung formats as its id, widths included (the CLI's table pads it).
+    #[test]
+    fn display_is_the_padded_id() {
+        for r in Rung::ALL {
+            assert_eq!(format!("{r}"), r.id());
+            assert_eq!(format!("{r:<10}|"), format!("{:<10}|", r.id()));
+        }
     }
 
     /// The depths as the chained step counts them: a wrong arm shows here.

@@ -5,8 +5,8 @@
 
 /// `#[serde(with = ...)]` for a [`Precision`](crate::vk::ops::Precision)
 /// field.
-// TODO(redesign phase 2): the deserializing half can use `Precision`'s own
-// `Deserialize` (vk) once it exists, keeping the `F32` aliases here.
+/// Kept although `Precision` derives `Deserialize` (vk): that reads only the
+/// lowercase names, and old sessions spell `F32`.
 pub mod precision {
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -37,8 +37,8 @@ pub mod precision {
 }
 
 /// Every kernel, to find a name's `&'static str`.
-// TODO(redesign phase 2): `Option<GemmPath>` with vk's serde by name, once
-// the callers that compare the field with `GemmPath::name()` are converted.
+/// Not vk's serde of `GemmPath` by name: that refuses a kernel this build does
+/// not know, and a report of another build must still load.
 const GEMM_PATHS: [crate::vk::ops::GemmPath; 8] = {
     use crate::vk::ops::GemmPath::*;
     [TiledF32, TiledF16In, TiledBf16In, TiledF16, CoopMatF16, CoopMatF16Big, FaultNoBounds, FaultF16Accum]

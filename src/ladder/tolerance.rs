@@ -68,31 +68,3 @@ pub fn norm_tolerance(precision: Precision, cfg: &Config) -> f64 {
         p => Rung::EmbedBwd.mixed_tolerance(p, Mode::Chained, cfg, "grad.embed.weight").max(NORM_TOLERANCE),
     }
 }
-
-// TODO(redesign phase 2): the string forms below are for callers outside the
-// ladder (ui, tests); they answer as the old tables did for unknown ids.
-
-/// [`Rung::tolerance`] by id (1e-4 for an unknown id).
-pub fn tolerance(rung: &str, tensor: &str) -> f64 {
-    Rung::parse(rung).map_or(1e-4, |r| r.tolerance(tensor))
-}
-
-/// [`Rung::tolerance_in`] by id.
-pub fn tolerance_in(precision: Precision, mode: Mode, cfg: &Config, rung: &str, tensor: &str) -> f64 {
-    Rung::parse(rung).map_or(1e-4, |r| r.tolerance_in(precision, mode, cfg, tensor))
-}
-
-/// [`Rung::mixed_tolerance`] by id.
-pub fn mixed_tolerance(precision: Precision, mode: Mode, cfg: &Config, rung: &str, tensor: &str) -> f64 {
-    Rung::parse(rung).map_or(1e-4, |r| r.mixed_tolerance(precision, mode, cfg, tensor))
-}
-
-/// [`Rung::product_depth`] by id (0 for an unknown id).
-pub fn product_depth(cfg: &Config, mode: Mode, rung: &str, tensor: &str) -> usize {
-    Rung::parse(rung).map_or(0, |r| r.product_depth(cfg, mode, tensor))
-}
-
-/// [`Rung::outputs`] by id (none for an unknown id).
-pub fn outputs(rung: &str, cfg: &Config) -> Vec<String> {
-    Rung::parse(rung).map_or(Vec::new(), |r| r.outputs(cfg))
-}

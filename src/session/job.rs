@@ -26,13 +26,6 @@ impl Waker {
     pub fn wake(&self) {
         (self.0)()
     }
-
-    /// The boxed callback the ladder run (not yet a [`Job`]) takes.
-    // TODO(redesign phase 2): gone once ui/ladder_run.rs uses [`Job`].
-    pub fn boxed(&self) -> Box<dyn Fn() + Send> {
-        let w = self.clone();
-        Box::new(move || w.wake())
-    }
 }
 
 /// What the work sees: a way to report progress and the cancel flag.

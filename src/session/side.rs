@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::checkpoint::{self, Metadata, NamedRef, Values, ValuesRef};
+use crate::ladder::Rung;
 
 /// The metadata key that marks a side file and holds its version.
 pub const SIDE_KEY: &str = "dualscope.session_tensors";
@@ -117,7 +118,7 @@ pub fn parse(bytes: &[u8]) -> Result<SideTensors, String> {
     }
     // The file holds names sorted; a rung's tensors go back into the ladder's order.
     for (rung, list) in out.iter_mut() {
-        let order = crate::ladder::outputs(rung, &crate::model::Config::small());
+        let order = Rung::parse(rung).map_or(Vec::new(), |r| r.outputs(&crate::model::Config::small()));
         let pos = |n: &str| order.iter().position(|o| o == n).unwrap_or(usize::MAX);
         list.sort_by(|a, b| pos(&a.name).cmp(&pos(&b.name)).then(a.name.cmp(&b.name)));
     }

@@ -6,6 +6,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::ladder::Precision;
+
 pub use super::config::ConfigName;
 
 /// The session file format this build writes and reads.
@@ -176,43 +178,11 @@ pub struct State {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub train_log: Option<PathBuf>,
     /// The ladder's precision: f32, or the mixed-precision step (every rung).
-    pub precision: GemmPrecision,
+    pub precision: Precision,
     /// The per-token guard's cap on the `W_ctx` gradient (MODEL.md); `None`: off.
     /// Applies to the traces and the ladder.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_cap: Option<f64>,
-}
-
-/// The ladder's precision, as saved in sessions. A mirror of
-/// `vk::ops::Precision` until that derives serde (then this goes: phase 2 of
-/// issue 15; the saved names `f32`/`f16`/`bf16` must stay).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum GemmPrecision {
-    #[default]
-    F32,
-    F16,
-    Bf16,
-}
-
-impl GemmPrecision {
-    pub const ALL: [GemmPrecision; 3] = [GemmPrecision::F32, GemmPrecision::F16, GemmPrecision::Bf16];
-
-    pub fn ladder(self) -> crate::ladder::Precision {
-        match self {
-            GemmPrecision::F32 => crate::ladder::Precision::F32,
-            GemmPrecision::F16 => crate::ladder::Precision::F16,
-            GemmPrecision::Bf16 => crate::ladder::Precision::Bf16,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            GemmPrecision::F32 => "f32",
-            GemmPrecision::F16 => "f16",
-            GemmPrecision::Bf16 => "bf16",
-        }
-    }
 }
 
 /// The tools that plant an engine fault, each with its own choice.
@@ -269,7 +239,7 @@ impl Default for State {
             bisect: None,
             audit_fault: None,
             train_log: None,
-            precision: GemmPrecision::F32,
+            precision: Precision::F32,
             token_cap: None,
         }
     }

@@ -24,7 +24,7 @@ pub enum Command {
     SetConfig(ConfigName),
     SetSeed(u64),
     /// The ladder's precision (f32, or the mixed-precision step).
-    SetPrecision(crate::session::state::GemmPrecision),
+    SetPrecision(crate::ladder::Precision),
     /// The per-token guard's cap (None: off).
     SetTokenCap(Option<f64>),
     SetOffset(usize),

@@ -1,22 +1,23 @@
-//! Ladder runs for the GUI: each run has a thread of its own that opens the
-//! Vulkan device, runs the asked rungs one by one on the CPU reference and the
-//! GPU, and reports each rung as it finishes, with every tensor it compared
-//! (for the inspector). The UI polls the reports.
+//! Ladder runs for the GUI: a [`Job`] runs the asked rungs through the
+//! library's runner ([`ladder::run`]) on the shared Vulkan context, and
+//! reports each rung as it finishes, with every tensor it compared (for the
+//! inspector). The UI polls the reports.
 //!
 //! The ladder runs on the sequence the GUI shows: its tokens as one row, the
 //! model initialised from the GUI's seed and config.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, channel};
 use std::time::Instant;
 
 use super::inspect::InspectedTensor;
-use super::saved::{LadderInput, RungTensors, SavedLadder, SavedRung};
+use super::session::RungTensors;
 use crate::dataset::Batch;
-use crate::ladder::{self, EndToEnd, ModelLadder, Precision, RungResult};
+use crate::ladder::{self, Corruption, EndToEnd, Event, LadderSpec, OnError, Precision, Rung, RungResult};
+use crate::session::gpu;
+use crate::session::job::{Job, Waker};
+use crate::session::results::{LadderInput, SavedLadder};
 use crate::vk::engine::Fault as EngineFault;
-use crate::vk::{Context, ContextOptions, ops::GemmChoice};
 
 /// How a planted engine fault is named in [`LadderInput::fault`].
 pub const ENGINE_FAULT_PREFIX: &str = "engine fault ";
@@ -25,22 +26,6 @@ pub enum Report {
     Started(&'static str),
     Finished(&'static str, Result<RungResult, String>, Vec<InspectedTensor>),
     EndToEnd(Result<EndToEnd, String>),
-    Done,
-}
-
-/// Changes a tensor's values in place.
-pub type Corrupt = Box<dyn Fn(&mut [f32]) + Send>;
-
-/// A corrupted weight: a fault injected into the GPU's copy of a tensor
-/// before the rungs run (the example sessions use one; the GUI itself never
-/// does). Not to be confused with the engine's fault catalogue
-/// ([`EngineFault`]), which the GUI plants through [`LadderJob::engine_fault`].
-pub struct Fault {
-    /// A device tensor name, e.g. `param.gru.weight_hh_l1`.
-    pub tensor: String,
-    /// Says what was done, saved with the results.
-    pub describe: String,
-    pub corrupt: Corrupt,
 }
 
 /// What a run needs: what it runs on, and the row's tokens.
@@ -60,7 +45,7 @@ pub struct LadderJob {
 fn setup(job: &LadderJob) -> Result<ladder::Setup, String> {
     let cfg = job.input.config.config();
     let batch = Batch::from_rows(&[&job.tokens]).map_err(|e| e.to_string())?;
-    let params = super::worker::params(job.input.config, job.input.seed, job.input.checkpoint.as_deref())?;
+    let params = job.input.config.initial_params(job.input.seed, job.input.checkpoint.as_deref())?;
     Ok(ladder::Setup {
         cfg: cfg.clone(),
         params,
@@ -72,62 +57,70 @@ fn setup(job: &LadderJob) -> Result<ladder::Setup, String> {
 }
 
 /// The tensors a rung compared, with their statistics (built here, off the UI thread).
-fn inspected(m: &mut ModelLadder, id: &str) -> Vec<InspectedTensor> {
-    m.take_tensors(id).into_iter().map(|t| InspectedTensor::new(t.name, t.shape, t.cpu, t.gpu, t.f64)).collect()
+fn inspected(tensors: Vec<ladder::RungTensor>) -> Vec<InspectedTensor> {
+    tensors.into_iter().map(|t| InspectedTensor::new(t.name, t.shape, t.cpu, t.gpu, t.f64)).collect()
 }
 
-/// Runs `rungs` and the end-to-end gate, reporting as it goes. Blocking: the
-/// GUI calls it on a thread of its own; the example-session generator directly.
-pub fn run(job: &LadderJob, rungs: &[&'static str], fault: Option<&Fault>, send: &dyn Fn(Report)) {
-    let cfg = job.input.config.config();
-    let ctx = Context::new(&ContextOptions::default()).map(Arc::new).map_err(|e| format!("no GPU engine: {e}"));
-    let mut model: Option<Result<ModelLadder, String>> = None;
-    for &id in rungs {
-        send(Report::Started(id));
-        let (result, tensors) = match (&ctx, id) {
-            (Err(e), _) => (Err(e.clone()), Vec::new()),
-            (Ok(ctx), "gemm") => (
-                ladder::run_rung_with_fault(ctx, id, &cfg, job.precision, 1, GemmChoice::Auto, job.engine_fault)
-                    .map_err(|e| e.to_string()),
-                Vec::new(),
-            ),
-            (Ok(ctx), _) => {
-                let m = model.get_or_insert_with(|| {
-                    let mut m = ModelLadder::new(ctx, setup(job)?).map_err(|e| format!("the model ladder: {e}"))?;
-                    if job.engine_fault.is_some() {
-                        m.set_fault(job.engine_fault);
-                    }
-                    if let Some(f) = fault {
-                        inject(&mut m, f)?;
-                    }
-                    Ok(m)
-                });
-                match m {
-                    Ok(m) => {
-                        let r = m.run_rung(id).map_err(|e| e.to_string());
-                        let t = inspected(m, id);
-                        (r, t)
-                    }
-                    Err(e) => (Err(e.clone()), Vec::new()),
-                }
+/// Runs `rungs` and the end-to-end gate through [`ladder::run`], reporting as
+/// it goes; a rung that cannot run is reported with why. Blocking: the GUI
+/// calls it in a [`Job`]; the example-session generator directly, with a
+/// corrupted weight (the GUI itself never corrupts one).
+pub fn run(job: &LadderJob, rungs: &[Rung], corruption: Option<Corruption>, send: &mut dyn FnMut(Report)) {
+    let ctx = match gpu::engine() {
+        Ok(ctx) => ctx,
+        Err(e) => {
+            for &r in rungs {
+                send(Report::Started(r.id()));
+                send(Report::Finished(r.id(), Err(e.clone()), Vec::new()));
             }
-        };
-        send(Report::Finished(id, result, tensors));
-    }
-    if let Some(m) = model.as_mut() {
-        send(Report::EndToEnd(match m {
-            Ok(m) => m.end_to_end().map_err(|e| e.to_string()),
-            Err(e) => Err(e.clone()),
-        }));
-    }
-    send(Report::Done);
+            return;
+        }
+    };
+    let setup = match setup(job) {
+        Ok(s) => s,
+        Err(e) => return without_setup(&ctx, job, rungs, &e, send),
+    };
+    let spec = LadderSpec {
+        fault: job.engine_fault,
+        corruption,
+        on_error: OnError::Record,
+        ..LadderSpec::new(rungs.to_vec(), setup)
+    };
+    // With `OnError::Record` every rung's error is an event; the run itself
+    // cannot fail.
+    let _ = ladder::run(&ctx, spec, |ev| match ev {
+        Event::Started(r) => send(Report::Started(r.id())),
+        Event::Finished(r, res, tensors) => {
+            send(Report::Finished(r.id(), res.cloned().map_err(str::to_string), inspected(tensors)))
+        }
+        Event::EndToEnd(res) => send(Report::EndToEnd(res.cloned().map_err(str::to_string))),
+    });
 }
 
-fn inject(m: &mut ModelLadder, f: &Fault) -> Result<(), String> {
-    let e = m.engine();
-    let mut v = e.read_named(&[&f.tensor]).map_err(|e| e.to_string())?.pop().unwrap_or_default();
-    (f.corrupt)(&mut v);
-    e.write_named(&f.tensor, &v).map_err(|e| format!("injecting the fault into {}: {e}", f.tensor))
+/// When the model's inputs cannot be built: `gemm` still runs (it needs only
+/// the config); every model rung and the gate report why.
+fn without_setup(
+    ctx: &Arc<crate::vk::Context>,
+    job: &LadderJob,
+    rungs: &[Rung],
+    why: &str,
+    send: &mut dyn FnMut(Report),
+) {
+    let cfg = job.input.config.config();
+    for &r in rungs {
+        send(Report::Started(r.id()));
+        let result = match r {
+            Rung::Gemm => {
+                ladder::run_gemm(ctx, &cfg, job.precision, 1, crate::vk::ops::GemmChoice::Auto, job.engine_fault)
+                    .map_err(|e| e.to_string())
+            }
+            _ => Err(why.to_string()),
+        };
+        send(Report::Finished(r.id(), result, Vec::new()));
+    }
+    if rungs.iter().any(|r| *r != Rung::Gemm) {
+        send(Report::EndToEnd(Err(why.to_string())));
+    }
 }
 
 /// What the ladder panel shows: the last result of every rung run so far.
@@ -141,43 +134,36 @@ pub struct LadderView {
     /// What the results were computed on (`None` before any run).
     pub input: Option<LadderInput>,
     pub started: Option<Instant>,
-    rx: Option<Receiver<Report>>,
+    job: Option<Job<Report, ()>>,
 }
 
 impl LadderView {
     pub fn is_busy(&self) -> bool {
-        self.rx.is_some()
+        self.job.is_some()
     }
 
     /// Starts a run of `rungs` on `job`. `wake` is called after each report.
-    pub fn start(&mut self, rungs: Vec<&'static str>, job: LadderJob, wake: Box<dyn Fn() + Send>) {
+    pub fn start(&mut self, rungs: Vec<Rung>, job: LadderJob, wake: Waker) {
         if self.is_busy() {
             return;
         }
-        let (tx, rx) = channel();
-        self.rx = Some(rx);
         self.started = Some(Instant::now());
         self.results.clear();
         self.tensors.clear();
         self.end_to_end = None;
         self.input = Some(job.input.clone());
-        let spawned = std::thread::Builder::new().name("dualscope-ladder".into()).spawn(move || {
-            let send = |r: Report| {
-                let _ = tx.send(r);
-                wake();
-            };
-            run(&job, &rungs, None, &send);
-        });
-        if let Err(e) = spawned {
-            self.rx = None;
-            for id in ladder::IMPLEMENTED {
-                self.results.insert(id.to_string(), Err(format!("cannot start the ladder thread: {e}")));
+        match Job::spawn("ladder", wake, move |r| run(&job, &rungs, None, &mut |rep| _ = r.progress(rep))) {
+            Ok(j) => self.job = Some(j),
+            Err(e) => {
+                for id in ladder::IMPLEMENTED {
+                    self.results.insert(id.to_string(), Err(format!("cannot start the ladder thread: {e}")));
+                }
             }
         }
     }
 
     /// Applies one report.
-    pub fn apply(&mut self, r: Report) -> bool {
+    pub fn apply(&mut self, r: Report) {
         match r {
             Report::Started(id) => self.running = Some(id),
             Report::Finished(id, result, tensors) => {
@@ -188,22 +174,20 @@ impl LadderView {
                 self.running = None;
             }
             Report::EndToEnd(r) => self.end_to_end = Some(r),
-            Report::Done => return true,
         }
-        false
     }
 
     /// Applies the reports that have arrived; true when the run ended.
     pub fn poll(&mut self) -> bool {
-        let Some(rx) = self.rx.take() else { return false };
-        let mut ended = false;
-        for r in rx.try_iter() {
-            ended |= self.apply(r);
+        let Some(job) = self.job.as_mut() else { return false };
+        let polled = job.poll();
+        for r in polled.progress {
+            self.apply(r);
         }
+        let ended = polled.done.is_some();
         if ended {
+            self.job = None;
             self.running = None;
-        } else {
-            self.rx = Some(rx);
         }
         ended
     }
@@ -211,25 +195,16 @@ impl LadderView {
     /// The results as a session saves them (`None` when nothing ran).
     pub fn to_saved(&self) -> Option<SavedLadder> {
         let input = self.input.clone()?;
-        Some(SavedLadder {
-            input,
-            rungs: self
-                .results
-                .iter()
-                .map(|(k, r)| (k.clone(), r.as_ref().map(SavedRung::from).map_err(|e| e.clone())))
-                .collect(),
-            end_to_end: self.end_to_end.as_ref().map(|r| r.as_ref().map(Into::into).map_err(|e| e.clone())),
-        })
+        Some(SavedLadder { input, rungs: self.results.clone(), end_to_end: self.end_to_end.clone() })
     }
 
     /// Shows saved results (and their tensors, where the side file had them).
     pub fn restore(&mut self, saved: SavedLadder, tensors: RungTensors) {
-        self.rx = None;
+        self.job = None;
         self.running = None;
         self.started = None;
-        self.results =
-            saved.rungs.iter().map(|(k, r)| (k.clone(), r.as_ref().map(Into::into).map_err(|e| e.clone()))).collect();
-        self.end_to_end = saved.end_to_end.as_ref().map(|r| r.as_ref().map(Into::into).map_err(|e| e.clone()));
+        self.results = saved.rungs;
+        self.end_to_end = saved.end_to_end;
         self.input = Some(saved.input);
         self.tensors = tensors;
     }

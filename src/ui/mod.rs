@@ -6,8 +6,7 @@
 //! what it hands back; `heatmap` the reusable colour-mapped view; `panels` the
 //! small functions that draw; `session` the GUI's side of the session files
 //! (the inspector's tensors); `app` ties them together and applies commands at
-//! the end of each frame. `state` and `saved` only re-export the session
-//! layer for the jobs converted in phase 2.
+//! the end of each frame.
 
 pub mod app;
 pub mod colormap;
@@ -20,10 +19,8 @@ pub mod inspect;
 pub mod ladder_run;
 pub mod loader;
 pub mod panels;
-pub mod saved;
 pub mod session;
 pub mod speed;
-pub mod state;
 pub mod worker;
 
 pub use app::{App, LaunchOptions};

@@ -85,8 +85,9 @@ mod tests {
     /// infinite values) and tensors round-trips through its two files.
     #[test]
     fn ladder_results_and_side_file_round_trip() {
+        use crate::ladder::Rung;
         use crate::ladder::{CaseResult, Precision, RungResult, Status};
-        use crate::session::results::{LadderInput, SavedRung};
+        use crate::session::results::LadderInput;
         use crate::ui::inspect::InspectedTensor;
         let case = CaseResult {
             name: "gru.l1.h".into(),
@@ -105,7 +106,7 @@ mod tests {
             cpu_ms: 0.25,
             notes: vec!["2 new non-finite".into()],
         };
-        let rung = RungResult::from_cases("gru_fwd", Precision::F32, vec![case]);
+        let rung = RungResult::new(Rung::GruFwd, Precision::F32, vec![case]);
         let mut ladder = SavedLadder {
             input: LadderInput {
                 config: ConfigName::Tiny,
@@ -116,7 +117,7 @@ mod tests {
             },
             ..Default::default()
         };
-        ladder.rungs.insert("gru_fwd".into(), Ok(SavedRung::from(&rung)));
+        ladder.rungs.insert("gru_fwd".into(), Ok(rung));
         ladder.rungs.insert("attn_fwd".into(), Err("no GPU engine".into()));
         let t = InspectedTensor::new(
             "gru.l1.h".into(),
@@ -137,7 +138,7 @@ mod tests {
         let got = back.ladder.clone().unwrap();
         assert_eq!(got.input, ladder.input);
         assert_eq!(got.rungs["attn_fwd"], ladder.rungs["attn_fwd"]);
-        let r = RungResult::from(got.rungs["gru_fwd"].as_ref().unwrap());
+        let r = got.rungs["gru_fwd"].as_ref().unwrap();
         assert_eq!(r.status, Status::Fail);
         assert!(r.cases[0].rel_l2_gpu_f64.unwrap().is_nan());
         assert_eq!(r.cases[0].max_abs_err, f64::INFINITY);

@@ -7,12 +7,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::engines::Engine;
-use super::state::ConfigName;
 use crate::cpu::{LossScale, StepOptions};
 use crate::dataset::Dataset;
 use crate::engine::{self, Submit, TrainState, VulkanOptions};
 use crate::session::gpu;
 use crate::session::job::{Job, Reporter, Waker};
+use crate::session::state::ConfigName;
 use crate::vk::Timing;
 use crate::vk::engine::default_loss_scale;
 use crate::vk::ops::{GemmChoice, Precision};

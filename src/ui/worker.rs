@@ -4,7 +4,7 @@
 //! the latest one is computed next; each report carries its generation.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -17,7 +17,7 @@ use crate::session::job::{Job as Background, Waker};
 use crate::vk::Timing;
 
 use super::computed::{Computed, GpuTrace, JobSpec};
-use super::state::ConfigName;
+use crate::session::state::ConfigName;
 
 pub struct Job {
     pub generation: u64,
@@ -32,12 +32,6 @@ pub struct Job {
     pub gpu: bool,
     /// The per-token guard's cap (None: off).
     pub token_cap: Option<f64>,
-}
-
-/// [`ConfigName::initial_params`].
-// TODO(redesign phase 2): ui/ladder_run.rs calls this; it goes once that file calls the session's.
-pub fn params(config: ConfigName, seed: u64, checkpoint: Option<&Path>) -> Result<Params<f32>, String> {
-    config.initial_params(seed, checkpoint)
 }
 
 pub enum Report {

@@ -97,7 +97,7 @@ impl App {
             Command::StartSpeed => {
                 let wake = waker(&self.ctx_slot);
                 let (config, seed, ckpt) = (self.state.config, self.state.seed, self.state.checkpoint.clone());
-                let precision = self.state.precision.ladder();
+                let precision = self.state.precision;
                 self.speed.start(self.dataset.clone(), config, seed, ckpt, precision, wake);
                 self.say(Level::Info, "Timing training steps on both engines…");
             }

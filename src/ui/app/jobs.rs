@@ -79,14 +79,9 @@ impl App {
             checkpoint: self.state.checkpoint.clone(),
             fault: engine_fault.map(|f| format!("{ENGINE_FAULT_PREFIX}{}", f.name())),
         };
-        let job = LadderJob {
-            input,
-            tokens,
-            engine_fault,
-            precision: self.state.precision.ladder(),
-            token_cap: self.state.token_cap,
-        };
-        self.ladder.start(crate::ladder::ALL_RUNGS.to_vec(), job, waker(&self.ctx_slot).boxed());
+        let job =
+            LadderJob { input, tokens, engine_fault, precision: self.state.precision, token_cap: self.state.token_cap };
+        self.ladder.start(crate::ladder::Rung::ALL.to_vec(), job, waker(&self.ctx_slot));
         match engine_fault {
             Some(f) => self.say(Level::Info, format!("Running the ladder with the fault {} planted…", f.name())),
             None => self.say(Level::Info, "Running the ladder…"),

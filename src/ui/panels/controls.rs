@@ -3,6 +3,7 @@
 use egui::{DragValue, RichText};
 
 use crate::dataset::{Dataset, human_size};
+use crate::ladder::Precision;
 use crate::session::state::{ConfigName, MAX_LEN, PanelId, State};
 use crate::ui::command::{Command, button};
 use crate::ui::engines::{self, Engine};
@@ -63,7 +64,7 @@ fn sequence_section(ui: &mut egui::Ui, s: &State, ds: &Dataset, stale: bool, out
     egui::ComboBox::from_label("Precision")
         .selected_text(s.precision.name())
         .show_ui(ui, |ui| {
-            for p in crate::session::state::GemmPrecision::ALL {
+            for p in [Precision::F32, Precision::F16, Precision::Bf16] {
                 if ui.selectable_label(s.precision == p, p.name()).clicked() && s.precision != p {
                     out.push(Command::SetPrecision(p));
                 }

@@ -6,7 +6,7 @@
 use egui::{Color32, Rect, RichText, pos2, vec2};
 use egui_plot::{Legend, Line, Plot, PlotPoints, VLine};
 
-use crate::ladder::{self, Status};
+use crate::ladder::{Rung, Status};
 use crate::ui::colormap::{self, ColorMap};
 use crate::ui::command::{Command, button};
 use crate::ui::heatmap::{Heatmap, HeatmapStyle, fmt_value};
@@ -103,13 +103,19 @@ impl InspectorUi {
     }
 }
 
+/// The contract's tolerance of `tensor` in the rung `id` names (1e-4 when it
+/// names none: an old session's selection).
+fn tolerance(id: &str, tensor: &str) -> f64 {
+    Rung::parse(id).map_or(1e-4, |r| r.tolerance(tensor))
+}
+
 /// The tensor to show: the named one, else the rung's worst.
 pub fn pick<'a>(rung: &str, tensors: &'a [InspectedTensor], name: Option<&str>) -> Option<&'a InspectedTensor> {
     if let Some(t) = name.and_then(|n| tensors.iter().find(|t| t.name == n)) {
         return Some(t);
     }
     let badness = |t: &InspectedTensor| {
-        let tol = ladder::tolerance(rung, &t.name).max(1e-12);
+        let tol = tolerance(rung, &t.name).max(1e-12);
         (t.stats.new_non_finite > 0, t.stats.rel_l2 / tol)
     };
     tensors.iter().max_by(|a, b| {
@@ -204,7 +210,7 @@ fn table(ui: &mut egui::Ui, rung: &str, tensors: &[InspectedTensor], selected: &
             ui.end_row();
             for t in tensors {
                 let s = &t.stats;
-                let tol = ladder::tolerance(rung, &t.name);
+                let tol = tolerance(rung, &t.name);
                 let bad = s.new_non_finite > 0 || s.rel_l2 > tol;
                 let name = RichText::new(&t.name).monospace().size(11.5);
                 let name = if bad { name.color(Color32::LIGHT_RED) } else { name };
