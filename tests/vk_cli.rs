@@ -306,7 +306,7 @@ fn losses(v: &serde_json::Value) -> Vec<f64> {
 }
 
 /// Without the controller `train` replays one recorded step batch after
-/// batch (`Engine::step_replayed`): on documents of different lengths (the
+/// batch (`Engine::train_step` with `Replay::Yes`): on documents of different lengths (the
 /// target count changes from batch to batch, and with it the shape now and
 /// then) the GPU's losses follow the CPU's step by step, and the parameters
 /// at the end agree.
@@ -544,7 +544,7 @@ fn bench_runs_both_engines_and_reports_the_ratio() {
 fn the_mixed_step_runs_from_the_command_line() {
     let (_, ctx) = common::vulkan!();
     let path =
-        if dualscope::vk::ops::coopmat_f16_unavailable(&ctx).is_none() { "coopmat f16 128x128" } else { "tiled f16" };
+        if dualscope::vk::gemm::coopmat_f16_unavailable(&ctx).is_none() { "coopmat f16 128x128" } else { "tiled f16" };
     let out = dualscope(&["ladder", "--config", "tiny", "--precision", "f16", "--mode", "chained", "--json"], &[]);
     assert_eq!(out.status.code(), Some(0), "{}\n{}", text(&out.stdout), text(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();

@@ -9,7 +9,7 @@ use dualscope::dataset::Batch;
 use dualscope::model::{Config, Params};
 use dualscope::rng::Rng;
 use dualscope::vk::engine::{Engine, FlatBuf, Replay};
-use dualscope::vk::ops::GemmPath;
+use dualscope::vk::gemm::GemmPath;
 
 /// Rows of mostly spaces, with a few letters: one byte value at most positions.
 fn skewed(seed: u64, lens: &[usize]) -> Batch {
@@ -329,7 +329,7 @@ fn attention_is_bitwise_repeatable() {
 #[test]
 fn col_sums_match_a_float64_sum() {
     use dualscope::vk::engine::{col_sum_chunks, col_sum_scratch_len, record_col_sum};
-    use dualscope::vk::ops::MatRef;
+    use dualscope::vk::gemm::MatRef;
     use dualscope::vk::{Buffer, Sequence};
     let (test, ctx) = common::vulkan!();
     let mut rng = Rng::new(17);
@@ -387,7 +387,7 @@ fn col_sums_match_a_float64_sum() {
     assert_clean(&ctx, test);
 }
 
-/// `step_replayed` (what `train` runs: the step recorded once, replayed on
+/// `train_step(.., Replay::Yes)` (what `train` runs: the step recorded once, replayed on
 /// batch after batch) gives bit for bit what recording every step gives:
 /// batches of one shape with different target counts (rows of different
 /// lengths), then a new shape (recorded anew), a token cap switched on
@@ -410,7 +410,7 @@ fn replayed_steps_match_recorded_steps() {
             recorded.set_options(&capped).unwrap();
             replayed.set_options(&capped).unwrap();
         }
-        let (want, _) = recorded.step(b).unwrap();
+        let (want, _) = recorded.train_step(b, Replay::No).unwrap();
         let (got, _) = replayed.train_step(b, Replay::Yes).unwrap();
         assert_eq!(got.n_targets, b.num_targets(), "batch {i}");
         assert_eq!(got.loss.to_bits(), want.loss.to_bits(), "batch {i}: loss {} vs {}", got.loss, want.loss);
@@ -424,7 +424,7 @@ fn replayed_steps_match_recorded_steps() {
     let b = &batches[4];
     recorded.set_fault(Some(Fault::MaskDropped));
     replayed.set_fault(Some(Fault::MaskDropped));
-    let (want, _) = recorded.step(b).unwrap();
+    let (want, _) = recorded.train_step(b, Replay::No).unwrap();
     let (got, _) = replayed.train_step(b, Replay::Yes).unwrap();
     assert_eq!(got.loss.to_bits(), want.loss.to_bits(), "with the fault: {} vs {}", got.loss, want.loss);
     assert_clean(&ctx, test);

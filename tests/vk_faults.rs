@@ -9,7 +9,7 @@ use common::assert_clean;
 use dualscope::ladder::{self, Mode, ModelLadder, Precision, Rung, Status};
 use dualscope::model::{Config, Params};
 use dualscope::vk::engine::Fault;
-use dualscope::vk::ops::GemmChoice;
+use dualscope::vk::gemm::GemmChoice;
 
 /// Widths past one SIMD group (H = 40, so a missing barrier can race), none a
 /// multiple of a tile; T = 12 > W = 4; every other row shortened (padding).

@@ -4,7 +4,7 @@ mod common;
 
 use common::{assert_clean, random, reference, rel_l2};
 use dualscope::rng::Rng;
-use dualscope::vk::ops::{self, GemmShape, MatRef};
+use dualscope::vk::gemm::{self, GemmShape, MatRef};
 use dualscope::vk::{Buffer, Sequence};
 
 #[test]
@@ -18,7 +18,7 @@ fn gemm_odd_shapes_all_transposes() {
             for tb in [false, true] {
                 let a = random(&mut rng, m * k);
                 let b = random(&mut rng, k * n);
-                let got = ops::gemm_host(&ctx, m, n, k, &a, ta, &b, tb).unwrap();
+                let got = gemm::gemm_host(&ctx, m, n, k, &a, ta, &b, tb).unwrap();
                 let want = reference(m, n, k, &a, ta, &b, tb);
                 assert_eq!(got.len(), m * n);
                 let err = rel_l2(&got, &want);
@@ -63,8 +63,8 @@ fn chained_accumulate_with_sentinels() {
         let s1 = GemmShape { m, n: k2, k: k1, ta: false, tb: false, accumulate: false };
         let s2 = GemmShape { m, n, k: k2, ta: false, tb: true, accumulate: true };
         let at = |buf, offset| MatRef { buf, offset };
-        ops::gemm(&ctx, &mut seq, &s1, at(&a_d, 0), at(&b_d, 0), at(&d_d, GUARD)).unwrap();
-        ops::gemm(&ctx, &mut seq, &s2, at(&d_d, GUARD), at(&f_d, 0), at(&c_d, GUARD)).unwrap();
+        gemm::gemm(&ctx, &mut seq, &s1, at(&a_d, 0), at(&b_d, 0), at(&d_d, GUARD)).unwrap();
+        gemm::gemm(&ctx, &mut seq, &s2, at(&d_d, GUARD), at(&f_d, 0), at(&c_d, GUARD)).unwrap();
         seq.copy(&c_d, 0, &c_back, 0, c_d.bytes()).unwrap();
         seq.copy(&d_d, 0, &d_back, 0, d_d.bytes()).unwrap();
         seq.submit().unwrap()
@@ -94,17 +94,17 @@ fn chained_accumulate_with_sentinels() {
 fn work_past_the_group_count_limit_is_a_clear_error() {
     let (_, ctx) = common::vulkan!();
     let limit = ctx.limits().max_workgroup_count[1] as usize;
-    let e = dualscope::vk::group_counts(&ops::GEMM_F32, ctx.limits(), [1, u64::MAX, 1]).unwrap_err();
+    let e = dualscope::vk::group_counts(&gemm::GEMM_F32, ctx.limits(), [1, u64::MAX, 1]).unwrap_err();
     assert!(e.to_string().contains("maxComputeWorkGroupCount"), "{e}");
     // A real product one tile row past the limit (when that fits in memory).
-    let m = (limit + 1) * ops::GEMM_TILE_M;
+    let m = (limit + 1) * gemm::GEMM_TILE_M;
     if m * 4 <= ctx.limits().max_storage_buffer_range as usize && m <= 1 << 24 {
         let a = Buffer::device_f32(&ctx, "tall.a", m).unwrap();
         let b = Buffer::device_f32(&ctx, "tall.b", 1).unwrap();
         let c = Buffer::device_f32(&ctx, "tall.c", m).unwrap();
         let mut seq = Sequence::new(&ctx).unwrap();
         let s = GemmShape { m, n: 1, k: 1, ta: false, tb: false, accumulate: false };
-        let e = ops::gemm(&ctx, &mut seq, &s, MatRef::whole(&a), MatRef::whole(&b), MatRef::whole(&c)).unwrap_err();
+        let e = gemm::gemm(&ctx, &mut seq, &s, MatRef::whole(&a), MatRef::whole(&b), MatRef::whole(&c)).unwrap_err();
         assert!(matches!(e, dualscope::vk::VkError::Limit(_)), "{e}");
         assert!(e.to_string().contains("gemm_f32") && e.to_string().contains("65"), "{e}");
     }
@@ -113,7 +113,7 @@ fn work_past_the_group_count_limit_is_a_clear_error() {
     let mut seq = Sequence::new(&ctx).unwrap();
     let s = GemmShape { m: 4, n: 4, k: 4, ta: false, tb: false, accumulate: false };
     let w = MatRef::whole(&small);
-    let e = ops::gemm(&ctx, &mut seq, &s, w, w, w).unwrap_err();
+    let e = gemm::gemm(&ctx, &mut seq, &s, w, w, w).unwrap_err();
     assert!(e.to_string().contains("needs 16 values"), "{e}");
     drop(seq);
     assert_clean(&ctx, "work_past_the_group_count_limit_is_a_clear_error");
@@ -137,7 +137,7 @@ fn many_dependent_dispatches_in_one_sequence() {
         seq.copy(&c, 0, &c_dev, 0, 4).unwrap();
         let s = GemmShape { m: 1, n: 1, k: 1, ta: false, tb: false, accumulate: true };
         for _ in 0..steps {
-            ops::gemm(&ctx, &mut seq, &s, MatRef::whole(&one), MatRef::whole(&one), MatRef::whole(&c_dev)).unwrap();
+            gemm::gemm(&ctx, &mut seq, &s, MatRef::whole(&one), MatRef::whole(&one), MatRef::whole(&c_dev)).unwrap();
         }
         seq.copy(&c_dev, 0, &back, 0, 4).unwrap();
         seq.submit().unwrap()
@@ -155,7 +155,7 @@ fn many_dependent_dispatches_in_one_sequence() {
         let mut seq = Sequence::new(&ctx).unwrap();
         let s = GemmShape { m: 1, n: 1, k: 1, ta: false, tb: false, accumulate: false };
         for (i, o) in outs.iter().enumerate() {
-            ops::gemm(&ctx, &mut seq, &s, MatRef::whole(&one), MatRef::whole(&one), MatRef::whole(o)).unwrap();
+            gemm::gemm(&ctx, &mut seq, &s, MatRef::whole(&one), MatRef::whole(&one), MatRef::whole(o)).unwrap();
             seq.copy(o, 0, &backs, 4 * i as u64, 4).unwrap();
         }
         seq.submit().unwrap();
@@ -193,10 +193,10 @@ fn recycled_sequences_start_clean() {
             }
             for i in 0..n {
                 let o = MatRef::whole(&outs[i / 10]);
-                ops::gemm(&ctx, &mut seq, &s, MatRef::whole(&one), MatRef::whole(&one), o).unwrap();
+                gemm::gemm(&ctx, &mut seq, &s, MatRef::whole(&one), MatRef::whole(&one), o).unwrap();
             }
             for o in &outs {
-                ops::gemm(&ctx, &mut seq, &s, MatRef::whole(o), MatRef::whole(&one), MatRef::whole(&total)).unwrap();
+                gemm::gemm(&ctx, &mut seq, &s, MatRef::whole(o), MatRef::whole(&one), MatRef::whole(&total)).unwrap();
             }
             seq.copy(&total, 0, &back, 0, 4).unwrap();
             seq.submit().unwrap()
@@ -208,7 +208,7 @@ fn recycled_sequences_start_clean() {
         if round == 2 {
             // Dropped while recording, and ended but never submitted.
             let mut seq = Sequence::new(&ctx).unwrap();
-            ops::gemm(&ctx, &mut seq, &s, MatRef::whole(&one), MatRef::whole(&one), MatRef::whole(&back)).ok();
+            gemm::gemm(&ctx, &mut seq, &s, MatRef::whole(&one), MatRef::whole(&one), MatRef::whole(&back)).ok();
             drop(seq);
             let mut seq = Sequence::new(&ctx).unwrap();
             seq.copy(&one, 0, &back, 0, 4).unwrap();
@@ -264,7 +264,7 @@ fn random_shapes_and_offsets_in_one_sequence() {
         let mut seq = Sequence::new(&ctx).unwrap();
         for c in &cases {
             let at = |i: usize| MatRef { buf: &c.bufs[i], offset: c.offs[i] };
-            ops::gemm(&ctx, &mut seq, &c.s, at(0), at(1), at(2)).unwrap();
+            gemm::gemm(&ctx, &mut seq, &c.s, at(0), at(1), at(2)).unwrap();
             seq.copy(&c.bufs[2], 0, &c.back, 0, c.back.bytes()).unwrap();
         }
         seq.submit().unwrap();
@@ -366,7 +366,7 @@ fn big_tile_shapes_that_do_not_divide_the_tile() {
         for (ta, tb) in [(false, false), (false, true), (true, false), (true, true)] {
             let accumulate = rng.below(2) == 1;
             let s = GemmShape { m, n, k, ta, tb, accumulate };
-            assert_eq!(ops::split_k_plan(ops::GemmPath::TiledF32, &s, usize::MAX).slices, 1);
+            assert_eq!(gemm::split_k_plan(gemm::GemmPath::TiledF32, &s, usize::MAX).slices, 1);
             cases.push(Product::new(&ctx, &mut rng, s));
         }
     }
@@ -374,7 +374,7 @@ fn big_tile_shapes_that_do_not_divide_the_tile() {
         let mut seq = Sequence::new(&ctx).unwrap();
         for c in &cases {
             seq.copy(&c.c_init, 0, &c.bufs[2], 0, c.c_init.bytes()).unwrap();
-            ops::gemm(&ctx, &mut seq, &c.s, c.at(0), c.at(1), c.at(2)).unwrap();
+            gemm::gemm(&ctx, &mut seq, &c.s, c.at(0), c.at(1), c.at(2)).unwrap();
             seq.copy(&c.bufs[2], 0, &c.back, 0, c.back.bytes()).unwrap();
         }
         seq.submit().unwrap()
@@ -397,7 +397,7 @@ fn big_tile_shapes_that_do_not_divide_the_tile() {
 #[test]
 fn split_k_matches_the_reference_and_is_deterministic() {
     let (test, ctx) = common::vulkan!();
-    let path = ops::GemmPath::TiledF32;
+    let path = gemm::GemmPath::TiledF32;
     let mut rng = Rng::new(4242);
     let mut cases = Vec::new();
     for (i, &(m, n, k)) in
@@ -405,21 +405,21 @@ fn split_k_matches_the_reference_and_is_deterministic() {
     {
         for (j, (ta, tb)) in [(false, false), (false, true), (true, false), (true, true)].into_iter().enumerate() {
             let s = GemmShape { m, n, k, ta, tb, accumulate: (i + j) % 2 == 1 };
-            let plan = ops::split_k_plan(path, &s, usize::MAX);
+            let plan = gemm::split_k_plan(path, &s, usize::MAX);
             assert!(plan.slices >= 2, "{s:?} is not split: {plan:?}");
-            assert!(plan.chunk.is_multiple_of(ops::GEMM_TILE_K) && (plan.slices - 1) * plan.chunk < k);
+            assert!(plan.chunk.is_multiple_of(gemm::GEMM_TILE_K) && (plan.slices - 1) * plan.chunk < k);
             cases.push(Product::new(&ctx, &mut rng, s));
         }
     }
     // Scratch with room to spare: the plan, not the buffer, sets the split.
-    let need = cases.iter().map(|c| ops::split_k_scratch_len(path, &c.s)).max().unwrap();
+    let need = cases.iter().map(|c| gemm::split_k_scratch_len(path, &c.s)).max().unwrap();
     let scratch = Buffer::device_f32(&ctx, "splitk.scratch", need + 1000).unwrap();
     let run = || {
         let timings = {
             let mut seq = Sequence::new(&ctx).unwrap();
             for c in &cases {
                 seq.copy(&c.c_init, 0, &c.bufs[2], 0, c.c_init.bytes()).unwrap();
-                ops::gemm_split(&ctx, &mut seq, path, &c.s, c.at(0), c.at(1), c.at(2), Some(&scratch)).unwrap();
+                gemm::gemm_split(&ctx, &mut seq, path, &c.s, c.at(0), c.at(1), c.at(2), Some(&scratch)).unwrap();
                 seq.copy(&c.bufs[2], 0, &c.back, 0, c.back.bytes()).unwrap();
             }
             seq.submit().unwrap()
@@ -427,7 +427,7 @@ fn split_k_matches_the_reference_and_is_deterministic() {
         // Two dispatches per product: the slices' partial products, then the reduction.
         assert_eq!(timings.dispatches.len(), 2 * cases.len());
         for (c, pair) in cases.iter().zip(timings.dispatches.chunks(2)) {
-            let plan = ops::split_k_plan(path, &c.s, usize::MAX);
+            let plan = gemm::split_k_plan(path, &c.s, usize::MAX);
             assert!(pair[0].0.starts_with(&format!("gemm {}x{}x{}", c.s.m, c.s.n, c.s.k)), "{pair:?}");
             assert!(pair[1].0.ends_with(&format!("splitk-reduce {}", plan.slices)), "{pair:?}");
         }
@@ -453,18 +453,18 @@ fn split_k_matches_the_reference_and_is_deterministic() {
 #[test]
 fn split_k_fits_the_scratch_it_is_given() {
     let (test, ctx) = common::vulkan!();
-    let path = ops::GemmPath::TiledF32;
+    let path = gemm::GemmPath::TiledF32;
     let mut rng = Rng::new(9);
     let s = GemmShape { m: 20, n: 30, k: 3000, ta: true, tb: false, accumulate: true };
-    assert!(ops::split_k_plan(path, &s, usize::MAX).slices > 3);
+    assert!(gemm::split_k_plan(path, &s, usize::MAX).slices > 3);
     for (room, slices) in [(3 * 600 + 599, 3), (2 * 600, 2), (600, 1)] {
-        assert_eq!(ops::split_k_plan(path, &s, room).slices, slices);
+        assert_eq!(gemm::split_k_plan(path, &s, room).slices, slices);
         let c = Product::new(&ctx, &mut rng, s);
         let scratch = Buffer::device_f32(&ctx, "splitk.scratch", room).unwrap();
         let timings = {
             let mut seq = Sequence::new(&ctx).unwrap();
             seq.copy(&c.c_init, 0, &c.bufs[2], 0, c.c_init.bytes()).unwrap();
-            ops::gemm_split(&ctx, &mut seq, path, &c.s, c.at(0), c.at(1), c.at(2), Some(&scratch)).unwrap();
+            gemm::gemm_split(&ctx, &mut seq, path, &c.s, c.at(0), c.at(1), c.at(2), Some(&scratch)).unwrap();
             seq.copy(&c.bufs[2], 0, &c.back, 0, c.back.bytes()).unwrap();
             seq.submit().unwrap()
         };
@@ -478,15 +478,15 @@ fn split_k_fits_the_scratch_it_is_given() {
 /// The f16 value of `x` (round to nearest even; f16's range: Inf past 65504,
 /// subnormals below 2^-14), as an f32.
 fn f16(x: f32) -> f32 {
-    gemm::f16::from_f32(x).to_f32()
+    ::gemm::f16::from_f32(x).to_f32()
 }
 
 /// The f16 kernels this device can run: the tiled one always, the
 /// cooperative-matrix ones where the device has them.
-fn f16_paths(ctx: &dualscope::vk::Context) -> Vec<ops::GemmPath> {
-    let mut paths = vec![ops::GemmPath::TiledF16];
-    for p in [ops::GemmPath::CoopMatF16Big, ops::GemmPath::CoopMatF16] {
-        match ops::coopmat_unavailable(ctx, p) {
+fn f16_paths(ctx: &dualscope::vk::Context) -> Vec<gemm::GemmPath> {
+    let mut paths = vec![gemm::GemmPath::TiledF16];
+    for p in [gemm::GemmPath::CoopMatF16Big, gemm::GemmPath::CoopMatF16] {
+        match gemm::coopmat_unavailable(ctx, p) {
             None => paths.push(p),
             Some(why) => eprintln!("SKIPPED {}: {why}", p.name()),
         }
@@ -550,7 +550,7 @@ fn the_f16_kernels_round_their_inputs_as_f16_does() {
         let back = Buffer::readback_f32(&ctx, "c.back", a.len()).unwrap();
         {
             let mut seq = Sequence::new(&ctx).unwrap();
-            ops::gemm_with(&ctx, &mut seq, path, &s, MatRef::whole(&ab), MatRef::whole(&bb), MatRef::whole(&cb))
+            gemm::gemm_with(&ctx, &mut seq, path, &s, MatRef::whole(&ab), MatRef::whole(&bb), MatRef::whole(&cb))
                 .unwrap();
             seq.copy(&cb, 0, &back, 0, cb.bytes()).unwrap();
             seq.submit().unwrap();
@@ -598,15 +598,15 @@ fn the_f16_kernels_match_the_f16_rounded_product() {
                 cases.push(Product::new(&ctx, &mut rng, s));
             }
         }
-        let split = cases.iter().filter(|c| ops::split_k_plan(path, &c.s, usize::MAX).slices > 1).count();
-        assert!(path == ops::GemmPath::CoopMatF16 || split >= 8, "{}: {split} split products", path.name());
-        let need = cases.iter().map(|c| ops::split_k_scratch_len(path, &c.s)).max().unwrap().max(1);
+        let split = cases.iter().filter(|c| gemm::split_k_plan(path, &c.s, usize::MAX).slices > 1).count();
+        assert!(path == gemm::GemmPath::CoopMatF16 || split >= 8, "{}: {split} split products", path.name());
+        let need = cases.iter().map(|c| gemm::split_k_scratch_len(path, &c.s)).max().unwrap().max(1);
         let scratch = Buffer::device_f32(&ctx, "splitk.scratch", need).unwrap();
         {
             let mut seq = Sequence::new(&ctx).unwrap();
             for c in &cases {
                 seq.copy(&c.c_init, 0, &c.bufs[2], 0, c.c_init.bytes()).unwrap();
-                ops::gemm_split(&ctx, &mut seq, path, &c.s, c.at(0), c.at(1), c.at(2), Some(&scratch)).unwrap();
+                gemm::gemm_split(&ctx, &mut seq, path, &c.s, c.at(0), c.at(1), c.at(2), Some(&scratch)).unwrap();
                 seq.copy(&c.bufs[2], 0, &c.back, 0, c.back.bytes()).unwrap();
             }
             seq.submit().unwrap();
@@ -634,7 +634,7 @@ fn the_f16_kernels_match_the_f16_rounded_product() {
 /// step rounded away; unfused, 0. `None`: neither.
 fn fma_is_fused(ctx: &dualscope::vk::Context) -> Option<bool> {
     let e = 1.0 + 2f32.powi(-12);
-    let got = ops::gemm_host(ctx, 1, 1, 2, &[e, e], false, &[e, -e], false).unwrap();
+    let got = gemm::gemm_host(ctx, 1, 1, 2, &[e, e], false, &[e, -e], false).unwrap();
     match got[0].to_bits() {
         x if x == (-(2f32.powi(-24))).to_bits() => Some(true),
         0 => Some(false),
@@ -647,11 +647,11 @@ fn fma_is_fused(ctx: &dualscope::vk::Context) -> Option<bool> {
 /// start, each summed by an FMA chain from zero (zero-padded to the block's
 /// end) and added to the range's total; the ranges' totals added in order,
 /// then the old C with `accumulate`. `fused`: the chain's steps round once.
-fn blocked_f32(s: &GemmShape, plan: ops::SplitK, fused: bool, a: &[f32], b: &[f32], c0: &[f32]) -> Vec<f32> {
+fn blocked_f32(s: &GemmShape, plan: gemm::SplitK, fused: bool, a: &[f32], b: &[f32], c0: &[f32]) -> Vec<f32> {
     let GemmShape { m, n, k, ta, tb, accumulate } = *s;
     let at = |r: usize, p: usize| if ta { a[p * m + r] } else { a[r * k + p] };
     let bt = |p: usize, q: usize| if tb { b[q * k + p] } else { b[p * n + q] };
-    let bk = ops::GEMM_TILE_K;
+    let bk = gemm::GEMM_TILE_K;
     let mut out = vec![0f32; m * n];
     for r in 0..m {
         for q in 0..n {
@@ -683,7 +683,7 @@ fn blocked_f32(s: &GemmShape, plan: ops::SplitK, fused: bool, a: &[f32], b: &[f3
 #[test]
 fn the_result_is_the_blocked_summation_bit_for_bit() {
     let (test, ctx) = common::vulkan!();
-    let path = ops::GemmPath::TiledF32;
+    let path = gemm::GemmPath::TiledF32;
     let fused = fma_is_fused(&ctx);
     eprintln!("{}: fma() fused: {fused:?}", ctx.report().name);
     let mut rng = Rng::new(31337);
@@ -695,14 +695,14 @@ fn the_result_is_the_blocked_summation_bit_for_bit() {
             cases.push(Product::new(&ctx, &mut rng, s));
         }
     }
-    let need = cases.iter().map(|c| ops::split_k_scratch_len(path, &c.s)).max().unwrap();
+    let need = cases.iter().map(|c| gemm::split_k_scratch_len(path, &c.s)).max().unwrap();
     assert!(need > 0, "no case is split");
     let scratch = Buffer::device_f32(&ctx, "exact.scratch", need).unwrap();
     {
         let mut seq = Sequence::new(&ctx).unwrap();
         for c in &cases {
             seq.copy(&c.c_init, 0, &c.bufs[2], 0, c.c_init.bytes()).unwrap();
-            ops::gemm_split(&ctx, &mut seq, path, &c.s, c.at(0), c.at(1), c.at(2), Some(&scratch)).unwrap();
+            gemm::gemm_split(&ctx, &mut seq, path, &c.s, c.at(0), c.at(1), c.at(2), Some(&scratch)).unwrap();
             seq.copy(&c.bufs[2], 0, &c.back, 0, c.back.bytes()).unwrap();
         }
         seq.submit().unwrap();
@@ -712,7 +712,7 @@ fn the_result_is_the_blocked_summation_bit_for_bit() {
         let err = rel_l2(&got, &c.want());
         assert!(err <= dualscope::ladder::f32_tolerance(c.s.k), "{:?} offsets {:?}: rel L2 {err:e}", c.s, c.offs);
         if let Some(fused) = fused {
-            let plan = ops::split_k_plan(path, &c.s, need);
+            let plan = gemm::split_k_plan(path, &c.s, need);
             let exact = blocked_f32(&c.s, plan, fused, &c.a, &c.b, &c.c0);
             let diff = got.iter().zip(&exact).position(|(x, y)| x.to_bits() != y.to_bits());
             assert!(diff.is_none(), "{:?} {plan:?}: element {diff:?} differs from the blocked summation", c.s);
@@ -731,7 +731,7 @@ fn the_result_is_the_blocked_summation_bit_for_bit() {
 #[test]
 fn vector_and_scalar_loads_give_the_same_bits() {
     let (test, ctx) = common::vulkan!();
-    let path = ops::GemmPath::TiledF32;
+    let path = gemm::GemmPath::TiledF32;
     let mut rng = Rng::new(808);
     let shapes = [(4, 4, 4), (132, 68, 20), (260, 196, 52), (128, 64, 16), (68, 132, 21), (36, 44, 1200)];
     let mut pairs = Vec::new();
@@ -744,14 +744,14 @@ fn vector_and_scalar_loads_give_the_same_bits() {
             pairs.push((aligned, unaligned));
         }
     }
-    assert!(pairs.iter().any(|(p, _)| ops::split_k_plan(path, &p.s, usize::MAX).slices > 1), "no case is split");
-    let need = pairs.iter().map(|(p, _)| ops::split_k_scratch_len(path, &p.s)).max().unwrap();
+    assert!(pairs.iter().any(|(p, _)| gemm::split_k_plan(path, &p.s, usize::MAX).slices > 1), "no case is split");
+    let need = pairs.iter().map(|(p, _)| gemm::split_k_scratch_len(path, &p.s)).max().unwrap();
     let scratch = Buffer::device_f32(&ctx, "vec.scratch", need).unwrap();
     {
         let mut seq = Sequence::new(&ctx).unwrap();
         for c in pairs.iter().flat_map(|(p, q)| [p, q]) {
             seq.copy(&c.c_init, 0, &c.bufs[2], 0, c.c_init.bytes()).unwrap();
-            ops::gemm_split(&ctx, &mut seq, path, &c.s, c.at(0), c.at(1), c.at(2), Some(&scratch)).unwrap();
+            gemm::gemm_split(&ctx, &mut seq, path, &c.s, c.at(0), c.at(1), c.at(2), Some(&scratch)).unwrap();
             seq.copy(&c.bufs[2], 0, &c.back, 0, c.back.bytes()).unwrap();
         }
         seq.submit().unwrap();

@@ -10,7 +10,7 @@ use dualscope::cpu::{self, LossScale, OptimState, StepOptions};
 use dualscope::ladder::{self, Mode, ModelLadder, Precision, Rung, Status};
 use dualscope::model::{Config, Params};
 use dualscope::vk::engine::{Engine, FlatBuf, Replay};
-use dualscope::vk::ops::{GemmChoice, GemmPath, coopmat_f16_unavailable};
+use dualscope::vk::gemm::{GemmChoice, GemmPath, coopmat_f16_unavailable};
 
 /// The kernel `auto` picks for f16 here.
 fn f16_path(ctx: &dualscope::vk::Context) -> GemmPath {

@@ -11,6 +11,7 @@ use super::common::{CliError, progress};
 use crate::dataset::{Batch, synthetic};
 use crate::engine::EngineError;
 use crate::engine::bench::{self, BenchSteps, Progress, Timed};
+use crate::engine::stats::percentiles;
 use crate::model::{Config, Params};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -54,7 +55,7 @@ pub struct BenchArgs {
     pub precision: crate::ladder::Precision,
     /// GEMM kernel of the mixed step (default: DUALSCOPE_GEMM_PATH, else auto).
     #[arg(long, value_enum)]
-    pub gemm_path: Option<crate::vk::ops::GemmChoice>,
+    pub gemm_path: Option<crate::vk::gemm::GemmChoice>,
     /// Write the benchmark's batch (JSON: `tokens` per row and `lens`), so that
     /// a peer implementation can time the very same step.
     #[arg(long)]
@@ -65,10 +66,6 @@ pub struct BenchArgs {
     #[arg(long)]
     pub json: bool,
 }
-
-// TODO(redesign phase 2): cli/gpu.rs calls `super::bench::percentiles`; point it at
-// `crate::engine::stats::percentiles` and drop this re-export.
-pub use crate::engine::stats::percentiles;
 
 /// Progress bars for the benchmark's phases.
 #[derive(Default)]

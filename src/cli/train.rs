@@ -68,7 +68,7 @@ pub struct TrainArgs {
     pub precision: crate::ladder::Precision,
     /// GEMM kernel of the mixed step (default: DUALSCOPE_GEMM_PATH, else auto).
     #[arg(long, value_enum)]
-    pub gemm_path: Option<crate::vk::ops::GemmChoice>,
+    pub gemm_path: Option<crate::vk::gemm::GemmChoice>,
     #[command(flatten)]
     pub optim: OptimArgs,
     #[command(flatten)]

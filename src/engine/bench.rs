@@ -15,7 +15,7 @@ use crate::cpu::{self, LossScale, OptimState, StepOptions};
 use crate::dataset::Batch;
 use crate::model::{Config, Params};
 use crate::vk::engine::{BWD_WAVE_LAG, Engine, Plan, Recurrence};
-use crate::vk::ops::{GemmChoice, Precision};
+use crate::vk::gemm::{GemmChoice, Precision};
 use crate::vk::{Context, Sequence, Timing, VkError};
 
 /// Where a benchmark is: a phase of `len` steps starts, one step is done,

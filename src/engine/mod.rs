@@ -25,7 +25,7 @@ pub use vulkan::{VulkanEngine, open_context};
 use crate::cpu::{LossScale, OptimState, StepOptions, StepReport};
 use crate::dataset::Batch;
 use crate::model::{Config, Params};
-use crate::vk::ops::{GemmChoice, Precision};
+use crate::vk::gemm::{GemmChoice, Precision};
 use crate::vk::{Context, Timing};
 
 /// Which engine.

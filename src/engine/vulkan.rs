@@ -34,7 +34,7 @@ impl VulkanEngine {
         opts: &StepOptions,
         vk: &VulkanOptions,
     ) -> Result<Self, EngineError> {
-        let path = crate::vk::ops::path_for(ctx, vk.precision, vk.gemm)?;
+        let path = crate::vk::gemm::path_for(ctx, vk.precision, vk.gemm)?;
         let mut engine = Engine::new(ctx, cfg, &state.params, opts, &state.scale, path)?;
         engine.set_timing(vk.timing);
         engine.set_optim_state(&state.optim, &state.scale)?;

@@ -20,7 +20,7 @@ use crate::dataset::Batch;
 use crate::model::{Config, Params};
 use crate::vk::Context;
 use crate::vk::engine::{Engine, Fault};
-use crate::vk::ops::GemmPath;
+use crate::vk::gemm::GemmPath;
 
 /// Per-token ratios within this of 1 (and cosines within it of 1) are
 /// summation-order noise: f32 engines summing in different orders differ by

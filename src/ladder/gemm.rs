@@ -10,7 +10,7 @@ use crate::model::Config;
 use crate::rng::Rng;
 use crate::tensor;
 use crate::vk::engine::Fault;
-use crate::vk::ops::{self, GemmChoice, GemmPath, GemmShape, MatRef};
+use crate::vk::gemm::{self, GemmChoice, GemmPath, GemmShape, MatRef};
 use crate::vk::{Buffer, Context, Sequence, VkError};
 
 /// Guard elements on each side of every GPU output.
@@ -163,7 +163,7 @@ pub fn run(
     let path = match fault {
         Some(Fault::GemmNoBounds) => GemmPath::FaultNoBounds,
         Some(Fault::F16AccumNoScale) => GemmPath::FaultF16Accum,
-        _ => ops::path_for(ctx, precision, choice)?,
+        _ => gemm::path_for(ctx, precision, choice)?,
     };
     let mut rng = Rng::new(seed);
     let mut results = Vec::new();
@@ -198,7 +198,7 @@ fn run_case(
         match path.input_precision() {
             Precision::F32 => x.to_vec(),
             Precision::Bf16 => x.iter().map(|&v| round_bf16(v)).collect(),
-            Precision::F16 => x.iter().map(|&v| gemm::f16::from_f32(v).to_f32()).collect(),
+            Precision::F16 => x.iter().map(|&v| ::gemm::f16::from_f32(v).to_f32()).collect(),
         }
     };
     let (a_seen, b_seen) = (seen(&a), seen(&b));
@@ -220,7 +220,7 @@ fn run_case(
     let c_dev = Buffer::device_f32(ctx, "ladder.gemm.c", c_init.len())?;
     let c_back = Buffer::readback_f32(ctx, "ladder.gemm.c.readback", c_init.len())?;
     // Split along K as the engine splits it (the weight gradients' long K).
-    let scratch = ops::split_scratch(ctx, "ladder.gemm.splitk", path, &s)?;
+    let scratch = gemm::split_scratch(ctx, "ladder.gemm.splitk", path, &s)?;
     let timings = {
         let mut seq = Sequence::new(ctx)?;
         seq.copy(&a_up, 0, &a_dev, 0, a_dev.bytes())?;
@@ -228,7 +228,7 @@ fn run_case(
         seq.copy(&c_up, 0, &c_dev, 0, c_dev.bytes())?;
         let cm = MatRef { buf: &c_dev, offset: GUARD };
         let (am, bm) = (MatRef::whole(&a_dev), MatRef::whole(&b_dev));
-        ops::gemm_split(ctx, &mut seq, path, &s, am, bm, cm, scratch.as_ref())?;
+        gemm::gemm_split(ctx, &mut seq, path, &s, am, bm, cm, scratch.as_ref())?;
         seq.copy(&c_dev, 0, &c_back, 0, c_dev.bytes())?;
         seq.submit()?
     };
@@ -270,7 +270,7 @@ fn run_case(
         name: c.name.clone(),
         params: {
             let shape = if c.scale == 1.0 { params(&s) } else { format!("{} inputs×{}", params(&s), c.scale) };
-            match ops::split_k_plan(path, &s, usize::MAX) {
+            match gemm::split_k_plan(path, &s, usize::MAX) {
                 p if p.slices > 1 => format!("{shape} [{}, split-K {}×{}]", path.name(), p.slices, p.chunk),
                 _ => format!("{shape} [{}]", path.name()),
             }

@@ -16,8 +16,8 @@ use super::{LadderError, Mode, Precision, Rung, RungResult, Setup, Status, backw
 use crate::cpu::{self, LossScale, OptimState, Trace};
 use crate::model::Params;
 use crate::vk::Context;
-use crate::vk::engine::{Engine, Fault, FlatBuf, Stage};
-use crate::vk::ops::{self, GemmChoice};
+use crate::vk::engine::{Engine, Fault, FlatBuf, Plan, Stage};
+use crate::vk::gemm::{self, GemmChoice};
 
 /// One compared tensor with every side's values, for the inspector.
 #[derive(Clone, Debug)]
@@ -68,7 +68,7 @@ impl ModelLadder {
     /// The ladder of `setup`, its products on the kernel `choice` picks for
     /// the precision (f32: the f32 step; f16, bf16: the mixed-precision step).
     pub fn with_choice(ctx: &Arc<Context>, setup: Setup, choice: GemmChoice) -> Result<ModelLadder, LadderError> {
-        let path = ops::path_for(ctx, setup.precision, choice)?;
+        let path = gemm::path_for(ctx, setup.precision, choice)?;
         let step = step_scale(setup.precision);
         let cfg = &setup.cfg;
         let cpu_err = |e: cpu::CpuError| LadderError::Input(e.to_string());
@@ -237,13 +237,13 @@ impl ModelLadder {
             // gradients come back unscaled, the activations' still scaled.
             let s = backward_scale(self.setup.precision);
             self.engine.write_state(&LossScale { scale: s, ..LossScale::fixed() }, self.prior.step, 0)?;
-            let (_, mut stage_ms) = self.engine.run_staged(false)?;
+            let (_, mut stage_ms) = self.engine.run(Plan::Grads)?;
             let unscaled_later = |n: &str| carries_scale(n) && !n.starts_with("grad.");
             let read = self.gpu_values(&grad_names, s, unscaled_later)?;
             let mut values: Vec<(String, Vec<f32>)> = grad_names.iter().cloned().zip(read).collect();
             // The whole step, at the optim rung's loss scale, from the prior moments.
             self.reset_optimizer()?;
-            let (timings, step_ms) = self.engine.run_staged(true)?;
+            let (timings, step_ms) = self.engine.run(Plan::Step)?;
             values.extend(step_names.iter().cloned().zip(self.gpu_values(&step_names, 1.0, |_| false)?));
             stage_ms.extend(step_ms.into_iter().filter(|(s, _)| *s == Stage::Optim));
             self.restore(&before)?;
@@ -300,7 +300,7 @@ impl ModelLadder {
                 } else {
                     None
                 };
-                let t = self.engine.run_stages(&[st])?;
+                let (t, _) = self.engine.run(Plan::Stages(&[st]))?;
                 let ms = t.dispatches.iter().filter(|d| d.0 != "state begin").filter_map(|d| d.1).sum::<f64>() / 1e6;
                 let s = if st == Stage::Optim { 1.0 } else { s };
                 let got = self.gpu_values(&names, s, carries_scale)?;

@@ -147,7 +147,7 @@ mod tests {
             notes: vec!["a note".into()],
         };
         let mut r = RungResult::new(Rung::GruFwd, Precision::Bf16, vec![case]);
-        r.gemm_path = Some(crate::vk::ops::GemmPath::TiledBf16In.name());
+        r.gemm_path = Some(crate::vk::gemm::GemmPath::TiledBf16In.name());
         r.gpu_ms = Some(1.25);
         r
     }

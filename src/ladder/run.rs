@@ -11,7 +11,7 @@ use super::result::KernelName;
 use super::{EndToEnd, LadderError, ModelLadder, Rung, RungResult, RungTensor, Setup, Status, run_gemm};
 use crate::vk::Context;
 use crate::vk::engine::Fault;
-use crate::vk::ops::GemmChoice;
+use crate::vk::gemm::GemmChoice;
 
 /// Changes a tensor's values in place.
 pub type Corrupt = Arc<dyn Fn(&mut [f32]) + Send + Sync>;

@@ -3,14 +3,14 @@
 //! build wrote it) and the GEMM kernel's name as the `&'static str` its
 //! `GemmPath` gives.
 
-/// `#[serde(with = ...)]` for a [`Precision`](crate::vk::ops::Precision)
+/// `#[serde(with = ...)]` for a [`Precision`](crate::vk::gemm::Precision)
 /// field.
 /// Kept although `Precision` derives `Deserialize` (vk): that reads only the
 /// lowercase names, and old sessions spell `F32`.
 pub mod precision {
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-    use crate::vk::ops::Precision;
+    use crate::vk::gemm::Precision;
 
     /// Precision's spellings: its serde names and the old sessions' ones.
     #[derive(Deserialize)]
@@ -39,8 +39,8 @@ pub mod precision {
 /// Every kernel, to find a name's `&'static str`.
 /// Not vk's serde of `GemmPath` by name: that refuses a kernel this build does
 /// not know, and a report of another build must still load.
-const GEMM_PATHS: [crate::vk::ops::GemmPath; 8] = {
-    use crate::vk::ops::GemmPath::*;
+const GEMM_PATHS: [crate::vk::gemm::GemmPath; 8] = {
+    use crate::vk::gemm::GemmPath::*;
     [TiledF32, TiledF16In, TiledBf16In, TiledF16, CoopMatF16, CoopMatF16Big, FaultNoBounds, FaultF16Accum]
 };
 

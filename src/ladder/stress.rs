@@ -4,7 +4,7 @@
 use super::case::case;
 use super::{CaseResult, LadderError, Mode, ModelLadder, Rung, RungTensor};
 use crate::model::Config;
-use crate::vk::engine::Stage;
+use crate::vk::engine::{Plan, Stage};
 
 /// The scores of the attention stress case reach this (exp overflows at ~88.7
 /// in f32 unless the maximum is subtracted).
@@ -48,7 +48,7 @@ impl ModelLadder {
         let top = format!("gru.l{}.h", cfg.layers - 1);
         let s: Vec<f32> = get(&top).iter().map(|&x| x * f).collect();
         self.engine.write_named(&top, &s)?;
-        self.engine.run_stages(&[Stage::AttnFwd])?;
+        self.engine.run(Plan::Stages(&[Stage::AttnFwd]))?;
         let got = self.engine.read_named(&["ctx.attn", "ctx.c"])?;
         let sc = |x: &[f32]| x.iter().map(|&y| y * f).collect::<Vec<f32>>();
         let (w32, c32) = crate::cpu::attention::attention(&cfg, &sc(&q), &sc(&k), &sc(&v), t, b);

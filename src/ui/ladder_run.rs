@@ -111,7 +111,7 @@ fn without_setup(
         send(Report::Started(r.id()));
         let result = match r {
             Rung::Gemm => {
-                ladder::run_gemm(ctx, &cfg, job.precision, 1, crate::vk::ops::GemmChoice::Auto, job.engine_fault)
+                ladder::run_gemm(ctx, &cfg, job.precision, 1, crate::vk::gemm::GemmChoice::Auto, job.engine_fault)
                     .map_err(|e| e.to_string())
             }
             _ => Err(why.to_string()),

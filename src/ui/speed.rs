@@ -15,7 +15,7 @@ use crate::session::job::{Job, Reporter, Waker};
 use crate::session::state::ConfigName;
 use crate::vk::Timing;
 use crate::vk::engine::default_loss_scale;
-use crate::vk::ops::{GemmChoice, Precision};
+use crate::vk::gemm::{GemmChoice, Precision};
 
 /// One training step of one engine.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -20,9 +20,6 @@ mod recorder;
 mod shaders;
 mod spirv;
 
-// TODO(redesign phase 2): callers move to `crate::vk::gemm` and this alias goes.
-pub use gemm as ops;
-
 pub use buffer::{Buffer, MemoryKind};
 pub use context::{Context, ContextOptions, MessageCounts};
 pub use device::{DeviceReport, DeviceSummary, Features, Limits};

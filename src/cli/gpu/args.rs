@@ -4,7 +4,7 @@
 
 use crate::cli::common::CliError;
 use crate::ladder::Precision;
-use crate::vk::ops::GemmChoice;
+use crate::vk::gemm::GemmChoice;
 
 /// [`choice`] for a step in `precision`: the f32 step has one kernel, so
 /// without the flag it ignores `DUALSCOPE_GEMM_PATH` (which picks among the

@@ -50,7 +50,7 @@ pub fn gemm_bench(a: &GemmBenchArgs) -> Result<i32, CliError> {
         return Err(CliError::Usage("--reps must be at least 1".into()));
     }
     let ctx = open(a.gpu.device)?;
-    use crate::vk::ops::{GemmChoice, GemmPath, pick_path};
+    use crate::vk::gemm::{GemmChoice, GemmPath, pick_path};
     let path = match a.path.as_str() {
         "tiled" => GemmPath::TiledF32,
         "tiled-f16" => GemmPath::TiledF16In,
@@ -66,10 +66,10 @@ pub fn gemm_bench(a: &GemmBenchArgs) -> Result<i32, CliError> {
     };
     let mut rows = Vec::new();
     for (m, n, k) in shapes {
-        let shape = crate::vk::ops::GemmShape { m, n, k, ta: false, tb: false, accumulate: false };
-        let mut ms =
-            crate::vk::ops::gemm_throughput(&ctx, path, &shape, a.reps).map_err(|e| CliError::Engine(e.to_string()))?;
-        let (median, _, _) = crate::cli::bench::percentiles(&mut ms);
+        let shape = crate::vk::gemm::GemmShape { m, n, k, ta: false, tb: false, accumulate: false };
+        let mut ms = crate::vk::gemm::gemm_throughput(&ctx, path, &shape, a.reps)
+            .map_err(|e| CliError::Engine(e.to_string()))?;
+        let (median, _, _) = crate::engine::stats::percentiles(&mut ms);
         let tflops = 2.0 * (m * n * k) as f64 / (median / 1e3) / 1e12;
         rows.push(json!({"m": m, "n": n, "k": k, "median_ms": median, "tflops": tflops, "reps": a.reps}));
     }

@@ -10,7 +10,7 @@ use crate::cli::backend::open_context as open;
 use crate::cli::common::{CliError, emit};
 use crate::ladder::{self, RungResult};
 use crate::ladder::{Mode, Precision};
-use crate::vk::ops::GemmChoice;
+use crate::vk::gemm::GemmChoice;
 use crate::vk::{DeviceReport, VkError};
 
 #[derive(Args, Debug)]

@@ -307,7 +307,7 @@ impl Engine {
         self.fault = fault;
     }
 
-    /// Drops the recorded step of [`Engine::step_replayed`] (waiting for
+    /// Drops the recorded step of [`Engine::train_step`] with `Replay::Yes` (waiting for
     /// its work, if any is in flight).
     fn forget_replay(&mut self) {
         *self.replay.get_mut().unwrap_or_else(|p| p.into_inner()) = None;

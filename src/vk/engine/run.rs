@@ -1,8 +1,6 @@
 //! The engine's entry points: [`Engine::run`] submits a [`Plan`] on the batch
 //! set last; [`Engine::grads`] and [`Engine::train_step`] set a batch, run
-//! and report; [`Engine::report`] reads what the last step did. The older
-//! entry points below them are thin wrappers kept for callers outside
-//! `vk` until phase 2 of the redesign.
+//! and report; [`Engine::report`] reads what the last step did.
 
 use std::time::Instant;
 
@@ -175,38 +173,5 @@ impl Engine {
                 next_scale: fl(st::SCALE),
             },
         })
-    }
-
-    // TODO(redesign phase 2): the wrappers below go once their callers
-    // outside `vk` call `run`, `train_step` and `report`.
-
-    /// A whole training step in one submit: `run(Plan::Step)`'s timings.
-    pub fn run_step(&self) -> VkResult<Timings> {
-        self.run(Plan::Step).map(|r| r.0)
-    }
-
-    /// `run(Plan::Step)`.
-    pub fn run_step_staged(&self) -> VkResult<Staged> {
-        self.run(Plan::Step)
-    }
-
-    /// `run(Plan::Step)` with `optim`, else `run(Plan::Grads)`.
-    pub fn run_staged(&self, optim: bool) -> VkResult<Staged> {
-        self.run(if optim { Plan::Step } else { Plan::Grads })
-    }
-
-    /// `run(Plan::Stages(stages))`'s timings.
-    pub fn run_stages(&self, stages: &[Stage]) -> VkResult<Timings> {
-        self.run(Plan::Stages(stages)).map(|r| r.0)
-    }
-
-    /// `train_step(batch, Replay::No)`.
-    pub fn step(&mut self, batch: &Batch) -> VkResult<(StepReport, Timings)> {
-        self.train_step(batch, Replay::No)
-    }
-
-    /// `train_step(batch, Replay::Yes)`: what `train` runs.
-    pub fn step_replayed(&mut self, batch: &Batch) -> VkResult<(StepReport, Timings)> {
-        self.train_step(batch, Replay::Yes)
     }
 }
