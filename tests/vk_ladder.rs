@@ -122,7 +122,7 @@ fn model_rungs_pass_in_both_modes() {
     for mode in [ladder::Mode::Isolated, ladder::Mode::Chained] {
         for (cfg, lens) in [(odd(), vec![12, 6, 3]), (Config::tiny(), vec![9, 9])] {
             let mut l = ladder::ModelLadder::new(&ctx, setup(&cfg, mode, &lens, 5)).unwrap();
-            for id in Rung::MODEL {
+            for &id in Rung::MODEL {
                 let r = l.run(id).unwrap();
                 let bad: Vec<_> = r.cases.iter().filter(|c| c.status != Status::Pass).collect();
                 assert_eq!(r.status, Status::Pass, "{mode:?} {id}: {bad:#?}");

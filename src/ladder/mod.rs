@@ -24,10 +24,7 @@ mod setup;
 mod stress;
 mod tolerance;
 
-use crate::model::Config;
-use crate::vk::engine::Fault;
-use crate::vk::gemm::GemmChoice;
-use crate::vk::{Context, VkError};
+use crate::vk::VkError;
 
 pub use bisect::{BisectReport, Probe, bisect, doubling};
 pub use compare::{Comparison, compare};
@@ -90,15 +87,7 @@ pub fn check_rungs(ids: &[String]) -> Result<(), LadderError> {
     parse_rungs(ids).map(|_| ())
 }
 
-/// Runs rung 1 (`gemm`) for `cfg` with inputs drawn from `seed`, its products
-/// on the kernel `choice` picks (a planted GEMM fault replaces the kernel).
-pub fn run_gemm(
-    ctx: &Context,
-    cfg: &Config,
-    precision: Precision,
-    seed: u64,
-    choice: GemmChoice,
-    fault: Option<Fault>,
-) -> Result<RungResult, LadderError> {
-    gemm::run(ctx, cfg, precision, seed, choice, fault)
-}
+/// Runs rung 1 (`gemm`) for a config with inputs drawn from a seed, its
+/// products on the kernel the choice picks (a planted GEMM fault replaces the
+/// kernel).
+pub use gemm::run as run_gemm;

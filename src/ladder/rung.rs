@@ -44,18 +44,7 @@ impl Rung {
 
     /// Rungs 2–11: the stages of the training step, which run through a
     /// [`super::ModelLadder`].
-    pub const MODEL: [Rung; 10] = [
-        Rung::EmbedFwd,
-        Rung::GruFwd,
-        Rung::AttnFwd,
-        Rung::HeadFwd,
-        Rung::Loss,
-        Rung::HeadBwd,
-        Rung::AttnBwd,
-        Rung::GruBwd,
-        Rung::EmbedBwd,
-        Rung::Optim,
-    ];
+    pub const MODEL: &[Rung] = Rung::ALL.split_first().expect("the ladder has rungs").1;
 
     /// The id used on the command line, in JSON and in sessions.
     pub const fn id(self) -> &'static str {
