@@ -332,7 +332,7 @@ mod tests {
             assert_eq!(serde_json::to_string(&r).unwrap(), format!("\"{}\"", r.id()));
             assert_eq!(ron::from_str::<Rung>(&ron::to_string(&r).unwrap()).unwrap(), r);
         }
-        assert_eq!(&Rung::ALL[1..], &Rung::MODEL[..]);
+        assert_eq!(&Rung::ALL[1..], Rung::MODEL);
         assert!(Rung::ALL.iter().all(|r| r.stage().is_some() == (*r != Rung::Gemm)));
         let e = Rung::parse("nope").unwrap_err().to_string();
         assert!(e.contains("unknown rung \"nope\"") && e.contains("embed_fwd"), "{e}");

@@ -26,8 +26,11 @@ pub struct Opened {
 /// The files being opened; each job ends with the time it finished.
 #[derive(Default)]
 pub struct Loader {
-    jobs: Vec<(PathBuf, Job<(), (Instant, Opened)>)>,
+    jobs: Vec<(PathBuf, OpenJob)>,
 }
+
+/// Opening one file: no progress, the result with the time it finished.
+type OpenJob = Job<(), (Instant, Opened)>;
 
 impl Loader {
     /// Opens `path` on a new thread; `wake` runs when it is done.

@@ -69,7 +69,7 @@ impl App {
     pub(super) fn dialog(&mut self, purpose: DialogPurpose) {
         let spawned = Job::spawn("dialog", waker(&self.ctx_slot), move |_| {
             let d = rfd::FileDialog::new();
-            let path = match purpose {
+            match purpose {
                 DialogPurpose::OpenDataset => d.set_title("Open a dataset").pick_file(),
                 DialogPurpose::LoadSession => d.add_filter("session", &["ron"]).pick_file(),
                 DialogPurpose::TrainLog => {
@@ -83,8 +83,7 @@ impl App {
                     .add_filter("CSV", &["csv"])
                     .set_file_name("tensor.safetensors")
                     .save_file(),
-            };
-            path
+            }
         });
         match spawned {
             Ok(job) => self.dialogs.push((purpose, job)),
