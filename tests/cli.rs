@@ -3,12 +3,17 @@
 
 mod common;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use common::{Dir, fails_cleanly, run, s};
+use common::{Dir, fails_cleanly, run, s, train_tiny};
 use dualscope::checkpoint::{Metadata, load_params, load_tensors, save_tensors};
 use dualscope::model::{Config, Params, param_specs};
 use dualscope::tensor::Tensor;
+
+/// Runs `grads --checkpoint CK --data A --data B` and then `rest`.
+fn grads_of(ck: &Path, a: &Path, b: &Path, rest: &[&str]) -> std::process::Output {
+    run(&[&["grads", "--checkpoint", s(ck), "--data", s(a), "--data", s(b)][..], rest].concat())
+}
 
 #[test]
 fn grads_of_rows_of_different_lengths() {
@@ -17,20 +22,7 @@ fn grads_of_rows_of_different_lengths() {
     let a = d.file("a.txt", b"The quick brown fox jumps over the lazy dog.");
     let b = d.file("b.bin", &[0u8, 255, 7, 128, 10, 13, 0xC3, 0x28]);
     let out = d.path("g.safetensors");
-    let o = run(&[
-        "grads",
-        "--checkpoint",
-        s(&ck),
-        "--data",
-        s(&a),
-        "--data",
-        s(&b),
-        "--engine",
-        "cpu",
-        "--out",
-        s(&out),
-        "--json",
-    ]);
+    let o = grads_of(&ck, &a, &b, &["--engine", "cpu", "--out", s(&out), "--json"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("one JSON object on stdout");
     let loss = v["loss"].as_f64().unwrap();
@@ -50,20 +42,7 @@ fn grads_of_rows_of_different_lengths() {
 
     // float64 arithmetic agrees with float32 closely.
     let out64 = d.path("g64.safetensors");
-    let o = run(&[
-        "grads",
-        "--checkpoint",
-        s(&ck),
-        "--data",
-        s(&a),
-        "--data",
-        s(&b),
-        "--out",
-        s(&out64),
-        "--precision",
-        "f64",
-        "--json",
-    ]);
+    let o = grads_of(&ck, &a, &b, &["--out", s(&out64), "--precision", "f64", "--json"]);
     let v64: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!((v64["loss"].as_f64().unwrap() - loss).abs() < 1e-5);
 }
@@ -93,26 +72,24 @@ fn train_on_jsonl_writes_checkpoint_and_log() {
         (0..30).map(|i| format!("{{\"text\": \"document {i}: {}\"}}\n", "lorem ipsum ".repeat(i % 7 + 1))).collect();
     let data = d.file("docs.jsonl", docs.as_bytes());
     let out = d.path("run");
-    let o = run(&[
-        "train",
-        "--data",
-        s(&data),
-        "--config",
-        "tiny",
-        "--steps",
-        "6",
-        "--batch",
-        "3",
-        "--seq-len",
-        "20",
-        "--engine",
-        "cpu",
-        "--out",
-        s(&out),
-        "--save-every",
-        "3",
-        "--json",
-    ]);
+    let o = run(&train_tiny(
+        &data,
+        &[
+            "--steps",
+            "6",
+            "--batch",
+            "3",
+            "--seq-len",
+            "20",
+            "--engine",
+            "cpu",
+            "--out",
+            s(&out),
+            "--save-every",
+            "3",
+            "--json",
+        ],
+    ));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["steps"], 6);

@@ -48,6 +48,14 @@ fn harness(state: State, size: (f32, f32)) -> Harness<'static, App> {
         .build_ui_state(|ui, app: &mut App| app.show(ui), app)
 }
 
+/// Clicks "Go to position": the sequence view opens at `pos`.
+fn go_to_position(h: &mut Harness<'static, App>, pos: usize) {
+    h.get_by_label("Go to position").click();
+    h.run_steps(2);
+    assert_eq!(h.state().state.cursor, pos);
+    assert_eq!(h.state().state.view, View::Sequence);
+}
+
 /// Steps until the worker has delivered the trace.
 fn wait_for_trace(h: &mut Harness<'static, App>) {
     for _ in 0..3000 {
@@ -1138,10 +1146,7 @@ fn bisect_finds_the_window_edge_and_goes_there() {
     let loaded = session::load(&path).unwrap();
     assert_eq!(loaded.bisect.as_ref(), Some(&r));
 
-    h.get_by_label("Go to position").click();
-    h.run_steps(2);
-    assert_eq!(h.state().state.cursor, 2);
-    assert_eq!(h.state().state.view, View::Sequence);
+    go_to_position(&mut h, 2);
 }
 
 #[test]
@@ -1184,10 +1189,7 @@ fn audit_without_a_fault_is_all_noise() {
     h.get_by_label_contains("picked position 7");
     mask_all(&mut h, &["positions in", "Audit:", "loss CPU"]);
     h.snapshot("audit_view");
-    h.get_by_label("Go to position").click();
-    h.run_steps(2);
-    assert_eq!(h.state().state.cursor, 7);
-    assert_eq!(h.state().state.view, View::Sequence);
+    go_to_position(&mut h, 7);
 }
 
 #[test]

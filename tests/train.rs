@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{bin, fails, ok_json, run, s};
+use common::{bin, fails, ok_json, run, s, train_tiny};
 use dualscope::checkpoint::{load_params, load_train_checkpoint};
 use dualscope::model::Config;
 
@@ -59,22 +59,7 @@ fn docs_file(dir: &Path) -> PathBuf {
 }
 
 fn train_args<'a>(data: &'a Path, out: &'a Path, steps: &'a str) -> Vec<&'a str> {
-    vec![
-        "train",
-        "--data",
-        s(data),
-        "--config",
-        "tiny",
-        "--batch",
-        "4",
-        "--seq-len",
-        "48",
-        "--steps",
-        steps,
-        "--out",
-        s(out),
-        "--json",
-    ]
+    train_tiny(data, &["--batch", "4", "--seq-len", "48", "--steps", steps, "--out", s(out), "--json"])
 }
 
 fn jsonl(p: &Path) -> Vec<serde_json::Value> {
@@ -118,23 +103,10 @@ fn the_token_cap_count_is_logged_per_step() {
     let v = ok_json(&run(&args));
     let capped: Vec<u64> = v["log"].as_array().unwrap().iter().map(|e| e["capped_tokens"].as_u64().unwrap()).collect();
     assert!(capped.iter().all(|&c| c > 0), "a tiny cap caps positions every step: {capped:?}");
-    let o = run(&[
-        "train",
-        "--data",
-        s(&data),
-        "--config",
-        "tiny",
-        "--batch",
-        "2",
-        "--seq-len",
-        "16",
-        "--steps",
-        "2",
-        "--token-cap",
-        "1e-4",
-        "--log-every",
-        "1",
-    ]);
+    let o = run(&train_tiny(
+        &data,
+        &["--batch", "2", "--seq-len", "16", "--steps", "2", "--token-cap", "1e-4", "--log-every", "1"],
+    ));
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success() && text.lines().filter(|l| l.contains("  capped ")).count() == 2, "{text}");
 }

@@ -5,7 +5,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{l2_parts, ok_json, run, s};
+use common::{docs_jsonl, l2_parts, ok_json, run, s, train_tiny};
 use dualscope::checkpoint::load_train_checkpoint;
 
 fn train(args: &[&str]) -> serde_json::Value {
@@ -21,46 +21,38 @@ fn max_rel(a: &[f32], b: &[f32]) -> f64 {
 fn gpu_training_follows_the_controller_and_resumes() {
     common::skip_without_vulkan!();
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("docs.jsonl");
-    let docs: Vec<String> = (0..20)
-        .map(|i| {
-            serde_json::json!({"text": format!("doc {i}: {}", "the cat sat on the mat ".repeat(i % 5 + 1))}).to_string()
-        })
-        .collect();
-    std::fs::write(&data, docs.join("\n")).unwrap();
+    let data = docs_jsonl(dir.path(), 20, |i| format!("doc {i}: {}", "the cat sat on the mat ".repeat(i % 5 + 1)));
     let run = |engine: &str, out: &Path, steps: &str| {
-        train(&[
-            "train",
-            "--data",
-            s(&data),
-            "--config",
-            "tiny",
-            "--batch",
-            "3",
-            "--seq-len",
-            "24",
-            "--steps",
-            steps,
-            "--engine",
-            engine,
-            "--out",
-            s(out),
-            "--checkpoint-every",
-            "4",
-            "--loss-scale",
-            "dynamic",
-            "--inject-nan-at",
-            "5,6,7",
-            "--inject-spike-at",
-            "11",
-            "--gn-warmup",
-            "3",
-            "--gn-spike-z",
-            "6",
-            "--lr-cooldown",
-            "3",
-            "--json",
-        ])
+        train(&train_tiny(
+            &data,
+            &[
+                "--batch",
+                "3",
+                "--seq-len",
+                "24",
+                "--steps",
+                steps,
+                "--engine",
+                engine,
+                "--out",
+                s(out),
+                "--checkpoint-every",
+                "4",
+                "--loss-scale",
+                "dynamic",
+                "--inject-nan-at",
+                "5,6,7",
+                "--inject-spike-at",
+                "11",
+                "--gn-warmup",
+                "3",
+                "--gn-spike-z",
+                "6",
+                "--lr-cooldown",
+                "3",
+                "--json",
+            ],
+        ))
     };
     let (g, c) = (dir.path().join("gpu"), dir.path().join("cpu"));
     let gv = run("gpu", &g, "14");

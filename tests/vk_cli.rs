@@ -6,7 +6,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::{dualscope, fails_cleanly, rel_l2, s, text};
+use common::{docs_jsonl, dualscope, fails_cleanly, rel_l2, s, text};
 use dualscope::checkpoint::{load_params, load_tensors};
 use dualscope::model::Config;
 
@@ -224,18 +224,32 @@ fn keys(v: &serde_json::Value) -> Vec<&String> {
     v.as_object().unwrap().keys().collect()
 }
 
+/// Runs `cmd` with `extra` and `--json` on the GPU and on the CPU (into
+/// `g{i}.safetensors` and `c{i}.safetensors`); both report the same keys, the
+/// loss within 1e-5 and the gradient norm within 1e-4. Returns the two
+/// reports and the two output paths.
+fn on_gpu_and_cpu(
+    fx: &Files,
+    cmd: &str,
+    i: usize,
+    extra: &[&str],
+) -> (serde_json::Value, serde_json::Value, PathBuf, PathBuf) {
+    let (g_out, c_out) = (fx.path(&format!("g{i}.safetensors")), fx.path(&format!("c{i}.safetensors")));
+    let g = json_of(&fx.run(cmd, "gpu", &g_out, &[extra, &["--json"]].concat()));
+    let c = json_of(&fx.run(cmd, "cpu", &c_out, &[extra, &["--json"]].concat()));
+    assert_eq!(keys(&g), keys(&c));
+    assert!(rel(f(&g, "loss"), f(&c, "loss")) <= 1e-5, "{cmd} loss: gpu {g} cpu {c}");
+    assert!(rel(f(&g, "grad_norm"), f(&c, "grad_norm")) <= 1e-4, "{cmd} grad_norm: gpu {g} cpu {c}");
+    (g, c, g_out, c_out)
+}
+
 #[test]
 fn grads_on_the_gpu_match_the_cpu() {
     common::skip_without_vulkan!();
     let fx = Files::new();
     for (i, cap) in [None, Some("0.01")].into_iter().enumerate() {
         let extra: Vec<&str> = cap.map(|c| vec!["--token-cap", c]).unwrap_or_default();
-        let (g_out, c_out) = (fx.path(&format!("g{i}.safetensors")), fx.path(&format!("c{i}.safetensors")));
-        let g = json_of(&fx.run("grads", "gpu", &g_out, &[&extra[..], &["--json"]].concat()));
-        let c = json_of(&fx.run("grads", "cpu", &c_out, &[&extra[..], &["--json"]].concat()));
-        assert_eq!(keys(&g), keys(&c));
-        assert!(rel(f(&g, "loss"), f(&c, "loss")) <= 1e-5, "loss: gpu {g} cpu {c}");
-        assert!(rel(f(&g, "grad_norm"), f(&c, "grad_norm")) <= 1e-4, "grad_norm: gpu {g} cpu {c}");
+        let (g, c, g_out, c_out) = on_gpu_and_cpu(&fx, "grads", i, &extra);
         for k in ["n_targets", "rows", "capped_tokens", "precision"] {
             assert_eq!(g[k], c[k], "{k}");
         }
@@ -274,12 +288,7 @@ fn a_step_on_the_gpu_matches_the_cpu() {
     for (i, extra) in
         [&["--lr", "0.01", "--clip", "0.1"][..], &["--token-cap", "0.01", "--wd", "0.1"]].iter().enumerate()
     {
-        let (g_out, c_out) = (fx.path(&format!("g{i}.safetensors")), fx.path(&format!("c{i}.safetensors")));
-        let g = json_of(&fx.run("step", "gpu", &g_out, &[&extra[..], &["--json"]].concat()));
-        let c = json_of(&fx.run("step", "cpu", &c_out, &[&extra[..], &["--json"]].concat()));
-        assert_eq!(keys(&g), keys(&c));
-        assert!(rel(f(&g, "loss"), f(&c, "loss")) <= 1e-5, "gpu {g} cpu {c}");
-        assert!(rel(f(&g, "grad_norm"), f(&c, "grad_norm")) <= 1e-4, "gpu {g} cpu {c}");
+        let (g, c, g_out, c_out) = on_gpu_and_cpu(&fx, "step", i, extra);
         for k in ["skipped", "skip_reason", "clipped", "capped_tokens"] {
             assert_eq!(g[k], c[k], "{k}: gpu {g} cpu {c}");
         }
@@ -314,13 +323,7 @@ fn losses(v: &serde_json::Value) -> Vec<f64> {
 fn training_without_the_controller_replays_and_follows_the_cpu() {
     common::skip_without_vulkan!();
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("docs.jsonl");
-    let docs: Vec<String> = (0..16)
-        .map(|i| {
-            serde_json::json!({"text": "the cat sat on the mat. ".repeat(4)[..10 + 3 * i].to_string()}).to_string()
-        })
-        .collect();
-    std::fs::write(&data, docs.join("\n")).unwrap();
+    let data = docs_jsonl(dir.path(), 16, |i| "the cat sat on the mat. ".repeat(4)[..10 + 3 * i].to_string());
     let steps = ["--steps", "12", "--lr", "0.01", "--no-controller"];
     let (g_dir, c_dir) = (dir.path().join("gpu"), dir.path().join("cpu"));
     let g = train(&data, "gpu", &g_dir, &steps);

@@ -17,12 +17,8 @@ fn cfg() -> Config {
     Config { vocab: 256, d_embed: 8, hidden: 40, layers: 2, attn_dim: 6, heads: 3, window: 4, batch: 3, seq_len: 12 }
 }
 
-/// The first rung that does not pass, over the whole ladder in isolated mode.
-fn first_failure(ctx: &Arc<dualscope::vk::Context>, fault: Option<Fault>) -> Option<(String, Vec<String>)> {
-    first_failure_in(ctx, fault, Precision::F32)
-}
-
-/// [`first_failure`] of the ladder in `precision`.
+/// The first rung that does not pass, over the whole ladder in `precision`
+/// in isolated mode.
 fn first_failure_in(
     ctx: &Arc<dualscope::vk::Context>,
     fault: Option<Fault>,
@@ -59,13 +55,7 @@ fn first_failure_in(
 #[test]
 fn every_fault_is_caught_at_its_rung() {
     let (test, ctx) = common::vulkan!();
-    assert_eq!(first_failure(&ctx, None), None, "the clean engine passes");
-    for f in Fault::ALL {
-        let caught = first_failure(&ctx, Some(f));
-        let (rung, cases) = caught.unwrap_or_else(|| panic!("{f}: no rung failed"));
-        assert_eq!(rung, f.expected_rung(), "{f}: first caught at {rung} ({cases:?})");
-        eprintln!("{f}: caught at {rung} by {cases:?}");
-    }
+    each_fault_is_caught_at_its_rung(&ctx, Precision::F32, "");
     assert_clean(&ctx, test);
 }
 
@@ -76,14 +66,20 @@ fn every_fault_is_caught_at_its_rung() {
 #[test]
 fn every_fault_is_caught_at_its_rung_in_the_mixed_step() {
     let (test, ctx) = common::vulkan!();
-    assert_eq!(first_failure_in(&ctx, None, Precision::F16), None, "the clean mixed engine passes");
+    each_fault_is_caught_at_its_rung(&ctx, Precision::F16, "mixed ");
+    assert_clean(&ctx, test);
+}
+
+/// The clean engine at `precision` passes every rung, and each planted fault
+/// is first caught at its expected rung; `label` names the engine in messages.
+fn each_fault_is_caught_at_its_rung(ctx: &Arc<dualscope::vk::Context>, precision: Precision, label: &str) {
+    assert_eq!(first_failure_in(ctx, None, precision), None, "the clean {label}engine passes");
     for f in Fault::ALL {
-        let caught = first_failure_in(&ctx, Some(f), Precision::F16);
+        let caught = first_failure_in(ctx, Some(f), precision);
         let (rung, cases) = caught.unwrap_or_else(|| panic!("{f}: no rung failed"));
         assert_eq!(rung, f.expected_rung(), "{f}: first caught at {rung} ({cases:?})");
-        eprintln!("mixed {f}: caught at {rung} by {cases:?}");
+        eprintln!("{label}{f}: caught at {rung} by {cases:?}");
     }
-    assert_clean(&ctx, test);
 }
 
 #[test]

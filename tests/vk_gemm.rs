@@ -5,7 +5,7 @@ mod common;
 use common::{assert_clean, random, reference, rel_l2};
 use dualscope::rng::Rng;
 use dualscope::vk::gemm::{self, GemmShape, MatRef};
-use dualscope::vk::{Buffer, Sequence};
+use dualscope::vk::{Buffer, Sequence, Timings};
 
 #[test]
 fn gemm_odd_shapes_all_transposes() {
@@ -354,6 +354,34 @@ impl Product {
     }
 }
 
+/// Records every product in one sequence (C reset from its initial value,
+/// `product` run, C read back), submits it and returns the timings.
+fn record<'a>(
+    ctx: &'a dualscope::vk::Context,
+    products: impl IntoIterator<Item = &'a Product>,
+    mut product: impl FnMut(&mut Sequence<'a>, &'a Product),
+) -> Timings {
+    let mut seq = Sequence::new(ctx).unwrap();
+    for c in products {
+        seq.copy(&c.c_init, 0, &c.bufs[2], 0, c.c_init.bytes()).unwrap();
+        product(&mut seq, c);
+        seq.copy(&c.bufs[2], 0, &c.back, 0, c.back.bytes()).unwrap();
+    }
+    seq.submit().unwrap()
+}
+
+/// [`record`] with `gemm_split` on `path`, split over `scratch`.
+fn record_split<'a>(
+    ctx: &'a dualscope::vk::Context,
+    path: gemm::GemmPath,
+    scratch: &'a Buffer,
+    products: impl IntoIterator<Item = &'a Product>,
+) -> Timings {
+    record(ctx, products, |seq, c| {
+        gemm::gemm_split(ctx, seq, path, &c.s, c.at(0), c.at(1), c.at(2), Some(scratch)).unwrap()
+    })
+}
+
 /// The tiled kernel on shapes of several 128×64 tiles that divide none of the
 /// tile's sides (and a few that do), every transpose, offsets, accumulate.
 /// K stays below the split-K threshold: one dispatch per product.
@@ -370,15 +398,7 @@ fn big_tile_shapes_that_do_not_divide_the_tile() {
             cases.push(Product::new(&ctx, &mut rng, s));
         }
     }
-    let timings = {
-        let mut seq = Sequence::new(&ctx).unwrap();
-        for c in &cases {
-            seq.copy(&c.c_init, 0, &c.bufs[2], 0, c.c_init.bytes()).unwrap();
-            gemm::gemm(&ctx, &mut seq, &c.s, c.at(0), c.at(1), c.at(2)).unwrap();
-            seq.copy(&c.bufs[2], 0, &c.back, 0, c.back.bytes()).unwrap();
-        }
-        seq.submit().unwrap()
-    };
+    let timings = record(&ctx, &cases, |seq, c| gemm::gemm(&ctx, seq, &c.s, c.at(0), c.at(1), c.at(2)).unwrap());
     assert_eq!(timings.dispatches.len(), cases.len());
     for c in &cases {
         let err = rel_l2(&c.result(), &c.want());
@@ -415,15 +435,7 @@ fn split_k_matches_the_reference_and_is_deterministic() {
     let need = cases.iter().map(|c| gemm::split_k_scratch_len(path, &c.s)).max().unwrap();
     let scratch = Buffer::device_f32(&ctx, "splitk.scratch", need + 1000).unwrap();
     let run = || {
-        let timings = {
-            let mut seq = Sequence::new(&ctx).unwrap();
-            for c in &cases {
-                seq.copy(&c.c_init, 0, &c.bufs[2], 0, c.c_init.bytes()).unwrap();
-                gemm::gemm_split(&ctx, &mut seq, path, &c.s, c.at(0), c.at(1), c.at(2), Some(&scratch)).unwrap();
-                seq.copy(&c.bufs[2], 0, &c.back, 0, c.back.bytes()).unwrap();
-            }
-            seq.submit().unwrap()
-        };
+        let timings = record_split(&ctx, path, &scratch, &cases);
         // Two dispatches per product: the slices' partial products, then the reduction.
         assert_eq!(timings.dispatches.len(), 2 * cases.len());
         for (c, pair) in cases.iter().zip(timings.dispatches.chunks(2)) {
@@ -461,13 +473,7 @@ fn split_k_fits_the_scratch_it_is_given() {
         assert_eq!(gemm::split_k_plan(path, &s, room).slices, slices);
         let c = Product::new(&ctx, &mut rng, s);
         let scratch = Buffer::device_f32(&ctx, "splitk.scratch", room).unwrap();
-        let timings = {
-            let mut seq = Sequence::new(&ctx).unwrap();
-            seq.copy(&c.c_init, 0, &c.bufs[2], 0, c.c_init.bytes()).unwrap();
-            gemm::gemm_split(&ctx, &mut seq, path, &c.s, c.at(0), c.at(1), c.at(2), Some(&scratch)).unwrap();
-            seq.copy(&c.bufs[2], 0, &c.back, 0, c.back.bytes()).unwrap();
-            seq.submit().unwrap()
-        };
+        let timings = record_split(&ctx, path, &scratch, [&c]);
         assert_eq!(timings.dispatches.len(), if slices > 1 { 2 } else { 1 });
         let err = rel_l2(&c.result(), &c.want());
         assert!(err <= dualscope::ladder::f32_tolerance(s.k), "{slices} slices: rel L2 {err:e}");
@@ -602,15 +608,7 @@ fn the_f16_kernels_match_the_f16_rounded_product() {
         assert!(path == gemm::GemmPath::CoopMatF16 || split >= 8, "{}: {split} split products", path.name());
         let need = cases.iter().map(|c| gemm::split_k_scratch_len(path, &c.s)).max().unwrap().max(1);
         let scratch = Buffer::device_f32(&ctx, "splitk.scratch", need).unwrap();
-        {
-            let mut seq = Sequence::new(&ctx).unwrap();
-            for c in &cases {
-                seq.copy(&c.c_init, 0, &c.bufs[2], 0, c.c_init.bytes()).unwrap();
-                gemm::gemm_split(&ctx, &mut seq, path, &c.s, c.at(0), c.at(1), c.at(2), Some(&scratch)).unwrap();
-                seq.copy(&c.bufs[2], 0, &c.back, 0, c.back.bytes()).unwrap();
-            }
-            seq.submit().unwrap();
-        }
+        record_split(&ctx, path, &scratch, &cases);
         for c in &cases {
             let GemmShape { m, n, k, ta, tb, accumulate } = c.s;
             let r = |x: &[f32]| x.iter().map(|&v| f16(v)).collect::<Vec<f32>>();
@@ -698,15 +696,7 @@ fn the_result_is_the_blocked_summation_bit_for_bit() {
     let need = cases.iter().map(|c| gemm::split_k_scratch_len(path, &c.s)).max().unwrap();
     assert!(need > 0, "no case is split");
     let scratch = Buffer::device_f32(&ctx, "exact.scratch", need).unwrap();
-    {
-        let mut seq = Sequence::new(&ctx).unwrap();
-        for c in &cases {
-            seq.copy(&c.c_init, 0, &c.bufs[2], 0, c.c_init.bytes()).unwrap();
-            gemm::gemm_split(&ctx, &mut seq, path, &c.s, c.at(0), c.at(1), c.at(2), Some(&scratch)).unwrap();
-            seq.copy(&c.bufs[2], 0, &c.back, 0, c.back.bytes()).unwrap();
-        }
-        seq.submit().unwrap();
-    }
+    record_split(&ctx, path, &scratch, &cases);
     for c in &cases {
         let got = c.result();
         let err = rel_l2(&got, &c.want());
@@ -747,15 +737,7 @@ fn vector_and_scalar_loads_give_the_same_bits() {
     assert!(pairs.iter().any(|(p, _)| gemm::split_k_plan(path, &p.s, usize::MAX).slices > 1), "no case is split");
     let need = pairs.iter().map(|(p, _)| gemm::split_k_scratch_len(path, &p.s)).max().unwrap();
     let scratch = Buffer::device_f32(&ctx, "vec.scratch", need).unwrap();
-    {
-        let mut seq = Sequence::new(&ctx).unwrap();
-        for c in pairs.iter().flat_map(|(p, q)| [p, q]) {
-            seq.copy(&c.c_init, 0, &c.bufs[2], 0, c.c_init.bytes()).unwrap();
-            gemm::gemm_split(&ctx, &mut seq, path, &c.s, c.at(0), c.at(1), c.at(2), Some(&scratch)).unwrap();
-            seq.copy(&c.bufs[2], 0, &c.back, 0, c.back.bytes()).unwrap();
-        }
-        seq.submit().unwrap();
-    }
+    record_split(&ctx, path, &scratch, pairs.iter().flat_map(|(p, q)| [p, q]));
     for (p, q) in &pairs {
         let (x, y) = (p.result(), q.result());
         let err = rel_l2(&x, &p.want());

@@ -27,6 +27,14 @@ pub fn dualscope(args: &[&str], env: &[(&str, &str)]) -> Output {
     cmd.output().expect("runs the binary")
 }
 
+/// `train --data DATA --config tiny` and then `rest`: the arguments of a
+/// training run on the tiny config.
+pub fn train_tiny<'a>(data: &'a Path, rest: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["train", "--data", s(data), "--config", "tiny"];
+    args.extend_from_slice(rest);
+    args
+}
+
 /// A path as the `&str` an argument list takes.
 pub fn s(p: &Path) -> &str {
     p.to_str().unwrap()

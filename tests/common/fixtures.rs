@@ -7,6 +7,15 @@ use dualscope::ladder::{self, Mode, Precision};
 use dualscope::model::{Config, Params};
 use dualscope::rng::Rng;
 
+/// `docs.jsonl` in `dir`: one JSON object `{"text": text(i)}` a line for
+/// `i` in `0..n`; returns its path.
+pub fn docs_jsonl(dir: &std::path::Path, n: usize, text: impl Fn(usize) -> String) -> std::path::PathBuf {
+    let docs: Vec<String> = (0..n).map(|i| serde_json::json!({ "text": text(i) }).to_string()).collect();
+    let data = dir.join("docs.jsonl");
+    std::fs::write(&data, docs.join("\n")).unwrap();
+    data
+}
+
 /// Widths that divide no tile: H = 13, A = 6 over 3 heads, W = 4.
 pub fn odd() -> Config {
     Config { vocab: 256, d_embed: 7, hidden: 13, layers: 2, attn_dim: 6, heads: 3, window: 4, batch: 3, seq_len: 11 }
