@@ -28,3 +28,22 @@ pub struct ModelArgs {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
 }
+
+/// One row of a text: what bisect and audit run on.
+#[derive(Args, Debug, Clone)]
+pub struct RowArgs {
+    /// The text (default: the embedded dataset); one row from --offset.
+    #[arg(long)]
+    pub data: Option<PathBuf>,
+    /// The row's first token in the text.
+    #[arg(long, default_value_t = 0)]
+    pub offset: usize,
+}
+
+/// A planted bug of the GPU engine (ladder, bisect, audit).
+#[derive(Args, Debug, Clone, Default)]
+pub struct FaultArg {
+    /// Plant one bug of the fault catalogue in the GPU engine (see `dualscope faults`).
+    #[arg(long)]
+    pub fault: Option<String>,
+}

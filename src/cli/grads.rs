@@ -12,8 +12,10 @@ use crate::cpu::{LossScale, StepOptions};
 use crate::engine::{Engine, GradsOut, TrainState, VulkanOptions};
 use crate::tensor::Real;
 
+/// What `grads` and `step` run: a checkpoint, a batch of whole files, an engine.
 #[derive(Args, Debug)]
-pub struct GradsArgs {
+pub struct BatchArgs {
+    /// The parameters (safetensors, as `init` writes them).
     #[arg(long)]
     pub checkpoint: PathBuf,
     /// A data file; each one is a row made of all its bytes (repeat for more rows).
@@ -21,6 +23,12 @@ pub struct GradsArgs {
     pub data: Vec<PathBuf>,
     #[arg(long, value_enum, default_value_t = EngineArg::Cpu)]
     pub engine: EngineArg,
+}
+
+#[derive(Args, Debug)]
+pub struct GradsArgs {
+    #[command(flatten)]
+    pub batch: BatchArgs,
     /// Where to write the gradients (safetensors, parameter names).
     #[arg(long)]
     pub out: PathBuf,
@@ -36,12 +44,8 @@ pub struct GradsArgs {
 
 #[derive(Args, Debug)]
 pub struct StepArgs {
-    #[arg(long)]
-    pub checkpoint: PathBuf,
-    #[arg(long, required = true)]
-    pub data: Vec<PathBuf>,
-    #[arg(long, value_enum, default_value_t = EngineArg::Cpu)]
-    pub engine: EngineArg,
+    #[command(flatten)]
+    pub batch: BatchArgs,
     /// Where to write the updated checkpoint.
     #[arg(long)]
     pub out: PathBuf,
@@ -56,16 +60,16 @@ fn inputs<'a>(ckpt: &'a std::path::Path, data: &'a [PathBuf]) -> Vec<&'a std::pa
 }
 
 pub fn run_grads(a: &GradsArgs) -> Result<i32, CliError> {
-    backend::check_precision(a.engine, a.precision)?;
+    backend::check_precision(a.batch.engine, a.precision)?;
     super::validate_token_cap(a.token_cap)?;
-    check_output(&a.out, &inputs(&a.checkpoint, &a.data))?;
-    let (cfg, params) = load_params(&a.checkpoint)?;
+    check_output(&a.out, &inputs(&a.batch.checkpoint, &a.batch.data))?;
+    let (cfg, params) = load_params(&a.batch.checkpoint)?;
     let elem = match a.precision {
         PrecisionArg::F32 => 4,
         PrecisionArg::F64 => 8,
     };
-    let batch = rows_from_files(&a.data, &cfg, elem)?;
-    let GradsOut { loss, grad_norm, n_targets, capped, grads } = match (a.engine, a.precision) {
+    let batch = rows_from_files(&a.batch.data, &cfg, elem)?;
+    let GradsOut { loss, grad_norm, n_targets, capped, grads } = match (a.batch.engine, a.precision) {
         (EngineArg::Cpu, PrecisionArg::F64) => {
             crate::cpu::grads(&cfg, &params.cast::<f64>(), &batch, a.token_cap)?.into()
         }
@@ -107,11 +111,11 @@ fn precision_name(p: PrecisionArg) -> &'static str {
 
 pub fn run_step(a: &StepArgs) -> Result<i32, CliError> {
     let opts = a.optim.options()?;
-    check_output(&a.out, &inputs(&a.checkpoint, &a.data))?;
-    let (cfg, params) = load_params(&a.checkpoint)?;
-    let batch = rows_from_files(&a.data, &cfg, 4)?;
+    check_output(&a.out, &inputs(&a.batch.checkpoint, &a.batch.data))?;
+    let (cfg, params) = load_params(&a.batch.checkpoint)?;
+    let batch = rows_from_files(&a.batch.data, &cfg, 4)?;
     let state = TrainState::fresh(&cfg, params, LossScale::fixed());
-    let mut engine = Engine::open(a.engine.kind(), &cfg, state, &opts, &VulkanOptions::default())?;
+    let mut engine = Engine::open(a.batch.engine.kind(), &cfg, state, &opts, &VulkanOptions::default())?;
     let r = engine.step(&batch)?;
     if let Some(note) = engine.take_note() {
         eprintln!("note: {note}");

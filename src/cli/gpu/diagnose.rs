@@ -5,7 +5,7 @@ use clap::Args;
 use serde_json::json;
 
 use super::{Inputs, load_inputs, parse_fault, write_report};
-use crate::cli::args::{DeviceArg, ModelArgs};
+use crate::cli::args::{DeviceArg, FaultArg, ModelArgs, RowArgs};
 use crate::cli::backend::open_context as open;
 use crate::cli::common::{CliError, emit};
 use crate::ladder;
@@ -13,14 +13,10 @@ use crate::vk::engine::Fault;
 
 #[derive(Args, Debug)]
 pub struct BisectArgs {
-    /// Plant one bug of the fault catalogue (see `dualscope faults`).
-    #[arg(long)]
-    pub fault: Option<String>,
-    /// The text to run on (default: the embedded dataset); one row from --offset.
-    #[arg(long)]
-    pub data: Option<std::path::PathBuf>,
-    #[arg(long, default_value_t = 0)]
-    pub offset: usize,
+    #[command(flatten)]
+    pub fault: FaultArg,
+    #[command(flatten)]
+    pub row: RowArgs,
     /// The longest length tried (default: 4096, or what the data holds).
     #[arg(long)]
     pub max_len: Option<usize>,
@@ -36,14 +32,18 @@ pub struct BisectArgs {
 }
 
 pub fn bisect(a: &BisectArgs) -> Result<i32, CliError> {
-    let fault = parse_fault(&a.fault)?;
-    let Inputs { cfg, params, ds } = load_inputs(&a.model, &a.data, &a.out)?;
-    let avail = ds.len_tokens().saturating_sub(a.offset + 1);
+    let fault = parse_fault(&a.fault.fault)?;
+    let Inputs { cfg, params, ds } = load_inputs(&a.model, &a.row.data, &a.out)?;
+    let avail = ds.len_tokens().saturating_sub(a.row.offset + 1);
     let max_len = a.max_len.unwrap_or(4096).min(avail);
     if max_len < 1 {
-        return Err(CliError::Usage(format!("--offset {}: {} holds no row of 2 tokens there", a.offset, ds.name())));
+        return Err(CliError::Usage(format!(
+            "--offset {}: {} holds no row of 2 tokens there",
+            a.row.offset,
+            ds.name()
+        )));
     }
-    let row = ds.window(a.offset, max_len + 1)?;
+    let row = ds.window(a.row.offset, max_len + 1)?;
     let ctx = std::sync::Arc::new(open(a.gpu.device)?);
     let json = a.json;
     let report = ladder::bisect(&ctx, &cfg, &params, &row, max_len, fault, |p| {
@@ -83,11 +83,9 @@ pub fn bisect(a: &BisectArgs) -> Result<i32, CliError> {
 
 #[derive(Args, Debug)]
 pub struct AuditArgs {
-    /// The text (default: the embedded dataset); one row of --len positions from --offset.
-    #[arg(long)]
-    pub data: Option<std::path::PathBuf>,
-    #[arg(long, default_value_t = 0)]
-    pub offset: usize,
+    #[command(flatten)]
+    pub row: RowArgs,
+    /// Positions in the row.
     #[arg(long, default_value_t = 512)]
     pub len: usize,
     #[command(flatten)]
@@ -95,8 +93,8 @@ pub struct AuditArgs {
     /// The loss scale of the GPU's backward (its contributions are divided by the scale it reports).
     #[arg(long, default_value_t = 1024.0)]
     pub loss_scale: f64,
-    #[arg(long)]
-    pub fault: Option<String>,
+    #[command(flatten)]
+    pub fault: FaultArg,
     #[command(flatten)]
     pub gpu: DeviceArg,
     /// Also write the JSON report (with every per-token norm) to this file.
@@ -108,12 +106,12 @@ pub struct AuditArgs {
 
 pub fn audit(a: &AuditArgs) -> Result<i32, CliError> {
     use crate::ladder::audit::Verdict;
-    let fault = parse_fault(&a.fault)?;
+    let fault = parse_fault(&a.fault.fault)?;
     if !(a.loss_scale.is_finite() && a.loss_scale > 0.0) {
         return Err(CliError::Usage(format!("--loss-scale {}: a positive finite number", a.loss_scale)));
     }
-    let Inputs { cfg, params, ds } = load_inputs(&a.model, &a.data, &a.out)?;
-    let row = ds.window(a.offset, a.len + 1)?;
+    let Inputs { cfg, params, ds } = load_inputs(&a.model, &a.row.data, &a.out)?;
+    let row = ds.window(a.row.offset, a.len + 1)?;
     let ctx = std::sync::Arc::new(open(a.gpu.device)?);
     let report = crate::ladder::audit::audit(&ctx, &cfg, &params, &row, a.loss_scale, fault).map_err(|e| match e {
         ladder::LadderError::Input(why) => CliError::Usage(why),

@@ -5,7 +5,7 @@ use clap::Args;
 use serde_json::json;
 
 use super::{Inputs, choice, load_inputs, parse_fault, write_report};
-use crate::cli::args::{DeviceArg, ModelArgs};
+use crate::cli::args::{DeviceArg, FaultArg, ModelArgs};
 use crate::cli::backend::open_context as open;
 use crate::cli::common::{CliError, emit};
 use crate::ladder::{self, RungResult};
@@ -43,9 +43,8 @@ pub struct LadderArgs {
     /// Also write the JSON report to this file (atomically).
     #[arg(long)]
     pub out: Option<std::path::PathBuf>,
-    /// Plant one bug of the fault catalogue in the GPU engine (see `dualscope faults`).
-    #[arg(long)]
-    pub fault: Option<String>,
+    #[command(flatten)]
+    pub fault: FaultArg,
     #[arg(long)]
     pub json: bool,
 }
@@ -78,7 +77,7 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
     let precision = a.precision;
     let mode = a.mode;
     let choice = choice(a.gemm_path)?;
-    let fault = parse_fault(&a.fault)?;
+    let fault = parse_fault(&a.fault.fault)?;
     let (cfg, params, batch, source) = ladder_inputs(a)?;
     let ctx = std::sync::Arc::new(open(a.gpu.device)?);
     let engine_err = |e: ladder::LadderError| match e {
