@@ -3,7 +3,7 @@
 //! engines (and the cosine of their directions), linked to the stepper.
 
 use egui::{Color32, RichText};
-use egui_plot::{Legend, Line, Plot, PlotPoints, VLine};
+use egui_plot::{Line, PlotPoints, VLine};
 
 use crate::ladder::audit::Verdict;
 use crate::session::state::{FaultTool, State};
@@ -98,20 +98,14 @@ pub fn show(ui: &mut egui::Ui, state: &State, run: &AuditRun, out: &mut Vec<Comm
     };
     let cursor_line =
         |p: Option<usize>| p.map(|p| VLine::new("picked", p as f64).color(Color32::from_rgb(255, 140, 0)));
-    let resp = Plot::new("audit_norm_plot")
-        .height(170.0)
-        .allow_scroll(false)
-        .include_y(0.0)
-        .legend(Legend::default())
-        .x_axis_label("position")
-        .show(ui, |p| {
-            p.line(line("CPU", &a.cpu_norm).color(Color32::from_rgb(100, 160, 240)).width(3.0));
-            p.line(line("GPU", &a.gpu_norm).color(Color32::from_rgb(240, 120, 60)));
-            if let Some(v) = cursor_line(run.position) {
-                p.vline(v);
-            }
-            p.pointer_coordinate()
-        });
+    let resp = super::plot("audit_norm_plot", 170.0).include_y(0.0).x_axis_label("position").show(ui, |p| {
+        p.line(line("CPU", &a.cpu_norm).color(Color32::from_rgb(100, 160, 240)).width(3.0));
+        p.line(line("GPU", &a.gpu_norm).color(Color32::from_rgb(240, 120, 60)));
+        if let Some(v) = cursor_line(run.position) {
+            p.vline(v);
+        }
+        p.pointer_coordinate()
+    });
     let mut hovered = None;
     if resp.response.hovered() {
         hovered = plot_x(resp.inner, t);
@@ -121,19 +115,13 @@ pub fn show(ui: &mut egui::Ui, state: &State, run: &AuditRun, out: &mut Vec<Comm
     {
         out.push(Command::PickAuditPosition(p));
     }
-    let resp = Plot::new("audit_cosine_plot")
-        .height(90.0)
-        .allow_scroll(false)
-        .include_y(1.0)
-        .legend(Legend::default())
-        .x_axis_label("position")
-        .show(ui, |p| {
-            p.line(line("cosine", &a.cosine));
-            if let Some(v) = cursor_line(run.position) {
-                p.vline(v);
-            }
-            p.pointer_coordinate()
-        });
+    let resp = super::plot("audit_cosine_plot", 90.0).include_y(1.0).x_axis_label("position").show(ui, |p| {
+        p.line(line("cosine", &a.cosine));
+        if let Some(v) = cursor_line(run.position) {
+            p.vline(v);
+        }
+        p.pointer_coordinate()
+    });
     if resp.response.hovered() {
         hovered = hovered.or(plot_x(resp.inner, t));
     }

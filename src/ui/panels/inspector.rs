@@ -4,7 +4,7 @@
 //! worst element, and export.
 
 use egui::{Color32, Rect, RichText, pos2, vec2};
-use egui_plot::{Legend, Line, Plot, PlotPoints, VLine};
+use egui_plot::{Line, PlotPoints, VLine};
 
 use crate::ladder::{Rung, Status};
 use crate::ui::colormap::{self, ColorMap};
@@ -373,25 +373,15 @@ fn slice_plot(ui: &mut egui::Ui, st: &InspectorUi, t: &InspectedTensor) {
     ui.label(RichText::new(format!("Slice: {what} (non-finite values left out)")).strong());
     let series = |side: Side| points(idx.iter().enumerate().map(|(x, &f)| (x, side.values(t)[f])));
     let link = egui::Id::unique("inspector_slice_link");
-    Plot::new("inspector_slice_values")
-        .height(150.0)
-        .legend(Legend::default())
-        .link_axis(link, [true, false])
-        .allow_scroll(false)
-        .show(ui, |p| {
-            p.line(Line::new("CPU", series(Side::Cpu)).color(Color32::from_rgb(90, 170, 255)));
-            p.line(Line::new("GPU", series(Side::Gpu)).color(Color32::from_rgb(255, 170, 60)));
-            p.vline(VLine::new("picked", at as f64).color(Color32::GRAY));
-        });
-    Plot::new("inspector_slice_diff")
-        .height(100.0)
-        .legend(Legend::default())
-        .link_axis(link, [true, false])
-        .allow_scroll(false)
-        .show(ui, |p| {
-            p.line(Line::new("GPU - CPU", series(Side::Diff)).color(Color32::from_rgb(240, 80, 80)));
-            p.vline(VLine::new("picked", at as f64).color(Color32::GRAY));
-        });
+    super::plot("inspector_slice_values", 150.0).link_axis(link, [true, false]).show(ui, |p| {
+        p.line(Line::new("CPU", series(Side::Cpu)).color(Color32::from_rgb(90, 170, 255)));
+        p.line(Line::new("GPU", series(Side::Gpu)).color(Color32::from_rgb(255, 170, 60)));
+        p.vline(VLine::new("picked", at as f64).color(Color32::GRAY));
+    });
+    super::plot("inspector_slice_diff", 100.0).link_axis(link, [true, false]).show(ui, |p| {
+        p.line(Line::new("GPU - CPU", series(Side::Diff)).color(Color32::from_rgb(240, 80, 80)));
+        p.vline(VLine::new("picked", at as f64).color(Color32::GRAY));
+    });
 }
 
 /// The most cells the grid lists (rows × columns), from the view's top left.

@@ -15,3 +15,9 @@ pub mod status;
 pub mod stepper;
 pub mod text;
 pub mod training;
+
+/// The diagnostic views' plots: `height` points tall, with a legend, and the
+/// mouse wheel left to the page (a plot under the pointer would swallow it).
+fn plot<'a>(id: &'static str, height: f32) -> egui_plot::Plot<'a> {
+    egui_plot::Plot::new(id).height(height).legend(egui_plot::Legend::default()).allow_scroll(false)
+}

@@ -2,7 +2,7 @@
 //! the ratio of their medians, and the GPU step's per-kernel breakdown.
 
 use egui::{Color32, RichText};
-use egui_plot::{Bar, BarChart, Legend, Line, Plot, PlotPoints};
+use egui_plot::{Bar, BarChart, Line, Plot, PlotPoints};
 
 use crate::ui::command::{Command, button};
 use crate::ui::engines::Engine;
@@ -72,18 +72,11 @@ pub fn show(ui: &mut egui::Ui, run: &SpeedRun, cmds: &mut Vec<Command>) {
             .filter_map(|s| if device { s.device_ms } else { Some(s.wall_ms) }.map(|v| [s.step as f64, v]))
             .collect()
     };
-    Plot::new("speed_plot")
-        .height(320.0)
-        .legend(Legend::default())
-        .x_axis_label("step")
-        .y_axis_label("ms / step")
-        .include_y(0.0)
-        .allow_scroll(false)
-        .show(ui, |p| {
-            p.line(Line::new("CPU (wall)", line(Engine::Cpu, false)).color(Color32::from_rgb(90, 170, 255)));
-            p.line(Line::new("GPU (wall)", line(Engine::Vulkan, false)).color(Color32::from_rgb(255, 170, 60)));
-            p.line(Line::new("GPU (device)", line(Engine::Vulkan, true)).color(Color32::from_rgb(120, 220, 120)));
-        });
+    super::plot("speed_plot", 320.0).x_axis_label("step").y_axis_label("ms / step").include_y(0.0).show(ui, |p| {
+        p.line(Line::new("CPU (wall)", line(Engine::Cpu, false)).color(Color32::from_rgb(90, 170, 255)));
+        p.line(Line::new("GPU (wall)", line(Engine::Vulkan, false)).color(Color32::from_rgb(255, 170, 60)));
+        p.line(Line::new("GPU (device)", line(Engine::Vulkan, true)).color(Color32::from_rgb(120, 220, 120)));
+    });
     let ratio: PlotPoints = {
         let cpu: std::collections::HashMap<u64, f64> =
             run.samples.iter().filter(|s| s.engine == Engine::Cpu).map(|s| (s.step, s.wall_ms)).collect();
@@ -93,16 +86,9 @@ pub fn show(ui: &mut egui::Ui, run: &SpeedRun, cmds: &mut Vec<Command>) {
             .filter_map(|s| cpu.get(&s.step).map(|c| [s.step as f64, c / s.wall_ms]))
             .collect()
     };
-    Plot::new("speed_ratio")
-        .height(140.0)
-        .legend(Legend::default())
-        .x_axis_label("step")
-        .y_axis_label("CPU / GPU")
-        .include_y(0.0)
-        .allow_scroll(false)
-        .show(ui, |p| {
-            p.line(Line::new("speedup (wall)", ratio).color(Color32::from_rgb(240, 80, 80)));
-        });
+    super::plot("speed_ratio", 140.0).x_axis_label("step").y_axis_label("CPU / GPU").include_y(0.0).show(ui, |p| {
+        p.line(Line::new("speedup (wall)", ratio).color(Color32::from_rgb(240, 80, 80)));
+    });
     kernel_chart(ui, run);
 }
 
