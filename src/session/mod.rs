@@ -3,7 +3,7 @@
 //!
 //! - [`state`]: the serde [`State`] (what is saved; nothing live); [`config`] the configs it names.
 //! - [`results`]: ladder results as saved: the input they ran on and the ladder's own types.
-//! - [`file`]: the RON session file, its format version and loader, its errors.
+//! - [`file`](mod@file): the RON session file, its format version and loader, its errors.
 //! - [`side`]: the side file of compared tensors, through `checkpoint`'s safetensors code.
 //! - [`job`]: [`Job`], the one background job type (thread, progress, cancel, result, waker).
 //! - [`gpu`]: the shared, lazily opened Vulkan context.

@@ -1,5 +1,5 @@
 //! Ladder runs for the GUI: a [`Job`] runs the asked rungs through the
-//! library's runner ([`ladder::run`]) on the shared Vulkan context, and
+//! library's runner ([`ladder::run()`]) on the shared Vulkan context, and
 //! reports each rung as it finishes, with every tensor it compared (for the
 //! inspector). The UI polls the reports.
 //!
@@ -61,7 +61,7 @@ fn inspected(tensors: Vec<ladder::RungTensor>) -> Vec<InspectedTensor> {
     tensors.into_iter().map(|t| InspectedTensor::new(t.name, t.shape, t.cpu, t.gpu, t.f64)).collect()
 }
 
-/// Runs `rungs` and the end-to-end gate through [`ladder::run`], reporting as
+/// Runs `rungs` and the end-to-end gate through [`ladder::run()`], reporting as
 /// it goes; a rung that cannot run is reported with why. Blocking: the GUI
 /// calls it in a [`Job`]; the example-session generator directly, with a
 /// corrupted weight (the GUI itself never corrupts one).

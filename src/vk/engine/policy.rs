@@ -122,8 +122,8 @@ impl Engine {
     }
 
     /// Whether the current batch's recurrences run on the cooperative-matrix
-    /// grid kernels: where [`Engine::coopmat_recurrence_capable`], with the
-    /// grid kernels (not `seq`), and at most [`GRID_MAX_GROUPS`] workgroups
+    /// grid kernels: where the device and shape allow cooperative-matrix recurrences, with the
+    /// grid kernels (not `seq`), and at most `GRID_MAX_GROUPS` workgroups
     /// of 16 rows × 16 units.
     pub fn recurrence_on_coopmat(&self) -> bool {
         let Some(ws) = self.ws.as_ref() else { return false };
@@ -135,7 +135,7 @@ impl Engine {
 
     /// Whether the current batch's forward runs both layers in one wavefront
     /// dispatch (`gru_fwd_wave_cm`): on cooperative matrices, two layers, at
-    /// most [`GRID_MAX_GROUPS`] workgroups for both, and not switched off
+    /// most `GRID_MAX_GROUPS` workgroups for both, and not switched off
     /// with `DUALSCOPE_WAVE=0`.
     pub fn forward_wave(&self) -> bool {
         self.wave_fits(&GRU_FWD_WAVE_CM)

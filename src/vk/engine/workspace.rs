@@ -44,7 +44,7 @@ pub struct Workspace {
     pub targets: Buffer,
     pub mask: Buffer,
     /// V+1 starts, then the positions grouped by input token, then V+1
-    /// first chunks of [`EMB_CHUNK`] positions (embedding gradient).
+    /// first chunks of `EMB_CHUNK` positions (embedding gradient).
     pub csr: Buffer,
     /// The embedding gradient's chunk sums, [chunks, d_embed].
     pub emb_part: Buffer,
