@@ -813,7 +813,7 @@ fn start_speedup(h: &mut Harness<'static, App>, steps: usize) -> bool {
     let enough = |h: &Harness<'static, App>| {
         let s = &h.state().speed().samples;
         let n = |e| s.iter().filter(|x| x.engine == e).count();
-        n(dualscope::ui::engines::Engine::Cpu) >= steps && (!gpu || n(dualscope::ui::engines::Engine::Vulkan) >= steps)
+        n(dualscope::engine::EngineKind::Cpu) >= steps && (!gpu || n(dualscope::engine::EngineKind::Vulkan) >= steps)
     };
     for _ in 0..4000 {
         h.step();
@@ -841,7 +841,7 @@ fn speedup_panel_runs_and_stops() {
     // Both engines train the same model on the same batches: the same first loss.
     if gpu {
         let first = |e| s.iter().find(|x| x.engine == e).unwrap().loss;
-        let (c, g) = (first(dualscope::ui::engines::Engine::Cpu), first(dualscope::ui::engines::Engine::Vulkan));
+        let (c, g) = (first(dualscope::engine::EngineKind::Cpu), first(dualscope::engine::EngineKind::Vulkan));
         assert!((c - g).abs() < 1e-4 * c.abs(), "CPU loss {c}, GPU loss {g}");
         assert!(h.query_all_by_label_contains("×").count() >= 2, "the speedups are shown");
         // The GPU step's per-kernel breakdown: the recurrences and the products are in it.
@@ -871,7 +871,7 @@ fn speedup_panel_times_the_mixed_step() {
     if gpu {
         let s = &h.state().speed().samples;
         let first = |e| s.iter().find(|x| x.engine == e).unwrap().loss;
-        let (c, g) = (first(dualscope::ui::engines::Engine::Cpu), first(dualscope::ui::engines::Engine::Vulkan));
+        let (c, g) = (first(dualscope::engine::EngineKind::Cpu), first(dualscope::engine::EngineKind::Vulkan));
         // f16 products move the first loss by about 1e-3 relative at most; another
         // model or batch would move it far more.
         assert!((c - g).abs() < 5e-3 * c.abs(), "CPU loss {c}, mixed GPU loss {g}");
@@ -881,7 +881,7 @@ fn speedup_panel_times_the_mixed_step() {
 /// The speedup view with known samples (a live run's times vary from run to run).
 #[test]
 fn snapshot_speedup_view() {
-    use dualscope::ui::engines::Engine;
+    use dualscope::engine::EngineKind as Engine;
     use dualscope::ui::speed::Sample;
     let mut h = harness(tiny(20), (1400.0, 900.0));
     wait_for_trace(&mut h);

@@ -1,26 +1,21 @@
 //! Which engines can run here: the CPU reference always; the Vulkan engine
 //! when a device opens (the shared context, opened once per process).
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Engine {
-    Cpu,
-    Vulkan,
-}
+use crate::engine::EngineKind;
 
-impl Engine {
-    pub fn label(self) -> &'static str {
-        match self {
-            Engine::Cpu => "CPU",
-            Engine::Vulkan => "GPU",
-        }
+/// How the GUI names an engine.
+pub fn label(engine: EngineKind) -> &'static str {
+    match engine {
+        EngineKind::Cpu => "CPU",
+        EngineKind::Vulkan => "GPU",
     }
 }
 
 /// `Ok(description)` when the engine can run here, `Err(why not)` otherwise.
-pub fn availability(engine: Engine) -> Result<String, String> {
+pub fn availability(engine: EngineKind) -> Result<String, String> {
     match engine {
-        Engine::Cpu => Ok(format!("CPU reference, {} threads", rayon::current_num_threads())),
-        Engine::Vulkan => gpu_availability(),
+        EngineKind::Cpu => Ok(format!("CPU reference, {} threads", rayon::current_num_threads())),
+        EngineKind::Vulkan => gpu_availability(),
     }
 }
 

@@ -6,10 +6,9 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::engines::Engine;
 use crate::cpu::{LossScale, StepOptions};
 use crate::dataset::Dataset;
-use crate::engine::{self, Submit, TrainState, VulkanOptions};
+use crate::engine::{self, EngineKind, Submit, TrainState, VulkanOptions};
 use crate::session::gpu;
 use crate::session::job::{Job, Reporter, Waker};
 use crate::session::state::ConfigName;
@@ -20,7 +19,7 @@ use crate::vk::gemm::{GemmChoice, Precision};
 /// One training step of one engine.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Sample {
-    pub engine: Engine,
+    pub engine: EngineKind,
     pub step: u64,
     pub wall_ms: f64,
     /// Device time of the step's dispatches (GPU with timestamps only).
@@ -75,7 +74,7 @@ pub fn kernel_means(kernels: &std::collections::VecDeque<Vec<(String, f64)>>) ->
 /// Upper medians of the last `n` samples of each engine: (CPU wall, GPU
 /// wall, GPU device).
 pub fn medians(samples: &[Sample], n: usize) -> (Option<f64>, Option<f64>, Option<f64>) {
-    let last = |e: Engine, device: bool| {
+    let last = |e: EngineKind, device: bool| {
         let v: Vec<f64> = samples
             .iter()
             .rev()
@@ -85,7 +84,7 @@ pub fn medians(samples: &[Sample], n: usize) -> (Option<f64>, Option<f64>, Optio
             .collect();
         engine::stats::upper_median(v)
     };
-    (last(Engine::Cpu, false), last(Engine::Vulkan, false), last(Engine::Vulkan, true))
+    (last(EngineKind::Cpu, false), last(EngineKind::Vulkan, false), last(EngineKind::Vulkan, true))
 }
 
 impl SpeedRun {
@@ -190,7 +189,7 @@ impl Run<'_> {
             let rep = cpu.step(&batch).map_err(|e| e.to_string())?;
             let wall_ms = t.elapsed().as_secs_f64() * 1e3;
             if !r.progress(Report::Sample(Sample {
-                engine: Engine::Cpu,
+                engine: EngineKind::Cpu,
                 step,
                 wall_ms,
                 device_ms: None,
@@ -206,7 +205,7 @@ impl Run<'_> {
                 match g.step_timed(&batch, Submit::Record) {
                     Ok((rep, times)) => {
                         let s = Sample {
-                            engine: Engine::Vulkan,
+                            engine: EngineKind::Vulkan,
                             step,
                             wall_ms: t.elapsed().as_secs_f64() * 1e3,
                             device_ms: times.device_ms,
@@ -236,11 +235,11 @@ mod tests {
     fn medians_per_engine() {
         let s = |engine, wall_ms, device_ms| Sample { engine, step: 0, wall_ms, device_ms, loss: 0.0 };
         let samples = [
-            s(Engine::Cpu, 10.0, None),
-            s(Engine::Vulkan, 2.0, Some(1.0)),
-            s(Engine::Cpu, 30.0, None),
-            s(Engine::Vulkan, 4.0, None),
-            s(Engine::Cpu, 20.0, None),
+            s(EngineKind::Cpu, 10.0, None),
+            s(EngineKind::Vulkan, 2.0, Some(1.0)),
+            s(EngineKind::Cpu, 30.0, None),
+            s(EngineKind::Vulkan, 4.0, None),
+            s(EngineKind::Cpu, 20.0, None),
         ];
         assert_eq!(medians(&samples, 10), (Some(20.0), Some(4.0), Some(1.0)));
         assert_eq!(medians(&samples, 1), (Some(20.0), Some(4.0), None));

@@ -3,10 +3,11 @@
 use egui::{DragValue, RichText};
 
 use crate::dataset::{Dataset, human_size};
+use crate::engine::EngineKind;
 use crate::ladder::Precision;
 use crate::session::state::{ConfigName, MAX_LEN, PanelId, State};
 use crate::ui::command::{Command, button};
-use crate::ui::engines::{self, Engine};
+use crate::ui::engines;
 
 pub struct Controls<'a> {
     pub state: &'a State,
@@ -146,14 +147,16 @@ fn engines_section(ui: &mut egui::Ui, s: &State, out: &mut Vec<Command>) {
     if ui.checkbox(&mut on, cmd.label()).on_hover_text(cmd.tooltip()).changed() {
         out.push(Command::SetGpuTrace(on));
     }
-    for engine in [Engine::Cpu, Engine::Vulkan] {
+    for engine in [EngineKind::Cpu, EngineKind::Vulkan] {
         ui.horizontal_wrapped(|ui| match engines::availability(engine) {
             Ok(what) => {
-                ui.label(RichText::new(format!("{}: available", engine.label())).color(egui::Color32::LIGHT_GREEN));
+                ui.label(
+                    RichText::new(format!("{}: available", engines::label(engine))).color(egui::Color32::LIGHT_GREEN),
+                );
                 ui.label(RichText::new(what).weak());
             }
             Err(why) => {
-                ui.label(RichText::new(format!("{}: {why}", engine.label())).weak());
+                ui.label(RichText::new(format!("{}: {why}", engines::label(engine))).weak());
             }
         });
     }

@@ -4,8 +4,8 @@
 use egui::{Color32, RichText};
 use egui_plot::{Bar, BarChart, Line, Plot, PlotPoints};
 
+use crate::engine::EngineKind;
 use crate::ui::command::{Command, button};
-use crate::ui::engines::Engine;
 use crate::ui::speed::{KERNEL_STEPS, SpeedRun, kernel_means, medians};
 
 /// Samples per engine the medians are taken over.
@@ -37,7 +37,7 @@ pub fn show(ui: &mut egui::Ui, run: &SpeedRun, cmds: &mut Vec<Command>) {
     if let Some(e) = &run.error {
         ui.colored_label(Color32::LIGHT_RED, format!("stopped: {e}"));
     }
-    let n = |e: Engine| run.samples.iter().filter(|s| s.engine == e).count();
+    let n = |e: EngineKind| run.samples.iter().filter(|s| s.engine == e).count();
     let (cpu, gpu_wall, gpu_dev) = medians(&run.samples, WINDOW);
     let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2} ms"));
     egui::Grid::new("speed_stats").num_columns(4).striped(true).show(ui, |ui| {
@@ -46,7 +46,7 @@ pub fn show(ui: &mut egui::Ui, run: &SpeedRun, cmds: &mut Vec<Command>) {
         }
         ui.end_row();
         ui.label("CPU wall");
-        ui.label(n(Engine::Cpu).to_string());
+        ui.label(n(EngineKind::Cpu).to_string());
         ui.label(ms(cpu));
         ui.label("1×");
         ui.end_row();
@@ -55,7 +55,7 @@ pub fn show(ui: &mut egui::Ui, run: &SpeedRun, cmds: &mut Vec<Command>) {
             _ => "-".into(),
         };
         ui.label("GPU wall");
-        ui.label(n(Engine::Vulkan).to_string());
+        ui.label(n(EngineKind::Vulkan).to_string());
         ui.label(ms(gpu_wall));
         ui.label(RichText::new(ratio(gpu_wall)).strong());
         ui.end_row();
@@ -65,7 +65,7 @@ pub fn show(ui: &mut egui::Ui, run: &SpeedRun, cmds: &mut Vec<Command>) {
         ui.label(ratio(gpu_dev));
         ui.end_row();
     });
-    let line = |e: Engine, device: bool| -> PlotPoints<'static> {
+    let line = |e: EngineKind, device: bool| -> PlotPoints<'static> {
         run.samples
             .iter()
             .filter(|s| s.engine == e)
@@ -73,16 +73,16 @@ pub fn show(ui: &mut egui::Ui, run: &SpeedRun, cmds: &mut Vec<Command>) {
             .collect()
     };
     super::plot("speed_plot", 320.0).x_axis_label("step").y_axis_label("ms / step").include_y(0.0).show(ui, |p| {
-        p.line(Line::new("CPU (wall)", line(Engine::Cpu, false)).color(Color32::from_rgb(90, 170, 255)));
-        p.line(Line::new("GPU (wall)", line(Engine::Vulkan, false)).color(Color32::from_rgb(255, 170, 60)));
-        p.line(Line::new("GPU (device)", line(Engine::Vulkan, true)).color(Color32::from_rgb(120, 220, 120)));
+        p.line(Line::new("CPU (wall)", line(EngineKind::Cpu, false)).color(Color32::from_rgb(90, 170, 255)));
+        p.line(Line::new("GPU (wall)", line(EngineKind::Vulkan, false)).color(Color32::from_rgb(255, 170, 60)));
+        p.line(Line::new("GPU (device)", line(EngineKind::Vulkan, true)).color(Color32::from_rgb(120, 220, 120)));
     });
     let ratio: PlotPoints = {
         let cpu: std::collections::HashMap<u64, f64> =
-            run.samples.iter().filter(|s| s.engine == Engine::Cpu).map(|s| (s.step, s.wall_ms)).collect();
+            run.samples.iter().filter(|s| s.engine == EngineKind::Cpu).map(|s| (s.step, s.wall_ms)).collect();
         run.samples
             .iter()
-            .filter(|s| s.engine == Engine::Vulkan && s.wall_ms > 0.0)
+            .filter(|s| s.engine == EngineKind::Vulkan && s.wall_ms > 0.0)
             .filter_map(|s| cpu.get(&s.step).map(|c| [s.step as f64, c / s.wall_ms]))
             .collect()
     };
