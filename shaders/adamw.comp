@@ -38,7 +38,10 @@ void main() {
         float gj = g[j];
         float pj = p[j];
         bool decays = false;
-        for (uint r = 0u; r < dr[0]; ++r) decays = decays || (j >= dr[1u + 2u * r] && j < dr[2u + 2u * r]);
+        // The count is read before the loop (see embed_bwd.comp: GPU-assisted
+        // validation and a buffer read in a loop condition).
+        uint ranges = dr[0];
+        for (uint r = 0u; r < ranges; ++r) decays = decays || (j >= dr[1u + 2u * r] && j < dr[2u + 2u * r]);
         if (decays) pj *= decay;
         float mj = m[j] + (1.0 - b1) * (gj - m[j]);
         float vj = v[j] * b2 + (1.0 - b2) * gj * gj;

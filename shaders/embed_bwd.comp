@@ -49,7 +49,11 @@ void main() {
         } else {
             uint x = outer;
             float s = 0.0;
-            for (uint c = csr[chunk0 + x]; c < csr[chunk0 + x + 1u]; ++c) s += part[c * pc.D + i];
+            // The bounds are read before the loop: GPU-assisted validation
+            // instruments a buffer read in a loop's condition into a CFG that
+            // Mesa 22.3's SPIR-V parser rejects.
+            uint c0 = csr[chunk0 + x], c1 = csr[chunk0 + x + 1u];
+            for (uint c = c0; c < c1; ++c) s += part[c * pc.D + i];
             g[pc.off0 + idx] = s;
         }
     }

@@ -16,15 +16,17 @@ use super::device::{Candidate, DeviceReport, Limits, rank_devices};
 use super::error::{VkError, VkResult, call};
 use super::inner::{Counters, Inner};
 use super::kernel::{Kernel, KernelSpec};
+use super::validation::{Validation, ValidationSummary};
 
 const VALIDATION_LAYER: &CStr = c"VK_LAYER_KHRONOS_validation";
 
 /// How to build a context. `None` fields fall back to the environment:
 /// `DUALSCOPE_VK_DEVICE` (an index into the ranked device list, default 0) and
-/// `DUALSCOPE_VK_VALIDATION` (`1`/`0`; default on in debug builds and tests).
+/// `DUALSCOPE_VK_VALIDATION` (see [`Validation`]; on in debug builds and tests).
 #[derive(Clone, Debug, Default)]
 pub struct ContextOptions {
     pub device: Option<usize>,
+    /// On or off; "on" runs the mode the environment names (default `sync`).
     pub validation: Option<bool>,
 }
 
@@ -42,15 +44,8 @@ impl ContextOptions {
         }
     }
 
-    fn validation(&self) -> bool {
-        if let Some(v) = self.validation {
-            return v;
-        }
-        match std::env::var("DUALSCOPE_VK_VALIDATION").as_deref() {
-            Ok("1") | Ok("true") | Ok("on") => true,
-            Ok("0") | Ok("false") | Ok("off") => false,
-            _ => cfg!(debug_assertions),
-        }
+    fn validation(&self) -> VkResult<Validation> {
+        Validation::resolve(self.validation)
     }
 }
 
@@ -105,7 +100,8 @@ impl Context {
     /// and opens the one `opts` names (default: the best).
     pub fn new(opts: &ContextOptions) -> VkResult<Context> {
         let index = opts.device_index()?;
-        let want_validation = opts.validation();
+        let mode = opts.validation()?;
+        let want_validation = mode.is_on();
         // SAFETY: loading the system's Vulkan loader runs its initialisers;
         // that is the documented way to use it and nothing else is loaded.
         let entry = unsafe { ash::Entry::load() }.map_err(|e| VkError::NoLoader(e.to_string()))?;
@@ -133,7 +129,14 @@ impl Context {
         }
         let has_ext = |n: &CStr| extensions.iter().any(|e| e.extension_name_as_c_str() == Ok(n));
         let debug_utils = validation && has_ext(ash::ext::debug_utils::NAME);
-        let sync_validation = validation && has_ext(ash::ext::validation_features::NAME);
+        let wanted_features = if validation { mode.features() } else { &[] };
+        let validation_features = !wanted_features.is_empty() && has_ext(ash::ext::validation_features::NAME);
+        if !wanted_features.is_empty() && !validation_features {
+            return Err(VkError::Invalid(format!(
+                "DUALSCOPE_VK_VALIDATION asks for {} validation but the layer lacks VK_EXT_validation_features",
+                mode.label()
+            )));
+        }
 
         // SAFETY: a plain query on a loaded entry.
         let loader_version = unsafe { entry.try_enumerate_instance_version() }
@@ -153,7 +156,7 @@ impl Context {
         if debug_utils {
             ext_names.push(ash::ext::debug_utils::NAME.as_ptr());
         }
-        if sync_validation {
+        if validation_features {
             ext_names.push(ash::ext::validation_features::NAME.as_ptr());
         }
         let counters_ptr = &*counters as *const Counters as *mut c_void;
@@ -168,8 +171,7 @@ impl Context {
             )
             .pfn_user_callback(Some(on_message))
             .user_data(counters_ptr);
-        let enabled_features = [vk::ValidationFeatureEnableEXT::SYNCHRONIZATION_VALIDATION];
-        let mut features = vk::ValidationFeaturesEXT::default().enabled_validation_features(&enabled_features);
+        let mut features = vk::ValidationFeaturesEXT::default().enabled_validation_features(wanted_features);
         let mut create = vk::InstanceCreateInfo::default()
             .application_info(&app)
             .enabled_layer_names(&layer_names)
@@ -178,7 +180,7 @@ impl Context {
             // Also catches messages from instance creation and destruction.
             create = create.push_next(&mut messenger_info);
         }
-        if sync_validation {
+        if validation_features {
             create = create.push_next(&mut features);
         }
         // SAFETY: every pointer in `create` points into locals that outlive the call.
@@ -263,6 +265,10 @@ impl Context {
         *inner.allocator.lock().unwrap() = Some(allocator);
         let mut report = picked.report(index, &candidates, validation);
         report.coopmat_off = coopmat_off;
+        if validation {
+            report.validation_mode = mode;
+            report.validation_layer = Some(super::device::version_string(layer_version));
+        }
         Ok(Context { kernels: Mutex::new(HashMap::new()), inner: Arc::new(inner), report })
     }
 
@@ -279,6 +285,25 @@ impl Context {
     /// Validation errors reported so far (0 when validation is off).
     pub fn validation_errors(&self) -> u64 {
         self.inner.counters.error.load(Ordering::Relaxed)
+    }
+
+    /// What this context validated so far: the mode, the layer, the counts
+    /// and every kernel built (each one's shader module passed the layer's
+    /// SPIR-V checks and each of its dispatches was watched).
+    pub fn validation_summary(&self) -> ValidationSummary {
+        let mut kernels: Vec<&'static str> =
+            self.kernels.lock().unwrap_or_else(|p| p.into_inner()).keys().copied().collect();
+        kernels.sort_unstable();
+        let m = self.validation_messages();
+        ValidationSummary {
+            on: self.report.validation,
+            mode: self.report.validation_mode,
+            layer: self.report.validation_layer.clone(),
+            errors: m.error,
+            warnings: m.warning,
+            cooperative_matrix: kernels.iter().any(|k| k.contains("_cm") || k.contains("coopmat")),
+            kernels,
+        }
     }
 
     pub fn validation_messages(&self) -> MessageCounts {
@@ -304,6 +329,15 @@ impl Context {
         let k = Arc::new(Kernel::new(&self.inner, spec)?);
         map.insert(spec.name, k.clone());
         Ok(k)
+    }
+}
+
+impl Drop for Context {
+    /// A validated run ends with one line saying what the layer checked.
+    fn drop(&mut self) {
+        if self.report.validation {
+            eprintln!("dualscope: {}", self.validation_summary().line());
+        }
     }
 }
 
@@ -340,8 +374,11 @@ fn create_device(instance: &ash::Instance, c: &Candidate) -> VkResult<ash::Devic
         [vk::DeviceQueueCreateInfo::default().queue_family_index(c.queue_family).queue_priorities(&priorities)];
     let mut v11 = vk::PhysicalDeviceVulkan11Features::default().storage_buffer16_bit_access(c.features.storage_16bit);
     let coop = c.features.coopmat_f16_16x16x16;
-    let mut v12 =
-        vk::PhysicalDeviceVulkan12Features::default().shader_float16(c.features.float16).vulkan_memory_model(coop);
+    // The cooperative-matrix shaders use the Vulkan memory model with Device
+    // scope, which needs both features (VUID-RuntimeSpirv-vulkanMemoryModel-06265).
+    let mut v12 = vk::PhysicalDeviceVulkan12Features::default().shader_float16(c.features.float16)
+        .vulkan_memory_model(coop)
+        .vulkan_memory_model_device_scope(coop);
     let mut fcm = vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default().cooperative_matrix(true);
     let extensions = [ash::khr::cooperative_matrix::NAME.as_ptr()];
     let mut info = vk::DeviceCreateInfo::default().queue_create_infos(&queues);

@@ -7,6 +7,7 @@ use ash::vk;
 use serde::Serialize;
 
 use super::error::{VkResult, call};
+use super::validation::Validation;
 
 /// The device limits the engine checks its work against.
 #[derive(Clone, Debug, Serialize)]
@@ -67,6 +68,10 @@ pub struct DeviceReport {
     pub features: Features,
     /// Whether the Khronos validation layer is on.
     pub validation: bool,
+    /// What it checks (`off` when it is not on).
+    pub validation_mode: Validation,
+    /// The layer's version, when it is on.
+    pub validation_layer: Option<String>,
     /// Why the cooperative-matrix path is off although the device has it.
     pub coopmat_off: Option<String>,
     /// Every usable device, best first; `index` picks from this list.
@@ -145,6 +150,8 @@ impl Candidate {
             timestamps: self.timestamps,
             features: self.features,
             validation,
+            validation_mode: Validation::Off,
+            validation_layer: None,
             coopmat_off: None,
             devices: all
                 .iter()
@@ -232,7 +239,8 @@ fn describe(entry: &ash::Entry, instance: &ash::Instance, physical: vk::Physical
             coopmat_f16_16x16x16: f16_config
                 && fcm.cooperative_matrix == vk::TRUE
                 && f12.shader_float16 == vk::TRUE
-                && f12.vulkan_memory_model == vk::TRUE,
+                && f12.vulkan_memory_model == vk::TRUE
+                && f12.vulkan_memory_model_device_scope == vk::TRUE,
             storage_16bit: f11.storage_buffer16_bit_access == vk::TRUE,
             float16: f12.shader_float16 == vk::TRUE,
             bfloat16: has(c"VK_KHR_shader_bfloat16"),

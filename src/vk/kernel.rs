@@ -128,7 +128,11 @@ impl Kernel {
             let info = [vk::ComputePipelineCreateInfo::default().stage(stage).layout(k.pipeline_layout)];
             let pipelines = device
                 .create_compute_pipelines(vk::PipelineCache::null(), &info, None)
-                .map_err(|(_, e)| call("vkCreateComputePipelines")(e))?;
+                .map_err(|(_, e)| {
+                    // Name the kernel: a driver or layer that rejects one shader says little else.
+                    eprintln!("dualscope: building kernel {} failed", spec.name);
+                    call("vkCreateComputePipelines")(e)
+                })?;
             k.pipeline = pipelines[0];
         }
         Ok(k)

@@ -4,7 +4,7 @@
 //! or the UI; Vulkan is loaded at run time, so a machine without it gets a
 //! clear [`VkError::NoLoader`] / [`VkError::NoDevice`], not a link failure.
 //!
-//! Module order (each uses only those above it): `error`, `device`, `inner`
+//! Module order (each uses only those above it): `error`, `validation`, `device`, `inner`
 //! (the shared device state), `kernel`, `context`, `buffer`, `recorder`,
 //! `gemm`, `engine`.
 
@@ -19,10 +19,12 @@ mod kernel;
 mod recorder;
 mod shaders;
 mod spirv;
+mod validation;
 
 pub use buffer::{Buffer, MemoryKind};
 pub use context::{Context, ContextOptions, MessageCounts};
 pub use device::{DeviceReport, DeviceSummary, Features, Limits};
 pub use error::{VkError, VkResult};
+pub use validation::{Validation, ValidationSummary};
 pub use kernel::{Access, Kernel, KernelSpec, PushConstants, group_counts};
 pub use recorder::{Recording, Sequence, Timing, Timings, kernel_of};

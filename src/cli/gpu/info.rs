@@ -51,7 +51,11 @@ fn print_report(r: &DeviceReport) {
         yes(f.float16),
         yes(f.bfloat16)
     );
-    println!("  validation   {}", if r.validation { "on" } else { "off" });
+    println!(
+        "  validation   {}{}",
+        r.validation_mode.label(),
+        r.validation_layer.as_ref().map(|v| format!(" (layer {v})")).unwrap_or_default()
+    );
     if let Some(why) = &r.coopmat_off {
         println!("  coopmat      {why}");
     }

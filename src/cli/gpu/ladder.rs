@@ -110,7 +110,7 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
         "mode": mode,
         "fault": fault,
         "batch": { "rows": batch.rows, "seq_len": batch.t, "targets": batch.num_targets(), "source": source },
-        "validation": { "on": ctx.validation(), "errors": validation_errors },
+        "validation": ctx.validation_summary(),
         "rungs": results,
         "end_to_end": end_to_end,
         "status": status,
@@ -164,7 +164,7 @@ fn print_table(r: &DeviceReport, results: &[RungResult], validation_errors: u64)
         r.index,
         r.name,
         r.driver_name,
-        if r.validation { "on" } else { "off" }
+        r.validation_mode.label()
     );
     for rung in results {
         println!(
