@@ -14,11 +14,11 @@ text=/tmp/validate-text.txt
 cat README.md docs/*.md docs/*/*.md src/*/*.rs > $text 2>/dev/null
 run() { # name, args...
   local name=$1; shift
-  local t0=$(date +%s.%N)
+  local t0=$(date +%s%N)
   "$bin" "$@" > "$out/$name.out" 2> "$out/$name.err"; local rc=$?
-  local t1=$(date +%s.%N)
+  local t1=$(date +%s%N)
   local vuids=$(grep -o 'VUID-[A-Za-z0-9_-]*\|SYNC-[A-Za-z0-9_-]*' "$out/$name.err" | sort | uniq -c | tr '\n' ' ')
-  printf '%-28s rc=%d %6.1fs errors:[%s] %s\n' "$name" $rc $(echo "$t1 - $t0" | bc) "$vuids" "$(grep -h '^dualscope: validation' "$out/$name.err" | tail -1)" | tee -a "$out/summary.txt"
+  printf '%-28s rc=%d %6ss ids:[%s] %s\n' "$name" $rc $(( (t1 - t0) / 1000000000 )) "$vuids" "$(grep -h '^dualscope: validation' "$out/$name.err" | tail -1)" | tee -a "$out/summary.txt"
 }
 for w in $what; do case $w in
   ladders) for p in f32 f16; do for c in small bench; do run ladder-$c-$p ladder --config $c --precision $p --json; done; done ;;

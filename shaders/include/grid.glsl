@@ -18,8 +18,11 @@
 // Words between two flags (one 128-byte line each).
 #define GRID_FLAG_STRIDE 32u
 
-layout(std430, binding = GRID_STATE_BINDING) coherent volatile buffer StateBuf { uint st[]; };
-layout(std430, binding = GRID_SYNC_BINDING) coherent volatile buffer SyncBuf { uint flags[]; };
+// `volatile` alone: glslang decorates a volatile block Coherent as well, and
+// `coherent volatile` gives the decoration twice, which SPIR-V validation
+// rejects (VUID-VkShaderModuleCreateInfo-pCode-08737).
+layout(std430, binding = GRID_STATE_BINDING) volatile buffer StateBuf { uint st[]; };
+layout(std430, binding = GRID_SYNC_BINDING) volatile buffer SyncBuf { uint flags[]; };
 
 // The k-th barrier of the dispatch (k = 1, 2, ...). Call from uniform control
 // flow with at most as many workgroups as the workgroup has invocations.
