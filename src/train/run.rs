@@ -71,6 +71,14 @@ impl TrainPlan {
         if self.steps == 0 {
             return Err(TrainError::Usage("--steps must be at least 1".into()));
         }
+        if self.batch == Some(0) || self.seq_len == Some(0) {
+            return Err(TrainError::Usage("--batch and --seq-len must be at least 1".into()));
+        }
+        // The summary keeps every step's log entry and loss.
+        let per_step = (std::mem::size_of::<LogEntry>() + 64) as u64;
+        let bytes = crate::engine::inputs::bytes_of(&[self.steps, per_step]);
+        crate::engine::inputs::check_alloc(&format!("--steps {}", self.steps), bytes)
+            .map_err(|e| TrainError::Failed(e.to_string()))?;
         if self.checkpoint_every == 0 {
             return Err(TrainError::Usage("--checkpoint-every must be at least 1".into()));
         }
@@ -187,7 +195,11 @@ fn start(plan: &TrainPlan, ds: &Dataset) -> Result<Start, TrainError> {
         let (config, params) = match &plan.checkpoint {
             Some(p) => load_params(p)?,
             None => {
-                let cfg = Config::resolve(plan.config.as_deref().unwrap_or("small"))?;
+                let name = plan.config.as_deref().unwrap_or("small");
+                let cfg = Config::resolve(name)?;
+                // Weights, gradients and two moments, checked before the init allocates them.
+                crate::engine::inputs::check_params(&cfg, 4, 4, &format!("--config {name}"))
+                    .map_err(|e| TrainError::Failed(e.to_string()))?;
                 let params = Params::init(&cfg, seed);
                 (cfg, params)
             }

@@ -33,8 +33,11 @@ pub struct BisectArgs {
 
 pub fn bisect(a: &BisectArgs) -> Result<i32, CliError> {
     let fault = parse_fault(&a.fault.fault)?;
+    if a.max_len == Some(0) {
+        return Err(CliError::Usage("--max-len must be at least 1".into()));
+    }
     let Inputs { cfg, params, ds } = load_inputs(&a.model, &a.row.data, &a.out)?;
-    let avail = ds.len_tokens().saturating_sub(a.row.offset + 1);
+    let avail = ds.len_tokens().saturating_sub(a.row.offset.saturating_add(1));
     let max_len = a.max_len.unwrap_or(4096).min(avail);
     if max_len < 1 {
         return Err(CliError::Usage(format!(
@@ -43,6 +46,7 @@ pub fn bisect(a: &BisectArgs) -> Result<i32, CliError> {
             ds.name()
         )));
     }
+    crate::engine::inputs::check_batch(&cfg, 1, max_len, 8, &format!("--max-len {max_len}"))?;
     let row = ds.window(a.row.offset, max_len + 1)?;
     let ctx = std::sync::Arc::new(open(a.gpu.device)?);
     let json = a.json;
@@ -91,7 +95,7 @@ pub struct AuditArgs {
     #[command(flatten)]
     pub model: ModelArgs,
     /// The loss scale of the GPU's backward (its contributions are divided by the scale it reports).
-    #[arg(long, default_value_t = 1024.0)]
+    #[arg(long, default_value_t = 1024.0, allow_negative_numbers = true)]
     pub loss_scale: f64,
     #[command(flatten)]
     pub fault: FaultArg,
@@ -110,8 +114,21 @@ pub fn audit(a: &AuditArgs) -> Result<i32, CliError> {
     if !(a.loss_scale.is_finite() && a.loss_scale > 0.0) {
         return Err(CliError::Usage(format!("--loss-scale {}: a positive finite number", a.loss_scale)));
     }
+    if a.len == 0 {
+        return Err(CliError::Usage("--len must be at least 1".into()));
+    }
     let Inputs { cfg, params, ds } = load_inputs(&a.model, &a.row.data, &a.out)?;
-    let row = ds.window(a.row.offset, a.len + 1)?;
+    crate::engine::inputs::check_batch(&cfg, 1, a.len, 8, &format!("--len {}", a.len))?;
+    let row = ds.window(a.row.offset, a.len + 1).map_err(|e| match e {
+        crate::dataset::DatasetError::WindowOutOfRange { total, .. } => CliError::Usage(format!(
+            "--len {} --offset {}: {} holds {total} tokens, fewer than the {} the row needs",
+            a.len,
+            a.row.offset,
+            ds.name(),
+            a.row.offset.saturating_add(a.len).saturating_add(1)
+        )),
+        e => e.into(),
+    })?;
     let ctx = std::sync::Arc::new(open(a.gpu.device)?);
     let report = crate::ladder::audit::audit(&ctx, &cfg, &params, &row, a.loss_scale, fault).map_err(|e| match e {
         ladder::LadderError::Input(why) => CliError::Usage(why),
