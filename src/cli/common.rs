@@ -96,6 +96,9 @@ pub fn rows_from_files(paths: &[std::path::PathBuf], cfg: &Config, elem: usize) 
 pub fn check_output(flag: &str, out: &Path, inputs: &[&Path]) -> Result<(), CliError> {
     let shown = show(out);
     let (dir, _) = crate::checkpoint::check_writable(out).map_err(|e| match e {
+        CheckpointError::IsDirectory { .. } if !out.exists() => {
+            CliError::Usage(format!("{flag} {shown}: ends in '/'; give the file's name"))
+        }
         CheckpointError::IsDirectory { .. } => CliError::Usage(format!("{flag} {shown}: is a directory")),
         CheckpointError::NoDirectory { dir, .. } => {
             CliError::Usage(format!("{flag} {shown}: the folder {dir} does not exist"))

@@ -119,7 +119,13 @@ pub(crate) fn validate_lr(lr: f64) -> Result<(), CliError> {
     } else {
         return Ok(());
     };
-    Err(CliError::Usage(format!("--lr {lr} {why}")))
+    Err(CliError::Usage(format!("--lr {} {why}", short_number(lr))))
+}
+
+/// A number as a user would type it: `0.5`, `-1`, `1e300` (Rust's `{}`
+/// writes every digit of a huge float).
+pub(crate) fn short_number(x: f64) -> String {
+    if x == 0.0 || !x.is_finite() || (1e-4..1e6).contains(&x.abs()) { format!("{x}") } else { format!("{x:e}") }
 }
 
 /// The per-token guard's cap must be a finite positive number.

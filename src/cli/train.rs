@@ -221,6 +221,9 @@ impl TrainArgs {
 }
 
 pub fn run(a: &TrainArgs) -> Result<i32, CliError> {
+    if a.engine == EngineArg::Cpu && a.gemm_path.is_some() {
+        return Err(CliError::Usage("--gemm-path applies only to --engine gpu".into()));
+    }
     let mut plan = a.plan()?;
     let ds = Dataset::open(&a.data)?;
     let precision = a.precision;

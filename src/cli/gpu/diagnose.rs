@@ -7,7 +7,7 @@ use serde_json::json;
 use super::{Inputs, load_inputs, parse_fault, write_report};
 use crate::cli::args::{DeviceArg, FaultArg, ModelArgs, RowArgs};
 use crate::cli::backend::open_context as open;
-use crate::cli::common::{CliError, emit};
+use crate::cli::common::{CliError, emit, show};
 use crate::ladder;
 use crate::vk::engine::Fault;
 
@@ -124,11 +124,24 @@ pub fn audit(a: &AuditArgs) -> Result<i32, CliError> {
             "--len {} --offset {}: {} holds {total} tokens, fewer than the {} the row needs",
             a.len,
             a.row.offset,
-            ds.name(),
+            show(std::path::Path::new(ds.name())),
             a.row.offset.saturating_add(a.len).saturating_add(1)
         )),
         e => e.into(),
     })?;
+    if let Some(&b) = row.first()
+        && row.iter().all(|&x| x == b)
+    {
+        // Every key is the same: the attention's gradients are zero up to
+        // rounding, and comparing their directions would only show noise.
+        return Err(CliError::Usage(format!(
+            "--data {}: the row of --len {} at --offset {} is one byte (0x{b:02x}) repeated; \
+             the audit needs a row with more than one distinct byte",
+            show(std::path::Path::new(ds.name())),
+            a.len,
+            a.row.offset
+        )));
+    }
     let ctx = std::sync::Arc::new(open(a.gpu.device)?);
     let report = crate::ladder::audit::audit(&ctx, &cfg, &params, &row, a.loss_scale, fault).map_err(|e| match e {
         ladder::LadderError::Input(why) => CliError::Usage(why),
