@@ -21,7 +21,8 @@ const MAX: &str = "18446744073709551615";
 
 /// The binary under test (two rayon threads, validation off).
 fn bin() -> Command {
-    let path = std::env::var_os("DUALSCOPE_TEST_BIN").map_or(PathBuf::from(env!("CARGO_BIN_EXE_dualscope")), PathBuf::from);
+    let path =
+        std::env::var_os("DUALSCOPE_TEST_BIN").map_or(PathBuf::from(env!("CARGO_BIN_EXE_dualscope")), PathBuf::from);
     let mut c = Command::new(path);
     c.env("RAYON_NUM_THREADS", "2");
     c
@@ -262,7 +263,8 @@ fn config_numbers_and_marks_are_read_or_named() {
 fn learning_rates_outside_the_range_are_refused_naming_the_flag() {
     let d = Dir::new();
     let data = text_file(&d, "a.txt", 200);
-    for (lr, why) in [("-1", "--lr -1 must be > 0"), ("1e300", "--lr 1e300 must be at most 10"), ("0", "--lr 0 must be > 0")]
+    for (lr, why) in
+        [("-1", "--lr -1 must be > 0"), ("1e300", "--lr 1e300 must be at most 10"), ("0", "--lr 0 must be > 0")]
     {
         let o = run(&["train", "--data", s(&data), "--config", "tiny", "--steps", "1", "--lr", lr]);
         fails_with(&o, 2, &[why]);

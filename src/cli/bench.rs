@@ -249,7 +249,10 @@ pub fn run(a: &BenchArgs) -> Result<i32, CliError> {
         return Err(CliError::Usage("--steps must be at least 1".into()));
     }
     if a.warmup.checked_add(a.steps).is_none() {
-        return Err(CliError::Usage(format!("--warmup {} with --steps {}: too many steps to count", a.warmup, a.steps)));
+        return Err(CliError::Usage(format!(
+            "--warmup {} with --steps {}: too many steps to count",
+            a.warmup, a.steps
+        )));
     }
     let steps = format!("--steps {}", a.steps);
     crate::engine::inputs::check_alloc(&steps, crate::engine::inputs::bytes_of(&[a.steps as u64, BYTES_PER_STEP]))?;
@@ -268,8 +271,11 @@ pub fn run(a: &BenchArgs) -> Result<i32, CliError> {
     if rows == 0 || t == 0 {
         return Err(CliError::Usage("--batch and --seq-len must be at least 1".into()));
     }
-    let shapes: Vec<(usize, usize)> =
-        if a.sweep { vec![(1, 512), (rows.div_ceil(4), t), (rows, t), (rows, t.saturating_mul(2))] } else { vec![(rows, t)] };
+    let shapes: Vec<(usize, usize)> = if a.sweep {
+        vec![(1, 512), (rows.div_ceil(4), t), (rows, t), (rows, t.saturating_mul(2))]
+    } else {
+        vec![(rows, t)]
+    };
     let mut results = Vec::new();
     for (b, tt) in shapes {
         let v = one(a, &cfg, b, tt)?;

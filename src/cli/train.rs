@@ -338,7 +338,13 @@ pub fn demo(a: &DemoArgs) -> Result<i32, CliError> {
     };
     // The plan's checks (no zero sizes, steps that fit in memory) come before the banner.
     plan.check()?;
-    crate::engine::inputs::check_batch(&Config::small(), a.batch, a.seq_len, 4, &format!("--batch {} --seq-len {}", a.batch, a.seq_len))?;
+    crate::engine::inputs::check_batch(
+        &Config::small(),
+        a.batch,
+        a.seq_len,
+        4,
+        &format!("--batch {} --seq-len {}", a.batch, a.seq_len),
+    )?;
     println!("dualscope demo: the CPU reference engine trains the `small` dual-stream model");
     println!(
         "on the embedded synthetic corpus ({}), batch {} × {} tokens, {} threads.",

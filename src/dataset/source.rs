@@ -75,7 +75,10 @@ pub enum FileProblem {
     /// A FIFO, device or socket: reading it could block or never end.
     Special(&'static str),
     /// Larger than the reader accepts.
-    TooLarge { len: u64, max: u64 },
+    TooLarge {
+        len: u64,
+        max: u64,
+    },
     Io(std::io::Error),
 }
 

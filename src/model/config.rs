@@ -114,9 +114,8 @@ impl Config {
     pub fn from_json(text: &str) -> Result<Self, ConfigError> {
         // A UTF-8 byte-order mark (as some editors write) is not part of the JSON.
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-        let cfg: Config = serde_json::from_str(text).map_err(|e| {
-            ConfigError::Invalid(not_an_integer(text).unwrap_or_else(|| format!("bad JSON: {e}")))
-        })?;
+        let cfg: Config = serde_json::from_str(text)
+            .map_err(|e| ConfigError::Invalid(not_an_integer(text).unwrap_or_else(|| format!("bad JSON: {e}"))))?;
         cfg.validate()?;
         Ok(cfg)
     }

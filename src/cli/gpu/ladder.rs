@@ -64,7 +64,9 @@ fn ladder_inputs(
     // The CPU side runs in float64: its activations must fit before any row is cut.
     let (rows, t, what) = match choice {
         BatchChoice::Row { len, .. } => (1, len, format!("--len {len}")),
-        BatchChoice::Windows { .. } => (cfg.batch, cfg.seq_len, format!("the config's batch {} × seq_len {}", cfg.batch, cfg.seq_len)),
+        BatchChoice::Windows { .. } => {
+            (cfg.batch, cfg.seq_len, format!("the config's batch {} × seq_len {}", cfg.batch, cfg.seq_len))
+        }
     };
     crate::engine::inputs::check_batch(&cfg, rows, t, 8, &what)?;
     let (batch, source) = ladder_batch(&ds, &cfg, choice)?;
