@@ -287,8 +287,11 @@ fn zero_and_short_lengths_name_their_flag() {
 }
 
 #[test]
-fn audit_refuses_a_row_of_one_repeated_byte() {
+fn audit_refuses_an_empty_file_or_a_row_of_one_repeated_byte() {
     let d = Dir::new();
+    let empty = d.file("empty.txt", b"");
+    let o = run(&["audit", "--config", "tiny", "--data", s(&empty), "--len", "64"]);
+    fails_with(&o, 1, &["--data", "empty.txt: is empty"]);
     let zeros = d.file("zeros.bin", &[0u8; 4096]);
     let o = run(&["audit", "--config", "tiny", "--data", s(&zeros), "--len", "64"]);
     fails_with(&o, 2, &["--data", "one byte (0x00) repeated"]);

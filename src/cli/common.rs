@@ -136,6 +136,12 @@ pub fn show(p: &Path) -> String {
     s.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
 }
 
+/// A dataset that cannot be opened, named after the `--data` flag that gave
+/// it (`--data x.txt: is empty`).
+pub fn data_error(e: DatasetError) -> CliError {
+    CliError::Failed(format!("--data {e}"))
+}
+
 impl From<crate::engine::inputs::SizeError> for CliError {
     fn from(e: crate::engine::inputs::SizeError) -> Self {
         CliError::Failed(e.to_string())

@@ -225,7 +225,7 @@ pub fn run(a: &TrainArgs) -> Result<i32, CliError> {
         return Err(CliError::Usage("--gemm-path applies only to --engine gpu".into()));
     }
     let mut plan = a.plan()?;
-    let ds = Dataset::open(&a.data)?;
+    let ds = Dataset::open(&a.data).map_err(super::common::data_error)?;
     let precision = a.precision;
     plan.vulkan.precision = precision;
     plan.vulkan.gemm = super::gpu::choice_for(a.gemm_path, precision)?;

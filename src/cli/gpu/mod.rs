@@ -59,7 +59,10 @@ fn load_inputs(model: &ModelArgs, data: &Option<PathBuf>, out: &Option<PathBuf>)
             ParamSource::Init { config, seed }
         }
     };
-    Ok(inputs::load(source, data.as_deref())?)
+    inputs::load(source, data.as_deref()).map_err(|e| match e {
+        InputError::Dataset(e) if data.is_some() => super::common::data_error(e),
+        e => e.into(),
+    })
 }
 
 /// Writes a JSON report atomically.
