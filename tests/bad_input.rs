@@ -241,6 +241,13 @@ fn huge_config_and_checkpoint_files_are_refused_unread() {
     let o = run(&["grads", "--checkpoint", s(&huge), "--data", s(&data), "--out", s(&out)]);
     let err = fails_cleanly(&o, 1, &out);
     assert!(err.contains("not a safetensors file"), "{err}");
+    // A header length of 1 GB that starts like JSON: refused from its first
+    // bytes, though the file is large enough to hold it.
+    let f = std::fs::OpenOptions::new().write(true).open(&huge).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&f, &[&(1u64 << 30).to_le_bytes()[..], b"{"].concat(), 0).unwrap();
+    let o = run(&["grads", "--checkpoint", s(&huge), "--data", s(&data), "--out", s(&out)]);
+    let err = fails_cleanly(&o, 1, &out);
+    assert!(err.contains("over the 100000000-byte limit"), "{err}");
 }
 
 #[test]

@@ -54,6 +54,8 @@ pub(super) fn read_file(path: &Path) -> Result<Vec<u8>, CheckpointError> {
             Some(format!("its first 8 bytes give a header length of {n}, past the end of the {len}-byte file"))
         } else if n <= after && !opens_json {
             Some("its header does not start with '{'".to_string())
+        } else if n > MAX_HEADER {
+            Some(format!("its header is {n} bytes, over the {MAX_HEADER}-byte limit of safetensors"))
         } else {
             None
         };
