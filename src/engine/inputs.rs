@@ -131,3 +131,27 @@ fn available_memory() -> Option<u64> {
 pub fn overwrites_input(out: &Path, inputs: &[&Path]) -> bool {
     inputs.iter().any(|i| matches!((out.canonicalize(), i.canonicalize()), (Ok(a), Ok(b)) if a == b))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_that_overflow_or_exceed_memory_are_refused_naming_the_input() {
+        assert_eq!(bytes_of(&[1 << 40, 1 << 30]), None);
+        assert_eq!(bytes_of(&[3, 4, 5]), Some(60));
+        let e = check_alloc("--steps 7", None).unwrap_err().to_string();
+        assert!(e.starts_with("--steps 7:") && e.contains("64 bits"), "{e}");
+        let e = check_alloc("--len 9", Some(u64::MAX)).unwrap_err().to_string();
+        assert!(e.starts_with("--len 9:") && e.contains("MiB"), "{e}");
+        check_alloc("--len 9", Some(1 << 10)).unwrap();
+    }
+
+    #[test]
+    fn a_model_too_wide_for_memory_is_refused_before_its_init() {
+        check_params(&Config::tiny(), 4, 4, "--config tiny").unwrap();
+        let wide = Config { hidden: 1 << 16, layers: 8, ..Config::tiny() };
+        let e = check_params(&wide, 1, 4, "--config wide.json").unwrap_err().to_string();
+        assert!(e.contains("--config wide.json: the model's parameters"), "{e}");
+    }
+}
