@@ -17,8 +17,11 @@ static COUNTER: AtomicU64 = AtomicU64::new(0);
 /// The bytes go to a temporary file `.{name}.tmp.{pid}.{n}` in the same
 /// directory, which is fsynced and then renamed over `path`; the directory is
 /// then fsynced (best effort). On any failure the temporary file is removed.
-/// A `path` that is a directory, or whose directory does not exist, is
-/// refused. A symbolic link at `path` is replaced, not written through.
+/// A `path` that is a directory (or ends in `/`), whose directory does not
+/// exist, or that is an existing special file (a device, FIFO or socket,
+/// directly or through a symbolic link, which a rename would replace) is
+/// refused ([`check_writable`]). A symbolic link to a regular file is
+/// replaced, not written through.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CheckpointError> {
     write_atomic_hooked(path, bytes, |_| Ok(()))
 }
@@ -35,20 +38,7 @@ pub(super) fn write_atomic_hooked(
         let path = shown.clone();
         move |source| CheckpointError::Io { path, action, source }
     };
-    if path.is_dir() {
-        return Err(CheckpointError::IsDirectory { path: shown });
-    }
-    let Some(name) = path.file_name() else {
-        let reason = "the path does not end in a file name".to_string();
-        return Err(CheckpointError::Invalid { path: shown, reason });
-    };
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    if !dir.is_dir() {
-        return Err(CheckpointError::NoDirectory { path: shown, dir: show(dir) });
-    }
+    let (dir, name) = check_writable(path)?;
 
     let mut tmp_name = OsString::from(".");
     tmp_name.push(name);
@@ -76,6 +66,51 @@ pub(super) fn write_atomic_hooked(
         let _ = d.sync_all();
     }
     Ok(())
+}
+
+/// Whether `path` can be replaced by [`write_atomic`], checked before any
+/// work so that a command can refuse a bad output at once: it must name a
+/// file (not end in `/`, not be a directory), in a directory that exists,
+/// and be absent or a regular file. Returns that directory and the name.
+pub fn check_writable(path: &Path) -> Result<(&Path, &std::ffi::OsStr), CheckpointError> {
+    let shown = show(path);
+    let ends_in_slash = path.as_os_str().as_encoded_bytes().last() == Some(&b'/');
+    if path.is_dir() || ends_in_slash {
+        return Err(CheckpointError::IsDirectory { path: shown });
+    }
+    if let Ok(m) = fs::metadata(path)
+        && !m.is_file()
+    {
+        let reason = format!("it is {}, not a regular file; refusing to replace it", special_kind(&m));
+        return Err(CheckpointError::Invalid { path: shown, reason });
+    }
+    let Some(name) = path.file_name() else {
+        let reason = "the path does not end in a file name".to_string();
+        return Err(CheckpointError::Invalid { path: shown, reason });
+    };
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        return Err(CheckpointError::NoDirectory { path: shown, dir: show(dir) });
+    }
+    Ok((dir, name))
+}
+
+/// What a file that is not a regular file is, in words.
+fn special_kind(m: &fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let t = m.file_type();
+    if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_char_device() || t.is_block_device() {
+        "a device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "a special file"
+    }
 }
 
 /// Removes the temporary file when dropped, unless disarmed.

@@ -30,7 +30,7 @@ use std::path::Path;
 use crate::model::{Config, Params};
 use crate::tensor::{Real, Tensor};
 
-pub use atomic::write_atomic;
+pub use atomic::{check_writable, write_atomic};
 pub use named::{NamedRef, NamedTensor, Values, ValuesRef, encode_named, load_named, named_from_bytes, save_named};
 pub use read::{load_params, load_params_with_meta, load_tensors, params_from_bytes, tensors_from_bytes};
 pub use train_state::{TRAIN_FORMAT, TRAIN_STATE_KEY, TrainCheckpoint, load_train_checkpoint, save_train_checkpoint};

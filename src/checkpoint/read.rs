@@ -1,7 +1,6 @@
 //! Reading safetensors files of float32 tensors, and checkpoints among them.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::ErrorKind;
 use std::path::Path;
 
 use safetensors::{Dtype, SafeTensors};
@@ -32,16 +31,46 @@ pub(super) struct Parsed<'a> {
 /// Reads a whole file, telling a missing file and a directory apart from
 /// other failures.
 pub(super) fn read_file(path: &Path) -> Result<Vec<u8>, CheckpointError> {
+    use crate::dataset::FileProblem;
+    use std::io::Read;
     let io = |action: &str, source| CheckpointError::Io { path: show(path), action: action.into(), source };
-    match std::fs::metadata(path) {
-        Err(e) if e.kind() == ErrorKind::NotFound => {
-            return Err(CheckpointError::NotFound { path: show(path) });
+    // A regular file (a FIFO or /dev/zero would block or never end), checked before any read.
+    let (mut file, len) = crate::dataset::open_input_file(path, u64::MAX).map_err(|e| match e {
+        FileProblem::NotFound => CheckpointError::NotFound { path: show(path) },
+        FileProblem::IsDirectory => CheckpointError::IsDirectory { path: show(path) },
+        FileProblem::Io(e) => io("cannot open", e),
+        e => CheckpointError::NotSafetensors { path: show(path), reason: e.to_string() },
+    })?;
+    // The framing first: a file that is not safetensors is refused from its
+    // first bytes, not read in full (a huge sparse file would be).
+    let mut head = Vec::with_capacity(LEN_FIELD + 1);
+    (&mut file).take(LEN_FIELD as u64 + 1).read_to_end(&mut head).map_err(|e| io("cannot read", e))?;
+    if let Some(field) = head.first_chunk::<LEN_FIELD>() {
+        let n = u64::from_le_bytes(*field);
+        let after = len.saturating_sub(LEN_FIELD as u64);
+        let opens_json = head.get(LEN_FIELD) == Some(&b'{');
+        // The same verdicts as `parse`, for the cases that need no more bytes.
+        let reason = if n > after && !((opens_json || after == 0) && n <= MAX_HEADER) {
+            Some(format!("its first 8 bytes give a header length of {n}, past the end of the {len}-byte file"))
+        } else if n <= after && !opens_json {
+            Some("its header does not start with '{'".to_string())
+        } else if n > MAX_HEADER {
+            Some(format!("its header is {n} bytes, over the {MAX_HEADER}-byte limit of safetensors"))
+        } else {
+            None
+        };
+        if let Some(reason) = reason {
+            return Err(CheckpointError::NotSafetensors { path: show(path), reason });
         }
-        Err(e) => return Err(io("cannot stat", e)),
-        Ok(m) if m.is_dir() => return Err(CheckpointError::IsDirectory { path: show(path) }),
-        Ok(_) => {}
     }
-    std::fs::read(path).map_err(|e| io("cannot read", e))
+    let mut bytes = Vec::new();
+    bytes.try_reserve_exact(usize::try_from(len).unwrap_or(usize::MAX)).map_err(|_| {
+        let reason = format!("the file is {len} bytes, more than this machine can hold in memory");
+        CheckpointError::NotSafetensors { path: show(path), reason }
+    })?;
+    bytes.extend_from_slice(&head);
+    file.read_to_end(&mut bytes).map_err(|e| io("cannot read", e))?;
+    Ok(bytes)
 }
 
 /// Checks the framing of `bytes` (length field, header, data extent) with

@@ -26,7 +26,7 @@ pub enum BenchEngine {
 pub struct BenchArgs {
     #[arg(long, value_enum, default_value_t = BenchEngine::Cpu)]
     pub engine: BenchEngine,
-    /// small, bench, or a JSON config file.
+    /// small, bench, tiny, or a JSON config file.
     #[arg(long, default_value = "small")]
     pub config: String,
     /// Rows per batch; default: the config's batch.
@@ -38,6 +38,7 @@ pub struct BenchArgs {
     /// Timed steps.
     #[arg(long, default_value_t = 20)]
     pub steps: usize,
+    /// Untimed steps before the timed ones.
     #[arg(long, default_value_t = 3)]
     pub warmup: usize,
     /// Also print the time per phase (CPU) and per stage and kernel (GPU); always in the JSON.
@@ -123,8 +124,10 @@ fn summary(engine: &str, t: &mut Timed, tokens: f64) -> serde_json::Value {
 
 fn one(a: &BenchArgs, cfg: &Config, rows: usize, t: usize) -> Result<serde_json::Value, CliError> {
     let ds = synthetic::default_dataset();
+    let what = format!("--batch {rows} --seq-len {t}");
+    crate::engine::inputs::check_batch(cfg, rows, t, 4, &what)?;
+    crate::engine::inputs::check_params(cfg, 4, 4, &format!("--config {}", a.config))?;
     let batch = ds.random_windows(1, rows, t + 1)?;
-    crate::engine::inputs::check_memory(cfg, &batch, 4)?;
     let params = Params::<f32>::init(cfg, 0);
     if let Some(path) = &a.save_checkpoint {
         crate::checkpoint::save_params(path, cfg, &params)?;
@@ -236,9 +239,31 @@ fn print(v: &serde_json::Value, breakdown: bool) {
     }
 }
 
+/// Bytes of timing a step may keep (wall and device times of the plain,
+/// replayed and instrumented runs, and the per-stage and per-kernel series):
+/// a generous bound for the check of `--steps` against memory.
+const BYTES_PER_STEP: u64 = 8 * 512;
+
 pub fn run(a: &BenchArgs) -> Result<i32, CliError> {
     if a.steps == 0 {
         return Err(CliError::Usage("--steps must be at least 1".into()));
+    }
+    if a.warmup.checked_add(a.steps).is_none() {
+        return Err(CliError::Usage(format!(
+            "--warmup {} with --steps {}: too many steps to count",
+            a.warmup, a.steps
+        )));
+    }
+    let steps = format!("--steps {}", a.steps);
+    crate::engine::inputs::check_alloc(&steps, crate::engine::inputs::bytes_of(&[a.steps as u64, BYTES_PER_STEP]))?;
+    let inputs: Vec<&std::path::Path> = super::common::config_file(&a.config).into_iter().collect();
+    for (flag, out) in [("--save-batch", &a.save_batch), ("--save-checkpoint", &a.save_checkpoint)] {
+        if let Some(out) = out {
+            super::common::check_output(flag, out, &inputs)?;
+        }
+    }
+    if a.engine == BenchEngine::Cpu && a.gemm_path.is_some() {
+        return Err(CliError::Usage("--gemm-path applies only to --engine gpu or both".into()));
     }
     let cfg = Config::resolve(&a.config)?;
     let rows = a.batch.unwrap_or(cfg.batch);
@@ -246,8 +271,11 @@ pub fn run(a: &BenchArgs) -> Result<i32, CliError> {
     if rows == 0 || t == 0 {
         return Err(CliError::Usage("--batch and --seq-len must be at least 1".into()));
     }
-    let shapes: Vec<(usize, usize)> =
-        if a.sweep { vec![(1, 512), (rows.div_ceil(4), t), (rows, t), (rows, 2 * t)] } else { vec![(rows, t)] };
+    let shapes: Vec<(usize, usize)> = if a.sweep {
+        vec![(1, 512), (rows.div_ceil(4), t), (rows, t), (rows, t.saturating_mul(2))]
+    } else {
+        vec![(rows, t)]
+    };
     let mut results = Vec::new();
     for (b, tt) in shapes {
         let v = one(a, &cfg, b, tt)?;

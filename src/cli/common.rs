@@ -88,15 +88,64 @@ pub fn rows_from_files(paths: &[std::path::PathBuf], cfg: &Config, elem: usize) 
     })
 }
 
-/// Refuses to write over an input or into a directory, before any work is done.
-pub fn check_output(out: &Path, inputs: &[&Path]) -> Result<(), CliError> {
-    if out.is_dir() {
-        return Err(CliError::Usage(format!("--out {}: is a directory", out.display())));
+/// Refuses an output `flag` (`--out`, `--save-batch`, …) that names a
+/// directory, a special file (device, FIFO, socket), a file in a folder that
+/// does not exist or cannot be written, or one of `inputs`: checked before any
+/// work, so that a bad output never costs a run. `write_atomic` checks the
+/// same again when it writes.
+pub fn check_output(flag: &str, out: &Path, inputs: &[&Path]) -> Result<(), CliError> {
+    let shown = show(out);
+    let (dir, _) = crate::checkpoint::check_writable(out).map_err(|e| match e {
+        CheckpointError::IsDirectory { .. } if !out.exists() => {
+            CliError::Usage(format!("{flag} {shown}: ends in '/'; give the file's name"))
+        }
+        CheckpointError::IsDirectory { .. } => CliError::Usage(format!("{flag} {shown}: is a directory")),
+        CheckpointError::NoDirectory { dir, .. } => {
+            CliError::Usage(format!("{flag} {shown}: the folder {dir} does not exist"))
+        }
+        CheckpointError::Invalid { reason, .. } => CliError::Usage(format!("{flag} {shown}: {reason}")),
+        e => CliError::Checkpoint(e),
+    })?;
+    if !writable(dir) {
+        return Err(CliError::Usage(format!("{flag} {shown}: the folder {} cannot be written", show(dir))));
     }
     if crate::engine::inputs::overwrites_input(out, inputs) {
-        return Err(CliError::Usage(format!("--out {} would overwrite an input", out.display())));
+        return Err(CliError::Usage(format!("{flag} {shown} would overwrite an input")));
     }
     Ok(())
+}
+
+/// Whether this process may create files in `dir` (`access(2)` with `W_OK`).
+fn writable(dir: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else { return false };
+    // SAFETY: `c` is a valid NUL-terminated string that outlives the call.
+    unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
+}
+
+/// The file a `--config` value names, if it is not a preset: an input that
+/// no output may replace.
+pub fn config_file(config: &str) -> Option<&Path> {
+    (!crate::model::Config::PRESETS.contains(&config)).then(|| Path::new(config))
+}
+
+/// A path as messages show it: control characters escaped, so that the
+/// message stays one line.
+pub fn show(p: &Path) -> String {
+    let s = p.display().to_string();
+    s.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
+}
+
+/// A dataset that cannot be opened, named after the `--data` flag that gave
+/// it (`--data x.txt: is empty`).
+pub fn data_error(e: DatasetError) -> CliError {
+    CliError::Failed(format!("--data {e}"))
+}
+
+impl From<crate::engine::inputs::SizeError> for CliError {
+    fn from(e: crate::engine::inputs::SizeError) -> Self {
+        CliError::Failed(e.to_string())
+    }
 }
 
 /// An engine error as the commands report it: Vulkan missing or unable is an

@@ -17,25 +17,25 @@ pub struct ControllerArgs {
     #[arg(long, default_value_t = 20)]
     pub gn_warmup: u64,
     /// Decay of the moving mean and variance of ln(gradient norm) (0 < β < 1).
-    #[arg(long, default_value_t = 0.95)]
+    #[arg(long, default_value_t = 0.95, allow_negative_numbers = true)]
     pub gn_ema: f64,
     /// Skip a step whose global or per-tensor ln-norm is this many deviations above its mean.
-    #[arg(long, default_value_t = 6.0)]
+    #[arg(long, default_value_t = 6.0, allow_negative_numbers = true)]
     pub gn_skip_z: f64,
     /// Lower the learning rate (and apply the step) above this many deviations.
-    #[arg(long, default_value_t = 3.5)]
+    #[arg(long, default_value_t = 3.5, allow_negative_numbers = true)]
     pub gn_spike_z: f64,
     /// Floor of the ln-norm deviation (0.25: a 2.4x jump is 3.5 deviations at least).
-    #[arg(long, default_value_t = 0.25)]
+    #[arg(long, default_value_t = 0.25, allow_negative_numbers = true)]
     pub gn_min_std: f64,
     /// Factor on the learning rate at each risk event.
-    #[arg(long, default_value_t = 0.5)]
+    #[arg(long, default_value_t = 0.5, allow_negative_numbers = true)]
     pub lr_backoff: f64,
     /// Steps the lowered learning rate lasts after the last risk event.
     #[arg(long, default_value_t = 50)]
     pub lr_cooldown: u64,
     /// The learning rate never goes below base × this.
-    #[arg(long, default_value_t = 0.0625)]
+    #[arg(long, default_value_t = 0.0625, allow_negative_numbers = true)]
     pub lr_min_factor: f64,
     /// Roll back to the last good checkpoint after this many bad (skipped) steps in a row (0: never).
     #[arg(long, default_value_t = 3)]

@@ -36,7 +36,7 @@ pub struct GradsArgs {
     #[arg(long, value_enum, default_value_t = PrecisionArg::F32)]
     pub precision: PrecisionArg,
     /// Per-token guard on the `W_ctx` gradient.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub token_cap: Option<f64>,
     #[arg(long)]
     pub json: bool,
@@ -62,7 +62,7 @@ fn inputs<'a>(ckpt: &'a std::path::Path, data: &'a [PathBuf]) -> Vec<&'a std::pa
 pub fn run_grads(a: &GradsArgs) -> Result<i32, CliError> {
     backend::check_precision(a.batch.engine, a.precision)?;
     super::validate_token_cap(a.token_cap)?;
-    check_output(&a.out, &inputs(&a.batch.checkpoint, &a.batch.data))?;
+    check_output("--out", &a.out, &inputs(&a.batch.checkpoint, &a.batch.data))?;
     let (cfg, params) = load_params(&a.batch.checkpoint)?;
     let elem = match a.precision {
         PrecisionArg::F32 => 4,
@@ -111,7 +111,7 @@ fn precision_name(p: PrecisionArg) -> &'static str {
 
 pub fn run_step(a: &StepArgs) -> Result<i32, CliError> {
     let opts = a.optim.options()?;
-    check_output(&a.out, &inputs(&a.batch.checkpoint, &a.batch.data))?;
+    check_output("--out", &a.out, &inputs(&a.batch.checkpoint, &a.batch.data))?;
     let (cfg, params) = load_params(&a.batch.checkpoint)?;
     let batch = rows_from_files(&a.batch.data, &cfg, 4)?;
     let state = TrainState::fresh(&cfg, params, LossScale::fixed());

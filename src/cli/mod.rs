@@ -68,26 +68,24 @@ pub enum PrecisionArg {
 /// Options shared by every command that takes an optimizer step.
 #[derive(Args, Debug, Clone)]
 pub struct OptimArgs {
-    /// Learning rate.
-    #[arg(long, default_value_t = 3e-3)]
+    /// Learning rate (greater than 0, at most 10).
+    #[arg(long, default_value_t = 3e-3, allow_negative_numbers = true)]
     pub lr: f64,
     /// Clip threshold of the global gradient norm.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     pub clip: f64,
     /// AdamW weight decay (2-D weights except the embedding).
-    #[arg(long, default_value_t = 0.01)]
+    #[arg(long, default_value_t = 0.01, allow_negative_numbers = true)]
     pub wd: f64,
     /// Per-token guard: cap on each position's `W_ctx` gradient contribution norm.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub token_cap: Option<f64>,
 }
 
 impl OptimArgs {
     pub fn options(&self) -> Result<dualscope_cpu::StepOptions, CliError> {
         let bad = |m: String| Err(CliError::Usage(m));
-        if !(self.lr.is_finite() && self.lr >= 0.0) {
-            return bad(format!("--lr must be a finite non-negative number, got {}", self.lr));
-        }
+        validate_lr(self.lr)?;
         if !(self.clip.is_finite() && self.clip > 0.0) {
             return bad(format!("--clip must be a finite positive number, got {}", self.clip));
         }
@@ -106,6 +104,29 @@ impl OptimArgs {
 }
 
 use crate::cpu as dualscope_cpu;
+
+/// The largest `--lr` accepted: past it a step only throws the weights away.
+pub(crate) const MAX_LR: f64 = 10.0;
+
+/// A learning rate must be finite, above 0 and at most [`MAX_LR`].
+pub(crate) fn validate_lr(lr: f64) -> Result<(), CliError> {
+    let why = if !lr.is_finite() {
+        "must be a finite number"
+    } else if lr <= 0.0 {
+        "must be > 0"
+    } else if lr > MAX_LR {
+        "must be at most 10"
+    } else {
+        return Ok(());
+    };
+    Err(CliError::Usage(format!("--lr {} {why}", short_number(lr))))
+}
+
+/// A number as a user would type it: `0.5`, `-1`, `1e300` (Rust's `{}`
+/// writes every digit of a huge float).
+pub(crate) fn short_number(x: f64) -> String {
+    if x == 0.0 || !x.is_finite() || (1e-4..1e6).contains(&x.abs()) { format!("{x}") } else { format!("{x:e}") }
+}
 
 /// The per-token guard's cap must be a finite positive number.
 pub(crate) fn validate_token_cap(cap: Option<f64>) -> Result<(), CliError> {

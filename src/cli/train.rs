@@ -13,6 +13,7 @@ use crate::cpu::{LossScale, StepOptions};
 use crate::dataset::{Dataset, synthetic};
 use crate::engine::stats::mean;
 use crate::engine::{EngineKind, Poison, VulkanOptions};
+use crate::model::Config;
 use crate::train::{Action, Begin, ControllerConfig, MemoryCheck, Observer, StepEvent, TrainError, TrainPlan, train};
 
 #[derive(Args, Debug)]
@@ -220,8 +221,11 @@ impl TrainArgs {
 }
 
 pub fn run(a: &TrainArgs) -> Result<i32, CliError> {
+    if a.engine == EngineArg::Cpu && a.gemm_path.is_some() {
+        return Err(CliError::Usage("--gemm-path applies only to --engine gpu".into()));
+    }
     let mut plan = a.plan()?;
-    let ds = Dataset::open(&a.data)?;
+    let ds = Dataset::open(&a.data).map_err(super::common::data_error)?;
     let precision = a.precision;
     plan.vulkan.precision = precision;
     plan.vulkan.gemm = super::gpu::choice_for(a.gemm_path, precision)?;
@@ -255,13 +259,15 @@ pub fn run(a: &TrainArgs) -> Result<i32, CliError> {
                "log": s.entries}),
         || {
             println!(
-                "trained steps {}..{} on {}: mean loss {:.4} over the first 10, {:.4} over the last 10; {} skipped; \
+                "trained steps {}..{} on {}: mean loss {:.4} over the first {}, {:.4} over the last {}; {} skipped; \
                  controller: {} actions, {} rollbacks",
                 s.first_step,
                 s.last_step,
                 s.dataset,
                 mean(head),
+                head.len(),
                 mean(tail),
+                tail.len(),
                 s.skipped,
                 s.actions.len(),
                 s.controller.rollbacks
@@ -310,22 +316,14 @@ impl Observer for DemoPrinter {
 /// reference, without the controller).
 pub fn demo(a: &DemoArgs) -> Result<i32, CliError> {
     let ds = synthetic::default_dataset();
-    println!("dualscope demo: the CPU reference engine trains the `small` dual-stream model");
-    println!(
-        "on the embedded synthetic corpus ({}), batch {} × {} tokens, {} threads.",
-        ds.name(),
-        a.batch,
-        a.seq_len,
-        rayon::current_num_threads()
-    );
     let plan = TrainPlan {
         data: PathBuf::from(ds.name()),
         config: Some("small".into()),
         checkpoint: None,
         resume: None,
-        steps: a.steps.max(1) as u64,
-        seq_len: Some(a.seq_len.max(1)),
-        batch: Some(a.batch.max(1)),
+        steps: a.steps as u64,
+        seq_len: Some(a.seq_len),
+        batch: Some(a.batch),
         seed: Some(0),
         engine: EngineKind::Cpu,
         vulkan: VulkanOptions::default(),
@@ -338,6 +336,23 @@ pub fn demo(a: &DemoArgs) -> Result<i32, CliError> {
         inject: Default::default(),
         memory_check: MemoryCheck::FirstBatch,
     };
+    // The plan's checks (no zero sizes, steps that fit in memory) come before the banner.
+    plan.check()?;
+    crate::engine::inputs::check_batch(
+        &Config::small(),
+        a.batch,
+        a.seq_len,
+        4,
+        &format!("--batch {} --seq-len {}", a.batch, a.seq_len),
+    )?;
+    println!("dualscope demo: the CPU reference engine trains the `small` dual-stream model");
+    println!(
+        "on the embedded synthetic corpus ({}), batch {} × {} tokens, {} threads.",
+        ds.name(),
+        a.batch,
+        a.seq_len,
+        rayon::current_num_threads()
+    );
     let mut printer = DemoPrinter { pb: progress(a.steps as u64, "training"), window: Vec::new() };
     let s = train(&plan, &ds, &mut printer)?;
     printer.pb.finish_and_clear();

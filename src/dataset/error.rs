@@ -12,54 +12,65 @@ use super::batch::BatchError;
 /// carry a `name` come from reading rows out of an opened dataset.
 #[derive(Debug, thiserror::Error)]
 pub enum DatasetError {
-    #[error("{path}: no such file")]
+    #[error("{}: no such file", shown(.path))]
     NotFound { path: PathBuf },
-    #[error("{path}: is a directory, not a dataset file")]
+    #[error("{}: is a directory, not a dataset file", shown(.path))]
     IsDirectory { path: PathBuf },
-    #[error("{path}: is not a regular file")]
+    #[error("{}: is not a regular file", shown(.path))]
     NotAFile { path: PathBuf },
-    #[error("{path}: permission denied")]
+    #[error("{}: permission denied", shown(.path))]
     PermissionDenied { path: PathBuf },
-    #[error("{path}: cannot read: {source}")]
+    #[error("{}: cannot read: {source}", shown(.path))]
     Io { path: PathBuf, source: io::Error },
-    #[error("{path}: is empty")]
+    #[error("{}: is empty", shown(.path))]
     Empty { path: PathBuf },
-    #[error("{path}: has {len} byte; a dataset needs at least 2 bytes: one input and its target")]
+    #[error("{}: has {len} byte; a dataset needs at least 2 bytes: one input and its target", shown(.path))]
     TooShort { path: PathBuf, len: usize },
-    #[error("{path}: has no documents (every line is blank)")]
+    #[error("{}: has no documents (every line is blank)", shown(.path))]
     NoDocuments { path: PathBuf },
-    #[error("{path}: line {line}: bad JSON: {message}")]
+    #[error("{}: line {line}: bad JSON: {message}", shown(.path))]
     BadJson { path: PathBuf, line: usize, message: String },
-    #[error("{path}: line {line}: no string `text` field ({problem})")]
+    #[error("{}: line {line}: no string `text` field ({problem})", shown(.path))]
     NoText { path: PathBuf, line: usize, problem: String },
     #[error(
-        "{path}: all {documents} documents are shorter than 2 bytes; \
-         a row needs one input and its target"
+        "{}: all {documents} documents are shorter than 2 bytes; \
+         a row needs one input and its target", shown(.path)
     )]
     DocumentsTooShort { path: PathBuf, documents: usize },
 
-    #[error("{name}: a batch needs at least one row, got 0")]
+    #[error("{}: a batch needs at least one row, got 0", escaped(.name))]
     NoRows { name: String },
-    #[error("{name}: a row of {len} bytes is too short; it needs at least 2: one input and its target")]
+    #[error("{}: a row of {len} bytes is too short; it needs at least 2: one input and its target", escaped(.name))]
     RowTooShort { name: String, len: usize },
     #[error(
-        "{name}: window of {len} bytes at offset {offset} runs past the end \
-         ({offset} + {len} > {total} bytes)"
+        "{}: window of {len} bytes at offset {offset} runs past the end \
+         ({offset} + {len} > {total} bytes)", escaped(.name)
     )]
     WindowOutOfRange { name: String, offset: usize, len: usize, total: usize },
-    #[error("{name}: no document {index}; there are {count}")]
+    #[error("{}: no document {index}; there are {count}", escaped(.name))]
     NoSuchDocument { name: String, index: usize, count: usize },
     #[error(
-        "{name}: {count} documents from document {start} run past the end \
-         (there are {total})"
+        "{}: {count} documents from document {start} run past the end \
+         (there are {total})", escaped(.name)
     )]
     DocumentsOutOfRange { name: String, start: usize, count: usize, total: usize },
-    #[error("{name}: the {count} documents from document {start} are all shorter than 2 bytes")]
+    #[error("{}: the {count} documents from document {start} are all shorter than 2 bytes", escaped(.name))]
     NoUsableDocuments { name: String, start: usize, count: usize },
-    #[error("{name}: the file changed on disk after it was opened ({detail})")]
+    #[error("{}: the file changed on disk after it was opened ({detail})", escaped(.name))]
     Changed { name: String, detail: String },
     #[error(transparent)]
     Batch(#[from] BatchError),
+}
+
+/// A path as the messages show it: control characters (a newline above all)
+/// escaped, so that every message stays one line.
+fn shown(path: &Path) -> String {
+    escaped(&path.display().to_string())
+}
+
+/// `s` with its control characters escaped.
+fn escaped(s: &str) -> String {
+    s.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
 }
 
 /// Classifies an I/O error met while opening `path`.

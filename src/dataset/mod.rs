@@ -21,5 +21,5 @@ mod tests;
 pub use batch::{Batch, BatchError};
 pub use error::DatasetError;
 pub use rows::RandomWindows;
-pub use source::{Dataset, DatasetKind, fnv1a64, human_size, read_row_file};
+pub use source::{Dataset, DatasetKind, FileProblem, fnv1a64, human_size, open_input_file, read_row_file};
 pub use synthetic::{corpus, default_dataset};

@@ -67,6 +67,65 @@ fn open_regular_file(path: &Path) -> Result<(File, u64), DatasetError> {
     Ok((file, meta.len()))
 }
 
+/// Why an input file (a config, a checkpoint) will not be read.
+#[derive(Debug)]
+pub enum FileProblem {
+    NotFound,
+    IsDirectory,
+    /// A FIFO, device or socket: reading it could block or never end.
+    Special(&'static str),
+    /// Larger than the reader accepts.
+    TooLarge {
+        len: u64,
+        max: u64,
+    },
+    Io(std::io::Error),
+}
+
+impl fmt::Display for FileProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FileProblem::NotFound => write!(f, "no such file"),
+            FileProblem::IsDirectory => write!(f, "is a directory"),
+            FileProblem::Special(kind) => write!(f, "is {kind}, not a regular file"),
+            FileProblem::TooLarge { len, max } => write!(f, "is {len} bytes, more than the {max} bytes accepted"),
+            FileProblem::Io(e) => write!(f, "cannot read: {e}"),
+        }
+    }
+}
+
+/// Opens the input file `path` if it is a regular file of at most `max`
+/// bytes, before a byte is read: a FIFO or a device (`/dev/zero`) would block
+/// or never end, and a huge file would be read in full only to be refused.
+/// The one check every config and checkpoint read goes through (datasets:
+/// [`Dataset::open`], which maps rather than reads).
+pub fn open_input_file(path: &Path, max: u64) -> Result<(File, u64), FileProblem> {
+    use std::os::unix::fs::FileTypeExt;
+    let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => FileProblem::NotFound,
+        _ => FileProblem::Io(e),
+    })?;
+    let t = meta.file_type();
+    if t.is_dir() {
+        return Err(FileProblem::IsDirectory);
+    }
+    if !t.is_file() {
+        let kind = if t.is_fifo() {
+            "a FIFO"
+        } else if t.is_char_device() || t.is_block_device() {
+            "a device"
+        } else {
+            "a socket or other special file"
+        };
+        return Err(FileProblem::Special(kind));
+    }
+    if meta.len() > max {
+        return Err(FileProblem::TooLarge { len: meta.len(), max });
+    }
+    let file = File::open(path).map_err(FileProblem::Io)?;
+    Ok((file, meta.len()))
+}
+
 /// All the bytes of the file at `path` as one row, whatever its name (a
 /// `.jsonl` file is not parsed). Errors as [`Dataset::open`] does for a byte
 /// dataset: missing, a directory, unreadable, empty, or shorter than 2 bytes.

@@ -1,6 +1,9 @@
-//! Checks of a step's inputs before any work: whether a batch's activations
-//! fit in memory, and a batch made of whole files (the CLI's `grads` and
-//! `step`; the GUI can call them too).
+//! Checks of a command's inputs before any work: whether what it is about to
+//! allocate (a batch's activations, a model's parameters, any buffer sized by
+//! a user's number) fits in memory, and a batch made of whole files (the
+//! CLI's `grads` and `step`; the GUI can call them too). Every size computed
+//! from user numbers goes through [`check_alloc`], the one place that compares
+//! it with the memory available.
 
 use std::path::{Path, PathBuf};
 
@@ -55,21 +58,100 @@ pub fn check_shape(cfg: &Config, rows: usize, t: usize, elem: usize) -> Result<(
 
 fn fits_in_memory(cfg: &Config, rows: usize, t: usize, elem: usize) -> Result<(), CpuError> {
     let need = crate::cpu::activation_bytes(cfg, rows, t, elem);
-    let limit = available_memory().unwrap_or(8 << 30) * 7 / 10;
+    let limit = memory_limit();
     if need > limit {
         return Err(CpuError::TooLarge { need_mib: need >> 20, limit_mib: limit >> 20 });
     }
     Ok(())
 }
 
+/// A request the memory cannot hold: `what` names the argument that sized it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SizeError {
+    /// The byte count does not even fit in 64 bits.
+    #[error("{what}: the memory it needs does not fit in 64 bits")]
+    Overflow { what: String },
+    /// More than the machine can spare.
+    #[error("{what}: needs {} MiB of memory, over the {} MiB limit (70% of the memory available)", need >> 20, limit >> 20)]
+    TooLarge { what: String, need: u64, limit: u64 },
+}
+
+/// The product of `factors`, or `None` when it overflows 64 bits: how a
+/// byte count is computed from user numbers.
+pub fn bytes_of(factors: &[u64]) -> Option<u64> {
+    factors.iter().try_fold(1u64, |acc, &f| acc.checked_mul(f))
+}
+
+/// Refuses to allocate `bytes` (`None`: an overflowed count) for the input
+/// `what` (an argument and its value, as the error names it) when it exceeds
+/// 70% of the available memory (`/proc/meminfo` MemAvailable; 8 GiB when it
+/// cannot be read). Called before the allocation, so that a huge number is a
+/// clear refusal rather than an abort.
+pub fn check_alloc(what: &str, bytes: Option<u64>) -> Result<(), SizeError> {
+    let what = what.to_string();
+    let need = bytes.ok_or_else(|| SizeError::Overflow { what: what.clone() })?;
+    let limit = memory_limit();
+    if need > limit {
+        return Err(SizeError::TooLarge { what, need, limit });
+    }
+    Ok(())
+}
+
+/// Refuses a model whose parameters, `copies` times over (1 to initialise;
+/// 4 to train: weights, gradients, two optimizer moments) in `elem`-byte
+/// values, would not fit in memory. `what` names where the config came from.
+pub fn check_params(cfg: &Config, copies: u64, elem: u64, what: &str) -> Result<(), SizeError> {
+    let count = crate::model::param_specs(cfg).iter().try_fold(0u64, |acc, (_, shape)| {
+        let n = bytes_of(&shape.iter().map(|&d| d as u64).collect::<Vec<_>>())?;
+        acc.checked_add(n)
+    });
+    check_alloc(&format!("{what}: the model's parameters"), count.and_then(|n| bytes_of(&[n, copies, elem])))
+}
+
+/// Refuses a batch of `rows` rows of `t` positions whose activations (in
+/// `elem`-byte values) would not fit in memory; `what` names the arguments
+/// that chose the shape.
+pub fn check_batch(cfg: &Config, rows: usize, t: usize, elem: usize, what: &str) -> Result<(), SizeError> {
+    check_alloc(what, Some(crate::cpu::activation_bytes(cfg, rows, t, elem)).filter(|&b| b != u64::MAX))
+}
+
+/// 70% of the memory available now.
+fn memory_limit() -> u64 {
+    available_memory().unwrap_or(8 << 30) / 10 * 7
+}
+
 fn available_memory() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
     let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
+    kib.checked_mul(1024)
 }
 
 /// Whether writing `out` would overwrite one of `inputs` (the same file).
 pub fn overwrites_input(out: &Path, inputs: &[&Path]) -> bool {
     inputs.iter().any(|i| matches!((out.canonicalize(), i.canonicalize()), (Ok(a), Ok(b)) if a == b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_that_overflow_or_exceed_memory_are_refused_naming_the_input() {
+        assert_eq!(bytes_of(&[1 << 40, 1 << 30]), None);
+        assert_eq!(bytes_of(&[3, 4, 5]), Some(60));
+        let e = check_alloc("--steps 7", None).unwrap_err().to_string();
+        assert!(e.starts_with("--steps 7:") && e.contains("64 bits"), "{e}");
+        let e = check_alloc("--len 9", Some(u64::MAX)).unwrap_err().to_string();
+        assert!(e.starts_with("--len 9:") && e.contains("MiB"), "{e}");
+        check_alloc("--len 9", Some(1 << 10)).unwrap();
+    }
+
+    #[test]
+    fn a_model_too_wide_for_memory_is_refused_before_its_init() {
+        check_params(&Config::tiny(), 4, 4, "--config tiny").unwrap();
+        let wide = Config { hidden: 1 << 16, layers: 8, ..Config::tiny() };
+        let e = check_params(&wide, 1, 4, "--config wide.json").unwrap_err().to_string();
+        assert!(e.contains("--config wide.json: the model's parameters"), "{e}");
+    }
 }

@@ -30,7 +30,25 @@ pub enum ConfigError {
 /// Widths past this are refused: they would not fit any machine we run on.
 const MAX_WIDTH: usize = 1 << 16;
 
+/// Config files over this size are refused unread.
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// For JSON that parses but does not fit the fields: the first field whose
+/// value is not a whole number in range, in words (serde would say "invalid
+/// type: floating point" for a huge integer).
+fn not_an_integer(text: &str) -> Option<String> {
+    let serde_json::Value::Object(map) = serde_json::from_str(text).ok()? else { return None };
+    map.iter().find_map(|(name, v)| {
+        let max = if name == "seq_len" { usize::MAX } else { MAX_WIDTH };
+        let ok = v.as_u64().is_some_and(|n| usize::try_from(n).is_ok());
+        (v.is_number() && !ok).then(|| format!("{name} must be an integer from 1 to {max}, got {v}"))
+    })
+}
+
 impl Config {
+    /// The names [`Config::resolve`] takes for a built-in config.
+    pub const PRESETS: [&'static str; 3] = ["small", "bench", "tiny"];
+
     pub fn small() -> Self {
         Config {
             vocab: 256,
@@ -75,17 +93,24 @@ impl Config {
     }
 
     pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
-        let file_err = |msg: String| ConfigError::File { path: path.display().to_string(), msg };
-        if path.is_dir() {
-            return Err(file_err("is a directory, not a JSON config (or use small|bench)".into()));
-        }
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::NotFound {
-                file_err("not found (expected small, bench, or a JSON config file)".into())
-            } else {
-                file_err(e.to_string())
-            }
+        use crate::dataset::FileProblem;
+        use std::io::Read;
+        // Control characters escaped, so that the message stays one line.
+        let shown: String = path
+            .display()
+            .to_string()
+            .chars()
+            .map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() })
+            .collect();
+        let file_err = |msg: String| ConfigError::File { path: shown.clone(), msg };
+        // A regular file of at most MAX_CONFIG_BYTES, checked before any read.
+        let (mut file, _) = crate::dataset::open_input_file(path, MAX_CONFIG_BYTES).map_err(|e| match e {
+            FileProblem::NotFound => file_err("not found (expected small, bench, tiny, or a JSON config file)".into()),
+            FileProblem::IsDirectory => file_err("is a directory, not a JSON config (or use small|bench|tiny)".into()),
+            e => file_err(e.to_string()),
         })?;
+        let mut text = String::new();
+        file.read_to_string(&mut text).map_err(|e| file_err(e.to_string()))?;
         Self::from_json(&text).map_err(|e| match e {
             ConfigError::Invalid(msg) => file_err(msg),
             other => other,
@@ -93,7 +118,10 @@ impl Config {
     }
 
     pub fn from_json(text: &str) -> Result<Self, ConfigError> {
-        let cfg: Config = serde_json::from_str(text).map_err(|e| ConfigError::Invalid(format!("bad JSON: {e}")))?;
+        // A UTF-8 byte-order mark (as some editors write) is not part of the JSON.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        let cfg: Config = serde_json::from_str(text)
+            .map_err(|e| ConfigError::Invalid(not_an_integer(text).unwrap_or_else(|| format!("bad JSON: {e}"))))?;
         cfg.validate()?;
         Ok(cfg)
     }

@@ -71,6 +71,14 @@ impl TrainPlan {
         if self.steps == 0 {
             return Err(TrainError::Usage("--steps must be at least 1".into()));
         }
+        if self.batch == Some(0) || self.seq_len == Some(0) {
+            return Err(TrainError::Usage("--batch and --seq-len must be at least 1".into()));
+        }
+        // The summary keeps every step's log entry and loss.
+        let per_step = (std::mem::size_of::<LogEntry>() + 64) as u64;
+        let bytes = crate::engine::inputs::bytes_of(&[self.steps, per_step]);
+        crate::engine::inputs::check_alloc(&format!("--steps {}", self.steps), bytes)
+            .map_err(|e| TrainError::Failed(e.to_string()))?;
         if self.checkpoint_every == 0 {
             return Err(TrainError::Usage("--checkpoint-every must be at least 1".into()));
         }
@@ -148,6 +156,24 @@ struct Good {
     controller: Controller,
 }
 
+/// Refuses weights that are not all finite before they are written: an
+/// update that overflowed (a learning rate far too large) stops the run, and
+/// the files keep the last good state (step `good_step`).
+fn finite_or_stop(cfg: &Config, params: &Params<f32>, step: u64, good_step: u64) -> Result<(), TrainError> {
+    let bad = crate::checkpoint::non_finite_params(cfg, params);
+    match bad.first() {
+        None => Ok(()),
+        Some((name, n)) => Err(TrainError::Stopped {
+            step,
+            reason: format!(
+                "the update made {n} value(s) of {name} non-finite ({} tensor(s) in all); nothing of it was written, \
+                 the checkpoint of step {good_step} is the last good state (lower --lr)",
+                bad.len()
+            ),
+        }),
+    }
+}
+
 /// The batch of step `step` (the same whatever happened before it).
 fn batch_at(ds: &Dataset, seed: u64, step: u64, rows: usize, len: usize, pad: bool) -> Result<Batch, TrainError> {
     let b = ds.random_windows(seed.wrapping_mul(1_000_003).wrapping_add(step), rows, len)?;
@@ -187,7 +213,11 @@ fn start(plan: &TrainPlan, ds: &Dataset) -> Result<Start, TrainError> {
         let (config, params) = match &plan.checkpoint {
             Some(p) => load_params(p)?,
             None => {
-                let cfg = Config::resolve(plan.config.as_deref().unwrap_or("small"))?;
+                let name = plan.config.as_deref().unwrap_or("small");
+                let cfg = Config::resolve(name)?;
+                // Weights, gradients and two moments, checked before the init allocates them.
+                crate::engine::inputs::check_params(&cfg, 4, 4, &format!("--config {name}"))
+                    .map_err(|e| TrainError::Failed(e.to_string()))?;
                 let params = Params::init(&cfg, seed);
                 (cfg, params)
             }
@@ -431,6 +461,7 @@ pub fn train(plan: &TrainPlan, ds: &Dataset, obs: &mut dyn Observer) -> Result<T
         log.push(&entry)?;
         entries.push(entry);
         if let Some(st) = snapshot {
+            finite_or_stop(&cfg, &st.params, step, good.step)?;
             checkpoint_due = false;
             let g = Good { step, state: st, controller: ctl.clone() };
             if let Some(dir) = &out {
@@ -443,11 +474,15 @@ pub fn train(plan: &TrainPlan, ds: &Dataset, obs: &mut dyn Observer) -> Result<T
             }
         }
         if let (Some(dir), true) = (&out, plan.save_every > 0 && step % plan.save_every == 0) {
-            save_params(&dir.join(format!("step_{step:06}.safetensors")), &cfg, &*engine.params()?)?;
+            let params = engine.params()?;
+            finite_or_stop(&cfg, &params, step, good.step)?;
+            save_params(&dir.join(format!("step_{step:06}.safetensors")), &cfg, &*params)?;
         }
     }
     if let Some(dir) = &out {
-        save_params(&dir.join("last.safetensors"), &cfg, &*engine.params()?)?;
+        let params = engine.params()?;
+        finite_or_stop(&cfg, &params, plan.steps, good.step)?;
+        save_params(&dir.join("last.safetensors"), &cfg, &*params)?;
     }
     let (precision, gemm_path) = engine.precision_and_path();
     Ok(TrainSummary {
@@ -465,4 +500,20 @@ pub fn train(plan: &TrainPlan, ds: &Dataset, obs: &mut dyn Observer) -> Result<T
         precision,
         gemm_path,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Weights with an infinity are refused before any file gets them; finite ones pass.
+    #[test]
+    fn non_finite_weights_stop_the_run() {
+        let cfg = Config::tiny();
+        let mut params = Params::<f32>::init(&cfg, 0);
+        finite_or_stop(&cfg, &params, 3, 2).unwrap();
+        params.head_bias.data[1] = f32::INFINITY;
+        let e = finite_or_stop(&cfg, &params, 3, 2).unwrap_err().to_string();
+        assert!(e.contains("head.bias") && e.contains("step 2"), "{e}");
+    }
 }

@@ -7,7 +7,7 @@ use serde_json::json;
 use super::{Inputs, load_inputs, parse_fault, write_report};
 use crate::cli::args::{DeviceArg, FaultArg, ModelArgs, RowArgs};
 use crate::cli::backend::open_context as open;
-use crate::cli::common::{CliError, emit};
+use crate::cli::common::{CliError, emit, show};
 use crate::ladder;
 use crate::vk::engine::Fault;
 
@@ -33,8 +33,11 @@ pub struct BisectArgs {
 
 pub fn bisect(a: &BisectArgs) -> Result<i32, CliError> {
     let fault = parse_fault(&a.fault.fault)?;
+    if a.max_len == Some(0) {
+        return Err(CliError::Usage("--max-len must be at least 1".into()));
+    }
     let Inputs { cfg, params, ds } = load_inputs(&a.model, &a.row.data, &a.out)?;
-    let avail = ds.len_tokens().saturating_sub(a.row.offset + 1);
+    let avail = ds.len_tokens().saturating_sub(a.row.offset.saturating_add(1));
     let max_len = a.max_len.unwrap_or(4096).min(avail);
     if max_len < 1 {
         return Err(CliError::Usage(format!(
@@ -43,6 +46,7 @@ pub fn bisect(a: &BisectArgs) -> Result<i32, CliError> {
             ds.name()
         )));
     }
+    crate::engine::inputs::check_batch(&cfg, 1, max_len, 8, &format!("--max-len {max_len}"))?;
     let row = ds.window(a.row.offset, max_len + 1)?;
     let ctx = std::sync::Arc::new(open(a.gpu.device)?);
     let json = a.json;
@@ -91,7 +95,7 @@ pub struct AuditArgs {
     #[command(flatten)]
     pub model: ModelArgs,
     /// The loss scale of the GPU's backward (its contributions are divided by the scale it reports).
-    #[arg(long, default_value_t = 1024.0)]
+    #[arg(long, default_value_t = 1024.0, allow_negative_numbers = true)]
     pub loss_scale: f64,
     #[command(flatten)]
     pub fault: FaultArg,
@@ -110,8 +114,34 @@ pub fn audit(a: &AuditArgs) -> Result<i32, CliError> {
     if !(a.loss_scale.is_finite() && a.loss_scale > 0.0) {
         return Err(CliError::Usage(format!("--loss-scale {}: a positive finite number", a.loss_scale)));
     }
+    if a.len == 0 {
+        return Err(CliError::Usage("--len must be at least 1".into()));
+    }
     let Inputs { cfg, params, ds } = load_inputs(&a.model, &a.row.data, &a.out)?;
-    let row = ds.window(a.row.offset, a.len + 1)?;
+    crate::engine::inputs::check_batch(&cfg, 1, a.len, 8, &format!("--len {}", a.len))?;
+    let row = ds.window(a.row.offset, a.len + 1).map_err(|e| match e {
+        crate::dataset::DatasetError::WindowOutOfRange { total, .. } => CliError::Usage(format!(
+            "--len {} --offset {}: {} holds {total} tokens, fewer than the {} the row needs",
+            a.len,
+            a.row.offset,
+            show(std::path::Path::new(ds.name())),
+            a.row.offset.saturating_add(a.len).saturating_add(1)
+        )),
+        e => e.into(),
+    })?;
+    if let Some(&b) = row.first()
+        && row.iter().all(|&x| x == b)
+    {
+        // Every key is the same: the attention's gradients are zero up to
+        // rounding, and comparing their directions would only show noise.
+        return Err(CliError::Usage(format!(
+            "--data {}: the row of --len {} at --offset {} is one byte (0x{b:02x}) repeated; \
+             the audit needs a row with more than one distinct byte",
+            show(std::path::Path::new(ds.name())),
+            a.len,
+            a.row.offset
+        )));
+    }
     let ctx = std::sync::Arc::new(open(a.gpu.device)?);
     let report = crate::ladder::audit::audit(&ctx, &cfg, &params, &row, a.loss_scale, fault).map_err(|e| match e {
         ladder::LadderError::Input(why) => CliError::Usage(why),

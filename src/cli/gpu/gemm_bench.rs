@@ -39,6 +39,18 @@ fn parse_shape(s: &str) -> Result<(usize, usize, usize), CliError> {
     }
 }
 
+/// Host bytes of an `m`×`n`×`k` benchmark: the random operands, their upload
+/// buffers and the device copies with the product (f32 each, the split-K
+/// scratch counted as a second product); `None` when it overflows.
+fn shape_bytes(m: u64, n: u64, k: u64) -> Option<u64> {
+    let (mk, kn, mn) = (m.checked_mul(k)?, k.checked_mul(n)?, m.checked_mul(n)?);
+    mk.checked_add(kn)?.checked_mul(3)?.checked_add(mn.checked_mul(2)?)?.checked_mul(4)
+}
+
+/// Host bytes a timed product may keep (its recorded dispatch, descriptor
+/// set and timestamps): a generous bound for the check of `--reps`.
+const BYTES_PER_REP: u64 = 4096;
+
 /// `dualscope gemm-bench`: device-timed GEMM rates (median of `reps`).
 pub fn gemm_bench(a: &GemmBenchArgs) -> Result<i32, CliError> {
     let shapes: Vec<(usize, usize, usize)> = if a.shapes.is_empty() {
@@ -48,6 +60,11 @@ pub fn gemm_bench(a: &GemmBenchArgs) -> Result<i32, CliError> {
     };
     if a.reps == 0 {
         return Err(CliError::Usage("--reps must be at least 1".into()));
+    }
+    use crate::engine::inputs::{bytes_of, check_alloc};
+    check_alloc(&format!("--reps {}", a.reps), bytes_of(&[a.reps as u64, BYTES_PER_REP]))?;
+    for &(m, n, k) in &shapes {
+        check_alloc(&format!("--shape {m}x{n}x{k}"), shape_bytes(m as u64, n as u64, k as u64))?;
     }
     let ctx = open(a.gpu.device)?;
     use crate::vk::gemm::{GemmChoice, GemmPath, pick_path};
@@ -70,7 +87,7 @@ pub fn gemm_bench(a: &GemmBenchArgs) -> Result<i32, CliError> {
         let mut ms = crate::vk::gemm::gemm_throughput(&ctx, path, &shape, a.reps)
             .map_err(|e| CliError::Engine(e.to_string()))?;
         let (median, _, _) = crate::engine::stats::percentiles(&mut ms);
-        let tflops = 2.0 * (m * n * k) as f64 / (median / 1e3) / 1e12;
+        let tflops = 2.0 * m as f64 * n as f64 * k as f64 / (median / 1e3) / 1e12;
         rows.push(json!({"m": m, "n": n, "k": k, "median_ms": median, "tflops": tflops, "reps": a.reps}));
     }
     emit(a.json, json!({"device": ctx.report().name, "path": path.name(), "shapes": rows}), || {

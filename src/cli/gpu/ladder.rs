@@ -56,10 +56,19 @@ fn ladder_inputs(
     use crate::ladder::inputs::{BatchChoice, ladder_batch};
     let Inputs { cfg, params, ds } = load_inputs(&a.model, &a.data, &a.out)?;
     let choice = match (a.len, a.offset) {
+        (Some(0), _) => return Err(CliError::Usage("--len must be at least 1".into())),
         (Some(len), offset) => BatchChoice::Row { offset: offset.unwrap_or(0), len },
         (None, Some(_)) => return Err(CliError::Usage("--offset needs --len".into())),
         (None, None) => BatchChoice::Windows { seed: a.model.seed },
     };
+    // The CPU side runs in float64: its activations must fit before any row is cut.
+    let (rows, t, what) = match choice {
+        BatchChoice::Row { len, .. } => (1, len, format!("--len {len}")),
+        BatchChoice::Windows { .. } => {
+            (cfg.batch, cfg.seq_len, format!("the config's batch {} × seq_len {}", cfg.batch, cfg.seq_len))
+        }
+    };
+    crate::engine::inputs::check_batch(&cfg, rows, t, 8, &what)?;
     let (batch, source) = ladder_batch(&ds, &cfg, choice)?;
     Ok((cfg, params, batch, source))
 }

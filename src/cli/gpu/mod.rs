@@ -42,17 +42,27 @@ fn load_inputs(model: &ModelArgs, data: &Option<PathBuf>, out: &Option<PathBuf>)
     let ModelArgs { config, checkpoint, seed } = model;
     let (config, seed) = (config.as_str(), *seed);
     if let Some(out) = out {
-        let inputs: Vec<&Path> = data.iter().chain(checkpoint).map(|p| p.as_path()).collect();
-        super::common::check_output(out, &inputs)?;
+        let mut inputs: Vec<&Path> = data.iter().chain(checkpoint).map(|p| p.as_path()).collect();
+        inputs.extend(super::common::config_file(config));
+        super::common::check_output("--out", out, &inputs)?;
     }
     let source = match checkpoint {
         Some(_) if config != "small" => {
             return Err(CliError::Usage("--config and --checkpoint: the checkpoint carries its config".into()));
         }
         Some(path) => ParamSource::Checkpoint(path),
-        None => ParamSource::Init { config, seed },
+        None => {
+            // Refused before the init allocates them: the parameters with
+            // their gradients, optimizer moments and float64 copies.
+            let cfg = crate::model::Config::resolve(config)?;
+            crate::engine::inputs::check_params(&cfg, 8, 4, &format!("--config {config}"))?;
+            ParamSource::Init { config, seed }
+        }
     };
-    Ok(inputs::load(source, data.as_deref())?)
+    inputs::load(source, data.as_deref()).map_err(|e| match e {
+        InputError::Dataset(e) if data.is_some() => super::common::data_error(e),
+        e => e.into(),
+    })
 }
 
 /// Writes a JSON report atomically.
