@@ -31,6 +31,8 @@ pub struct TrainArgs {
     /// --out defaults to that directory.
     #[arg(long)]
     pub resume: Option<PathBuf>,
+    #[command(flatten)]
+    pub trust: super::args::NonFiniteArg,
     /// The step to train up to (with --resume: counted from the start of the run).
     #[arg(long, default_value_t = 200)]
     pub steps: u64,
@@ -213,6 +215,7 @@ impl TrainArgs {
             controller,
             inject,
             memory_check: MemoryCheck::Shape,
+            load: self.trust.options(),
         };
         plan.check()?;
         Ok(plan)
@@ -337,6 +340,7 @@ pub fn demo(a: &DemoArgs) -> Result<i32, CliError> {
         controller: ControllerConfig { enabled: false, ..Default::default() },
         inject: Default::default(),
         memory_check: MemoryCheck::FirstBatch,
+        load: Default::default(),
     };
     let mut printer = DemoPrinter { pb: progress(a.steps as u64, "training"), window: Vec::new() };
     let s = train(&plan, &ds, &mut printer)?;
