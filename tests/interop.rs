@@ -102,7 +102,10 @@ fn a_config_without_a_model_field_is_refused_naming_it() {
     let ckpt = dir.file("nohidden.safetensors", &join(&header, &data));
     let out = dir.path("g.safetensors");
     let err = fails_cleanly(&grads(&ckpt, &out, &[]), 1, &out);
-    assert!(err.contains(s(&ckpt)) && err.contains("invalid config metadata: bad JSON: missing field `hidden`"), "{err}");
+    assert!(
+        err.contains(s(&ckpt)) && err.contains("invalid config metadata: bad JSON: missing field `hidden`"),
+        "{err}"
+    );
 }
 
 /// `init`'s tiny checkpoint in `dir` with NaN at three places of
@@ -137,11 +140,13 @@ fn grads_and_step_refuse_non_finite_weights_unless_allowed() {
         assert!(err.contains("--allow-non-finite"), "{err}");
     }
     // Allowed for debugging: the loss is NaN (JSON null), and the file is written.
-    let o = run(&["grads", "--checkpoint", s(&bad), "--data", s(&data), "--out", s(&out), "--json", "--allow-non-finite"]);
+    let o =
+        run(&["grads", "--checkpoint", s(&bad), "--data", s(&data), "--out", s(&out), "--json", "--allow-non-finite"]);
     let v = ok_json(&o);
     assert!(v["loss"].is_null(), "{v}");
     assert!(out.exists());
-    let o = run(&["step", "--checkpoint", s(&bad), "--data", s(&data), "--out", s(&out), "--json", "--allow-non-finite"]);
+    let o =
+        run(&["step", "--checkpoint", s(&bad), "--data", s(&data), "--out", s(&out), "--json", "--allow-non-finite"]);
     assert_eq!(ok_json(&o)["skipped"], true);
 }
 

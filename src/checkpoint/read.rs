@@ -216,10 +216,7 @@ pub fn load_params_with_meta(path: &Path) -> Result<(Config, Params<f32>, Metada
 /// absent); the `format` metadata, when present, being [`FORMAT`]; no tensor
 /// missing; no tensor unexpected; each tensor's dtype (F32) and shape; then,
 /// unless `opts` allows them, that no value is NaN or infinite.
-pub fn load_params_with(
-    path: &Path,
-    opts: LoadOptions,
-) -> Result<(Config, Params<f32>, Metadata), CheckpointError> {
+pub fn load_params_with(path: &Path, opts: LoadOptions) -> Result<(Config, Params<f32>, Metadata), CheckpointError> {
     params_from_bytes_with(path, &read_file(path)?, opts)
 }
 

@@ -173,7 +173,8 @@ fn train_state_with_non_finite_values_is_refused_unless_allowed() {
     let (_dir, p) = tmp_file("train_state.safetensors");
     let mut v = Params::<f32>::init(&cfg, 3);
     v.embed.data[5] = f32::INFINITY;
-    let ck = TrainCheckpoint { params: Params::init(&cfg, 1), m: Params::init(&cfg, 2), v, state: "{}".into(), config: cfg };
+    let ck =
+        TrainCheckpoint { params: Params::init(&cfg, 1), m: Params::init(&cfg, 2), v, state: "{}".into(), config: cfg };
     save_train_checkpoint(&p, &ck).unwrap();
     let e = load_train_checkpoint(&p).unwrap_err().to_string();
     assert!(e.starts_with(&format!("{}: ", p.display())), "{e}");

@@ -136,9 +136,10 @@ pub fn load_train_checkpoint_with(path: &Path, opts: LoadOptions) -> Result<Trai
     let params = take(PREFIXES[0])?;
     let m = take(PREFIXES[1])?;
     let v = take(PREFIXES[2])?;
-    let named = PREFIXES.iter().zip([&params, &m, &v]).flat_map(|(prefix, set)| {
-        set.named(&config).into_iter().map(move |(name, t)| (format!("{prefix}{name}"), t))
-    });
+    let named = PREFIXES
+        .iter()
+        .zip([&params, &m, &v])
+        .flat_map(|(prefix, set)| set.named(&config).into_iter().map(move |(name, t)| (format!("{prefix}{name}"), t)));
     check_finite(path, opts, named)?;
     Ok(TrainCheckpoint { config, params, m, v, state })
 }

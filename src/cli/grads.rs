@@ -4,10 +4,10 @@ use clap::Args;
 use serde_json::json;
 use std::path::PathBuf;
 
+use super::args::NonFiniteArg;
 use super::backend;
 use super::common::{CliError, check_output, emit, rows_from_files};
 use super::{EngineArg, OptimArgs, PrecisionArg};
-use super::args::NonFiniteArg;
 use crate::checkpoint::{load_params_opts, save_params, save_params_with};
 use crate::cpu::{LossScale, StepOptions};
 use crate::engine::{Engine, GradsOut, TrainState, VulkanOptions};
