@@ -5,7 +5,8 @@
 //!
 //! Tensors are named `param.NAME`, `adam.m.NAME` and `adam.v.NAME` for each
 //! parameter `NAME` of the contract; the metadata holds `config`, `format` =
-//! [`TRAIN_FORMAT`] and `train_state` (the caller's JSON).
+//! [`TRAIN_FORMAT`], `train_state` (the caller's JSON) and the content
+//! `checksum` that loading verifies (a changed byte is refused, not resumed).
 
 use std::collections::BTreeSet;
 use std::path::Path;
