@@ -7,11 +7,15 @@
 //! `step`, `loss`, ...).
 //!
 //! Every write goes through [`write_atomic`]: no reader ever sees a
-//! half-written file. Every read checks the file completely and reports the
-//! first problem as one line that starts with the file's path; no input bytes
-//! make it panic.
+//! half-written file, and every file written carries a content checksum
+//! (`checksum` metadata, see [`checksum`]) that every read verifies. Every
+//! read checks the file completely and reports the first problem as one line
+//! that starts with the file's path; no input bytes make it panic. Loading
+//! parameters (or a training state) also refuses non-finite values unless
+//! [`LoadOptions::allow_non_finite`] says otherwise.
 
 mod atomic;
+pub mod checksum;
 mod named;
 mod read;
 mod train_state;
@@ -31,9 +35,16 @@ use crate::model::{Config, Params};
 use crate::tensor::{Real, Tensor};
 
 pub use atomic::{check_writable, write_atomic};
+pub use checksum::CHECKSUM_KEY;
 pub use named::{NamedRef, NamedTensor, Values, ValuesRef, encode_named, load_named, named_from_bytes, save_named};
-pub use read::{load_params, load_params_with_meta, load_tensors, params_from_bytes, tensors_from_bytes};
-pub use train_state::{TRAIN_FORMAT, TRAIN_STATE_KEY, TrainCheckpoint, load_train_checkpoint, save_train_checkpoint};
+pub use read::{
+    load_params, load_params_opts, load_params_with, load_params_with_meta, load_tensors, params_from_bytes,
+    params_from_bytes_with, tensors_from_bytes,
+};
+pub use train_state::{
+    TRAIN_FORMAT, TRAIN_STATE_KEY, TrainCheckpoint, load_train_checkpoint, load_train_checkpoint_with,
+    save_train_checkpoint,
+};
 pub use write::{encode_tensors, save_params, save_params_with, save_tensors};
 
 /// Safetensors metadata (`__metadata__`): string keys to string values.
@@ -47,6 +58,21 @@ pub const CONFIG_KEY: &str = "config";
 
 /// Metadata key holding [`FORMAT`].
 pub const FORMAT_KEY: &str = "format";
+
+/// How strict loading parameters is about their values (the file's
+/// structure and checksum are always checked).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// Accept NaN and infinite values (to debug such a checkpoint) instead of
+    /// refusing the file.
+    pub allow_non_finite: bool,
+}
+
+impl LoadOptions {
+    /// Loading that accepts non-finite values: for the GUI, and for the
+    /// commands' `--allow-non-finite`.
+    pub const DEBUG: LoadOptions = LoadOptions { allow_non_finite: true };
+}
 
 /// What went wrong reading or writing a checkpoint. Every message is one line
 /// and starts with the path of the file concerned.
@@ -112,6 +138,20 @@ pub enum CheckpointError {
     /// A tensor of a generic file ([`load_named`]) is stored in a dtype other than F32 or F64.
     #[error("{path}: tensor {name} has dtype {found}, expected F32 or F64")]
     UnsupportedDtype { path: String, name: String, found: String },
+    /// The `checksum` metadata does not match the contents.
+    #[error(
+        "{path}: checksum mismatch: the file records {stored}, its contents give {computed} \
+         (it was changed or damaged after it was written)"
+    )]
+    ChecksumMismatch { path: String, stored: String, computed: String },
+    /// A parameter holds NaN or infinite values (and [`LoadOptions`] does not allow them).
+    #[error(
+        "{path}: parameter {name} has {count} non-finite value{} (first at index {first}){}; \
+         refused (--allow-non-finite loads it anyway, for debugging)",
+        plural(.count),
+        more_params(.others)
+    )]
+    NonFinite { path: String, name: String, count: usize, first: usize, others: usize },
     /// The caller asked to write something that cannot be written.
     #[error("{path}: cannot save: {reason}")]
     Invalid { path: String, reason: String },
@@ -121,6 +161,20 @@ pub enum CheckpointError {
 fn tensor_list(names: &[String]) -> String {
     let s = if names.len() == 1 { "" } else { "s" };
     format!("tensor{s} {}", names.join(", "))
+}
+
+/// "s" unless `n` is 1.
+fn plural(n: &usize) -> &'static str {
+    if *n == 1 { "" } else { "s" }
+}
+
+/// ", and N more parameters have some" (nothing when `n` is 0).
+fn more_params(n: &usize) -> String {
+    match n {
+        0 => String::new(),
+        1 => ", and 1 more parameter has some".into(),
+        n => format!(", and {n} more parameters have some"),
+    }
 }
 
 /// Text from a file or a path, made safe for a one-line message: control
@@ -137,8 +191,8 @@ pub(crate) fn show(path: &Path) -> String {
     one_line(&path.display().to_string())
 }
 
-/// Number of NaN and infinite values in `t`. Loading accepts non-finite
-/// weights (they are something to debug); this helper finds them.
+/// Number of NaN and infinite values in `t`. Loading refuses non-finite
+/// weights unless [`LoadOptions::allow_non_finite`]; this helper finds them.
 pub fn count_non_finite<T: Real>(t: &Tensor<T>) -> usize {
     t.data.iter().filter(|x| !x.is_finite()).count()
 }
@@ -147,4 +201,26 @@ pub fn count_non_finite<T: Real>(t: &Tensor<T>) -> usize {
 /// order; empty when all values are finite.
 pub fn non_finite_params<T: Real>(cfg: &Config, params: &Params<T>) -> Vec<(String, usize)> {
     params.named(cfg).into_iter().map(|(name, t)| (name, count_non_finite(t))).filter(|&(_, n)| n > 0).collect()
+}
+
+/// Refuses the first of `named` tensors that holds a non-finite value, unless
+/// `opts` allows them; `label` names the file.
+pub(crate) fn check_finite<'a>(
+    label: &Path,
+    opts: LoadOptions,
+    named: impl IntoIterator<Item = (String, &'a Tensor<f32>)>,
+) -> Result<(), CheckpointError> {
+    if opts.allow_non_finite {
+        return Ok(());
+    }
+    let mut bad = named.into_iter().filter(|(_, t)| t.data.iter().any(|x| !x.is_finite()));
+    let Some((name, t)) = bad.next() else { return Ok(()) };
+    let first = t.data.iter().position(|x| !x.is_finite()).expect("has a non-finite value");
+    Err(CheckpointError::NonFinite {
+        path: show(label),
+        name: one_line(&name),
+        count: count_non_finite(t),
+        first,
+        others: bad.count(),
+    })
 }

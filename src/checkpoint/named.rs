@@ -4,13 +4,13 @@
 //! checked by the same reader as checkpoints, so a bad file gets the same
 //! one-line messages.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use safetensors::Dtype;
 
 use super::read::{parse, read_file};
-use super::write::Encoded;
+use super::write::{Encoded, serialize};
 use super::{CheckpointError, Metadata, one_line, show, write_atomic};
 
 /// A tensor's values, in the dtype they are stored in.
@@ -88,10 +88,7 @@ pub fn encode_named(label: &Path, tensors: &[NamedRef<'_>], metadata: &Metadata)
         }
         encoded.push((name, values.encode(shape)));
     }
-    let views = encoded.iter().map(|(name, b)| (*name, b));
-    let meta: HashMap<String, String> = metadata.clone().into_iter().collect();
-    safetensors::serialize(views, Some(meta))
-        .map_err(|source| CheckpointError::Safetensors { path: show(label), source })
+    serialize(label, &encoded, metadata)
 }
 
 /// Saves `tensors` with `metadata` to `path` atomically (see [`write_atomic`]).

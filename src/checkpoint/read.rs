@@ -5,7 +5,8 @@ use std::path::Path;
 
 use safetensors::{Dtype, SafeTensors};
 
-use super::{CONFIG_KEY, CheckpointError, FORMAT, FORMAT_KEY, Metadata, one_line, show};
+use super::checksum::{self, CHECKSUM_KEY, TensorBytes};
+use super::{CONFIG_KEY, CheckpointError, FORMAT, FORMAT_KEY, LoadOptions, Metadata, check_finite, one_line, show};
 use crate::model::{Config, ConfigError, Params, param_specs};
 use crate::tensor::Tensor;
 
@@ -114,7 +115,7 @@ pub(super) fn parse<'a>(label: &Path, bytes: &'a [u8]) -> Result<Parsed<'a>, Che
     }
     let (_, meta) = SafeTensors::read_metadata(bytes)
         .map_err(|source| CheckpointError::Safetensors { path: path.clone(), source })?;
-    let metadata: Metadata = meta.metadata().clone().unwrap_or_default().into_iter().collect();
+    let mut metadata: Metadata = meta.metadata().clone().unwrap_or_default().into_iter().collect();
     let mut tensors = BTreeMap::new();
     for (name, info) in meta.tensors() {
         let (start, end) = info.data_offsets;
@@ -125,7 +126,34 @@ pub(super) fn parse<'a>(label: &Path, bytes: &'a [u8]) -> Result<Parsed<'a>, Che
         };
         tensors.insert(name, RawTensor { dtype: info.dtype, shape: info.shape.clone(), data });
     }
+    // The checksum is framing, not content: verified here, then left out.
+    if let Some(stored) = metadata.remove(CHECKSUM_KEY) {
+        verify_checksum(&path, &stored, &metadata, &tensors)?;
+    }
     Ok(Parsed { metadata, tensors })
+}
+
+/// Checks the stored `checksum` entry against the contents (see
+/// [`super::checksum`]).
+fn verify_checksum(
+    path: &str,
+    stored: &str,
+    metadata: &Metadata,
+    tensors: &BTreeMap<String, RawTensor<'_>>,
+) -> Result<(), CheckpointError> {
+    if !checksum::well_formed(stored) {
+        let reason = format!("`{CHECKSUM_KEY}` metadata \"{}\" is not crc32: and 8 hex digits", one_line(stored));
+        return Err(CheckpointError::Corrupt { path: path.into(), reason });
+    }
+    let contents: BTreeMap<&str, TensorBytes<'_>> = tensors
+        .iter()
+        .map(|(name, t)| (name.as_str(), TensorBytes { dtype: t.dtype, shape: &t.shape, data: t.data }))
+        .collect();
+    let computed = checksum::content_checksum(metadata, &contents);
+    if computed != stored {
+        return Err(CheckpointError::ChecksumMismatch { path: path.into(), stored: stored.into(), computed });
+    }
+    Ok(())
 }
 
 /// Checks that the tensors' data, as the header `map` lays it out, ends
@@ -193,26 +221,47 @@ pub fn tensors_from_bytes(
 }
 
 /// Loads a checkpoint: its configuration and parameters. See
-/// [`load_params_with_meta`] for what is checked.
+/// [`load_params_with`] for what is checked; non-finite values are refused.
 pub fn load_params(path: &Path) -> Result<(Config, Params<f32>), CheckpointError> {
-    let (cfg, params, _) = load_params_with_meta(path)?;
+    load_params_opts(path, LoadOptions::default())
+}
+
+/// [`load_params`] with `opts` (e.g. accepting non-finite values).
+pub fn load_params_opts(path: &Path, opts: LoadOptions) -> Result<(Config, Params<f32>), CheckpointError> {
+    let (cfg, params, _) = load_params_with(path, opts)?;
     Ok((cfg, params))
+}
+
+/// [`load_params_with`] with the default options, metadata included.
+pub fn load_params_with_meta(path: &Path) -> Result<(Config, Params<f32>, Metadata), CheckpointError> {
+    load_params_with(path, LoadOptions::default())
 }
 
 /// Loads a checkpoint with all of its metadata.
 ///
 /// Checked, in this order: the file's framing and safetensors header; the
-/// `config` metadata (present, valid JSON, passing [`Config::validate`]); the
-/// `format` metadata, when present, being [`FORMAT`]; no tensor missing; no
-/// tensor unexpected; then each tensor's dtype (F32) and shape. Non-finite
-/// values are accepted (see [`super::count_non_finite`]).
-pub fn load_params_with_meta(path: &Path) -> Result<(Config, Params<f32>, Metadata), CheckpointError> {
-    params_from_bytes(path, &read_file(path)?)
+/// content checksum, when the file has one; the `config` metadata (present,
+/// valid JSON, passing [`Config::validate`]; `batch` and `seq_len` may be
+/// absent); the `format` metadata, when present, being [`FORMAT`]; no tensor
+/// missing; no tensor unexpected; each tensor's dtype (F32) and shape; then,
+/// unless `opts` allows them, that no value is NaN or infinite.
+pub fn load_params_with(path: &Path, opts: LoadOptions) -> Result<(Config, Params<f32>, Metadata), CheckpointError> {
+    params_from_bytes_with(path, &read_file(path)?, opts)
 }
 
 /// [`load_params_with_meta`] on bytes already in memory; `label` names them
 /// in errors.
 pub fn params_from_bytes(label: &Path, bytes: &[u8]) -> Result<(Config, Params<f32>, Metadata), CheckpointError> {
+    params_from_bytes_with(label, bytes, LoadOptions::default())
+}
+
+/// [`load_params_with`] on bytes already in memory; `label` names them in
+/// errors.
+pub fn params_from_bytes_with(
+    label: &Path,
+    bytes: &[u8],
+    opts: LoadOptions,
+) -> Result<(Config, Params<f32>, Metadata), CheckpointError> {
     let path = || show(label);
     let parsed = parse(label, bytes)?;
     let Some(json) = parsed.metadata.get(CONFIG_KEY) else {
@@ -258,6 +307,7 @@ pub fn params_from_bytes(label: &Path, bytes: &[u8]) -> Result<(Config, Params<f
         }
         tensors.push(t);
     }
+    check_finite(label, opts, specs.into_iter().map(|(name, _)| name).zip(&tensors))?;
     let params = Params::from_iter_canonical(&cfg, &mut tensors.into_iter());
     Ok((cfg, params, parsed.metadata))
 }

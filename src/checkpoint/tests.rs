@@ -141,19 +141,135 @@ fn extra_metadata_round_trips() {
 }
 
 #[test]
-fn non_finite_values_load_and_are_counted() {
+fn non_finite_values_are_refused_unless_allowed() {
     let cfg = Config::tiny();
     let (_dir, p) = tmp_file("nan.safetensors");
     let mut params = Params::<f32>::init(&cfg, 4);
-    params.q.data[0] = f32::NAN;
-    params.q.data[1] = f32::from_bits(0x7f80_0001); // a signalling NaN
+    params.q.data[17] = f32::NAN;
+    params.q.data[18] = f32::from_bits(0x7f80_0001); // a signalling NaN
+    params.q.data[20] = f32::INFINITY;
     params.head_bias.data[3] = f32::NEG_INFINITY;
     save_params(&p, &cfg, &params).unwrap();
-    let (_, loaded) = load_params(&p).unwrap();
+    let e = err_at(&p);
+    assert_has(&e, "parameter ctx.q.weight has 3 non-finite values (first at index 17), and 1 more parameter has some");
+    assert_has(&e, "--allow-non-finite");
+    assert!(params_from_bytes(&p, &std::fs::read(&p).unwrap()).is_err());
+    let (_, loaded) = load_params_opts(&p, LoadOptions::DEBUG).unwrap();
     assert_eq!(bits(&loaded), bits(&params));
-    assert_eq!(count_non_finite(&loaded.q), 2);
+    assert_eq!(count_non_finite(&loaded.q), 3);
     assert_eq!(count_non_finite(&loaded.embed), 0);
-    assert_eq!(non_finite_params(&cfg, &loaded), [("ctx.q.weight".to_string(), 2), ("head.bias".to_string(), 1)]);
+    assert_eq!(non_finite_params(&cfg, &loaded), [("ctx.q.weight".to_string(), 3), ("head.bias".to_string(), 1)]);
+    // One value in one parameter: singular wording, no "more".
+    let mut one = Params::<f32>::init(&cfg, 4);
+    one.gru[1].w_hh.data[0] = f32::NAN;
+    save_params(&p, &cfg, &one).unwrap();
+    let e = err_at(&p);
+    assert_has(&e, "parameter gru.weight_hh_l1 has 1 non-finite value (first at index 0); refused");
+}
+
+#[test]
+fn train_state_with_non_finite_values_is_refused_unless_allowed() {
+    let cfg = Config::tiny();
+    let (_dir, p) = tmp_file("train_state.safetensors");
+    let mut v = Params::<f32>::init(&cfg, 3);
+    v.embed.data[5] = f32::INFINITY;
+    let ck =
+        TrainCheckpoint { params: Params::init(&cfg, 1), m: Params::init(&cfg, 2), v, state: "{}".into(), config: cfg };
+    save_train_checkpoint(&p, &ck).unwrap();
+    let e = load_train_checkpoint(&p).unwrap_err().to_string();
+    assert!(e.starts_with(&format!("{}: ", p.display())), "{e}");
+    assert_has(&e, "parameter adam.v.embed.weight has 1 non-finite value (first at index 5)");
+    assert_eq!(load_train_checkpoint_with(&p, LoadOptions::DEBUG).unwrap(), ck);
+}
+
+/// The data offset of `name` in the file `bytes` (after the header).
+fn data_start(bytes: &[u8], name: &str) -> usize {
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
+    8 + n + header[name]["data_offsets"][0].as_u64().unwrap() as usize
+}
+
+/// `bytes` re-framed without the `checksum` metadata: a file as older
+/// dualscope versions (or other tools) write it.
+fn without_checksum(bytes: &[u8]) -> Vec<u8> {
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let mut header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
+    assert!(header["__metadata__"][CHECKSUM_KEY].as_str().unwrap().starts_with("crc32:"));
+    header["__metadata__"].as_object_mut().unwrap().remove(CHECKSUM_KEY);
+    frame(&header.to_string(), &bytes[8 + n..])
+}
+
+#[test]
+fn a_flipped_data_byte_is_refused() {
+    let cfg = Config::tiny();
+    let (dir, p) = tmp_file("ckpt.safetensors");
+    save_params(&p, &cfg, &Params::<f32>::init(&cfg, 5)).unwrap();
+    let good = std::fs::read(&p).unwrap();
+    // Flip the lowest mantissa bit of one weight: still finite, still valid safetensors.
+    for at in [data_start(&good, "gru.weight_ih_l0") + 8, good.len() - 4] {
+        let mut bad = good.clone();
+        bad[at] ^= 1;
+        std::fs::write(&p, &bad).unwrap();
+        let e = err_at(&p);
+        assert_has(&e, "checksum mismatch: the file records crc32:");
+        assert_has(&e, "changed or damaged after it was written");
+        assert!(tensors_from_bytes(&p, &bad).is_err() && named_from_bytes(&p, &bad).is_err());
+    }
+    // The same for a training state, which `train --resume` reads.
+    let ts = dir.path().join("train_state.safetensors");
+    let ck = TrainCheckpoint {
+        params: Params::init(&cfg, 1),
+        m: Params::init(&cfg, 2),
+        v: Params::init(&cfg, 3),
+        state: "{\"step\": 7}".into(),
+        config: cfg.clone(),
+    };
+    save_train_checkpoint(&ts, &ck).unwrap();
+    let mut bad = std::fs::read(&ts).unwrap();
+    let at = data_start(&bad, "adam.m.head.bias") + 1;
+    bad[at] ^= 0x10;
+    std::fs::write(&ts, &bad).unwrap();
+    let e = load_train_checkpoint(&ts).unwrap_err().to_string();
+    assert!(e.starts_with(&format!("{}: checksum mismatch", ts.display())), "{e}");
+}
+
+#[test]
+fn edited_metadata_is_refused() {
+    let cfg = Config::tiny();
+    let (_dir, p) = tmp_file("ckpt.safetensors");
+    save_params_with(&p, &cfg, &Params::<f32>::init(&cfg, 5), &[("step".into(), "12".into())]).unwrap();
+    let good = std::fs::read(&p).unwrap();
+    let n = u64::from_le_bytes(good[..8].try_into().unwrap()) as usize;
+    let mut header: serde_json::Value = serde_json::from_slice(&good[8..8 + n]).unwrap();
+    header["__metadata__"]["step"] = "13".into();
+    assert_has(&load_err(&frame(&header.to_string(), &good[8 + n..])), "checksum mismatch");
+    header["__metadata__"][CHECKSUM_KEY] = "crc32:XYZ".into();
+    let e = load_err(&frame(&header.to_string(), &good[8 + n..]));
+    assert_has(&e, "invalid safetensors file: `checksum` metadata \"crc32:XYZ\" is not crc32: and 8 hex digits");
+}
+
+#[test]
+fn files_without_a_checksum_still_load() {
+    let cfg = Config::tiny();
+    let (_dir, p) = tmp_file("old.safetensors");
+    let params = Params::<f32>::init(&cfg, 6);
+    save_params(&p, &cfg, &params).unwrap();
+    let old = without_checksum(&std::fs::read(&p).unwrap());
+    std::fs::write(&p, &old).unwrap();
+    let (cfg2, loaded, meta) = load_params_with_meta(&p).unwrap();
+    assert_eq!((cfg2, &loaded), (cfg.clone(), &params));
+    assert!(!meta.contains_key(CHECKSUM_KEY));
+    // Nothing to check a flipped byte against: it loads (as it always did).
+    let mut flipped = old.clone();
+    let at = data_start(&old, "head.bias");
+    flipped[at] ^= 1;
+    std::fs::write(&p, &flipped).unwrap();
+    let (_, changed) = load_params(&p).unwrap();
+    assert_ne!(changed.head_bias.data[0], params.head_bias.data[0]);
+    // A checkpoint saved again gets its checksum back.
+    save_params(&p, &cfg, &changed).unwrap();
+    let bytes = std::fs::read(&p).unwrap();
+    assert!(without_checksum(&bytes).len() < bytes.len());
 }
 
 #[test]
@@ -326,6 +442,8 @@ fn save_refuses_what_it_could_not_load() {
     let params = Params::<f32>::init(&cfg, 1);
     let e = save_params_with(&p, &cfg, &params, &[("config".into(), "x".into())]).unwrap_err();
     assert_has(&e.to_string(), "metadata key `config` is reserved");
+    let e = save_params_with(&p, &cfg, &params, &[(CHECKSUM_KEY.into(), "x".into())]).unwrap_err();
+    assert_has(&e.to_string(), "metadata key `checksum` is reserved");
     let twice = [("step".to_string(), "1".to_string()), ("step".into(), "2".into())];
     let e = save_params_with(&p, &cfg, &params, &twice).unwrap_err();
     assert_has(&e.to_string(), "metadata key `step` is given twice");

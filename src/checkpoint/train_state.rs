@@ -5,12 +5,16 @@
 //!
 //! Tensors are named `param.NAME`, `adam.m.NAME` and `adam.v.NAME` for each
 //! parameter `NAME` of the contract; the metadata holds `config`, `format` =
-//! [`TRAIN_FORMAT`] and `train_state` (the caller's JSON).
+//! [`TRAIN_FORMAT`], `train_state` (the caller's JSON) and the content
+//! `checksum` that loading verifies (a changed byte is refused, not resumed).
 
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use super::{CONFIG_KEY, CheckpointError, FORMAT_KEY, Metadata, load_tensors, one_line, save_tensors, show};
+use super::{
+    CONFIG_KEY, CheckpointError, FORMAT_KEY, LoadOptions, Metadata, check_finite, load_tensors, one_line, save_tensors,
+    show,
+};
 use crate::model::{Config, ConfigError, Params, param_specs};
 use crate::tensor::Tensor;
 
@@ -67,10 +71,16 @@ pub fn save_train_checkpoint(path: &Path, ck: &TrainCheckpoint) -> Result<(), Ch
     save_tensors(path, &named, &meta)
 }
 
-/// Reads a training checkpoint, checking it completely: the file, the
-/// config, the format, every tensor present with its shape, none unexpected,
-/// and the `train_state` entry present.
+/// Reads a training checkpoint, checking it completely: the file and its
+/// checksum, the config, the format, every tensor present with its shape,
+/// none unexpected, the `train_state` entry present, and no non-finite value
+/// in the parameters or the moments.
 pub fn load_train_checkpoint(path: &Path) -> Result<TrainCheckpoint, CheckpointError> {
+    load_train_checkpoint_with(path, LoadOptions::default())
+}
+
+/// [`load_train_checkpoint`] with `opts` (e.g. accepting non-finite values).
+pub fn load_train_checkpoint_with(path: &Path, opts: LoadOptions) -> Result<TrainCheckpoint, CheckpointError> {
     let (mut tensors, meta) = load_tensors(path)?;
     let p = || show(path);
     let json = meta.get(CONFIG_KEY).ok_or_else(|| CheckpointError::MissingConfig { path: p() })?;
@@ -127,6 +137,11 @@ pub fn load_train_checkpoint(path: &Path) -> Result<TrainCheckpoint, CheckpointE
     let params = take(PREFIXES[0])?;
     let m = take(PREFIXES[1])?;
     let v = take(PREFIXES[2])?;
+    let named = PREFIXES
+        .iter()
+        .zip([&params, &m, &v])
+        .flat_map(|(prefix, set)| set.named(&config).into_iter().map(move |(name, t)| (format!("{prefix}{name}"), t)));
+    check_finite(path, opts, named)?;
     Ok(TrainCheckpoint { config, params, m, v, state })
 }
 
@@ -148,7 +163,7 @@ mod tests {
         let path = dir.path().join("train.safetensors");
         let ck = sample();
         save_train_checkpoint(&path, &ck).unwrap();
-        let back = load_train_checkpoint(&path).unwrap();
+        let back = load_train_checkpoint_with(&path, LoadOptions::DEBUG).unwrap();
         assert_eq!(back.state, ck.state);
         assert_eq!(back.config, ck.config);
         assert_eq!(back.params, ck.params);

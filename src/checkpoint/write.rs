@@ -2,11 +2,12 @@
 
 use std::any::Any;
 use std::borrow::Cow;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
 use safetensors::{Dtype, View};
 
+use super::checksum::{CHECKSUM_KEY, TensorBytes, content_checksum};
 use super::{CONFIG_KEY, CheckpointError, FORMAT, FORMAT_KEY, Metadata, show, write_atomic};
 use crate::model::{Config, ConfigError, Params, param_specs};
 use crate::tensor::{Real, Tensor};
@@ -72,8 +73,24 @@ pub fn encode_tensors<T: Real>(
         }
         encoded.push((name.as_str(), Encoded { dtype: Dtype::F32, shape: t.shape.clone(), bytes: f32_le_bytes(t) }));
     }
+    serialize(label, &encoded, metadata)
+}
+
+/// The bytes of a safetensors file of `encoded` tensors and `metadata`, with
+/// the content checksum (see [`super::checksum`]) added to the metadata; a
+/// `checksum` entry given in `metadata` is replaced.
+pub(super) fn serialize(
+    label: &Path,
+    encoded: &[(&str, Encoded)],
+    metadata: &Metadata,
+) -> Result<Vec<u8>, CheckpointError> {
+    let contents: BTreeMap<&str, TensorBytes<'_>> = encoded
+        .iter()
+        .map(|(name, e)| (*name, TensorBytes { dtype: e.dtype, shape: &e.shape, data: &e.bytes }))
+        .collect();
+    let mut meta: HashMap<String, String> = metadata.clone().into_iter().collect();
+    meta.insert(CHECKSUM_KEY.into(), content_checksum(metadata, &contents));
     let views = encoded.iter().map(|(name, b)| (*name, b));
-    let meta: HashMap<String, String> = metadata.clone().into_iter().collect();
     safetensors::serialize(views, Some(meta))
         .map_err(|source| CheckpointError::Safetensors { path: show(label), source })
 }
@@ -98,7 +115,7 @@ pub fn save_params<T: Real>(path: &Path, cfg: &Config, params: &Params<T>) -> Re
 }
 
 /// [`save_params`] with extra metadata entries, e.g. `kind` = `gradients`,
-/// `step`, `loss`. The keys `config` and `format` are reserved, and no key
+/// `step`, `loss`. The keys `config`, `format` and `checksum` are reserved, and no key
 /// may be given twice.
 ///
 /// Refuses a config that fails [`Config::validate`] and parameters whose
@@ -137,7 +154,7 @@ pub fn save_params_with<T: Real>(
     metadata.insert(CONFIG_KEY.into(), cfg.to_json());
     metadata.insert(FORMAT_KEY.into(), FORMAT.into());
     for (key, value) in extra {
-        if key == CONFIG_KEY || key == FORMAT_KEY {
+        if key == CONFIG_KEY || key == FORMAT_KEY || key == CHECKSUM_KEY {
             return Err(invalid(format!("the metadata key `{key}` is reserved")));
         }
         if metadata.insert(key.clone(), value.clone()).is_some() {

@@ -6,6 +6,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use crate::checkpoint::LoadOptions;
+
 /// The Vulkan device a GPU command runs on.
 #[derive(Args, Debug, Clone, Default)]
 pub struct DeviceArg {
@@ -27,6 +29,23 @@ pub struct ModelArgs {
     /// Seed of the random inputs (GEMM operands, parameters, batch windows).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    #[command(flatten)]
+    pub trust: NonFiniteArg,
+}
+
+/// Whether a checkpoint with NaN or infinite weights loads (commands that
+/// read checkpoints refuse one by default).
+#[derive(Args, Debug, Clone, Copy, Default)]
+pub struct NonFiniteArg {
+    /// Load a checkpoint even if its weights hold NaN or infinite values (for debugging).
+    #[arg(long)]
+    pub allow_non_finite: bool,
+}
+
+impl NonFiniteArg {
+    pub fn options(self) -> LoadOptions {
+        LoadOptions { allow_non_finite: self.allow_non_finite }
+    }
 }
 
 /// One row of a text: what bisect and audit run on.

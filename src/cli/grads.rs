@@ -4,10 +4,11 @@ use clap::Args;
 use serde_json::json;
 use std::path::PathBuf;
 
+use super::args::NonFiniteArg;
 use super::backend;
 use super::common::{CliError, check_output, emit, rows_from_files};
 use super::{EngineArg, OptimArgs, PrecisionArg};
-use crate::checkpoint::{load_params, save_params, save_params_with};
+use crate::checkpoint::{load_params_opts, save_params, save_params_with};
 use crate::cpu::{LossScale, StepOptions};
 use crate::engine::{Engine, GradsOut, TrainState, VulkanOptions};
 use crate::tensor::Real;
@@ -23,6 +24,8 @@ pub struct BatchArgs {
     pub data: Vec<PathBuf>,
     #[arg(long, value_enum, default_value_t = EngineArg::Cpu)]
     pub engine: EngineArg,
+    #[command(flatten)]
+    pub trust: NonFiniteArg,
 }
 
 #[derive(Args, Debug)]
@@ -63,7 +66,7 @@ pub fn run_grads(a: &GradsArgs) -> Result<i32, CliError> {
     backend::check_precision(a.batch.engine, a.precision)?;
     super::validate_token_cap(a.token_cap)?;
     check_output("--out", &a.out, &inputs(&a.batch.checkpoint, &a.batch.data))?;
-    let (cfg, params) = load_params(&a.batch.checkpoint)?;
+    let (cfg, params) = load_params_opts(&a.batch.checkpoint, a.batch.trust.options())?;
     let elem = match a.precision {
         PrecisionArg::F32 => 4,
         PrecisionArg::F64 => 8,
@@ -112,7 +115,7 @@ fn precision_name(p: PrecisionArg) -> &'static str {
 pub fn run_step(a: &StepArgs) -> Result<i32, CliError> {
     let opts = a.optim.options()?;
     check_output("--out", &a.out, &inputs(&a.batch.checkpoint, &a.batch.data))?;
-    let (cfg, params) = load_params(&a.batch.checkpoint)?;
+    let (cfg, params) = load_params_opts(&a.batch.checkpoint, a.batch.trust.options())?;
     let batch = rows_from_files(&a.batch.data, &cfg, 4)?;
     let state = TrainState::fresh(&cfg, params, LossScale::fixed());
     let mut engine = Engine::open(a.batch.engine.kind(), &cfg, state, &opts, &VulkanOptions::default())?;

@@ -32,6 +32,8 @@ pub struct TrainArgs {
     /// --out defaults to that directory.
     #[arg(long)]
     pub resume: Option<PathBuf>,
+    #[command(flatten)]
+    pub trust: super::args::NonFiniteArg,
     /// The step to train up to (with --resume: counted from the start of the run).
     #[arg(long, default_value_t = 200)]
     pub steps: u64,
@@ -214,6 +216,7 @@ impl TrainArgs {
             controller,
             inject,
             memory_check: MemoryCheck::Shape,
+            load: self.trust.options(),
         };
         plan.check()?;
         Ok(plan)
@@ -335,6 +338,7 @@ pub fn demo(a: &DemoArgs) -> Result<i32, CliError> {
         controller: ControllerConfig { enabled: false, ..Default::default() },
         inject: Default::default(),
         memory_check: MemoryCheck::FirstBatch,
+        load: Default::default(),
     };
     // The plan's checks (no zero sizes, steps that fit in memory) come before the banner.
     plan.check()?;

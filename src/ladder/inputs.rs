@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use super::{LadderError, default_batch};
-use crate::checkpoint::CheckpointError;
+use crate::checkpoint::{CheckpointError, LoadOptions};
 use crate::dataset::{Batch, BatchError, Dataset, DatasetError};
 use crate::model::{Config, ConfigError, Params};
 
@@ -27,8 +27,8 @@ pub enum InputError {
 /// Where the parameters come from.
 #[derive(Clone, Copy, Debug)]
 pub enum ParamSource<'a> {
-    /// A checkpoint; its config is the run's.
-    Checkpoint(&'a Path),
+    /// A checkpoint, loaded with these options; its config is the run's.
+    Checkpoint(&'a Path, LoadOptions),
     /// A seeded init of a config (`small`, `bench`, `tiny` or a JSON file).
     Init { config: &'a str, seed: u64 },
 }
@@ -36,7 +36,7 @@ pub enum ParamSource<'a> {
 /// The config and the parameters of `source`.
 pub fn load_params(source: ParamSource<'_>) -> Result<(Config, Params<f32>), InputError> {
     Ok(match source {
-        ParamSource::Checkpoint(path) => crate::checkpoint::load_params(path)?,
+        ParamSource::Checkpoint(path, opts) => crate::checkpoint::load_params_opts(path, opts)?,
         ParamSource::Init { config, seed } => {
             let cfg = Config::resolve(config)?;
             let p = Params::<f32>::init(&cfg, seed);

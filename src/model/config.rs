@@ -4,9 +4,12 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 /// Configuration fields exactly as MODEL.md names them (and as the checkpoint's
-/// `config` metadata stores them).
+/// `config` metadata stores them). `batch` and `seq_len` are the benchmark
+/// step's shape, not part of the model: JSON without them (as an outside
+/// exporter writes it) reads with [`Config::default_run_shape`]'s values.
+/// Writing always includes them.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(from = "ConfigFields")]
 pub struct Config {
     pub vocab: usize,
     pub d_embed: usize,
@@ -17,6 +20,41 @@ pub struct Config {
     pub window: usize,
     pub batch: usize,
     pub seq_len: usize,
+}
+
+/// The JSON form read: every model field required, the benchmark shape optional.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFields {
+    vocab: usize,
+    d_embed: usize,
+    hidden: usize,
+    layers: usize,
+    attn_dim: usize,
+    heads: usize,
+    window: usize,
+    batch: Option<usize>,
+    seq_len: Option<usize>,
+}
+
+impl From<ConfigFields> for Config {
+    fn from(f: ConfigFields) -> Self {
+        let mut cfg = Config {
+            vocab: f.vocab,
+            d_embed: f.d_embed,
+            hidden: f.hidden,
+            layers: f.layers,
+            attn_dim: f.attn_dim,
+            heads: f.heads,
+            window: f.window,
+            batch: 0,
+            seq_len: 0,
+        };
+        let (batch, seq_len) = cfg.default_run_shape();
+        cfg.batch = f.batch.unwrap_or(batch);
+        cfg.seq_len = f.seq_len.unwrap_or(seq_len);
+        cfg
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -82,7 +120,18 @@ impl Config {
         Config { vocab: 256, d_embed: 6, hidden: 5, layers: 2, attn_dim: 6, heads: 2, window: 3, batch: 2, seq_len: 7 }
     }
 
-    /// `small`, `bench`, `tiny`, or a path to a JSON file with all fields.
+    /// The (batch, seq_len) a config without them gets: those of the preset
+    /// (`small`, `bench`, `tiny`) with the same model fields, else `small`'s
+    /// 8 × 128.
+    pub fn default_run_shape(&self) -> (usize, usize) {
+        let same_model = |p: &Config| Config { batch: self.batch, seq_len: self.seq_len, ..p.clone() } == *self;
+        let preset = [Self::small(), Self::bench(), Self::tiny()].into_iter().find(same_model);
+        let p = preset.unwrap_or_else(Self::small);
+        (p.batch, p.seq_len)
+    }
+
+    /// `small`, `bench`, `tiny`, or a path to a JSON file with the model's
+    /// fields (`batch` and `seq_len` may be left out).
     pub fn resolve(name_or_path: &str) -> Result<Self, ConfigError> {
         match name_or_path {
             "small" => Ok(Self::small()),
@@ -199,5 +248,30 @@ mod tests {
         v["extra"] = 1.into();
         let e = Config::from_json(&v.to_string()).unwrap_err().to_string();
         assert!(e.contains("unknown field"), "{e}");
+    }
+
+    /// A config without the benchmark shape reads with the matching preset's,
+    /// or `small`'s for a model that is no preset; a missing model field is
+    /// still an error that names it.
+    #[test]
+    fn batch_and_seq_len_are_optional() {
+        let without = |c: &Config| {
+            let mut v: serde_json::Value = serde_json::from_str(&c.to_json()).unwrap();
+            let map = v.as_object_mut().unwrap();
+            map.remove("batch");
+            map.remove("seq_len");
+            v.to_string()
+        };
+        for c in [Config::small(), Config::bench(), Config::tiny()] {
+            assert_eq!(Config::from_json(&without(&c)).unwrap(), c);
+        }
+        let odd = Config { hidden: 7, batch: 3, seq_len: 5, ..Config::tiny() };
+        let got = Config::from_json(&without(&odd)).unwrap();
+        assert_eq!((got.batch, got.seq_len), (8, 128));
+        assert_eq!(Config { batch: 3, seq_len: 5, ..got }, odd);
+        let mut v: serde_json::Value = serde_json::from_str(&without(&odd)).unwrap();
+        v.as_object_mut().unwrap().remove("hidden");
+        let e = Config::from_json(&v.to_string()).unwrap_err().to_string();
+        assert!(e.contains("missing field `hidden`"), "{e}");
     }
 }

@@ -41,7 +41,9 @@ impl ConfigName {
     pub fn initial_params(self, seed: u64, checkpoint: Option<&Path>) -> Result<Params<f32>, String> {
         let cfg = self.config();
         let Some(p) = checkpoint else { return Ok(Params::<f32>::init(&cfg, seed)) };
-        let (got, params) = crate::checkpoint::load_params(p).map_err(|e| e.to_string())?;
+        // The GUI is where non-finite weights get debugged: it loads them.
+        let opts = crate::checkpoint::LoadOptions::DEBUG;
+        let (got, params) = crate::checkpoint::load_params_opts(p, opts).map_err(|e| e.to_string())?;
         if got != cfg {
             return Err(format!(
                 "checkpoint {} holds another configuration than {} ({got:?})",

@@ -15,7 +15,7 @@ use super::state::{
     RUN_STATE_VERSION, RunState, SavedRun, TRAIN_STATE_FILE, load_run, prepare_dir, remove_stale_temporaries,
     resume_file, save_run,
 };
-use crate::checkpoint::{load_params, save_params, write_atomic};
+use crate::checkpoint::{LoadOptions, load_params_opts, save_params, write_atomic};
 use crate::cpu::{LossScale, OptimOutcome, StepOptions, StepReport};
 use crate::dataset::{Batch, Dataset};
 use crate::engine::inputs::{check_memory, check_shape};
@@ -62,6 +62,8 @@ pub struct TrainPlan {
     /// Testing aids: the steps whose gradients are spoilt, and how.
     pub inject: BTreeMap<u64, Poison>,
     pub memory_check: MemoryCheck,
+    /// How `checkpoint` and `resume` are loaded (non-finite weights refused by default).
+    pub load: LoadOptions,
 }
 
 impl TrainPlan {
@@ -211,7 +213,7 @@ fn start(plan: &TrainPlan, ds: &Dataset) -> Result<Start, TrainError> {
     let Some(r) = &plan.resume else {
         let seed = plan.seed.unwrap_or(0);
         let (config, params) = match &plan.checkpoint {
-            Some(p) => load_params(p)?,
+            Some(p) => load_params_opts(p, plan.load)?,
             None => {
                 let name = plan.config.as_deref().unwrap_or("small");
                 let cfg = Config::resolve(name)?;
@@ -230,7 +232,7 @@ fn start(plan: &TrainPlan, ds: &Dataset) -> Result<Start, TrainError> {
         return Ok(Start { config, state, controller, step: 0, seed, rows, t, resumed: None });
     };
     let path = resume_file(r);
-    let SavedRun { config, state, run: rs } = load_run(&path)?;
+    let SavedRun { config, state, run: rs } = load_run(&path, plan.load)?;
     let clash = |what: &str, given: String, kept: String| {
         TrainError::Usage(format!("--{what} {given}: the run being resumed has {kept}; drop --{what}"))
     };

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::TrainError;
 use super::controller::Controller;
 use super::log::{CONTROLLER_FILE, LOG_FILE};
-use crate::checkpoint::{TrainCheckpoint, load_train_checkpoint, save_train_checkpoint};
+use crate::checkpoint::{LoadOptions, TrainCheckpoint, load_train_checkpoint_with, save_train_checkpoint};
 use crate::cpu::{LossScale, OptimState};
 use crate::engine::TrainState;
 use crate::model::Config;
@@ -51,9 +51,9 @@ pub fn resume_file(p: &Path) -> PathBuf {
     if p.is_dir() { p.join(TRAIN_STATE_FILE) } else { p.to_path_buf() }
 }
 
-/// Reads a run's `train_state.safetensors`.
-pub fn load_run(path: &Path) -> Result<SavedRun, TrainError> {
-    let ck = load_train_checkpoint(path)?;
+/// Reads a run's `train_state.safetensors`, with `opts`.
+pub fn load_run(path: &Path, opts: LoadOptions) -> Result<SavedRun, TrainError> {
+    let ck = load_train_checkpoint_with(path, opts)?;
     let rs: RunState = serde_json::from_str(&ck.state)
         .map_err(|e| TrainError::Failed(format!("{}: invalid train_state metadata: {e}", path.display())))?;
     if rs.version != RUN_STATE_VERSION {

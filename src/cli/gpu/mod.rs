@@ -39,7 +39,7 @@ impl From<InputError> for CliError {
 /// checkpoint, whose config wins, or a seeded init of `config`, and the
 /// dataset. Checks `out` against the inputs first.
 fn load_inputs(model: &ModelArgs, data: &Option<PathBuf>, out: &Option<PathBuf>) -> Result<Inputs, CliError> {
-    let ModelArgs { config, checkpoint, seed } = model;
+    let ModelArgs { config, checkpoint, seed, trust } = model;
     let (config, seed) = (config.as_str(), *seed);
     if let Some(out) = out {
         let mut inputs: Vec<&Path> = data.iter().chain(checkpoint).map(|p| p.as_path()).collect();
@@ -50,7 +50,7 @@ fn load_inputs(model: &ModelArgs, data: &Option<PathBuf>, out: &Option<PathBuf>)
         Some(_) if config != "small" => {
             return Err(CliError::Usage("--config and --checkpoint: the checkpoint carries its config".into()));
         }
-        Some(path) => ParamSource::Checkpoint(path),
+        Some(path) => ParamSource::Checkpoint(path, trust.options()),
         None => {
             // Refused before the init allocates them: the parameters with
             // their gradients, optimizer moments and float64 copies.
