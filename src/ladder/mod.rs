@@ -16,6 +16,7 @@ mod end_to_end;
 mod gemm;
 pub mod inputs;
 mod model;
+mod repeat;
 mod result;
 pub mod run;
 mod rung;
@@ -33,6 +34,7 @@ pub use gemm::{
     GemmCase, RANGE_SCALE, bf16_tolerance, f16_tolerance, f32_tolerance, gemm_cases, gemm_cases_for, round_bf16,
 };
 pub use model::{ModelLadder, RungTensor};
+pub use repeat::{RepeatReport, RunDiff, Side, TensorRepeat, diff_runs, repeat};
 pub use result::{CaseResult, KernelName, RungResult, Status};
 pub use run::{Corrupt, Corruption, Event, LadderReport, LadderSpec, OnError, RungError, run};
 pub use rung::Rung;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::result::KernelName;
-use super::{EndToEnd, LadderError, ModelLadder, Rung, RungResult, RungTensor, Setup, Status, run_gemm};
+use super::{EndToEnd, LadderError, ModelLadder, Rung, RungResult, RungTensor, Setup, Status};
 use crate::vk::Context;
 use crate::vk::engine::Fault;
 use crate::vk::gemm::GemmChoice;
@@ -55,6 +55,9 @@ pub struct LadderSpec {
     /// Stop after the first rung that fails (bisect's probes).
     pub stop_at_failure: bool,
     pub on_error: OnError,
+    /// Whether the `gemm` rung's event carries its products' values (for
+    /// `repeat`; the GUI's inspector does not keep them).
+    pub gemm_tensors: bool,
 }
 
 impl LadderSpec {
@@ -71,6 +74,7 @@ impl LadderSpec {
             end_to_end: true,
             stop_at_failure: false,
             on_error: OnError::Stop,
+            gemm_tensors: false,
         }
     }
 }
@@ -79,7 +83,7 @@ impl LadderSpec {
 pub enum Event<'a> {
     Started(Rung),
     /// A rung's result, or why it could not run ([`OnError::Record`]), with
-    /// the tensors it compared (none for `gemm`).
+    /// the tensors it compared (for `gemm` only with [`LadderSpec::gemm_tensors`]).
     Finished(Rung, Result<&'a RungResult, &'a str>, Vec<RungTensor>),
     EndToEnd(Result<&'a EndToEnd, &'a str>),
 }
@@ -159,7 +163,18 @@ pub fn run(
         let (result, tensors) = match (rung, model.as_mut()) {
             (Rung::Gemm, _) => {
                 let s = &spec.setup;
-                (run_gemm(ctx, &s.cfg, s.precision, spec.gemm_seed, spec.gemm_choice, spec.fault), Vec::new())
+                match super::gemm::run_kept(
+                    ctx,
+                    &s.cfg,
+                    s.precision,
+                    spec.gemm_seed,
+                    spec.gemm_choice,
+                    spec.fault,
+                    spec.gemm_tensors,
+                ) {
+                    Ok((r, t)) => (Ok(r), t),
+                    Err(e) => (Err(e), Vec::new()),
+                }
             }
             (_, Some(Ok(m))) => {
                 let r = m.run(rung);

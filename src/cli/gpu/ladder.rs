@@ -45,6 +45,11 @@ pub struct LadderArgs {
     pub out: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub fault: FaultArg,
+    /// Run the whole ladder N times from the same inputs and report, per rung
+    /// and tensor, whether the GPU's and the CPU's values are bit-identical to
+    /// run 1's (docs/determinism.md).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub repeat: Option<u32>,
     #[arg(long)]
     pub json: bool,
 }
@@ -100,9 +105,13 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
         fault,
         ..ladder::LadderSpec::new(rungs, setup)
     };
-    let report = ladder::run(&ctx, spec, |_| {}).map_err(engine_err)?;
+    let (report, repeat) = match a.repeat {
+        Some(n) => ladder::repeat(&ctx, spec, n as usize, |_, _| {}).map(|(r, rep)| (r, Some(rep))),
+        None => ladder::run(&ctx, spec, |_| {}).map(|r| (r, None)),
+    }
+    .map_err(engine_err)?;
     let ladder::LadderReport { rungs: results, end_to_end, gemm_path, validation_errors, status, .. } = report;
-    let value = json!({
+    let mut value = json!({
         "device": ctx.report().name,
         "config": cfg,
         "precision": precision,
@@ -115,6 +124,9 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
         "end_to_end": end_to_end,
         "status": status,
     });
+    if let Some(rep) = &repeat {
+        value["repeat"] = serde_json::to_value(rep).map_err(|e| CliError::Failed(e.to_string()))?;
+    }
     write_report(&a.out, &value)?;
     emit(a.json, value, || {
         println!("batch: {source}; mode {}; precision {}", mode.as_str(), precision.name());
@@ -127,6 +139,9 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
         print_table(ctx.report(), &results, validation_errors);
         if let Some(e) = &end_to_end {
             print_end_to_end(e);
+        }
+        if let Some(rep) = &repeat {
+            print_repeat(rep);
         }
     });
     Ok(if status == ladder::Status::Fail { 1 } else { 0 })
@@ -206,5 +221,41 @@ fn print_table(r: &DeviceReport, results: &[RungResult], validation_errors: u64)
     }
     if validation_errors > 0 {
         println!("\n{validation_errors} Vulkan validation error(s) (see stderr): the run counts as failed");
+    }
+}
+
+/// The determinism table: one row per rung and tensor, the GPU's columns then
+/// the CPU's (whether every run gave run 1's bits, how many elements differ at
+/// most, the largest |Δ| and ULP distance).
+fn print_repeat(rep: &ladder::RepeatReport) {
+    let verdict = if rep.bit_identical { "every tensor bit-identical" } else { "NOT bit-identical" };
+    let e2e = match rep.end_to_end_identical {
+        Some(true) => "; end-to-end loss and grad norm identical",
+        Some(false) => "; end-to-end loss or grad norm DIFFER",
+        None => "",
+    };
+    println!(
+        "\ndeterminism over {} runs: {verdict} (GPU: {} tensor(s) differ, CPU: {}){e2e}",
+        rep.runs, rep.gpu_differing, rep.cpu_differing
+    );
+    println!(
+        "  {:<10} {:<48} {:>5} {:>9} {:>10} {:>8}   {:>5} {:>9} {:>10}",
+        "rung", "tensor", "gpu=", "differing", "max |Δ|", "max ulp", "cpu=", "differing", "max |Δ|"
+    );
+    let yes = |t: &ladder::TensorRepeat| if t.bit_identical { "yes" } else { "NO" };
+    for g in rep.tensors.iter().filter(|t| t.side == ladder::Side::Gpu) {
+        let c = rep.tensors.iter().find(|c| c.side == ladder::Side::Cpu && c.rung == g.rung && c.tensor == g.tensor);
+        let cpu = c.map_or(String::new(), |c| {
+            format!("{:>5} {:>9} {:>10.3e}", yes(c), c.diff.differing, c.diff.max_abs_diff)
+        });
+        println!(
+            "  {:<10} {:<48} {:>5} {:>9} {:>10.3e} {:>8}   {cpu}",
+            g.rung,
+            g.tensor,
+            yes(g),
+            g.diff.differing,
+            g.diff.max_abs_diff,
+            g.diff.max_ulp
+        );
     }
 }
