@@ -145,6 +145,22 @@ pub fn gemm_cases(cfg: &Config) -> Vec<GemmCase> {
     cases
 }
 
+/// The relative L2 tolerance of a product of inner dimension `k` in `precision`.
+pub(super) fn tolerance(precision: Precision, k: usize) -> f64 {
+    match precision {
+        Precision::F32 => f32_tolerance(k),
+        Precision::Bf16 => bf16_tolerance(),
+        Precision::F16 => f16_tolerance(),
+    }
+}
+
+/// A case's parameters as the table shows them, e.g. `m=65 n=33 k=300 tb`
+/// (with the inputs' scale when it is not 1).
+pub(super) fn case_params(c: &GemmCase) -> String {
+    let shape = params(&c.shape);
+    if c.scale == 1.0 { shape } else { format!("{shape} inputs×{}", c.scale) }
+}
+
 fn params(s: &GemmShape) -> String {
     let flag = |on: bool, name: &str| if on { format!(" {name}") } else { String::new() };
     format!("m={} n={} k={}{}{}{}", s.m, s.n, s.k, flag(s.ta, "ta"), flag(s.tb, "tb"), flag(s.accumulate, "acc"))
@@ -258,11 +274,7 @@ fn run_case(
     let cpu_cmp = compare(&cpu, &want);
 
     // The contract is the precision's: a planted bug does not bring its own.
-    let tolerance = match precision {
-        Precision::F32 => f32_tolerance(k),
-        Precision::Bf16 => bf16_tolerance(),
-        Precision::F16 => f16_tolerance(),
-    };
+    let tolerance = tolerance(precision, k);
     let mut notes = Vec::new();
     if !sentinel_ok {
         notes.push("the kernel wrote outside its output (a guard value changed)".to_string());
@@ -289,7 +301,7 @@ fn run_case(
     let case = CaseResult {
         name: c.name.clone(),
         params: {
-            let shape = if c.scale == 1.0 { params(&s) } else { format!("{} inputs×{}", params(&s), c.scale) };
+            let shape = case_params(c);
             match gemm::split_k_plan(path, &s, usize::MAX) {
                 p if p.slices > 1 => format!("{shape} [{}, split-K {}×{}]", path.name(), p.slices, p.chunk),
                 _ => format!("{shape} [{}]", path.name()),

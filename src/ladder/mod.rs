@@ -12,6 +12,7 @@ pub mod audit;
 mod bisect;
 mod case;
 mod compare;
+mod coverage;
 mod end_to_end;
 mod gemm;
 pub mod inputs;
@@ -35,8 +36,8 @@ pub use gemm::{
 };
 pub use model::{ModelLadder, RungTensor};
 pub use repeat::{RepeatReport, RunDiff, Side, TensorRepeat, diff_runs, repeat};
-pub use result::{CaseResult, KernelName, RungResult, Status};
-pub use run::{Corrupt, Corruption, Event, LadderReport, LadderSpec, OnError, RungError, run};
+pub use result::{CaseResult, Counts, KernelName, RungResult, Status};
+pub use run::{Corrupt, Corruption, Event, LadderReport, LadderSpec, OnError, RungError, Summary, run};
 pub use rung::Rung;
 pub use setup::{MIXED_SCALE, Mode, OPTIM_SCALE, Setup, backward_scale, default_batch, step_scale};
 pub use tolerance::{LOSS_TOLERANCE, MIXED_PRODUCT_BOUND, NORM_TOLERANCE, loss_tolerance, norm_tolerance};

@@ -50,6 +50,12 @@ pub struct LadderArgs {
     /// run 1's (docs/determinism.md).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub repeat: Option<u32>,
+    /// Exit 0 although a rung, a case or the end-to-end gate did not run
+    /// (a kernel this device lacks, e.g. `--gemm-path coopmat` without
+    /// cooperative matrices); without it such a run exits 1. Not-run results
+    /// are reported as `not_run` either way, never as a pass.
+    #[arg(long)]
+    pub allow_not_run: bool,
     #[arg(long)]
     pub json: bool,
 }
@@ -110,7 +116,9 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
         None => ladder::run(&ctx, spec, |_| {}).map(|r| (r, None)),
     }
     .map_err(engine_err)?;
-    let ladder::LadderReport { rungs: results, end_to_end, gemm_path, validation_errors, status, .. } = report;
+    let summary = report.summary();
+    let ladder::LadderReport { rungs: results, end_to_end, end_to_end_not_run, gemm_path, validation_errors, status, .. } =
+        report;
     let mut value = json!({
         "device": ctx.report().name,
         "config": cfg,
@@ -122,6 +130,8 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
         "validation": { "on": ctx.validation(), "errors": validation_errors },
         "rungs": results,
         "end_to_end": end_to_end,
+        "end_to_end_not_run": end_to_end_not_run,
+        "summary": summary,
         "status": status,
     });
     if let Some(rep) = &repeat {
@@ -140,11 +150,37 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
         if let Some(e) = &end_to_end {
             print_end_to_end(e);
         }
+        if let Some(why) = &end_to_end_not_run {
+            println!("\nend-to-end not run: {why}");
+        }
         if let Some(rep) = &repeat {
             print_repeat(rep);
         }
+        print_summary(&summary, status);
     });
-    Ok(if status == ladder::Status::Fail { 1 } else { 0 })
+    Ok(exit_code(status, a.allow_not_run))
+}
+
+/// 1 when the run failed, or when something did not run and `allow_not_run`
+/// is off (a check that did not happen is not a pass); else 0.
+fn exit_code(status: ladder::Status, allow_not_run: bool) -> i32 {
+    match status {
+        ladder::Status::Fail => 1,
+        ladder::Status::NotRun if !allow_not_run => 1,
+        ladder::Status::Pass | ladder::Status::Warn | ladder::Status::NotRun => 0,
+    }
+}
+
+/// `rungs: 9 pass, 0 warn, 0 fail, 2 not run; cases: …; end-to-end pass; status pass`.
+fn print_summary(s: &ladder::Summary, status: ladder::Status) {
+    let errors = if s.errors > 0 { format!(", {} could not run (error)", s.errors) } else { String::new() };
+    let gate = s.end_to_end.map_or(String::new(), |g| format!("; end-to-end {}", g.as_str()));
+    println!(
+        "\nsummary: rungs {}{errors}; cases {}{gate}; status {}",
+        s.rungs.line(),
+        s.cases.line(),
+        status.as_str()
+    );
 }
 
 fn print_end_to_end(e: &ladder::EndToEnd) {
@@ -182,6 +218,13 @@ fn print_table(r: &DeviceReport, results: &[RungResult], validation_errors: u64)
         if r.validation { "on" } else { "off" }
     );
     for rung in results {
+        // A rung that did not run at all: one line, not a table of empty cases.
+        if !rung.cases.is_empty() && rung.cases.iter().all(|c| c.status == ladder::Status::NotRun) {
+            let note = rung.cases.first().and_then(|c| c.notes.first()).map_or("", String::as_str);
+            let why = note.strip_prefix("not run: ").unwrap_or(note);
+            println!("\n{:<10} not run ({} cases on {}): {why}", rung.id, rung.cases.len(), rung.gemm_path.unwrap_or("-"));
+            continue;
+        }
         println!(
             "\n{:<10} {:<5} rel_l2 {:.3e}  max_abs {:.3e} [{}]  tol {:.1e}  sentinels {}  gpu {} ms  cpu {:.3} ms  [{}, {}]",
             rung.id,
