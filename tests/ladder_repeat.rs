@@ -129,6 +129,9 @@ fn a_complete_run_counts_nothing_as_not_run() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["summary"]["rungs"], serde_json::json!({"pass": 2, "warn": 0, "fail": 0, "not_run": 0}));
-    assert_eq!((v["summary"]["cases"]["not_run"].as_u64(), v["summary"]["end_to_end"].as_str()), (Some(0), Some("pass")));
+    assert_eq!(
+        (v["summary"]["cases"]["not_run"].as_u64(), v["summary"]["end_to_end"].as_str()),
+        (Some(0), Some("pass"))
+    );
     assert_eq!(v["status"], "pass");
 }

@@ -12,7 +12,11 @@ use crate::vk::gemm::{self, GemmChoice, GemmPath};
 /// cannot run it: a cooperative-matrix kernel where there are none. `None`
 /// when the kernel can run, and for the choices that fall back (`auto`) or
 /// are contradictions of the arguments (`path_for` reports those).
-pub(super) fn unavailable_kernel(ctx: &Context, precision: Precision, choice: GemmChoice) -> Option<(GemmPath, String)> {
+pub(super) fn unavailable_kernel(
+    ctx: &Context,
+    precision: Precision,
+    choice: GemmChoice,
+) -> Option<(GemmPath, String)> {
     let path = match (precision, choice) {
         (Precision::F16, GemmChoice::CoopMat) => GemmPath::CoopMatF16Big,
         (Precision::F16, GemmChoice::CoopMat64) => GemmPath::CoopMatF16,

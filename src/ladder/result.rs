@@ -217,7 +217,9 @@ mod tests {
     #[test]
     fn not_run_is_spelt_and_ordered() {
         assert_eq!(serde_json::to_string(&Status::NotRun).unwrap(), "\"not_run\"");
-        for (text, s) in [("not_run", Status::NotRun), ("NotRun", Status::NotRun), ("Pass", Status::Pass), ("fail", Status::Fail)] {
+        for (text, s) in
+            [("not_run", Status::NotRun), ("NotRun", Status::NotRun), ("Pass", Status::Pass), ("fail", Status::Fail)]
+        {
             assert_eq!(serde_json::from_str::<Status>(&format!("\"{text}\"")).unwrap(), s, "{text}");
             assert_eq!(ron::from_str::<Status>(text).unwrap(), s, "{text}");
         }

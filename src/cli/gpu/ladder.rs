@@ -117,8 +117,15 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
     }
     .map_err(engine_err)?;
     let summary = report.summary();
-    let ladder::LadderReport { rungs: results, end_to_end, end_to_end_not_run, gemm_path, validation_errors, status, .. } =
-        report;
+    let ladder::LadderReport {
+        rungs: results,
+        end_to_end,
+        end_to_end_not_run,
+        gemm_path,
+        validation_errors,
+        status,
+        ..
+    } = report;
     let mut value = json!({
         "device": ctx.report().name,
         "config": cfg,
@@ -175,12 +182,7 @@ fn exit_code(status: ladder::Status, allow_not_run: bool) -> i32 {
 fn print_summary(s: &ladder::Summary, status: ladder::Status) {
     let errors = if s.errors > 0 { format!(", {} could not run (error)", s.errors) } else { String::new() };
     let gate = s.end_to_end.map_or(String::new(), |g| format!("; end-to-end {}", g.as_str()));
-    println!(
-        "\nsummary: rungs {}{errors}; cases {}{gate}; status {}",
-        s.rungs.line(),
-        s.cases.line(),
-        status.as_str()
-    );
+    println!("\nsummary: rungs {}{errors}; cases {}{gate}; status {}", s.rungs.line(), s.cases.line(), status.as_str());
 }
 
 fn print_end_to_end(e: &ladder::EndToEnd) {
@@ -222,7 +224,12 @@ fn print_table(r: &DeviceReport, results: &[RungResult], validation_errors: u64)
         if !rung.cases.is_empty() && rung.cases.iter().all(|c| c.status == ladder::Status::NotRun) {
             let note = rung.cases.first().and_then(|c| c.notes.first()).map_or("", String::as_str);
             let why = note.strip_prefix("not run: ").unwrap_or(note);
-            println!("\n{:<10} not run ({} cases on {}): {why}", rung.id, rung.cases.len(), rung.gemm_path.unwrap_or("-"));
+            println!(
+                "\n{:<10} not run ({} cases on {}): {why}",
+                rung.id,
+                rung.cases.len(),
+                rung.gemm_path.unwrap_or("-")
+            );
             continue;
         }
         println!(
@@ -288,9 +295,8 @@ fn print_repeat(rep: &ladder::RepeatReport) {
     let yes = |t: &ladder::TensorRepeat| if t.bit_identical { "yes" } else { "NO" };
     for g in rep.tensors.iter().filter(|t| t.side == ladder::Side::Gpu) {
         let c = rep.tensors.iter().find(|c| c.side == ladder::Side::Cpu && c.rung == g.rung && c.tensor == g.tensor);
-        let cpu = c.map_or(String::new(), |c| {
-            format!("{:>5} {:>9} {:>10.3e}", yes(c), c.diff.differing, c.diff.max_abs_diff)
-        });
+        let cpu = c
+            .map_or(String::new(), |c| format!("{:>5} {:>9} {:>10.3e}", yes(c), c.diff.differing, c.diff.max_abs_diff));
         println!(
             "  {:<10} {:<48} {:>5} {:>9} {:>10.3e} {:>8}   {cpu}",
             g.rung,
