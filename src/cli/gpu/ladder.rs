@@ -289,22 +289,16 @@ fn print_repeat(rep: &ladder::RepeatReport) {
         rep.runs, rep.gpu_differing, rep.cpu_differing
     );
     println!(
-        "  {:<10} {:<48} {:>5} {:>9} {:>10} {:>8}   {:>5} {:>9} {:>10}",
-        "rung", "tensor", "gpu=", "differing", "max |Δ|", "max ulp", "cpu=", "differing", "max |Δ|"
+        "  {:<10} {:>5} {:>9} {:>10} {:>8}   {:>5} {:>9} {:>10}   tensor",
+        "rung", "gpu=", "differing", "max |Δ|", "max ulp", "cpu=", "differing", "max |Δ|"
     );
     let yes = |t: &ladder::TensorRepeat| if t.bit_identical { "yes" } else { "NO" };
+    let cols =
+        |t: &ladder::TensorRepeat| format!("{:>5} {:>9} {:>10.3e}", yes(t), t.diff.differing, t.diff.max_abs_diff);
+    // The tensor's name last: the `gemm` rung's (a product and its shape) are long.
     for g in rep.tensors.iter().filter(|t| t.side == ladder::Side::Gpu) {
         let c = rep.tensors.iter().find(|c| c.side == ladder::Side::Cpu && c.rung == g.rung && c.tensor == g.tensor);
-        let cpu = c
-            .map_or(String::new(), |c| format!("{:>5} {:>9} {:>10.3e}", yes(c), c.diff.differing, c.diff.max_abs_diff));
-        println!(
-            "  {:<10} {:<48} {:>5} {:>9} {:>10.3e} {:>8}   {cpu}",
-            g.rung,
-            g.tensor,
-            yes(g),
-            g.diff.differing,
-            g.diff.max_abs_diff,
-            g.diff.max_ulp
-        );
+        let cpu = c.map_or(format!("{:>26}", "-"), cols);
+        println!("  {:<10} {} {:>8}   {cpu}   {}", g.rung, cols(g), g.diff.max_ulp, g.tensor);
     }
 }
