@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use super::compare::compare;
-use super::{CaseResult, LadderError, Precision, Rung, RungResult, Status};
+use super::{CaseResult, LadderError, Precision, Rung, RungResult, RungTensor, Status};
 use crate::model::Config;
 use crate::rng::Rng;
 use crate::tensor;
@@ -145,6 +145,22 @@ pub fn gemm_cases(cfg: &Config) -> Vec<GemmCase> {
     cases
 }
 
+/// The relative L2 tolerance of a product of inner dimension `k` in `precision`.
+pub(super) fn tolerance(precision: Precision, k: usize) -> f64 {
+    match precision {
+        Precision::F32 => f32_tolerance(k),
+        Precision::Bf16 => bf16_tolerance(),
+        Precision::F16 => f16_tolerance(),
+    }
+}
+
+/// A case's parameters as the table shows them, e.g. `m=65 n=33 k=300 tb`
+/// (with the inputs' scale when it is not 1).
+pub(super) fn case_params(c: &GemmCase) -> String {
+    let shape = params(&c.shape);
+    if c.scale == 1.0 { shape } else { format!("{shape} inputs×{}", c.scale) }
+}
+
 fn params(s: &GemmShape) -> String {
     let flag = |on: bool, name: &str| if on { format!(" {name}") } else { String::new() };
     format!("m={} n={} k={}{}{}{}", s.m, s.n, s.k, flag(s.ta, "ta"), flag(s.tb, "tb"), flag(s.accumulate, "acc"))
@@ -158,6 +174,20 @@ pub fn run(
     choice: GemmChoice,
     fault: Option<Fault>,
 ) -> Result<RungResult, LadderError> {
+    run_kept(ctx, cfg, precision, seed, choice, fault, false).map(|(r, _)| r)
+}
+
+/// [`run`], and with `keep` every product's values (GPU, f32 CPU, f64), one
+/// tensor per case named by the case and its shape.
+pub(super) fn run_kept(
+    ctx: &Context,
+    cfg: &Config,
+    precision: Precision,
+    seed: u64,
+    choice: GemmChoice,
+    fault: Option<Fault>,
+    keep: bool,
+) -> Result<(RungResult, Vec<RungTensor>), LadderError> {
     // The planted GEMM bugs replace the kernel in every precision (the mixed
     // step's engine does the same).
     let path = match fault {
@@ -166,13 +196,17 @@ pub fn run(
         _ => gemm::path_for(ctx, precision, choice)?,
     };
     let mut rng = Rng::new(seed);
-    let mut results = Vec::new();
+    let (mut results, mut kept) = (Vec::new(), Vec::new());
     for c in gemm_cases_for(cfg, precision) {
-        results.push(run_case(ctx, &c, &mut rng, path, precision)?);
+        let (r, t) = run_case(ctx, &c, &mut rng, path, precision)?;
+        if keep {
+            kept.push(RungTensor { name: format!("{}: {}", r.name, r.params), ..t });
+        }
+        results.push(r);
     }
     let mut r = RungResult::new(Rung::Gemm, precision, results);
     r.gemm_path = Some(path.name());
-    Ok(r)
+    Ok((r, kept))
 }
 
 fn run_case(
@@ -181,7 +215,7 @@ fn run_case(
     rng: &mut Rng,
     path: GemmPath,
     precision: Precision,
-) -> Result<CaseResult, VkError> {
+) -> Result<(CaseResult, RungTensor), VkError> {
     let s = c.shape;
     let (m, n, k) = (s.m, s.n, s.k);
     let mut draw = |len: usize| -> Vec<f32> { (0..len).map(|_| rng.normal() as f32 * c.scale).collect() };
@@ -235,15 +269,12 @@ fn run_case(
     let got = c_back.read_f32()?;
     let guards = got[..GUARD].iter().chain(&got[GUARD + m * n..GUARD + m * n + GUARD]);
     let sentinel_ok = guards.into_iter().all(|x| x.to_bits() == SENTINEL_BITS);
-    let gpu = compare(&got[GUARD..GUARD + m * n], &want);
+    let out = &got[GUARD..GUARD + m * n];
+    let gpu = compare(out, &want);
     let cpu_cmp = compare(&cpu, &want);
 
     // The contract is the precision's: a planted bug does not bring its own.
-    let tolerance = match precision {
-        Precision::F32 => f32_tolerance(k),
-        Precision::Bf16 => bf16_tolerance(),
-        Precision::F16 => f16_tolerance(),
-    };
+    let tolerance = tolerance(precision, k);
     let mut notes = Vec::new();
     if !sentinel_ok {
         notes.push("the kernel wrote outside its output (a guard value changed)".to_string());
@@ -266,10 +297,11 @@ fn run_case(
     } else {
         Status::Pass
     };
-    Ok(CaseResult {
+    let kept = RungTensor { name: String::new(), shape: vec![m, n], cpu, gpu: out.to_vec(), f64: want };
+    let case = CaseResult {
         name: c.name.clone(),
         params: {
-            let shape = if c.scale == 1.0 { params(&s) } else { format!("{} inputs×{}", params(&s), c.scale) };
+            let shape = case_params(c);
             match gemm::split_k_plan(path, &s, usize::MAX) {
                 p if p.slices > 1 => format!("{shape} [{}, split-K {}×{}]", path.name(), p.slices, p.chunk),
                 _ => format!("{shape} [{}]", path.name()),
@@ -288,7 +320,8 @@ fn run_case(
         gpu_ms: timings.total_ms(),
         cpu_ms,
         notes,
-    })
+    };
+    Ok((case, kept))
 }
 
 #[cfg(test)]

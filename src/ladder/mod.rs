@@ -12,10 +12,12 @@ pub mod audit;
 mod bisect;
 mod case;
 mod compare;
+mod coverage;
 mod end_to_end;
 mod gemm;
 pub mod inputs;
 mod model;
+mod repeat;
 mod result;
 pub mod run;
 mod rung;
@@ -33,8 +35,9 @@ pub use gemm::{
     GemmCase, RANGE_SCALE, bf16_tolerance, f16_tolerance, f32_tolerance, gemm_cases, gemm_cases_for, round_bf16,
 };
 pub use model::{ModelLadder, RungTensor};
-pub use result::{CaseResult, KernelName, RungResult, Status};
-pub use run::{Corrupt, Corruption, Event, LadderReport, LadderSpec, OnError, RungError, run};
+pub use repeat::{RepeatReport, RunDiff, Side, TensorRepeat, diff_runs, repeat};
+pub use result::{CaseResult, Counts, KernelName, RungResult, Status};
+pub use run::{Corrupt, Corruption, Event, LadderReport, LadderSpec, OnError, RungError, Summary, run};
 pub use rung::Rung;
 pub use setup::{MIXED_SCALE, Mode, OPTIM_SCALE, Setup, backward_scale, default_batch, step_scale};
 pub use tolerance::{LOSS_TOLERANCE, MIXED_PRODUCT_BOUND, NORM_TOLERANCE, loss_tolerance, norm_tolerance};

@@ -6,8 +6,14 @@ use serde::{Deserialize, Serialize};
 
 use super::{Precision, Rung};
 
-/// A verdict: `"pass"`, `"warn"`, `"fail"` in JSON and new sessions; the
-/// aliases read the spelling of sessions saved before (`Pass`, ...).
+/// A verdict: `"pass"`, `"warn"`, `"not_run"`, `"fail"` in JSON and new
+/// sessions; the aliases read the spelling of sessions saved before (`Pass`,
+/// ...).
+///
+/// The order is the severity the worst-of rules use (a rung is its worst
+/// case, a run its worst rung): `Pass < Warn < NotRun < Fail`. A rung with a
+/// case that did not run is therefore not a pass, while a failure anywhere
+/// still outranks it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
@@ -15,6 +21,10 @@ pub enum Status {
     Pass,
     #[serde(alias = "Warn")]
     Warn,
+    /// Nothing was computed: the device lacks the kernel or feature the case
+    /// needs (e.g. a cooperative-matrix product on a device without them).
+    #[serde(rename = "not_run", alias = "NotRun")]
+    NotRun,
     #[serde(alias = "Fail")]
     Fail,
 }
@@ -24,8 +34,38 @@ impl Status {
         match self {
             Status::Pass => "pass",
             Status::Warn => "warn",
+            Status::NotRun => "not_run",
             Status::Fail => "fail",
         }
+    }
+}
+
+/// How many of something (rungs, cases) ended in each status.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counts {
+    pub pass: usize,
+    pub warn: usize,
+    pub fail: usize,
+    pub not_run: usize,
+}
+
+impl Counts {
+    pub fn of(statuses: impl IntoIterator<Item = Status>) -> Counts {
+        let mut c = Counts::default();
+        for s in statuses {
+            match s {
+                Status::Pass => c.pass += 1,
+                Status::Warn => c.warn += 1,
+                Status::NotRun => c.not_run += 1,
+                Status::Fail => c.fail += 1,
+            }
+        }
+        c
+    }
+
+    /// `9 pass, 0 warn, 0 fail, 2 not run`.
+    pub fn line(&self) -> String {
+        format!("{} pass, {} warn, {} fail, {} not run", self.pass, self.warn, self.fail, self.not_run)
     }
 }
 
@@ -169,6 +209,23 @@ mod tests {
             cpu_ms: 1.0,
             notes: vec!["loss differs".into()],
         }
+    }
+
+    /// `NotRun` is spelt `not_run` (and read as `NotRun` too), the old
+    /// spellings still read, and the order keeps a failure above it and a
+    /// pass below.
+    #[test]
+    fn not_run_is_spelt_and_ordered() {
+        assert_eq!(serde_json::to_string(&Status::NotRun).unwrap(), "\"not_run\"");
+        for (text, s) in
+            [("not_run", Status::NotRun), ("NotRun", Status::NotRun), ("Pass", Status::Pass), ("fail", Status::Fail)]
+        {
+            assert_eq!(serde_json::from_str::<Status>(&format!("\"{text}\"")).unwrap(), s, "{text}");
+            assert_eq!(ron::from_str::<Status>(text).unwrap(), s, "{text}");
+        }
+        assert!(Status::Pass < Status::Warn && Status::Warn < Status::NotRun && Status::NotRun < Status::Fail);
+        let c = Counts::of([Status::Pass, Status::NotRun, Status::Pass, Status::Fail]);
+        assert_eq!(c.line(), "2 pass, 0 warn, 1 fail, 1 not run");
     }
 
     /// Every field survives RON (sessions) and JSON (reports).

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::result::KernelName;
-use super::{EndToEnd, LadderError, ModelLadder, Rung, RungResult, RungTensor, Setup, Status, run_gemm};
+use super::result::{Counts, KernelName};
+use super::{EndToEnd, LadderError, ModelLadder, Rung, RungResult, RungTensor, Setup, Status};
 use crate::vk::Context;
 use crate::vk::engine::Fault;
 use crate::vk::gemm::GemmChoice;
@@ -55,6 +55,9 @@ pub struct LadderSpec {
     /// Stop after the first rung that fails (bisect's probes).
     pub stop_at_failure: bool,
     pub on_error: OnError,
+    /// Whether the `gemm` rung's event carries its products' values (for
+    /// `repeat`; the GUI's inspector does not keep them).
+    pub gemm_tensors: bool,
 }
 
 impl LadderSpec {
@@ -71,6 +74,7 @@ impl LadderSpec {
             end_to_end: true,
             stop_at_failure: false,
             on_error: OnError::Stop,
+            gemm_tensors: false,
         }
     }
 }
@@ -79,7 +83,7 @@ impl LadderSpec {
 pub enum Event<'a> {
     Started(Rung),
     /// A rung's result, or why it could not run ([`OnError::Record`]), with
-    /// the tensors it compared (none for `gemm`).
+    /// the tensors it compared (for `gemm` only with [`LadderSpec::gemm_tensors`]).
     Finished(Rung, Result<&'a RungResult, &'a str>, Vec<RungTensor>),
     EndToEnd(Result<&'a EndToEnd, &'a str>),
 }
@@ -101,14 +105,76 @@ pub struct LadderReport {
     pub end_to_end: Option<EndToEnd>,
     /// Why the end-to-end gate could not run.
     pub end_to_end_error: Option<String>,
+    /// Why the end-to-end gate did not run although asked for (this device
+    /// lacks the kernel, see [`Status::NotRun`]); absent in older reports.
+    #[serde(default)]
+    pub end_to_end_not_run: Option<String>,
     /// The kernel the step's products ran on (the model rungs'), else the
     /// `gemm` rung's.
     #[serde(default, deserialize_with = "super::serde_compat::gemm_path")]
     pub gemm_path: Option<KernelName>,
     pub validation_errors: u64,
-    /// `fail` when a rung or the gate failed or could not run, or the
-    /// validation layers reported errors; else `pass`.
+    /// `fail` when a rung or the gate failed or could not run (an error), or
+    /// the validation layers reported errors; else `not_run` when a rung, a
+    /// case or the gate did not run here; else `pass`.
     pub status: Status,
+}
+
+/// A run's counts: the rungs and the cases by status, the rungs that could
+/// not run (errors), and the gate's status (`not_run` when it did not run,
+/// `fail` when it could not; `None` when it was not asked for).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Summary {
+    pub rungs: Counts,
+    pub cases: Counts,
+    pub errors: usize,
+    pub end_to_end: Option<Status>,
+}
+
+impl LadderReport {
+    pub fn summary(&self) -> Summary {
+        let end_to_end = match (&self.end_to_end, &self.end_to_end_error, &self.end_to_end_not_run) {
+            (Some(e), _, _) => Some(e.status),
+            (None, Some(_), _) => Some(Status::Fail),
+            (None, None, Some(_)) => Some(Status::NotRun),
+            (None, None, None) => None,
+        };
+        Summary {
+            rungs: Counts::of(self.rungs.iter().map(|r| r.status)),
+            cases: Counts::of(self.rungs.iter().flat_map(|r| r.cases.iter().map(|c| c.status))),
+            errors: self.errors.len(),
+            end_to_end,
+        }
+    }
+}
+
+/// `spec` where its products' kernel cannot run on this device: every rung
+/// reported as not run (with the cases it would have compared), and the gate
+/// as not run; nothing is computed.
+fn not_run(
+    spec: &LadderSpec,
+    path: crate::vk::gemm::GemmPath,
+    why: &str,
+    on_event: &mut impl FnMut(Event<'_>),
+) -> LadderReport {
+    let mut rungs = Vec::new();
+    for &rung in &spec.rungs {
+        on_event(Event::Started(rung));
+        let r = super::coverage::not_run(rung, &spec.setup, path, why);
+        on_event(Event::Finished(rung, Ok(&r), Vec::new()));
+        rungs.push(r);
+    }
+    let gate = spec.end_to_end && spec.rungs.iter().any(|r| *r != Rung::Gemm);
+    LadderReport {
+        rungs,
+        errors: Vec::new(),
+        end_to_end: None,
+        end_to_end_error: None,
+        end_to_end_not_run: gate.then(|| why.to_string()),
+        gemm_path: Some(path.name()),
+        validation_errors: 0,
+        status: Status::NotRun,
+    }
 }
 
 /// The model ladder of `spec`, the fault planted and the corruption made.
@@ -141,6 +207,14 @@ pub fn run(
     spec: LadderSpec,
     mut on_event: impl FnMut(Event<'_>),
 ) -> Result<LadderReport, LadderError> {
+    if let Some((path, why)) = super::coverage::unavailable_kernel(ctx, spec.setup.precision, spec.gemm_choice) {
+        let mut report = not_run(&spec, path, &why, &mut on_event);
+        report.validation_errors = ctx.validation_errors();
+        if report.validation_errors > 0 {
+            report.status = Status::Fail;
+        }
+        return Ok(report);
+    }
     let record = spec.on_error == OnError::Record;
     // Built before the first rung, so that the CLI's errors come before any work.
     let mut model = if spec.rungs.iter().any(|r| *r != Rung::Gemm) {
@@ -159,7 +233,18 @@ pub fn run(
         let (result, tensors) = match (rung, model.as_mut()) {
             (Rung::Gemm, _) => {
                 let s = &spec.setup;
-                (run_gemm(ctx, &s.cfg, s.precision, spec.gemm_seed, spec.gemm_choice, spec.fault), Vec::new())
+                match super::gemm::run_kept(
+                    ctx,
+                    &s.cfg,
+                    s.precision,
+                    spec.gemm_seed,
+                    spec.gemm_choice,
+                    spec.fault,
+                    spec.gemm_tensors,
+                ) {
+                    Ok((r, t)) => (Ok(r), t),
+                    Err(e) => (Err(e), Vec::new()),
+                }
             }
             (_, Some(Ok(m))) => {
                 let r = m.run(rung);
@@ -222,13 +307,21 @@ pub fn run(
         || !errors.is_empty()
         || end_to_end_error.is_some()
         || validation_errors > 0;
+    let not_run = rungs.iter().any(|r| r.status == Status::NotRun);
     Ok(LadderReport {
         rungs,
         errors,
         end_to_end,
         end_to_end_error,
+        end_to_end_not_run: None,
         gemm_path,
         validation_errors,
-        status: if failed { Status::Fail } else { Status::Pass },
+        status: if failed {
+            Status::Fail
+        } else if not_run {
+            Status::NotRun
+        } else {
+            Status::Pass
+        },
     })
 }

@@ -45,6 +45,17 @@ pub struct LadderArgs {
     pub out: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub fault: FaultArg,
+    /// Run the whole ladder N times from the same inputs and report, per rung
+    /// and tensor, whether the GPU's and the CPU's values are bit-identical to
+    /// run 1's (docs/determinism.md).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub repeat: Option<u32>,
+    /// Exit 0 although a rung, a case or the end-to-end gate did not run
+    /// (a kernel this device lacks, e.g. `--gemm-path coopmat` without
+    /// cooperative matrices); without it such a run exits 1. Not-run results
+    /// are reported as `not_run` either way, never as a pass.
+    #[arg(long)]
+    pub allow_not_run: bool,
     #[arg(long)]
     pub json: bool,
 }
@@ -109,9 +120,22 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
         fault,
         ..ladder::LadderSpec::new(rungs, setup)
     };
-    let report = ladder::run(&ctx, spec, |_| {}).map_err(engine_err)?;
-    let ladder::LadderReport { rungs: results, end_to_end, gemm_path, validation_errors, status, .. } = report;
-    let value = json!({
+    let (report, repeat) = match a.repeat {
+        Some(n) => ladder::repeat(&ctx, spec, n as usize, |_, _| {}).map(|(r, rep)| (r, Some(rep))),
+        None => ladder::run(&ctx, spec, |_| {}).map(|r| (r, None)),
+    }
+    .map_err(engine_err)?;
+    let summary = report.summary();
+    let ladder::LadderReport {
+        rungs: results,
+        end_to_end,
+        end_to_end_not_run,
+        gemm_path,
+        validation_errors,
+        status,
+        ..
+    } = report;
+    let mut value = json!({
         "device": ctx.report().name,
         "config": cfg,
         "precision": precision,
@@ -122,8 +146,13 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
         "validation": ctx.validation_summary(),
         "rungs": results,
         "end_to_end": end_to_end,
+        "end_to_end_not_run": end_to_end_not_run,
+        "summary": summary,
         "status": status,
     });
+    if let Some(rep) = &repeat {
+        value["repeat"] = serde_json::to_value(rep).map_err(|e| CliError::Failed(e.to_string()))?;
+    }
     write_report(&a.out, &value)?;
     emit(a.json, value, || {
         println!("batch: {source}; mode {}; precision {}", mode.as_str(), precision.name());
@@ -137,8 +166,32 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
         if let Some(e) = &end_to_end {
             print_end_to_end(e);
         }
+        if let Some(why) = &end_to_end_not_run {
+            println!("\nend-to-end not run: {why}");
+        }
+        if let Some(rep) = &repeat {
+            print_repeat(rep);
+        }
+        print_summary(&summary, status);
     });
-    Ok(if status == ladder::Status::Fail { 1 } else { 0 })
+    Ok(exit_code(status, a.allow_not_run))
+}
+
+/// 1 when the run failed, or when something did not run and `allow_not_run`
+/// is off (a check that did not happen is not a pass); else 0.
+fn exit_code(status: ladder::Status, allow_not_run: bool) -> i32 {
+    match status {
+        ladder::Status::Fail => 1,
+        ladder::Status::NotRun if !allow_not_run => 1,
+        ladder::Status::Pass | ladder::Status::Warn | ladder::Status::NotRun => 0,
+    }
+}
+
+/// `rungs: 9 pass, 0 warn, 0 fail, 2 not run; cases: …; end-to-end pass; status pass`.
+fn print_summary(s: &ladder::Summary, status: ladder::Status) {
+    let errors = if s.errors > 0 { format!(", {} could not run (error)", s.errors) } else { String::new() };
+    let gate = s.end_to_end.map_or(String::new(), |g| format!("; end-to-end {}", g.as_str()));
+    println!("\nsummary: rungs {}{errors}; cases {}{gate}; status {}", s.rungs.line(), s.cases.line(), status.as_str());
 }
 
 fn print_end_to_end(e: &ladder::EndToEnd) {
@@ -176,6 +229,18 @@ fn print_table(r: &DeviceReport, results: &[RungResult], validation_errors: u64)
         r.validation_mode.label()
     );
     for rung in results {
+        // A rung that did not run at all: one line, not a table of empty cases.
+        if !rung.cases.is_empty() && rung.cases.iter().all(|c| c.status == ladder::Status::NotRun) {
+            let note = rung.cases.first().and_then(|c| c.notes.first()).map_or("", String::as_str);
+            let why = note.strip_prefix("not run: ").unwrap_or(note);
+            println!(
+                "\n{:<10} not run ({} cases on {}): {why}",
+                rung.id,
+                rung.cases.len(),
+                rung.gemm_path.unwrap_or("-")
+            );
+            continue;
+        }
         println!(
             "\n{:<10} {:<5} rel_l2 {:.3e}  max_abs {:.3e} [{}]  tol {:.1e}  sentinels {}  gpu {} ms  cpu {:.3} ms  [{}, {}]",
             rung.id,
@@ -215,5 +280,34 @@ fn print_table(r: &DeviceReport, results: &[RungResult], validation_errors: u64)
     }
     if validation_errors > 0 {
         println!("\n{validation_errors} Vulkan validation error(s) (see stderr): the run counts as failed");
+    }
+}
+
+/// The determinism table: one row per rung and tensor, the GPU's columns then
+/// the CPU's (whether every run gave run 1's bits, how many elements differ at
+/// most, the largest |Δ| and ULP distance).
+fn print_repeat(rep: &ladder::RepeatReport) {
+    let verdict = if rep.bit_identical { "every tensor bit-identical" } else { "NOT bit-identical" };
+    let e2e = match rep.end_to_end_identical {
+        Some(true) => "; end-to-end loss and grad norm identical",
+        Some(false) => "; end-to-end loss or grad norm DIFFER",
+        None => "",
+    };
+    println!(
+        "\ndeterminism over {} runs: {verdict} (GPU: {} tensor(s) differ, CPU: {}){e2e}",
+        rep.runs, rep.gpu_differing, rep.cpu_differing
+    );
+    println!(
+        "  {:<10} {:>5} {:>9} {:>10} {:>8}   {:>5} {:>9} {:>10}   tensor",
+        "rung", "gpu=", "differing", "max |Δ|", "max ulp", "cpu=", "differing", "max |Δ|"
+    );
+    let yes = |t: &ladder::TensorRepeat| if t.bit_identical { "yes" } else { "NO" };
+    let cols =
+        |t: &ladder::TensorRepeat| format!("{:>5} {:>9} {:>10.3e}", yes(t), t.diff.differing, t.diff.max_abs_diff);
+    // The tensor's name last: the `gemm` rung's (a product and its shape) are long.
+    for g in rep.tensors.iter().filter(|t| t.side == ladder::Side::Gpu) {
+        let c = rep.tensors.iter().find(|c| c.side == ladder::Side::Cpu && c.rung == g.rung && c.tensor == g.tensor);
+        let cpu = c.map_or(format!("{:>26}", "-"), cols);
+        println!("  {:<10} {} {:>8}   {cpu}   {}", g.rung, cols(g), g.diff.max_ulp, g.tensor);
     }
 }

@@ -151,6 +151,7 @@ pub fn show(
                 let (text, color) = match r.status {
                     Status::Pass => ("pass", Color32::LIGHT_GREEN),
                     Status::Warn => ("warn", Color32::YELLOW),
+                    Status::NotRun => ("not run", Color32::from_rgb(200, 140, 255)),
                     Status::Fail => ("FAIL", Color32::LIGHT_RED),
                 };
                 ui.label(RichText::new(text).color(color).strong());

@@ -13,6 +13,8 @@ fn status_rich(status: Status) -> RichText {
     match status {
         Status::Pass => RichText::new("pass").color(Color32::LIGHT_GREEN),
         Status::Warn => RichText::new("warn").color(Color32::YELLOW),
+        // Not a pass: nothing ran (a kernel this device lacks).
+        Status::NotRun => RichText::new("not run").color(Color32::from_rgb(200, 140, 255)).italics(),
         Status::Fail => RichText::new("FAIL").color(Color32::LIGHT_RED).strong(),
     }
 }
