@@ -23,5 +23,5 @@ run() { # name, args...
 for w in $what; do case $w in
   ladders) for p in f32 f16; do for c in small bench; do run ladder-$c-$p ladder --config $c --precision $p --json; done; done ;;
   long) for p in f32 f16; do run ladder-small-$p-T4096 ladder --config small --precision $p --data $text --len 4096 --json; done ;;
-  train) for p in f32 f16; do run train50-small-$p train --config small --precision $p --data $text --steps 50 --out /tmp/run-$p-$mode; done ;;
+  train) for p in f32 f16; do run train50-small-$p train --config small --engine gpu --precision $p --data $text --steps 50 --out /tmp/run-$p-$mode-$$; done ;;
 esac; done
