@@ -72,7 +72,7 @@ impl Engine {
                 _ => &GRU_FWD_SEQ,
             };
             let bufs = [pb, &lb.gi, &lb.gh, &lb.gates, &lb.h, &ws.wt];
-            let chunk = fwd_chunk(h);
+            let chunk = fwd_chunk(h, self.fault == Some(Fault::ResetBeforeMatmul));
             for t0 in (0..ws.t).step_by(chunk) {
                 let p = ModelPush { t: t0 as u32, n: chunk as u32, ..p };
                 self.dispatch(seq, spec, &bufs, &p, ws.b, &label)?;

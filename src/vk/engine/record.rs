@@ -170,24 +170,42 @@ impl Engine {
     /// with [`Recurrence::Steps`], one dispatch per `(t, 1)` of `steps`; with
     /// [`Recurrence::Grid`], one dispatch walking them all (from the first
     /// `t`, forward or backward as `spec` does), its barrier counter zeroed first.
+    ///
+    /// On a device with lavapipe's loop guard ([`loop_guarded`]) the grid's
+    /// steps are cut into dispatches of [`grid_chunk`] steps, each with its
+    /// barriers' poll budget ([`GRID_POLL_BUDGET`]), so that no dispatch
+    /// runs past the guard; a batch whose one step would is refused.
     pub(super) fn record_grid<'a>(
         &'a self,
         seq: &mut Sequence<'a>,
         (spec, groups): (&'static KernelSpec, usize),
         bufs: &[&'a Buffer],
         push: &ModelPush,
-        mut steps: impl Iterator<Item = (usize, usize)>,
+        steps: impl Iterator<Item = (usize, usize)>,
         label: &str,
     ) -> VkResult<()> {
+        let ws = self.ws()?;
+        let guarded = loop_guarded(&self.ctx);
+        let push = if guarded { ModelPush { f1: GRID_POLL_BUDGET as f32, ..*push } } else { *push };
+        if guarded && grid_step_loops(ws.b) > GRID_ARITH_BUDGET {
+            return Err(VkError::Limit(format!(
+                "a batch of {} rows: one step of the grid recurrence would run past this device's loop guard; \
+                 run with DUALSCOPE_RECURRENCE=seq",
+                ws.b
+            )));
+        }
         if self.recurrence == Recurrence::Grid {
-            let Some((t0, _)) = steps.next() else { return Ok(()) };
-            let n = 1 + steps.count();
-            seq.fill(&self.ws()?.sync, 0)?;
-            let p = ModelPush { t: t0 as u32, n: n as u32, ..*push };
-            return self.dispatch(seq, spec, bufs, &p, groups, label);
+            let steps: Vec<usize> = steps.map(|(t, _)| t).collect();
+            let chunk = if guarded { grid_chunk(ws.b) } else { steps.len().max(1) };
+            for part in steps.chunks(chunk) {
+                seq.fill(&ws.sync, 0)?;
+                let p = ModelPush { t: part[0] as u32, n: part.len() as u32, ..push };
+                self.dispatch(seq, spec, bufs, &p, groups, label)?;
+            }
+            return Ok(());
         }
         for (t, n) in steps {
-            let p = ModelPush { t: t as u32, n: n as u32, ..*push };
+            let p = ModelPush { t: t as u32, n: n as u32, ..push };
             self.dispatch(seq, spec, bufs, &p, groups, label)?;
         }
         Ok(())

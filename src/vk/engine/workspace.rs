@@ -128,7 +128,7 @@ pub fn scratch_len_for(cfg: &Config, rows: usize, b: usize, path: GemmPath) -> u
 
 /// Positions per chunk of the embedding gradient's position lists
 /// (`EMB_CHUNK` in embed_bwd.comp).
-pub const EMB_CHUNK: usize = 32;
+pub const EMB_CHUNK: usize = 128;
 
 /// Chunks of the embedding gradient's position lists at most: every token
 /// value's list rounds up to whole chunks.
@@ -170,6 +170,8 @@ impl Workspace {
         if rows == 0 {
             return Err(VkError::Invalid("a batch of no positions".into()));
         }
+        let guarded = super::kernels::loop_guarded(ctx);
+        super::kernels::check_loop_bounds(cfg, (t, b), guarded).map_err(VkError::Limit)?;
         let (d, h, a, v) = (cfg.d_embed, cfg.hidden, cfg.attn_dim, cfg.vocab);
         let dev = |name: &str, n: usize| Buffer::device_f32(ctx, name, n);
         let up = |name: &str, n: usize| Buffer::new(ctx, name, n as u64 * 4, MemoryKind::Upload);
