@@ -45,6 +45,10 @@ pub struct LadderArgs {
     pub out: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub fault: FaultArg,
+    /// Fill every buffer the GPU step writes with NaN before each run, so
+    /// that a read of a value never written fails its rung.
+    #[arg(long)]
+    pub poison: bool,
     #[arg(long)]
     pub json: bool,
 }
@@ -98,6 +102,7 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
         gemm_seed: a.model.seed,
         gemm_choice: choice,
         fault,
+        poison: a.poison,
         ..ladder::LadderSpec::new(rungs, setup)
     };
     let report = ladder::run(&ctx, spec, |_| {}).map_err(engine_err)?;
@@ -109,6 +114,7 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
         "gemm_path": gemm_path,
         "mode": mode,
         "fault": fault,
+        "poison": a.poison,
         "batch": { "rows": batch.rows, "seq_len": batch.t, "targets": batch.num_targets(), "source": source },
         "validation": { "on": ctx.validation(), "errors": validation_errors },
         "rungs": results,

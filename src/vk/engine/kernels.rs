@@ -286,6 +286,8 @@ pub static ATTN_FWD_FAULT_WINDOW: KernelSpec =
     KernelSpec { name: "attn_fwd_fault_window", spirv: shaders::ATTN_FWD_FAULT_WINDOW, ..ATTN_FWD };
 pub static LOSS_FAULT_NO_MASK: KernelSpec =
     KernelSpec { name: "loss_fault_no_mask", spirv: shaders::LOSS_FAULT_NO_MASK, ..LOSS };
+pub static LOSS_FAULT_NO_CLEAR: KernelSpec =
+    KernelSpec { name: "loss_fault_no_clear", spirv: shaders::LOSS_FAULT_NO_CLEAR, ..LOSS };
 
 /// Loop iterations one invocation of a recurrence kernel may run in one
 /// dispatch. Mesa's lavapipe counts every pass through the end of any loop

@@ -10,6 +10,9 @@ use crate::vk::gemm::{self, GemmShape, MatRef};
 use crate::vk::kernel::KernelSpec;
 use crate::vk::{Buffer, Sequence, VkError, VkResult};
 
+/// A quiet NaN in f32 whose two 16-bit halves are each an f16 NaN.
+pub const POISON_BITS: u32 = 0x7fc0_7fc0;
+
 impl Engine {
     /// The push constants every kernel starts from: the batch's and the model's sizes.
     pub(super) fn push(&self, ws: &Workspace) -> ModelPush {
@@ -140,6 +143,9 @@ impl Engine {
         seq: &mut Sequence<'a>,
         plan: Plan<'_>,
     ) -> VkResult<Vec<(Stage, std::ops::Range<usize>)>> {
+        if self.poison {
+            self.record_poison(seq)?;
+        }
         self.record_begin(seq)?;
         let stages: &[Stage] = match plan {
             Plan::Grads => Stage::FORWARD_BACKWARD,
@@ -156,6 +162,21 @@ impl Engine {
             self.record_unscale_and_norm(seq)?;
         }
         Ok(ranges)
+    }
+
+    /// Records NaN into every buffer a step writes and the gradients, but
+    /// those the host wrote since the last plan (its inputs), and forgets
+    /// those writes. The pattern is a NaN as f32 and as both halves in f16.
+    fn record_poison<'a>(&'a self, seq: &mut Sequence<'a>) -> VkResult<()> {
+        let written = std::mem::take(&mut *self.host_written.lock().unwrap_or_else(|p| p.into_inner()));
+        let mut bufs = self.ws()?.written_by_step();
+        bufs.push(&self.grads);
+        for b in bufs {
+            if !written.contains(&(b as *const Buffer as usize)) {
+                seq.fill(b, POISON_BITS)?;
+            }
+        }
+        Ok(())
     }
 
     /// Records a whole training step (the batch set last) into `seq`, for
