@@ -300,22 +300,30 @@ pub static LOSS_FAULT_NO_CLEAR: KernelSpec =
 /// sequence. `docs/shader-loops.md` lists every shader's loops.
 pub const LOOP_BUDGET: usize = 60000;
 
-/// Loop passes of one timestep of `gru_fwd_seq` for width `h`, an upper bound
-/// counted from the shader (one unit per invocation, as `WG_SIZE` ≥ H): the
-/// step loop (1), the unit loop (1 + its exit), the k-pair loop (H/2 + exit),
-/// the odd k (H % 2 + exit); the reset-before fault variant adds a unit loop
-/// and a k loop (2 + H + 1).
+/// Loop passes lavapipe counts for one `barrier()` (measured: see
+/// `docs/shader-loops.md`).
+pub const BARRIER_LOOPS: usize = 2;
+
+/// Loop passes of one timestep of `gru_fwd_seq` for width `h`, counted from
+/// the shader (one unit per invocation, as `WG_SIZE` ≥ H): the step loop
+/// (1), the unit loop (1 + its exit), the k-pair loop (H/2 + exit), the odd
+/// k (H % 2 + exit) and the step's barrier; the reset-before fault variant
+/// adds a unit loop, a k loop (2 + H + 1) and a barrier. On lavapipe this is
+/// the count exactly (10 at H = 5 and 6, 39 at H = 64: the guard ends the
+/// 6555th step of one dispatch at H = 5).
 pub fn fwd_step_loops(h: usize, reset_before: bool) -> usize {
-    let base = 1 + 2 + (h / 2 + 1) + (h % 2 + 1);
-    if reset_before { base + 2 + h + 1 } else { base }
+    let base = 1 + 2 + (h / 2 + 1) + (h % 2 + 1) + BARRIER_LOOPS;
+    if reset_before { base + 2 + h + 1 + BARRIER_LOOPS } else { base }
 }
 
 /// Loop passes of one timestep of `gru_bwd_seq` for width `h`, an upper
 /// bound: the step loop (1), the carry's four-slot clear (5, should the
 /// compiler keep it a loop), the two unit loops (2 each), the loop over
-/// four rows of W_hh (3H/4 + exit) and its tail (at most 3 + exit).
+/// four rows of W_hh (3H/4 + exit), its tail (at most 3 + exit) and the
+/// barrier. Lavapipe counts 15 at H = 5 and 57 at H = 64 (it unrolls the
+/// clear): 20 and 62 here.
 pub fn bwd_step_loops(h: usize) -> usize {
-    1 + 5 + 2 + (3 * h / 4 + 1) + 4 + 2
+    1 + 5 + 2 + (3 * h / 4 + 1) + 4 + 2 + BARRIER_LOOPS
 }
 
 /// Timesteps per chunk (dispatch) of the forward recurrence.
@@ -375,11 +383,12 @@ pub const GRID_ARITH_BUDGET: usize = 30000;
 /// Loop passes of one step (or wavefront interval) of the grid recurrence
 /// kernels for `b` rows, an upper bound counted from the shaders: passes
 /// over the rows of at least 16 each (b/16 + 2), each with the accumulator
-/// clears (21), the K chunks (≤ 5 at H ≤ 512), the subgroup sums (21) and
-/// the gate loop (3), 64 counted; the step loop and a barrier's loops (8).
+/// clears (21), the K chunks (≤ 5 at H ≤ 512), the subgroup sums (21), the
+/// gate loop (3) and two barriers (4), 64 counted; the step loop and a grid
+/// barrier's loops and barriers (16).
 /// The cooperative-matrix kernels (16 rows a workgroup) take fewer.
 pub fn grid_step_loops(b: usize) -> usize {
-    (b / 16 + 2) * 64 + 8
+    (b / 16 + 2) * 64 + 16
 }
 
 /// Steps per dispatch of a grid recurrence on a device with the loop guard.
