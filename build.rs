@@ -33,6 +33,7 @@ const VARIANTS: &[Variant] = &[
     ("attn_fwd_fault_window", "attn_fwd.comp", &[("FAULT_WINDOW_OFF_BY_ONE", "1")]),
     ("loss", "loss.comp", &[]),
     ("loss_fault_no_mask", "loss.comp", &[("FAULT_NO_MASK", "1")]),
+    ("loss_fault_no_clear", "loss.comp", &[("FAULT_NO_CLEAR", "1")]),
 ];
 
 /// Shaders that need `GL_KHR_cooperative_matrix`, which Debian 12's shaderc

@@ -17,7 +17,8 @@ for mode in isolated chained; do run 4096-$mode --config small --data /tmp/real.
 cp /tmp/l-bench-chained.json /tmp/l-4096-chained.json "$OUT/"
 F="$OUT/faults.txt"
 for f in $($B faults --json | python3 -c "import json,sys; print(' '.join(x['name'] for x in json.load(sys.stdin)))"); do
-  $B ladder --config small --fault $f --json > /tmp/f.json 2>/dev/null; rc=$?
+  poison=""; [ "$f" = loss_no_clear ] && poison=--poison  # only a poisoned run shows it
+  $B ladder --config small --fault $f $poison --json > /tmp/f.json 2>/dev/null; rc=$?
   python3 -c "
 import json; v=json.load(open('/tmp/f.json')); bad=[r['id'] for r in v['rungs'] if r['status']=='fail']
 print('$f', 'exit', $rc, 'first failing rung:', bad[0] if bad else None, 'end-to-end:', v['end_to_end']['status'])" >> "$F"

@@ -14,7 +14,11 @@
 // of them while the rest of the device idles.
 #extension GL_EXT_control_flow_attributes : require
 #include "model.glsl"
-#define EMB_CHUNK 32u
+// 128 positions: a chunk's loop takes at most 32 + 4 passes, and a token
+// value's chunks at most rows / 128 + 1 ≤ 32769 (the logits, rows × 256
+// floats, fit one storage binding: rows ≤ 2^22), inside lavapipe's guard of
+// 65535 loop passes per invocation (docs/shader-loops.md).
+#define EMB_CHUNK 128u
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer Csr { uint csr[]; };
 layout(std430, binding = 1) readonly buffer DEmb { float d_emb[]; };

@@ -10,6 +10,9 @@
 // loss value (state.comp).
 // FAULT_NO_MASK (a planted bug, separate variant): the mask is ignored, so
 // padded positions add to the loss and get gradients.
+// FAULT_NO_CLEAR (a planted bug, separate variant): a masked position's
+// gradient is not written, so it is whatever the buffer held (zeros in a
+// fresh buffer: only `--poison` shows it).
 #include "model.glsl"
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer Logits { float x[]; };
@@ -33,7 +36,9 @@ void main() {
 #else
         if (mask[row] == 0u) {
 #endif
+#ifndef FAULT_NO_CLEAR
             for (uint c = lid; c < pc.V; c += 256u) dl[o + c] = 0.0;
+#endif
             if (lid == 0u) token_loss[row] = 0.0;
             continue;
         }

@@ -451,7 +451,7 @@ fn faults_are_listed_and_caught_from_the_command_line() {
     assert_eq!(out.status.code(), Some(0));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a JSON list");
     let list = v.as_array().unwrap();
-    assert_eq!(list.len(), 8);
+    assert_eq!(list.len(), 9);
     for f in list {
         assert!(f["name"].is_string() && f["expected_rung"].is_string() && f["description"].is_string(), "{f}");
         assert!(dualscope::ladder::ALL_RUNGS.contains(&f["expected_rung"].as_str().unwrap()));

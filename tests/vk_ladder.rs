@@ -266,3 +266,24 @@ fn the_runner_stops_or_records_what_cannot_run() {
     assert_eq!(serde_json::from_value::<ladder::LadderReport>(json).unwrap(), report);
     assert_clean(&ctx, test);
 }
+
+/// A row longer than lavapipe's loop guard allows one dispatch of the
+/// recurrences to walk (65535 loop passes in total per invocation; at H = 5
+/// a backward step costs 15, a forward one 10, so one dispatch ends early
+/// past T = 4370 and T = 6554): every model rung and the end-to-end step
+/// still pass, that is, every loop whose length grows with T is cut into
+/// dispatches short enough. Tiny config, one row, so that it stays quick on
+/// lavapipe.
+#[test]
+fn a_row_past_the_loop_guard_passes_every_rung() {
+    let (test, ctx) = common::vulkan!();
+    let cfg = Config::tiny();
+    let mode = ladder::Mode::Isolated;
+    let mut l = ladder::ModelLadder::new(&ctx, setup(&cfg, mode, &[7001], 23)).unwrap();
+    for &id in Rung::MODEL {
+        run_passing(&mut l, &cfg, mode, id);
+    }
+    let e = l.end_to_end().unwrap();
+    assert_eq!(e.status, Status::Pass, "{e:?}");
+    assert_clean(&ctx, test);
+}

@@ -10,6 +10,13 @@
 // GRID_SPIN_OUTER × GRID_SPIN_INNER polls it sets ST_GRID_FAIL in the state
 // buffer (binding GRID_STATE_BINDING), after which every wait passes at once;
 // the engine reports that as an error. Both bindings are defined by the includer.
+//
+// Where the device has lavapipe's loop guard (65535 loop passes in total per
+// invocation, after which every loop ends early), the engine passes a budget
+// of polls for the whole dispatch in pc.f1 (0: none) and cuts the steps into
+// dispatches short enough that the arithmetic stays within the rest: a wait
+// past the budget gives up as above, so the guard never ends a loop early
+// unnoticed (docs/shader-loops.md).
 #ifndef DUALSCOPE_GRID_GLSL
 #define DUALSCOPE_GRID_GLSL
 
@@ -24,6 +31,9 @@
 layout(std430, binding = GRID_STATE_BINDING) volatile buffer StateBuf { uint st[]; };
 layout(std430, binding = GRID_SYNC_BINDING) volatile buffer SyncBuf { uint flags[]; };
 
+// Polls this invocation made in the dispatch (for the budget in pc.f1).
+uint grid_polls = 0u;
+
 // The k-th barrier of the dispatch (k = 1, 2, ...). Call from uniform control
 // flow with at most as many workgroups as the workgroup has invocations.
 void grid_sync(uint k) {
@@ -34,10 +44,10 @@ void grid_sync(uint k) {
     uint lid = gl_LocalInvocationIndex;
     if (lid == 0u) flags[gl_WorkGroupID.x * GRID_FLAG_STRIDE] = k;
     if (lid < gl_NumWorkGroups.x) {
-        // Two nested loops of bounded length: lavapipe ends any one loop
-        // after 65535 iterations, which would end a single long poll early.
-        bool done = false;
-        for (uint outer = 0u; outer < GRID_SPIN_OUTER && !done; ++outer) {
+        // Two nested loops of bounded length, and the poll budget.
+        uint budget = uint(pc.f1);
+        bool done = false, spent = false;
+        for (uint outer = 0u; outer < GRID_SPIN_OUTER && !done && !spent; ++outer) {
             if (st[ST_GRID_FAIL] != 0u) {
                 done = true;
                 break;
@@ -45,6 +55,11 @@ void grid_sync(uint k) {
             for (uint inner = 0u; inner < GRID_SPIN_INNER; ++inner) {
                 if (flags[lid * GRID_FLAG_STRIDE] >= k) {
                     done = true;
+                    break;
+                }
+                grid_polls += 1u;
+                if (budget != 0u && grid_polls >= budget) {
+                    spent = true;
                     break;
                 }
             }

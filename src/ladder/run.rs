@@ -49,6 +49,9 @@ pub struct LadderSpec {
     pub gemm_choice: GemmChoice,
     /// A bug of the fault catalogue planted for every rung.
     pub fault: Option<Fault>,
+    /// The GPU engine fills every buffer a step writes with NaN before each
+    /// run (`--poison`), so that reading an unwritten value fails a rung.
+    pub poison: bool,
     pub corruption: Option<Corruption>,
     /// Whether the end-to-end gate follows the model rungs (when any ran).
     pub end_to_end: bool,
@@ -70,6 +73,7 @@ impl LadderSpec {
             gemm_seed: 1,
             gemm_choice: GemmChoice::Auto,
             fault: None,
+            poison: false,
             corruption: None,
             end_to_end: true,
             stop_at_failure: false,
@@ -185,6 +189,7 @@ fn model_ladder(ctx: &Arc<Context>, spec: &LadderSpec) -> Result<ModelLadder, (L
         (e, why)
     })?;
     m.set_fault(spec.fault);
+    m.engine_mut().set_poison(spec.poison);
     if let Some(c) = &spec.corruption {
         let e = m.engine();
         let read = e.read_named(&[&c.tensor]).map_err(|e| {

@@ -51,6 +51,7 @@ pub static GRU_FWD_SEQ_FAULT_RESET_BEFORE: &[u8] = spirv!("gru_fwd_seq_fault_res
 pub static ATTN_FWD_FAULT_NO_MAX: &[u8] = spirv!("attn_fwd_fault_no_max");
 pub static ATTN_FWD_FAULT_WINDOW: &[u8] = spirv!("attn_fwd_fault_window");
 pub static LOSS_FAULT_NO_MASK: &[u8] = spirv!("loss_fault_no_mask");
+pub static LOSS_FAULT_NO_CLEAR: &[u8] = spirv!("loss_fault_no_clear");
 
 /// An optional shader's SPIR-V, or none (the kernel then reports it was not built).
 pub(crate) const fn optional(spirv: Option<&'static [u8]>) -> &'static [u8] {

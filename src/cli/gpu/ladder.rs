@@ -56,6 +56,10 @@ pub struct LadderArgs {
     /// are reported as `not_run` either way, never as a pass.
     #[arg(long)]
     pub allow_not_run: bool,
+    /// Fill every buffer the GPU step writes with NaN before each run, so
+    /// that a read of a value never written fails its rung.
+    #[arg(long)]
+    pub poison: bool,
     #[arg(long)]
     pub json: bool,
 }
@@ -118,6 +122,7 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
         gemm_seed: a.model.seed,
         gemm_choice: choice,
         fault,
+        poison: a.poison,
         ..ladder::LadderSpec::new(rungs, setup)
     };
     let (report, repeat) = match a.repeat {
@@ -142,6 +147,7 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
         "gemm_path": gemm_path,
         "mode": mode,
         "fault": fault,
+        "poison": a.poison,
         "batch": { "rows": batch.rows, "seq_len": batch.t, "targets": batch.num_targets(), "source": source },
         "validation": ctx.validation_summary(),
         "rungs": results,

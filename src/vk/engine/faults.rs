@@ -16,10 +16,11 @@ pub enum Fault {
     ResetBeforeMatmul,
     MaskDropped,
     WindowOffByOne,
+    LossNoClear,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 8] = [
+    pub const ALL: [Fault; 9] = [
         Fault::GemmNoBounds,
         Fault::SoftmaxNoMax,
         Fault::F16AccumNoScale,
@@ -28,6 +29,7 @@ impl Fault {
         Fault::ResetBeforeMatmul,
         Fault::MaskDropped,
         Fault::WindowOffByOne,
+        Fault::LossNoClear,
     ];
 
     pub fn name(self) -> &'static str {
@@ -40,6 +42,7 @@ impl Fault {
             Fault::ResetBeforeMatmul => "reset_before_matmul",
             Fault::MaskDropped => "mask_dropped",
             Fault::WindowOffByOne => "window_off_by_one",
+            Fault::LossNoClear => "loss_no_clear",
         }
     }
 
@@ -69,20 +72,30 @@ impl Fault {
                 "the GRU reset gate is applied before the recurrent matmul, n = tanh(W_in x + W_hn (r ⊙ h) + b), TensorFlow's convention instead of PyTorch's"
             }
             Fault::MaskDropped => "the loss ignores the mask: padded positions add to the loss and get gradients",
+            Fault::LossNoClear => {
+                "the loss leaves the logits' gradient of padded positions unwritten (a skipped clear): right only while the buffer holds zeros, which `--poison` takes away"
+            }
             Fault::WindowOffByOne => {
                 "the attention window drops its oldest key (J_t starts at t-W+2): only positions t ≥ W-1 are wrong"
             }
         }
     }
 
-    /// The rung that should catch the bug first (isolated mode).
+    /// Whether only a poisoned run (`--poison`) shows the bug: it reads
+    /// values never written, right while the buffer happens to hold zeros.
+    pub fn needs_poison(self) -> bool {
+        self == Fault::LossNoClear
+    }
+
+    /// The rung that should catch the bug first (isolated mode; with
+    /// `--poison` where [`Fault::needs_poison`]).
     pub fn expected_rung(self) -> &'static str {
         match self {
             Fault::GemmNoBounds | Fault::F16AccumNoScale => "gemm",
             Fault::SoftmaxNoMax | Fault::WindowOffByOne => "attn_fwd",
             Fault::RecurrenceNoBarrier | Fault::ResetBeforeMatmul => "gru_fwd",
             Fault::NormBeforeUnscale => "optim",
-            Fault::MaskDropped => "loss",
+            Fault::MaskDropped | Fault::LossNoClear => "loss",
         }
     }
 }

@@ -72,7 +72,7 @@ impl Engine {
                 _ => &GRU_FWD_SEQ,
             };
             let bufs = [pb, &lb.gi, &lb.gh, &lb.gates, &lb.h, &ws.wt];
-            let chunk = fwd_chunk(h);
+            let chunk = fwd_chunk(h, self.fault == Some(Fault::ResetBeforeMatmul));
             for t0 in (0..ws.t).step_by(chunk) {
                 let p = ModelPush { t: t0 as u32, n: chunk as u32, ..p };
                 self.dispatch(seq, spec, &bufs, &p, ws.b, &label)?;
@@ -126,7 +126,11 @@ impl Engine {
         // N and 1/N come with the batch (after the targets), not in
         // push constants: a recorded step replays on any batch.
         let bufs = [&ws.logits, &ws.targets, &ws.mask, &ws.token_loss, &ws.dlogits, &self.state];
-        let spec = if self.fault == Some(Fault::MaskDropped) { &LOSS_FAULT_NO_MASK } else { &LOSS };
+        let spec = match self.fault {
+            Some(Fault::MaskDropped) => &LOSS_FAULT_NO_MASK,
+            Some(Fault::LossNoClear) => &LOSS_FAULT_NO_CLEAR,
+            _ => &LOSS,
+        };
         self.dispatch(seq, spec, &bufs, &base, rows, "loss")?;
         let p = ModelPush { flag: state_op::LOSS, n: rows as u32, ..base };
         self.dispatch(seq, &STATE, &[&self.state, &ws.token_loss], &p, 1, "loss value")?;

@@ -31,6 +31,9 @@ impl Engine {
         if data.is_empty() {
             return Ok(());
         }
+        if self.poison {
+            self.host_written.lock().unwrap_or_else(|p| p.into_inner()).push(dst as *const Buffer as usize);
+        }
         let up = Buffer::upload_f32(&self.ctx, &format!("{}.upload", dst.name()), data)?;
         let mut seq = Sequence::new(&self.ctx)?;
         seq.copy(&up, 0, dst, offset as u64 * 4, data.len() as u64 * 4)?;

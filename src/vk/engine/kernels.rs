@@ -286,21 +286,112 @@ pub static ATTN_FWD_FAULT_WINDOW: KernelSpec =
     KernelSpec { name: "attn_fwd_fault_window", spirv: shaders::ATTN_FWD_FAULT_WINDOW, ..ATTN_FWD };
 pub static LOSS_FAULT_NO_MASK: KernelSpec =
     KernelSpec { name: "loss_fault_no_mask", spirv: shaders::LOSS_FAULT_NO_MASK, ..LOSS };
+pub static LOSS_FAULT_NO_CLEAR: KernelSpec =
+    KernelSpec { name: "loss_fault_no_clear", spirv: shaders::LOSS_FAULT_NO_CLEAR, ..LOSS };
 
-/// Inner-loop iterations one invocation of a recurrence kernel may run in one
-/// dispatch. Mesa's lavapipe ends any loop after 65535 iterations in total per
-/// invocation (a guard against hangs), so a long recurrence is split into
-/// chunks of timesteps, each its own dispatch, resuming from the state the
-/// previous chunk left in memory. On other devices the chunks cost a few
-/// dispatches per sequence.
+/// Loop iterations one invocation of a recurrence kernel may run in one
+/// dispatch. Mesa's lavapipe counts every pass through the end of any loop
+/// (all loops of the shader together, nested ones included, the pass that
+/// leaves a loop too) in one counter per invocation and ends every loop once
+/// it passes 65535 (a guard against hangs). So a long recurrence is split
+/// into chunks of timesteps, each its own dispatch, resuming from the state
+/// the previous chunk left in memory; the rest of 65535 covers the loops a
+/// dispatch runs once. On other devices the chunks cost a few dispatches per
+/// sequence. `docs/shader-loops.md` lists every shader's loops.
 pub const LOOP_BUDGET: usize = 60000;
 
-/// Timesteps per chunk of the forward recurrence (inner loop: H/2 per step).
-pub fn fwd_chunk(h: usize) -> usize {
-    (LOOP_BUDGET / (h / 2 + h % 2 + 2).max(1)).max(1)
+/// Loop passes lavapipe counts for one `barrier()` (measured: see
+/// `docs/shader-loops.md`).
+pub const BARRIER_LOOPS: usize = 2;
+
+/// Loop passes of one timestep of `gru_fwd_seq` for width `h`, counted from
+/// the shader (one unit per invocation, as `WG_SIZE` ≥ H): the step loop
+/// (1), the unit loop (1 + its exit), the k-pair loop (H/2 + exit), the odd
+/// k (H % 2 + exit) and the step's barrier; the reset-before fault variant
+/// adds a unit loop, a k loop (2 + H + 1) and a barrier. On lavapipe this is
+/// the count exactly (10 at H = 5 and 6, 39 at H = 64: the guard ends the
+/// 6555th step of one dispatch at H = 5).
+pub fn fwd_step_loops(h: usize, reset_before: bool) -> usize {
+    let base = 1 + 2 + (h / 2 + 1) + (h % 2 + 1) + BARRIER_LOOPS;
+    if reset_before { base + 2 + h + 1 + BARRIER_LOOPS } else { base }
 }
 
-/// Timesteps per chunk of the backward recurrence (inner loop: 3H/4 per step).
+/// Loop passes of one timestep of `gru_bwd_seq` for width `h`, an upper
+/// bound: the step loop (1), the carry's four-slot clear (5, should the
+/// compiler keep it a loop), the two unit loops (2 each), the loop over
+/// four rows of W_hh (3H/4 + exit), its tail (at most 3 + exit) and the
+/// barrier. Lavapipe counts 15 at H = 5 and 57 at H = 64 (it unrolls the
+/// clear): 20 and 62 here.
+pub fn bwd_step_loops(h: usize) -> usize {
+    1 + 5 + 2 + (3 * h / 4 + 1) + 4 + 2 + BARRIER_LOOPS
+}
+
+/// Timesteps per chunk (dispatch) of the forward recurrence.
+pub fn fwd_chunk(h: usize, reset_before: bool) -> usize {
+    (LOOP_BUDGET / fwd_step_loops(h, reset_before)).max(1)
+}
+
+/// Timesteps per chunk (dispatch) of the backward recurrence.
 pub fn bwd_chunk(h: usize) -> usize {
-    (LOOP_BUDGET / (3 * h / 4 + 3 + 2).max(1)).max(1)
+    (LOOP_BUDGET / bwd_step_loops(h)).max(1)
+}
+
+/// Loop passes one invocation of an attention kernel takes at most, for a
+/// window `w`, `t` positions and head width `dh`, counted from
+/// `attn_tile.glsl` and the kernels with room to spare: about 40 passes per
+/// (chunk of 64 keys, chunk of 64 dims) pair in each kernel, 128 counted; the
+/// clearing of the slots before each of the block's 16 rows (W/256 + 2
+/// each), and the row reductions (256 in all).
+pub fn attn_loops(w: usize, t: usize, dh: usize) -> usize {
+    let key_chunks = (w.min(t) + ATTN_BLOCK as usize - 1).div_ceil(64);
+    128 * (key_chunks + 1) * (dh.div_ceil(64) + 1) + 16 * (w / 256 + 2) + 256
+}
+
+/// Refuses a batch whose loops would run past lavapipe's guard on a device
+/// that has it (`guarded`: a CPU device), where the guard would end them
+/// early and leave values unwritten: an attention window and head width
+/// whose tiles do not fit one dispatch. Everywhere, a batch of more rows
+/// than the per-row recurrence kernels take (one workgroup a row, at most
+/// 65535 in a dispatch).
+pub fn check_loop_bounds(cfg: &crate::model::Config, (t, b): (usize, usize), guarded: bool) -> Result<(), String> {
+    if b > 65535 {
+        return Err(format!("a batch of {b} rows: the recurrence kernels take at most 65535 rows"));
+    }
+    let loops = attn_loops(cfg.window, t, cfg.head_dim());
+    if guarded && loops > LOOP_BUDGET {
+        return Err(format!(
+            "window {} with head width {}: the attention kernels would run {loops} loop passes per invocation, \
+             past the {LOOP_BUDGET} this device (lavapipe) allows; use a smaller window or more heads",
+            cfg.window,
+            cfg.head_dim()
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `ctx`'s device ends long loops early: a CPU device (lavapipe).
+pub fn loop_guarded(ctx: &crate::vk::Context) -> bool {
+    ctx.report().device_type == "cpu"
+}
+
+/// Where the device has the loop guard: the grid barriers' polls a dispatch
+/// may make in all (`pc.f1` of the grid kernels, see `include/grid.glsl`),
+/// and the loop passes left to its arithmetic.
+pub const GRID_POLL_BUDGET: u32 = 30000;
+pub const GRID_ARITH_BUDGET: usize = 30000;
+
+/// Loop passes of one step (or wavefront interval) of the grid recurrence
+/// kernels for `b` rows, an upper bound counted from the shaders: passes
+/// over the rows of at least 16 each (b/16 + 2), each with the accumulator
+/// clears (21), the K chunks (≤ 5 at H ≤ 512), the subgroup sums (21), the
+/// gate loop (3) and two barriers (4), 64 counted; the step loop and a grid
+/// barrier's loops and barriers (16).
+/// The cooperative-matrix kernels (16 rows a workgroup) take fewer.
+pub fn grid_step_loops(b: usize) -> usize {
+    (b / 16 + 2) * 64 + 16
+}
+
+/// Steps per dispatch of a grid recurrence on a device with the loop guard.
+pub fn grid_chunk(b: usize) -> usize {
+    (GRID_ARITH_BUDGET / grid_step_loops(b)).max(1)
 }

@@ -137,6 +137,14 @@ pub struct Engine {
     /// a whole (`train`, the benchmark's headline figures).
     timing: Timing,
     fault: Option<Fault>,
+    /// Fill every buffer a step writes (and the gradients) with NaN before
+    /// each plan runs, so that a read of a value never written shows up as
+    /// a non-finite result (`--poison`, `DUALSCOPE_POISON=1`).
+    poison: bool,
+    /// The buffers the host wrote since the last plan ran (their addresses):
+    /// a poisoned plan keeps them, as they hold its inputs (the ladder's
+    /// isolated rungs upload theirs).
+    host_written: Mutex<Vec<usize>>,
     ws: Option<Workspace>,
 }
 
@@ -227,6 +235,8 @@ impl Engine {
             env: *env,
             timing: Timing::PerDispatch,
             fault: None,
+            poison: env.poison,
+            host_written: Mutex::new(Vec::new()),
             ws: None,
         };
         let zeros = vec![0f32; n];
@@ -305,6 +315,17 @@ impl Engine {
     pub fn set_fault(&mut self, fault: Option<Fault>) {
         self.forget_replay();
         self.fault = fault;
+    }
+
+    /// Whether every plan starts by filling the buffers a step writes with
+    /// NaN (see the field `poison`; off by default).
+    pub fn set_poison(&mut self, on: bool) {
+        self.forget_replay();
+        self.poison = on;
+    }
+
+    pub fn poison(&self) -> bool {
+        self.poison
     }
 
     /// Drops the recorded step of [`Engine::train_step`] with `Replay::Yes` (waiting for

@@ -195,7 +195,8 @@ impl Engine {
         let ws = self.ws()?;
         let lb = &ws.layers[0];
         let (fwd, bwd, groups) = self.grid_kernels(ws);
-        let p = ModelPush { flag: 1, t: 0, n: 4, ..self.push(ws) };
+        let f1 = if loop_guarded(&self.ctx) { GRID_POLL_BUDGET as f32 } else { 0.0 };
+        let p = ModelPush { flag: 1, t: 0, n: 4, f1, ..self.push(ws) };
         let mut seq = Sequence::new(&self.ctx)?;
         self.record_begin(&mut seq)?;
         seq.fill(&ws.sync, 0)?;
@@ -204,13 +205,13 @@ impl Engine {
         self.dispatch(&mut seq, bwd, &self.grid_bwd_bufs(ws, lb), &p, groups, "grid residency (backward)")?;
         if self.forward_wave() {
             let (wp, bufs, groups) = self.wave_fwd_args(ws)?;
-            let wp = ModelPush { flag: 1, t: 0, n: 4, ..wp };
+            let wp = ModelPush { flag: 1, t: 0, n: 4, f1, ..wp };
             seq.fill(&ws.sync, 0)?;
             self.dispatch(&mut seq, &GRU_FWD_WAVE_CM, &bufs, &wp, groups, "grid residency (forward wavefront)")?;
         }
         if self.backward_wave() {
             let (wp, bufs, groups) = self.wave_bwd_args(ws)?;
-            let wp = ModelPush { flag: 1, t: 0, n: 4, ..wp };
+            let wp = ModelPush { flag: 1, t: 0, n: 4, f1, ..wp };
             seq.fill(&ws.sync, 0)?;
             self.dispatch(&mut seq, &GRU_BWD_WAVE_CM, &bufs, &wp, groups, "grid residency (backward wavefront)")?;
         }

@@ -10,6 +10,9 @@ use crate::vk::gemm::{self, GemmShape, MatRef};
 use crate::vk::kernel::KernelSpec;
 use crate::vk::{Buffer, Sequence, VkError, VkResult};
 
+/// A quiet NaN in f32 whose two 16-bit halves are each an f16 NaN.
+pub const POISON_BITS: u32 = 0x7fc0_7fc0;
+
 impl Engine {
     /// The push constants every kernel starts from: the batch's and the model's sizes.
     pub(super) fn push(&self, ws: &Workspace) -> ModelPush {
@@ -140,6 +143,9 @@ impl Engine {
         seq: &mut Sequence<'a>,
         plan: Plan<'_>,
     ) -> VkResult<Vec<(Stage, std::ops::Range<usize>)>> {
+        if self.poison {
+            self.record_poison(seq)?;
+        }
         self.record_begin(seq)?;
         let stages: &[Stage] = match plan {
             Plan::Grads => Stage::FORWARD_BACKWARD,
@@ -158,6 +164,21 @@ impl Engine {
         Ok(ranges)
     }
 
+    /// Records NaN into every buffer a step writes and the gradients, but
+    /// those the host wrote since the last plan (its inputs), and forgets
+    /// those writes. The pattern is a NaN as f32 and as both halves in f16.
+    fn record_poison<'a>(&'a self, seq: &mut Sequence<'a>) -> VkResult<()> {
+        let written = std::mem::take(&mut *self.host_written.lock().unwrap_or_else(|p| p.into_inner()));
+        let mut bufs = self.ws()?.written_by_step();
+        bufs.push(&self.grads);
+        for b in bufs {
+            if !written.contains(&(b as *const Buffer as usize)) {
+                seq.fill(b, POISON_BITS)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Records a whole training step (the batch set last) into `seq`, for
     /// [`Sequence::end`] and [`Sequence::replay`]: each replay is one more
     /// training step on the same batch, as a CUDA graph replays its kernels.
@@ -170,24 +191,42 @@ impl Engine {
     /// with [`Recurrence::Steps`], one dispatch per `(t, 1)` of `steps`; with
     /// [`Recurrence::Grid`], one dispatch walking them all (from the first
     /// `t`, forward or backward as `spec` does), its barrier counter zeroed first.
+    ///
+    /// On a device with lavapipe's loop guard ([`loop_guarded`]) the grid's
+    /// steps are cut into dispatches of [`grid_chunk`] steps, each with its
+    /// barriers' poll budget ([`GRID_POLL_BUDGET`]), so that no dispatch
+    /// runs past the guard; a batch whose one step would is refused.
     pub(super) fn record_grid<'a>(
         &'a self,
         seq: &mut Sequence<'a>,
         (spec, groups): (&'static KernelSpec, usize),
         bufs: &[&'a Buffer],
         push: &ModelPush,
-        mut steps: impl Iterator<Item = (usize, usize)>,
+        steps: impl Iterator<Item = (usize, usize)>,
         label: &str,
     ) -> VkResult<()> {
+        let ws = self.ws()?;
+        let guarded = loop_guarded(&self.ctx);
+        let push = if guarded { ModelPush { f1: GRID_POLL_BUDGET as f32, ..*push } } else { *push };
+        if guarded && grid_step_loops(ws.b) > GRID_ARITH_BUDGET {
+            return Err(VkError::Limit(format!(
+                "a batch of {} rows: one step of the grid recurrence would run past this device's loop guard; \
+                 run with DUALSCOPE_RECURRENCE=seq",
+                ws.b
+            )));
+        }
         if self.recurrence == Recurrence::Grid {
-            let Some((t0, _)) = steps.next() else { return Ok(()) };
-            let n = 1 + steps.count();
-            seq.fill(&self.ws()?.sync, 0)?;
-            let p = ModelPush { t: t0 as u32, n: n as u32, ..*push };
-            return self.dispatch(seq, spec, bufs, &p, groups, label);
+            let steps: Vec<usize> = steps.map(|(t, _)| t).collect();
+            let chunk = if guarded { grid_chunk(ws.b) } else { steps.len().max(1) };
+            for part in steps.chunks(chunk) {
+                seq.fill(&ws.sync, 0)?;
+                let p = ModelPush { t: part[0] as u32, n: part.len() as u32, ..push };
+                self.dispatch(seq, spec, bufs, &p, groups, label)?;
+            }
+            return Ok(());
         }
         for (t, n) in steps {
-            let p = ModelPush { t: t as u32, n: n as u32, ..*push };
+            let p = ModelPush { t: t as u32, n: n as u32, ..push };
             self.dispatch(seq, spec, bufs, &p, groups, label)?;
         }
         Ok(())

@@ -128,7 +128,7 @@ pub fn scratch_len_for(cfg: &Config, rows: usize, b: usize, path: GemmPath) -> u
 
 /// Positions per chunk of the embedding gradient's position lists
 /// (`EMB_CHUNK` in embed_bwd.comp).
-pub const EMB_CHUNK: usize = 32;
+pub const EMB_CHUNK: usize = 128;
 
 /// Chunks of the embedding gradient's position lists at most: every token
 /// value's list rounds up to whole chunks.
@@ -156,6 +156,41 @@ pub fn workspace_bytes(cfg: &Config, rows: usize) -> u64 {
 }
 
 impl Workspace {
+    /// Every buffer a step writes before it reads it: all but the batch's
+    /// inputs (tokens, targets, mask, position lists) and the grid barriers'
+    /// flags. `--poison` fills these with NaN before a step.
+    pub fn written_by_step(&self) -> Vec<&Buffer> {
+        let mut v = vec![&self.emb_part, &self.emb];
+        for lb in &self.layers {
+            v.extend([&lb.gi, &lb.gh, &lb.gates, &lb.h, &lb.d_h, &lb.dh_tot, &lb.d_gi, &lb.d_gh]);
+            v.extend([&lb.h16, &lb.d_gh16, &lb.d_gi16].into_iter().flatten());
+        }
+        v.extend([
+            &self.q,
+            &self.k,
+            &self.v,
+            &self.attn,
+            &self.c,
+            &self.logits,
+            &self.token_loss,
+            &self.dlogits,
+            &self.dl_ctx,
+            &self.token_norm,
+            &self.d_s_head,
+            &self.d_c,
+            &self.ds,
+            &self.d_q,
+            &self.d_k,
+            &self.d_v,
+            &self.d_s_ctx,
+            &self.d_emb,
+            &self.partials,
+            &self.wt,
+            &self.scratch,
+        ]);
+        v
+    }
+
     /// The workspace of `t` positions of `b` rows; `path` computes the
     /// products; `f16_copies`: with the f16 copies of `h`, `d_gh` and `d_gi`.
     pub fn new(
@@ -170,6 +205,8 @@ impl Workspace {
         if rows == 0 {
             return Err(VkError::Invalid("a batch of no positions".into()));
         }
+        let guarded = super::kernels::loop_guarded(ctx);
+        super::kernels::check_loop_bounds(cfg, (t, b), guarded).map_err(VkError::Limit)?;
         let (d, h, a, v) = (cfg.d_embed, cfg.hidden, cfg.attn_dim, cfg.vocab);
         let dev = |name: &str, n: usize| Buffer::device_f32(ctx, name, n);
         let up = |name: &str, n: usize| Buffer::new(ctx, name, n as u64 * 4, MemoryKind::Upload);

@@ -57,6 +57,11 @@ pub(super) fn dim(what: &str, x: usize) -> VkResult<u32> {
 pub const SPLIT_K_TARGET_GROUPS: usize = 512;
 /// The shortest K range a slice gets.
 pub const SPLIT_K_MIN_SLICE: usize = 256;
+/// The longest K range a workgroup walks: its loop over K-slices (16 or
+/// more each) then takes at most 16384 passes, inside lavapipe's guard of
+/// 65535 loop passes per invocation (`docs/shader-loops.md`). Longer
+/// products are split whatever their tiles (scratch permitting).
+pub const SPLIT_K_MAX_CHUNK: usize = 1 << 18;
 
 /// How a product's K is cut: `slices` ranges of `chunk` (a multiple of the
 /// kernel's K-slice; the last may be shorter). `slices == 1`: not split.
@@ -79,7 +84,8 @@ pub fn split_k_plan(path: GemmPath, s: &GemmShape, max_scratch: usize) -> SplitK
     if !path.splits() || tiles == 0 {
         return whole;
     }
-    let want = (SPLIT_K_TARGET_GROUPS / tiles).min(s.k / SPLIT_K_MIN_SLICE).min(max_scratch / (s.m * s.n));
+    let for_groups = (SPLIT_K_TARGET_GROUPS / tiles).min(s.k / SPLIT_K_MIN_SLICE);
+    let want = for_groups.max(s.k.div_ceil(SPLIT_K_MAX_CHUNK)).min(max_scratch / (s.m * s.n));
     if want < 2 {
         return whole;
     }
@@ -165,5 +171,17 @@ mod tests {
         }
         // A product with enough tiles is left whole.
         assert_eq!(split_k_plan(GemmPath::TiledF32, &shape(8192, 1536, 512), usize::MAX).slices, 1);
+    }
+
+    /// However many output tiles, no workgroup walks more than
+    /// `SPLIT_K_MAX_CHUNK` of K (lavapipe's loop guard), on every path that splits.
+    #[test]
+    fn long_products_are_split_into_bounded_chunks() {
+        for path in [GemmPath::TiledF32, GemmPath::TiledF16, GemmPath::CoopMatF16Big] {
+            for (m, n, k) in [(8192, 1536, 1 << 22), (1536, 512, (1 << 18) + 1), (15, 6, 3 << 20)] {
+                let p = split_k_plan(path, &shape(m, n, k), usize::MAX);
+                assert!(p.chunk <= SPLIT_K_MAX_CHUNK && p.slices * p.chunk >= k, "{path:?} {m}x{n}x{k}: {p:?}");
+            }
+        }
     }
 }
