@@ -391,7 +391,8 @@ pub fn grid_step_loops(b: usize) -> usize {
     (b / 16 + 2) * 64 + 16
 }
 
-/// Steps per dispatch of a grid recurrence on a device with the loop guard.
+/// Steps per dispatch of a grid or wavefront recurrence, on every device: its
+/// loop passes stay under the guard lavapipe has (and any device might).
 pub fn grid_chunk(b: usize) -> usize {
     (GRID_ARITH_BUDGET / grid_step_loops(b)).max(1)
 }

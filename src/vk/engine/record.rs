@@ -192,10 +192,11 @@ impl Engine {
     /// [`Recurrence::Grid`], one dispatch walking them all (from the first
     /// `t`, forward or backward as `spec` does), its barrier counter zeroed first.
     ///
-    /// On a device with lavapipe's loop guard ([`loop_guarded`]) the grid's
-    /// steps are cut into dispatches of [`grid_chunk`] steps, each with its
-    /// barriers' poll budget ([`GRID_POLL_BUDGET`]), so that no dispatch
-    /// runs past the guard; a batch whose one step would is refused.
+    /// On every device the grid's steps are cut into dispatches of
+    /// [`grid_chunk`] steps, so that no dispatch's loops grow with the
+    /// sequence; on a device with lavapipe's loop guard ([`loop_guarded`])
+    /// each also gets its barriers' poll budget ([`GRID_POLL_BUDGET`]), and
+    /// a batch whose one step would run past the guard is refused.
     pub(super) fn record_grid<'a>(
         &'a self,
         seq: &mut Sequence<'a>,
@@ -217,7 +218,9 @@ impl Engine {
         }
         if self.recurrence == Recurrence::Grid {
             let steps: Vec<usize> = steps.map(|(t, _)| t).collect();
-            let chunk = if guarded { grid_chunk(ws.b) } else { steps.len().max(1) };
+            // Cut on every device, not only where the guard is known: no
+            // dispatch's loops grow with the sequence length.
+            let chunk = grid_chunk(ws.b);
             for part in steps.chunks(chunk) {
                 seq.fill(&ws.sync, 0)?;
                 let p = ModelPush { t: part[0] as u32, n: part.len() as u32, ..push };
