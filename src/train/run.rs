@@ -160,8 +160,19 @@ struct Good {
 
 /// Refuses weights that are not all finite before they are written: an
 /// update that overflowed (a learning rate far too large) stops the run, and
-/// the files keep the last good state (step `good_step`).
-fn finite_or_stop(cfg: &Config, params: &Params<f32>, step: u64, good_step: u64) -> Result<(), TrainError> {
+/// the files keep the last good state (step `good_step`). Under
+/// `--allow-non-finite` (`load`) a run started from non-finite weights on
+/// purpose writes what it computes.
+fn finite_unless_allowed(
+    cfg: &Config,
+    params: &Params<f32>,
+    step: u64,
+    good_step: u64,
+    load: LoadOptions,
+) -> Result<(), TrainError> {
+    if load.allow_non_finite {
+        return Ok(());
+    }
     let bad = crate::checkpoint::non_finite_params(cfg, params);
     match bad.first() {
         None => Ok(()),
@@ -463,7 +474,7 @@ pub fn train(plan: &TrainPlan, ds: &Dataset, obs: &mut dyn Observer) -> Result<T
         log.push(&entry)?;
         entries.push(entry);
         if let Some(st) = snapshot {
-            finite_or_stop(&cfg, &st.params, step, good.step)?;
+            finite_unless_allowed(&cfg, &st.params, step, good.step, plan.load)?;
             checkpoint_due = false;
             let g = Good { step, state: st, controller: ctl.clone() };
             if let Some(dir) = &out {
@@ -477,13 +488,13 @@ pub fn train(plan: &TrainPlan, ds: &Dataset, obs: &mut dyn Observer) -> Result<T
         }
         if let (Some(dir), true) = (&out, plan.save_every > 0 && step % plan.save_every == 0) {
             let params = engine.params()?;
-            finite_or_stop(&cfg, &params, step, good.step)?;
+            finite_unless_allowed(&cfg, &params, step, good.step, plan.load)?;
             save_params(&dir.join(format!("step_{step:06}.safetensors")), &cfg, &*params)?;
         }
     }
     if let Some(dir) = &out {
         let params = engine.params()?;
-        finite_or_stop(&cfg, &params, plan.steps, good.step)?;
+        finite_unless_allowed(&cfg, &params, plan.steps, good.step, plan.load)?;
         save_params(&dir.join("last.safetensors"), &cfg, &*params)?;
     }
     let (precision, gemm_path) = engine.precision_and_path();
@@ -513,9 +524,11 @@ mod tests {
     fn non_finite_weights_stop_the_run() {
         let cfg = Config::tiny();
         let mut params = Params::<f32>::init(&cfg, 0);
-        finite_or_stop(&cfg, &params, 3, 2).unwrap();
+        finite_unless_allowed(&cfg, &params, 3, 2, LoadOptions::default()).unwrap();
         params.head_bias.data[1] = f32::INFINITY;
-        let e = finite_or_stop(&cfg, &params, 3, 2).unwrap_err().to_string();
+        let e = finite_unless_allowed(&cfg, &params, 3, 2, LoadOptions::default()).unwrap_err().to_string();
         assert!(e.contains("head.bias") && e.contains("step 2"), "{e}");
+        // Under --allow-non-finite the same weights are written as they are.
+        finite_unless_allowed(&cfg, &params, 3, 2, LoadOptions { allow_non_finite: true }).unwrap();
     }
 }

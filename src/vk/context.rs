@@ -333,9 +333,11 @@ impl Context {
 }
 
 impl Drop for Context {
-    /// A validated run ends with one line saying what the layer checked.
+    /// A run whose `DUALSCOPE_VK_VALIDATION` names a mode (`core`, `sync`,
+    /// `gpu`) ends with one line saying what the layer checked; `1` and the
+    /// debug default stay quiet, keeping stderr to the command's own messages.
     fn drop(&mut self) {
-        if self.report.validation {
+        if self.report.validation && Validation::named_in_env() {
             eprintln!("dualscope: {}", self.validation_summary().line());
         }
     }
@@ -376,7 +378,8 @@ fn create_device(instance: &ash::Instance, c: &Candidate) -> VkResult<ash::Devic
     let coop = c.features.coopmat_f16_16x16x16;
     // The cooperative-matrix shaders use the Vulkan memory model with Device
     // scope, which needs both features (VUID-RuntimeSpirv-vulkanMemoryModel-06265).
-    let mut v12 = vk::PhysicalDeviceVulkan12Features::default().shader_float16(c.features.float16)
+    let mut v12 = vk::PhysicalDeviceVulkan12Features::default()
+        .shader_float16(c.features.float16)
         .vulkan_memory_model(coop)
         .vulkan_memory_model_device_scope(coop);
     let mut fcm = vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default().cooperative_matrix(true);

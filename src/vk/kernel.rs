@@ -126,9 +126,8 @@ impl Kernel {
                 .module(k.module)
                 .name(c"main");
             let info = [vk::ComputePipelineCreateInfo::default().stage(stage).layout(k.pipeline_layout)];
-            let pipelines = device
-                .create_compute_pipelines(vk::PipelineCache::null(), &info, None)
-                .map_err(|(_, e)| {
+            let pipelines =
+                device.create_compute_pipelines(vk::PipelineCache::null(), &info, None).map_err(|(_, e)| {
                     // Name the kernel: a driver or layer that rejects one shader says little else.
                     eprintln!("dualscope: building kernel {} failed", spec.name);
                     call("vkCreateComputePipelines")(e)

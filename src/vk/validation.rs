@@ -44,6 +44,13 @@ impl Validation {
         }
     }
 
+    /// Whether `DUALSCOPE_VK_VALIDATION` names a mode by its word (`core`,
+    /// `sync`, `gpu`) rather than switching validation on with `1`.
+    pub fn named_in_env() -> bool {
+        std::env::var("DUALSCOPE_VK_VALIDATION")
+            .is_ok_and(|s| matches!(s.trim().to_ascii_lowercase().as_str(), "core" | "sync" | "gpu"))
+    }
+
     /// `sync` in debug builds (tests), `off` in release builds.
     pub fn default_for_build() -> Validation {
         if cfg!(debug_assertions) { Validation::Sync } else { Validation::Off }

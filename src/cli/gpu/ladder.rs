@@ -227,13 +227,7 @@ fn ms(x: Option<f64>) -> String {
 }
 
 fn print_table(r: &DeviceReport, results: &[RungResult], validation_errors: u64) {
-    println!(
-        "device {}: {} ({}), validation {}",
-        r.index,
-        r.name,
-        r.driver_name,
-        r.validation_mode.label()
-    );
+    println!("device {}: {} ({}), validation {}", r.index, r.name, r.driver_name, r.validation_mode.label());
     for rung in results {
         // A rung that did not run at all: one line, not a table of empty cases.
         if !rung.cases.is_empty() && rung.cases.iter().all(|c| c.status == ladder::Status::NotRun) {

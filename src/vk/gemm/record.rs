@@ -74,6 +74,17 @@ pub fn gemm_split<'a>(
     {
         return Err(VkError::Unsupported(why));
     }
+    // The 64×64 cooperative-matrix kernel cannot split K, so its K loop is
+    // bounded by refusing longer products (no driver's loop limit is relied on).
+    if !path.splits() && s.k > super::split::SPLIT_K_MAX_CHUNK {
+        return Err(VkError::Limit(format!(
+            "{}: a product with K = {} is past the {} this kernel takes in one loop (it does not split K); \
+             use another --gemm-path",
+            path.name(),
+            s.k,
+            super::split::SPLIT_K_MAX_CHUNK
+        )));
+    }
     let push = GemmPush {
         m: dim("m", s.m)?,
         n: dim("n", s.n)?,
