@@ -5,6 +5,7 @@
 //! → session → {ui, cli}`; a module imports only what stands to its left.
 //! `checkpoint` is the file format of `model`. `docs/architecture.md` is the map.
 
+pub mod memory;
 pub mod rng;
 pub mod tensor;
 

@@ -5,9 +5,10 @@
 use std::path::{Path, PathBuf};
 
 /// The top-level modules, left to right: each may use those before it.
-const LAYERS: [&str; 13] = [
+const LAYERS: [&str; 14] = [
     "rng",
     "tensor",
+    "memory",
     "dataset",
     "model",
     "checkpoint",

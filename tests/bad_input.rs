@@ -248,6 +248,14 @@ fn huge_config_and_checkpoint_files_are_refused_unread() {
     let o = run(&["grads", "--checkpoint", s(&huge), "--data", s(&data), "--out", s(&out)]);
     let err = fails_cleanly(&o, 1, &out);
     assert!(err.contains("over the 100000000-byte limit"), "{err}");
+    // Well framed (a two-byte header) but 1 TiB long: refused against memory
+    // before a byte past the header is read.
+    let big = sparse(&d, "big.safetensors", 1 << 40);
+    let f = std::fs::OpenOptions::new().write(true).open(&big).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&f, &[&2u64.to_le_bytes()[..], b"{}"].concat(), 0).unwrap();
+    let o = run(&["grads", "--checkpoint", s(&big), "--data", s(&data), "--out", s(&out)]);
+    let err = fails_cleanly(&o, 1, &out);
+    assert!(err.contains("70% of the memory available"), "{err}");
 }
 
 #[test]

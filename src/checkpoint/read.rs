@@ -64,6 +64,12 @@ pub(super) fn read_file(path: &Path) -> Result<Vec<u8>, CheckpointError> {
             return Err(CheckpointError::NotSafetensors { path: show(path), reason });
         }
     }
+    let limit = crate::memory::memory_limit();
+    if len > limit {
+        let reason =
+            format!("the file is {len} bytes, over the {} MiB limit (70% of the memory available)", limit >> 20);
+        return Err(CheckpointError::NotSafetensors { path: show(path), reason });
+    }
     let mut bytes = Vec::new();
     bytes.try_reserve_exact(usize::try_from(len).unwrap_or(usize::MAX)).map_err(|_| {
         let reason = format!("the file is {len} bytes, more than this machine can hold in memory");
