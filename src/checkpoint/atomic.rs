@@ -81,7 +81,10 @@ pub fn check_writable(path: &Path) -> Result<(&Path, &std::ffi::OsStr), Checkpoi
     if let Ok(m) = fs::metadata(path)
         && !m.is_file()
     {
-        let reason = format!("it is {}, not a regular file; refusing to replace it", special_kind(&m));
+        let reason = format!(
+            "it is {}, not a regular file; refusing to replace it",
+            crate::dataset::special_kind(&m.file_type())
+        );
         return Err(CheckpointError::Invalid { path: shown, reason });
     }
     let Some(name) = path.file_name() else {
@@ -96,21 +99,6 @@ pub fn check_writable(path: &Path) -> Result<(&Path, &std::ffi::OsStr), Checkpoi
         return Err(CheckpointError::NoDirectory { path: shown, dir: show(dir) });
     }
     Ok((dir, name))
-}
-
-/// What a file that is not a regular file is, in words.
-fn special_kind(m: &fs::Metadata) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    let t = m.file_type();
-    if t.is_fifo() {
-        "a FIFO"
-    } else if t.is_char_device() || t.is_block_device() {
-        "a device"
-    } else if t.is_socket() {
-        "a socket"
-    } else {
-        "a special file"
-    }
 }
 
 /// Removes the temporary file when dropped, unless disarmed.

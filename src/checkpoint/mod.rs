@@ -177,19 +177,7 @@ fn more_params(n: &usize) -> String {
     }
 }
 
-/// Text from a file or a path, made safe for a one-line message: control
-/// characters (newlines above all) are shown escaped.
-pub(crate) fn one_line(s: &str) -> String {
-    if !s.chars().any(char::is_control) {
-        return s.to_string();
-    }
-    s.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
-}
-
-/// A path as error messages show it.
-pub(crate) fn show(path: &Path) -> String {
-    one_line(&path.display().to_string())
-}
+pub(crate) use crate::dataset::{one_line, show_path as show};
 
 /// Number of NaN and infinite values in `t`. Loading refuses non-finite
 /// weights unless [`LoadOptions::allow_non_finite`]; this helper finds them.

@@ -129,12 +129,8 @@ pub fn config_file(config: &str) -> Option<&Path> {
     (!crate::model::Config::PRESETS.contains(&config)).then(|| Path::new(config))
 }
 
-/// A path as messages show it: control characters escaped, so that the
-/// message stays one line.
-pub fn show(p: &Path) -> String {
-    let s = p.display().to_string();
-    s.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
-}
+/// A path as messages show it (control characters escaped).
+pub use crate::dataset::show_path as show;
 
 /// A dataset that cannot be opened, named after the `--data` flag that gave
 /// it (`--data x.txt: is empty`).

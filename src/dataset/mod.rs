@@ -19,7 +19,9 @@ pub mod synthetic;
 mod tests;
 
 pub use batch::{Batch, BatchError};
-pub use error::DatasetError;
+pub use error::{DatasetError, one_line, show_path};
 pub use rows::RandomWindows;
-pub use source::{Dataset, DatasetKind, FileProblem, fnv1a64, human_size, open_input_file, read_row_file};
+pub use source::{
+    Dataset, DatasetKind, FileProblem, fnv1a64, human_size, open_input_file, read_row_file, special_kind,
+};
 pub use synthetic::{corpus, default_dataset};

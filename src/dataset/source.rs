@@ -94,13 +94,27 @@ impl fmt::Display for FileProblem {
     }
 }
 
+/// What a file that is neither a regular file nor a directory is, in words
+/// (inputs refuse to read it, outputs to replace it).
+pub fn special_kind(t: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_char_device() || t.is_block_device() {
+        "a device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "a special file"
+    }
+}
+
 /// Opens the input file `path` if it is a regular file of at most `max`
 /// bytes, before a byte is read: a FIFO or a device (`/dev/zero`) would block
 /// or never end, and a huge file would be read in full only to be refused.
 /// The one check every config and checkpoint read goes through (datasets:
 /// [`Dataset::open`], which maps rather than reads).
 pub fn open_input_file(path: &Path, max: u64) -> Result<(File, u64), FileProblem> {
-    use std::os::unix::fs::FileTypeExt;
     let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => FileProblem::NotFound,
         _ => FileProblem::Io(e),
@@ -110,14 +124,7 @@ pub fn open_input_file(path: &Path, max: u64) -> Result<(File, u64), FileProblem
         return Err(FileProblem::IsDirectory);
     }
     if !t.is_file() {
-        let kind = if t.is_fifo() {
-            "a FIFO"
-        } else if t.is_char_device() || t.is_block_device() {
-            "a device"
-        } else {
-            "a socket or other special file"
-        };
-        return Err(FileProblem::Special(kind));
+        return Err(FileProblem::Special(special_kind(&t)));
     }
     if meta.len() > max {
         return Err(FileProblem::TooLarge { len: meta.len(), max });

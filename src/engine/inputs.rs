@@ -7,6 +7,9 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::memory::memory_limit;
+pub use crate::memory::{SizeError, bytes_of, check_alloc};
+
 use crate::cpu::CpuError;
 use crate::dataset::{Batch, BatchError, DatasetError};
 use crate::model::Config;
@@ -64,9 +67,6 @@ fn fits_in_memory(cfg: &Config, rows: usize, t: usize, elem: usize) -> Result<()
     }
     Ok(())
 }
-
-use crate::memory::memory_limit;
-pub use crate::memory::{SizeError, bytes_of, check_alloc};
 
 /// Refuses a model whose parameters, `copies` times over (1 to initialise;
 /// 4 to train: weights, gradients, two optimizer moments) in `elem`-byte

@@ -144,13 +144,7 @@ impl Config {
     pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
         use crate::dataset::FileProblem;
         use std::io::Read;
-        // Control characters escaped, so that the message stays one line.
-        let shown: String = path
-            .display()
-            .to_string()
-            .chars()
-            .map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() })
-            .collect();
+        let shown = crate::dataset::show_path(path);
         let file_err = |msg: String| ConfigError::File { path: shown.clone(), msg };
         // A regular file of at most MAX_CONFIG_BYTES, checked before any read.
         let (mut file, _) = crate::dataset::open_input_file(path, MAX_CONFIG_BYTES).map_err(|e| match e {
