@@ -380,6 +380,12 @@ pub fn loop_guarded(ctx: &crate::vk::Context) -> bool {
 pub const GRID_POLL_BUDGET: u32 = 30000;
 pub const GRID_ARITH_BUDGET: usize = 30000;
 
+/// The grid kernels' `pc.f1` on `ctx`'s device: [`GRID_POLL_BUDGET`] where it
+/// has the loop guard, else 0 (no budget).
+pub fn grid_poll_budget(ctx: &crate::vk::Context) -> f32 {
+    if loop_guarded(ctx) { GRID_POLL_BUDGET as f32 } else { 0.0 }
+}
+
 /// Loop passes of one step (or wavefront interval) of the grid recurrence
 /// kernels for `b` rows, an upper bound counted from the shaders: passes
 /// over the rows of at least 16 each (b/16 + 2), each with the accumulator

@@ -195,7 +195,7 @@ impl Engine {
         let ws = self.ws()?;
         let lb = &ws.layers[0];
         let (fwd, bwd, groups) = self.grid_kernels(ws);
-        let f1 = if loop_guarded(&self.ctx) { GRID_POLL_BUDGET as f32 } else { 0.0 };
+        let f1 = grid_poll_budget(&self.ctx);
         let p = ModelPush { flag: 1, t: 0, n: 4, f1, ..self.push(ws) };
         let mut seq = Sequence::new(&self.ctx)?;
         self.record_begin(&mut seq)?;

@@ -208,7 +208,7 @@ impl Engine {
     ) -> VkResult<()> {
         let ws = self.ws()?;
         let guarded = loop_guarded(&self.ctx);
-        let push = if guarded { ModelPush { f1: GRID_POLL_BUDGET as f32, ..*push } } else { *push };
+        let push = ModelPush { f1: grid_poll_budget(&self.ctx), ..*push };
         if guarded && grid_step_loops(ws.b) > GRID_ARITH_BUDGET {
             return Err(VkError::Limit(format!(
                 "a batch of {} rows: one step of the grid recurrence would run past this device's loop guard; \
