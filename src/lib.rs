@@ -19,6 +19,8 @@ pub mod vk;
 
 pub mod engine;
 
+pub mod capture;
+
 pub mod ladder;
 pub mod train;
 
