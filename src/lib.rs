@@ -24,6 +24,8 @@ pub mod capture;
 pub mod ladder;
 pub mod train;
 
+pub mod triage;
+
 pub mod session;
 
 pub mod cli;
