@@ -31,6 +31,14 @@ last = sum(s["loss"] for s in steps[-50:]) / max(1, len(steps[-50:]))
 minf = min((a.get("lr_factor") for a in acts if a.get("lr_factor") is not None), default=1.0)
 print(f"{name:>12} seed {seed} rc {rc}: {len(steps)} steps in {float(t1)-float(t0):.0f} s, "
       f"mean loss of the last 50 {last:.4f}, actions {len(acts)} {dict(kinds)}, lowest lr factor {minf}")
+zs = sorted(s["risk_z"] for s in steps if s.get("risk_z") is not None)
+if zs:
+    q = lambda f: zs[min(len(zs) - 1, int(f * len(zs)))]
+    above = {t: sum(z > t for z in zs) for t in (3.5, 4, 5, 6, 7, 8, 10, 12)}
+    print(f"    risk z over {len(zs)} judged steps: median {q(0.5):.2f}, p99 {q(0.99):.2f}, max {zs[-1]:.2f}; "
+          f"steps above z: {above}")
+    worst = sorted((s for s in steps if s.get("risk_z") is not None), key=lambda s: -s["risk_z"])[:5]
+    print("    largest: " + ", ".join(f"step {s['step']} z {s['risk_z']:.2f} ({s.get('risk_of')})" for s in worst))
 for a in acts[:40]:
     print(f"    step {a['step']:>5} {a['action']}: {a['reason'][:150]}")
 PY
