@@ -6,6 +6,8 @@
 //! JSON-lines dataset of documents (`{"text": "..."}` per line), anything else a
 //! byte dataset. [`Dataset::window`], [`Dataset::random_windows`] (and
 //! [`RandomWindows`] for per-step batches) and [`Dataset::documents`] cut rows;
+//! [`Dataset::random_windows_traced`] also says where each row came from
+//! ([`RowOrigin`], cut again by [`Dataset::row_at`]);
 //! [`synthetic::default_dataset`] is the built-in corpus.
 
 mod batch;
@@ -20,7 +22,7 @@ mod tests;
 
 pub use batch::{Batch, BatchError};
 pub use error::{DatasetError, one_line, show_path};
-pub use rows::RandomWindows;
+pub use rows::{RandomWindows, RowOrigin};
 pub use source::{
     Dataset, DatasetKind, FileProblem, fnv1a64, human_size, open_input_file, read_row_file, special_kind,
 };
