@@ -19,8 +19,12 @@ pub mod vk;
 
 pub mod engine;
 
+pub mod capture;
+
 pub mod ladder;
 pub mod train;
+
+pub mod triage;
 
 pub mod session;
 

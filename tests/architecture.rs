@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 /// The top-level modules, left to right: each may use those before it.
-const LAYERS: [&str; 14] = [
+const LAYERS: [&str; 16] = [
     "rng",
     "tensor",
     "memory",
@@ -15,8 +15,10 @@ const LAYERS: [&str; 14] = [
     "cpu",
     "vk",
     "engine",
+    "capture",
     "ladder",
     "train",
+    "triage",
     "session",
     "ui",
     "cli",

@@ -11,6 +11,16 @@ pub struct Batch {
     pub lens: Vec<usize>,
 }
 
+/// Where a row of a batch came from: its document, the offset of its first
+/// token inside that document's tokens (a byte dataset's file offset; for JSON
+/// lines, inside the decoded text), and its length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RowOrigin {
+    pub document: usize,
+    pub offset: usize,
+    pub len: usize,
+}
+
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum BatchError {
     #[error("a batch needs at least one row")]

@@ -20,7 +20,7 @@ pub mod synthetic;
 #[cfg(test)]
 mod tests;
 
-pub use batch::{Batch, BatchError};
+pub use batch::{Batch, BatchError, RowOrigin};
 pub use error::{DatasetError, one_line, show_path};
 pub use rows::{RandomWindows, RowOrigin};
 pub use source::{

@@ -177,6 +177,21 @@ impl Dataset {
     }
 }
 
+impl Dataset {
+    /// The tokens of the row that `o` says where to cut (a capture's row, cut
+    /// again to check that the dataset did not change).
+    pub fn row_at(&self, o: &super::batch::RowOrigin) -> Result<Vec<u8>, DatasetError> {
+        let doc = self.document(o.document)?;
+        let end = o.offset.checked_add(o.len).filter(|&e| e <= doc.len()).ok_or(DatasetError::WindowOutOfRange {
+            name: self.name().to_string(),
+            offset: o.offset,
+            len: o.len,
+            total: doc.len(),
+        })?;
+        Ok(doc[o.offset..end].to_vec())
+    }
+}
+
 /// Seeded random windows for a training run: step `k` always gets the same
 /// batch, whatever steps came before it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

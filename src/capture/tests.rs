@@ -1,0 +1,209 @@
+use std::path::Path;
+
+use super::*;
+use crate::cpu::{LossScale, OptimState};
+use crate::dataset::Dataset;
+use crate::model::Params;
+
+fn text() -> Vec<u8> {
+    crate::dataset::corpus(3, 4000)
+}
+
+/// A capture of three rows cut at known offsets of a byte dataset.
+fn sample() -> (Capture, Dataset) {
+    let ds = Dataset::from_bytes("corpus.txt", text()).unwrap();
+    let cfg = Config::tiny();
+    let origins = [(0usize, 17usize), (0, 900), (0, 2500)].map(|(d, o)| RowOrigin { document: d, offset: o, len: 9 });
+    let rows: Vec<Vec<u8>> = origins.iter().map(|o| ds.row_at(o).unwrap()).collect();
+    let batch = Batch::from_rows(&rows).unwrap();
+    let mut optim = OptimState::new(&cfg);
+    optim.step = 41;
+    optim.m.head_bias.data[2] = 0.25;
+    let state = TrainState { params: Params::init(&cfg, 5), optim, scale: LossScale::fixed() };
+    let meta = CaptureMeta {
+        format_version: CAPTURE_FORMAT,
+        step: 42,
+        triggers: vec!["skip".into()],
+        reasons: vec!["outlier: gradient norm of ctx.q.weight is 9.1 deviations above".into()],
+        engine: "cpu".into(),
+        precision: Precision::F32,
+        gemm_path: "cpu".into(),
+        optim: StepOptions::default(),
+        seed: 7,
+        loss_scale: LossScale::fixed(),
+        optim_step: 41,
+        dataset: DatasetRef {
+            name: ds.name().into(),
+            path: None,
+            content_hash: ds.content_hash(),
+            len_bytes: ds.len_bytes() as u64,
+        },
+        batch: BatchMeta { rows: 0, t: 0, lens: vec![], origins: origins.to_vec(), tokens_hash: String::new() },
+        recorded: Some(Recorded {
+            loss: 5.5,
+            grad_norm: 12.0,
+            tensor_norms: vec![("head.bias".into(), 0.5)],
+            skipped: Some("outlier".into()),
+            scale_after: 1.0,
+        }),
+        norm_levels: vec![NormLevel { name: "global".into(), n: 30, ln_mean: 0.1, ln_std: 0.2 }],
+        planted: None,
+        lead_up: vec![],
+        written_by: env!("CARGO_PKG_VERSION").into(),
+    };
+    (Capture { meta, config: cfg, state, batch, lead_up: vec![] }, ds)
+}
+
+fn tmp() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
+}
+
+/// Everything written comes back, and the writer fills the batch fields.
+#[test]
+fn a_capture_round_trips() {
+    let (mut c, ds) = sample();
+    let lead = Batch::from_rows(&[b"abcdef".as_slice(), b"xyz"]).unwrap();
+    c.meta.lead_up = vec![LeadUp {
+        step: 41,
+        t: lead.t,
+        lens: lead.lens.clone(),
+        origins: vec![],
+        loss: 5.0,
+        grad_norm: 1.0,
+        applied: true,
+    }];
+    c.lead_up = vec![lead];
+    let d = tmp();
+    let path = write(&c, d.path()).unwrap();
+    assert_eq!(path, d.path().join("step_000042"));
+    let back = load(&path).unwrap();
+    assert_eq!(back.state, c.state);
+    assert_eq!(back.batch, c.batch);
+    assert_eq!(back.lead_up, c.lead_up);
+    assert_eq!((back.meta.batch.rows, back.meta.batch.t), (3, 8));
+    assert_eq!(back.meta.reasons, c.meta.reasons);
+    assert_eq!(back.meta.recorded, c.meta.recorded);
+    back.verify_dataset(&ds, "corpus.txt").unwrap();
+    // Its capture.json can be named instead of the folder.
+    assert_eq!(load(&path.join(META_FILE)).unwrap().batch, c.batch);
+}
+
+/// A write that fails before its rename leaves no capture and no temporary
+/// folder, and an older capture of the same step stays whole.
+#[test]
+fn a_crash_mid_write_leaves_no_half_capture() {
+    let (c, _) = sample();
+    let d = tmp();
+    let crash = |_: &Path| Err(std::io::Error::other("simulated crash"));
+    let e = write_hooked(&c, d.path(), crash).unwrap_err().to_string();
+    assert!(e.contains("simulated crash"), "{e}");
+    assert!(list(d.path()).unwrap().is_empty());
+    assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0, "a temporary folder was left");
+    write(&c, d.path()).unwrap();
+    let mut c2 = c.clone();
+    c2.meta.reasons = vec!["second".into()];
+    write_hooked(&c2, d.path(), crash).unwrap_err();
+    assert_eq!(load(&d.path().join("step_000042")).unwrap().meta.reasons, c.meta.reasons);
+    // A folder a killed process left mid-write is not a capture and is cleared.
+    std::fs::create_dir(d.path().join(".tmp.step_000043.1.0")).unwrap();
+    assert_eq!(list(d.path()).unwrap().len(), 1);
+    remove_stale(d.path());
+    assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1);
+}
+
+fn err_of(dir: &Path) -> String {
+    load(dir).unwrap_err().to_string()
+}
+
+/// Each file missing, a wrong length, another version and a bad field are
+/// refused with the file (and field) named.
+#[test]
+fn a_broken_capture_names_the_file_and_field() {
+    let (c, _) = sample();
+    let d = tmp();
+    let p = write(&c, d.path()).unwrap();
+    for f in [BATCH_FILE, STATE_FILE, META_FILE] {
+        let q = d.path().join(format!("copy_{f}"));
+        copy_dir(&p, &q);
+        std::fs::remove_file(q.join(f)).unwrap();
+        let e = err_of(&q);
+        assert!(e.contains(f) && e.contains("missing"), "{f}: {e}");
+    }
+    let q = d.path().join("short");
+    copy_dir(&p, &q);
+    std::fs::write(q.join(BATCH_FILE), b"abc").unwrap();
+    let e = err_of(&q);
+    assert!(e.contains(BATCH_FILE) && e.contains("3 bytes"), "{e}");
+
+    let edit = |name: &str, f: &dyn Fn(&mut serde_json::Value)| {
+        let q = d.path().join(name);
+        copy_dir(&p, &q);
+        let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(q.join(META_FILE)).unwrap()).unwrap();
+        f(&mut v);
+        std::fs::write(q.join(META_FILE), serde_json::to_vec(&v).unwrap()).unwrap();
+        err_of(&q)
+    };
+    let e = edit("v2", &|v| v["format_version"] = 2.into());
+    assert!(e.contains("format_version 2") && e.contains(META_FILE), "{e}");
+    let e = edit("lens", &|v| v["batch"]["lens"] = serde_json::json!([1, 2]));
+    assert!(e.contains("batch.lens"), "{e}");
+    let e = edit("noseed", &|v| {
+        v.as_object_mut().unwrap().remove("seed");
+    });
+    assert!(e.contains("seed"), "{e}");
+    let e = edit("tokens", &|v| v["batch"]["tokens_hash"] = "0000000000000000".into());
+    assert!(e.contains(BATCH_FILE) && e.contains("tokens_hash"), "{e}");
+    assert!(err_of(&d.path().join("nothing")).contains("no such folder"));
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+    }
+}
+
+/// Another file, or the same name with other content, is refused by field.
+#[test]
+fn a_changed_dataset_is_refused() {
+    let (c, _) = sample();
+    let mut other = text();
+    other[905] ^= 1;
+    let ds2 = Dataset::from_bytes("corpus.txt", other).unwrap();
+    let e = c.verify_dataset(&ds2, "corpus.txt").unwrap_err().to_string();
+    assert!(e.contains("dataset.content_hash") && e.contains("changed"), "{e}");
+}
+
+/// `--max-captures`: the first and the most recent stay.
+#[test]
+fn pruning_keeps_the_first_and_the_latest() {
+    let (mut c, _) = sample();
+    let d = tmp();
+    for step in [3, 9, 10, 15, 20] {
+        c.meta.step = step;
+        write(&c, d.path()).unwrap();
+    }
+    assert_eq!(prune(d.path(), 3).unwrap(), vec![9, 10]);
+    let steps: Vec<u64> = list(d.path()).unwrap().into_iter().map(|x| x.0).collect();
+    assert_eq!(steps, vec![3, 15, 20]);
+    assert_eq!(prune(d.path(), 0).unwrap().len(), 3);
+}
+
+/// The dominant positions are ordered, their norms agree with the CPU's
+/// embedding gradient, and a row of one repeated rare byte among text gets
+/// the largest gradient share.
+#[test]
+fn dominant_positions_rank_the_embedding_gradient() {
+    let (c, _) = sample();
+    let (top, shares) =
+        dominant_positions(&c.config, &c.state.params.cast::<f64>(), &c.batch, &c.meta.batch.origins, 5).unwrap();
+    assert_eq!(top.len(), 5);
+    assert!(top.windows(2).all(|w| w[0].norm >= w[1].norm));
+    assert!((shares.iter().sum::<f64>() - 1.0).abs() < 1e-9);
+    let t = &top[0];
+    assert_eq!(t.document, Some(0));
+    assert_eq!(t.offset, Some(c.meta.batch.origins[t.row].offset + t.pos));
+    assert!(t.context.contains('['), "{}", t.context);
+    assert_eq!(context_around(b"ab\ncd\xff", 3, 2), "b\\n[c]d\\xff");
+}
