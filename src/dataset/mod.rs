@@ -22,7 +22,7 @@ mod tests;
 
 pub use batch::{Batch, BatchError, RowOrigin};
 pub use error::{DatasetError, one_line, show_path};
-pub use rows::{RandomWindows, RowOrigin};
+pub use rows::RandomWindows;
 pub use source::{
     Dataset, DatasetKind, FileProblem, fnv1a64, human_size, open_input_file, read_row_file, special_kind,
 };

@@ -8,20 +8,11 @@
 
 use std::borrow::Cow;
 
-use super::batch::Batch;
+use super::batch::{Batch, RowOrigin};
 use super::error::DatasetError;
 use super::source::{Dataset, DatasetKind};
 use crate::rng::Rng;
 
-/// Where a row of a batch came from: document `document` (0 for a byte
-/// dataset), `len` tokens from byte `offset` of its tokens (the file offset
-/// for a byte dataset, an offset into the decoded text for JSON lines).
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct RowOrigin {
-    pub document: usize,
-    pub offset: usize,
-    pub len: usize,
-}
 
 impl Dataset {
     fn check_row(&self, rows: usize, len: usize) -> Result<(), DatasetError> {
@@ -177,20 +168,6 @@ impl Dataset {
     }
 }
 
-impl Dataset {
-    /// The tokens of the row that `o` says where to cut (a capture's row, cut
-    /// again to check that the dataset did not change).
-    pub fn row_at(&self, o: &super::batch::RowOrigin) -> Result<Vec<u8>, DatasetError> {
-        let doc = self.document(o.document)?;
-        let end = o.offset.checked_add(o.len).filter(|&e| e <= doc.len()).ok_or(DatasetError::WindowOutOfRange {
-            name: self.name().to_string(),
-            offset: o.offset,
-            len: o.len,
-            total: doc.len(),
-        })?;
-        Ok(doc[o.offset..end].to_vec())
-    }
-}
 
 /// Seeded random windows for a training run: step `k` always gets the same
 /// batch, whatever steps came before it.
