@@ -112,7 +112,8 @@ fn the_token_cap_count_is_logged_per_step() {
 }
 
 /// NaN gradients at 23, 24, 25 (the engine's guard skips them, the dynamic
-/// scale backs off, the rate is cut, and the third in a row rolls back to the
+/// scale backs off, the rate is cut — asked for with `--lr-cut-on-overflow`,
+/// the default leaves overflows to the scale —, and the third in a row rolls back to the
 /// checkpoint of step 20); a finite outlier at 40 that only the controller
 /// catches; the rate restored after the cool-down.
 #[test]
@@ -120,7 +121,15 @@ fn the_controller_skips_backs_off_cuts_and_rolls_back() {
     let (d, data, out) = mixed_run();
     let mut args = train_args(&data, &out, "50");
     args.extend(["--checkpoint-every", "10", "--loss-scale", "dynamic", "--lr-cooldown", "4"]);
-    args.extend(["--inject-nan-at", "23,24,25", "--inject-spike-at", "40", "--gn-spike-z", "6"]);
+    args.extend([
+        "--inject-nan-at",
+        "23,24,25",
+        "--inject-spike-at",
+        "40",
+        "--gn-spike-z",
+        "6",
+        "--lr-cut-on-overflow",
+    ]);
     let v = ok_json(&run(&args));
     let acts = actions(&v);
     let at = |k: u64| acts.iter().filter(|(s, _)| *s == k).map(|(_, a)| a.as_str()).collect::<Vec<_>>();
@@ -201,10 +210,7 @@ fn planted_events_act_at_their_step() {
 fn bad_planted_events_are_usage_errors() {
     let (_d, data, out) = mixed_run();
     for (inject, want) in [
-        (
-            "bogus@3",
-            "--inject bogus@3: unknown kind 'bogus' (nan, spike, transient, persistent[=FAULT], f16_overflow)",
-        ),
+        ("bogus@3", "--inject bogus@3: unknown kind 'bogus' (nan, spike, transient, persistent[=FAULT], f16_overflow)"),
         ("nan@", "--inject nan@: step '' is not a whole number"),
         ("persistent=nope@2", "--inject persistent=nope@2: unknown engine fault 'nope'"),
         ("persistent@4", "--inject persistent@4: engine faults are planted in the GPU engine; use --engine gpu"),
@@ -306,7 +312,7 @@ fn bad_resumes_fail_cleanly() {
     let err = fails(&run(&["train", "--resume", s(&cut), "--data", s(&data), "--steps", "9"]), 1);
     assert!(err.contains("truncated"), "{err}");
     for (flag, value) in
-        [("--gn-ema", "1.5"), ("--lr-backoff", "0"), ("--gn-spike-z", "9"), ("--checkpoint-every", "0")]
+        [("--gn-ema", "1.5"), ("--lr-backoff", "0"), ("--gn-spike-z", "11"), ("--checkpoint-every", "0")]
     {
         let mut a = train_args(&data, &missing, "4");
         a.extend([flag, value]);

@@ -125,8 +125,11 @@ fn gpu_planted_events_act_at_their_step() {
     let log = |v: &serde_json::Value| v["log"].as_array().unwrap().clone();
 
     let v = run(&["--precision", "f16", "--inject", "f16_overflow@4"]);
-    let acts: Vec<String> = v["actions"].as_array().unwrap().iter().map(|a| format!("{}:{}", a["step"], a["action"])).collect();
-    assert_eq!(acts, ["4:\"skip\"", "4:\"scale_backoff\"", "4:\"lr_cut\""]);
+    let acts: Vec<String> =
+        v["actions"].as_array().unwrap().iter().map(|a| format!("{}:{}", a["step"], a["action"])).collect();
+    // An overflow the dynamic scale backs off from is the scaler's to handle:
+    // no learning-rate cut by default (docs/training.md, "Calibration").
+    assert_eq!(acts, ["4:\"skip\"", "4:\"scale_backoff\""]);
     let l = log(&v);
     let scales: Vec<f64> = l.iter().map(|e| e["scale"].as_f64().unwrap()).collect();
     assert_eq!(scales, [65536.0, 65536.0, 65536.0, 65536.0 * 16_777_216.0, 65536.0, 65536.0], "put back after step 4");

@@ -9,8 +9,8 @@ pub mod log;
 mod run;
 pub mod state;
 
-pub use inject::{Inject, Injections};
 pub use controller::{Action, ActionKind, Assessment, Controller, ControllerConfig, Ema, Outcome};
+pub use inject::{Inject, Injections};
 pub use log::{LogAction, LogEntry, LogStep, ReadAction, ReadLogError, TrainLog, read_train_log};
 pub use run::{Begin, MemoryCheck, Observer, StepEvent, TrainPlan, TrainSummary, train};
 pub use state::{RunState, SavedRun, TRAIN_STATE_FILE, load_run, resume_file, save_run};
