@@ -4,7 +4,7 @@
 use clap::Args;
 use indicatif::ProgressBar;
 use serde_json::json;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::common::{CliError, emit, log_line, progress};
 use super::controller::ControllerArgs;
@@ -15,7 +15,7 @@ use crate::engine::stats::mean;
 use crate::engine::{EngineKind, VulkanOptions};
 use crate::model::Config;
 use crate::train::inject::{self, Inject, Injections};
-use crate::train::{Action, Begin, ControllerConfig, MemoryCheck, Observer, StepEvent, TrainError, TrainPlan, train};
+use crate::train::{Action, Begin, CaptureOptions, ControllerConfig, MemoryCheck, Observer, StepEvent, TrainError, TrainPlan, train};
 
 #[derive(Args, Debug)]
 pub struct TrainArgs {
@@ -89,6 +89,17 @@ pub struct TrainArgs {
     /// Testing aid: multiply the gradients by 1e4 at these steps (the same as --inject spike@STEP).
     #[arg(long, value_delimiter = ',', value_name = "STEP[,STEP...]")]
     pub inject_spike_at: Vec<u64>,
+    /// Also capture these steps (state before the step, batch, provenance) into OUT/captures/,
+    /// whatever they do; needs --out. Every guard skip, controller action and planted event is
+    /// captured anyway.
+    #[arg(long, value_delimiter = ',', value_name = "STEP[,STEP...]")]
+    pub capture_at: Vec<u64>,
+    /// Keep at most N captures: the first and the N-1 most recent (0: write none).
+    #[arg(long, default_value_t = 64, value_name = "N")]
+    pub max_captures: usize,
+    /// A rollback's capture holds the batches of the K steps before it.
+    #[arg(long, default_value_t = 8, value_name = "K")]
+    pub capture_before: usize,
     #[arg(long)]
     pub json: bool,
 }
@@ -187,6 +198,10 @@ impl Observer for TrainPrinter {
     fn action(&mut self, a: &Action) {
         self.say(a.line());
     }
+
+    fn capture(&mut self, path: &Path, reason: &str) {
+        self.say(format!("capture: {} ({reason})", path.display()));
+    }
 }
 
 impl TrainArgs {
@@ -228,6 +243,11 @@ impl TrainArgs {
             optim,
             controller,
             inject,
+            captures: CaptureOptions {
+                at: self.capture_at.iter().copied().collect(),
+                max: self.max_captures,
+                before: self.capture_before,
+            },
             memory_check: MemoryCheck::Shape,
             load: self.trust.options(),
         };
@@ -269,6 +289,7 @@ pub fn run(a: &TrainArgs) -> Result<i32, CliError> {
                "skipped": s.skipped, "first_loss": losses[0], "last_loss": losses[n - 1],
                "mean_loss_first10": mean(head), "mean_loss_last10": mean(tail), "config": s.config,
                "dataset": s.dataset, "out": s.out, "controller": s.controller.summary(), "actions": s.actions,
+               "captures": s.captures,
                "log": s.entries}),
         || {
             println!(
@@ -290,6 +311,16 @@ pub fn run(a: &TrainArgs) -> Result<i32, CliError> {
             }
             if let Some(dir) = &s.out {
                 println!("checkpoints and logs in {}", dir.display());
+                if !s.captures.is_empty() {
+                    let first = s.captures.iter().map(|c| c.step.to_string()).take(8).collect::<Vec<_>>();
+                    let more = if s.captures.len() > 8 { ", …" } else { "" };
+                    println!(
+                        "{} capture(s) in {} (steps {}{more})",
+                        s.captures.len(),
+                        dir.join(crate::capture::CAPTURES_DIR).display(),
+                        first.join(", ")
+                    );
+                }
             }
         },
     );
@@ -347,6 +378,7 @@ pub fn demo(a: &DemoArgs) -> Result<i32, CliError> {
         optim: StepOptions::default(),
         controller: ControllerConfig { enabled: false, ..Default::default() },
         inject: Default::default(),
+        captures: CaptureOptions { max: 0, ..Default::default() },
         memory_check: MemoryCheck::FirstBatch,
         load: Default::default(),
     };
