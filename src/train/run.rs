@@ -394,6 +394,8 @@ pub fn train(plan: &TrainPlan, ds: &Dataset, obs: &mut dyn Observer) -> Result<T
             optim_step: engine.optim_step()?,
             actions,
             ms,
+            risk_z: verdict.risk.as_ref().map(|r| r.0),
+            risk_of: verdict.risk.as_ref().map(|r| r.1.clone()),
         };
         losses.push(report.loss);
         obs.step(&StepEvent {
