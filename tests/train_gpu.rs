@@ -125,7 +125,8 @@ fn gpu_planted_events_act_at_their_step() {
     let log = |v: &serde_json::Value| v["log"].as_array().unwrap().clone();
 
     let v = run(&["--precision", "f16", "--inject", "f16_overflow@4"]);
-    let acts: Vec<String> = v["actions"].as_array().unwrap().iter().map(|a| format!("{}:{}", a["step"], a["action"])).collect();
+    let acts: Vec<String> =
+        v["actions"].as_array().unwrap().iter().map(|a| format!("{}:{}", a["step"], a["action"])).collect();
     assert_eq!(acts, ["4:\"skip\"", "4:\"scale_backoff\"", "4:\"lr_cut\""]);
     let l = log(&v);
     let scales: Vec<f64> = l.iter().map(|e| e["scale"].as_f64().unwrap()).collect();

@@ -15,7 +15,9 @@ use crate::engine::stats::mean;
 use crate::engine::{EngineKind, VulkanOptions};
 use crate::model::Config;
 use crate::train::inject::{self, Inject, Injections};
-use crate::train::{Action, Begin, CaptureOptions, ControllerConfig, MemoryCheck, Observer, StepEvent, TrainError, TrainPlan, train};
+use crate::train::{
+    Action, Begin, CaptureOptions, ControllerConfig, MemoryCheck, Observer, StepEvent, TrainError, TrainPlan, train,
+};
 
 #[derive(Args, Debug)]
 pub struct TrainArgs {

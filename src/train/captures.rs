@@ -126,7 +126,14 @@ impl Captures {
             lead_up: Vec::new(),
             written_by: env!("CARGO_PKG_VERSION").into(),
         };
-        Ok(Captures { dir, opts: opts.clone(), template, config: cfg.clone(), ring: VecDeque::new(), written: Vec::new() })
+        Ok(Captures {
+            dir,
+            opts: opts.clone(),
+            template,
+            config: cfg.clone(),
+            ring: VecDeque::new(),
+            written: Vec::new(),
+        })
     }
 
     /// Whether captures are written at all.
@@ -234,7 +241,8 @@ impl Captures {
 
 /// The controller's running levels before the step (none without history).
 pub(super) fn levels(ctl: &Controller) -> Vec<NormLevel> {
-    let level = |name: &str, e: &super::Ema| NormLevel { name: name.into(), n: e.n, ln_mean: e.mean, ln_std: e.var.sqrt() };
+    let level =
+        |name: &str, e: &super::Ema| NormLevel { name: name.into(), n: e.n, ln_mean: e.mean, ln_std: e.var.sqrt() };
     let mut out = Vec::new();
     if ctl.global.n > 0 {
         out.push(level("global", &ctl.global));

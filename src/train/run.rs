@@ -378,10 +378,6 @@ pub fn train(plan: &TrainPlan, ds: &Dataset, obs: &mut dyn Observer) -> Result<T
             x.to_step = Some(good.step);
             x.reason += &format!(": back to the checkpoint of step {}", good.step);
         }
-        if let Some(c) = cap {
-            caps.write(c, &actions, &plan.inject, obs)?;
-        }
-        caps.push_ring(step, &batch, &origins, &recorded);
         let entry = LogEntry {
             step,
             loss: report.loss,
@@ -410,6 +406,10 @@ pub fn train(plan: &TrainPlan, ds: &Dataset, obs: &mut dyn Observer) -> Result<T
             obs.action(act);
             clog.push(act)?;
         }
+        if let Some(c) = cap {
+            caps.write(c, &entry.actions, &plan.inject, obs)?;
+        }
+        caps.push_ring(step, &batch, &origins, &recorded);
         all_actions.extend(entry.actions.iter().cloned());
         checkpoint_due |= step % plan.checkpoint_every == 0 || step == plan.steps;
         let good_now = ctl.consecutive_bad == 0;
