@@ -79,6 +79,16 @@ pub struct TrainArgs {
     pub optim: OptimArgs,
     #[command(flatten)]
     pub controller: ControllerArgs,
+    #[command(flatten)]
+    pub events: Box<EventArgs>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `train`'s planted events and captures (boxed: they would make `TrainArgs`
+/// the one large variant of the command enum).
+#[derive(Args, Debug)]
+pub struct EventArgs {
     /// Testing aid: planted events, KIND@STEP: nan (one gradient value NaN), spike (gradients × 1e4),
     /// transient (a flipped exponent bit in one gradient, once), persistent[=FAULT] (a GPU kernel
     /// fault from STEP on; default reset_before_matmul), f16_overflow (loss scale × 2^24 for that
@@ -102,8 +112,6 @@ pub struct TrainArgs {
     /// A rollback's capture holds the batches of the K steps before it.
     #[arg(long, default_value_t = 8, value_name = "K")]
     pub capture_before: usize,
-    #[arg(long)]
-    pub json: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -213,8 +221,9 @@ impl TrainArgs {
         let optim = self.optim.options()?;
         let controller = self.controller.config()?;
         let mut inject = Injections::new();
-        inject::parse_into(&mut inject, &self.inject).map_err(CliError::Usage)?;
-        for (steps, kind) in [(&self.inject_nan_at, Inject::Nan), (&self.inject_spike_at, Inject::Spike)] {
+        let ev = &self.events;
+        inject::parse_into(&mut inject, &ev.inject).map_err(CliError::Usage)?;
+        for (steps, kind) in [(&ev.inject_nan_at, Inject::Nan), (&ev.inject_spike_at, Inject::Spike)] {
             for &k in steps {
                 inject::add(&mut inject, k, kind).map_err(CliError::Usage)?;
             }
@@ -246,9 +255,9 @@ impl TrainArgs {
             controller,
             inject,
             captures: CaptureOptions {
-                at: self.capture_at.iter().copied().collect(),
-                max: self.max_captures,
-                before: self.capture_before,
+                at: ev.capture_at.iter().copied().collect(),
+                max: ev.max_captures,
+                before: ev.capture_before,
             },
             memory_check: MemoryCheck::Shape,
             load: self.trust.options(),

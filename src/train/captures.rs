@@ -13,6 +13,7 @@ use serde::Serialize;
 use super::TrainError;
 use super::controller::{Action, ActionKind, Controller, Norms};
 use super::inject::{Inject, Injections};
+use super::run::TrainPlan;
 use crate::capture::{
     self, BatchMeta, CAPTURE_FORMAT, CAPTURES_DIR, Capture, CaptureMeta, DatasetRef, LeadUp, NormLevel, Recorded,
 };
@@ -78,15 +79,14 @@ pub(super) struct Captures {
 impl Captures {
     /// The captures of a run writing to `out` (none without it).
     pub(super) fn new(
-        opts: &CaptureOptions,
+        plan: &TrainPlan,
         out: Option<&Path>,
-        data: &Path,
         ds: &Dataset,
         cfg: &Config,
         seed: u64,
         engine: &Engine,
-        precision: Precision,
     ) -> Result<Captures, TrainError> {
+        let opts = &plan.captures;
         if out.is_none() && !opts.at.is_empty() {
             return Err(TrainError::Usage(
                 "--capture-at: captures are written to OUT/captures/; give --out (or --resume a run folder)".into(),
@@ -98,9 +98,9 @@ impl Captures {
         }
         let (engine_name, precision) = match engine.kind() {
             EngineKind::Cpu => ("cpu", Precision::F32),
-            EngineKind::Vulkan => ("gpu", precision),
+            EngineKind::Vulkan => ("gpu", plan.vulkan.precision),
         };
-        let path = std::fs::canonicalize(data).unwrap_or_else(|_| data.to_path_buf());
+        let path = std::fs::canonicalize(&plan.data).unwrap_or_else(|_| plan.data.clone());
         let template = CaptureMeta {
             format_version: CAPTURE_FORMAT,
             step: 0,

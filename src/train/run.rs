@@ -192,8 +192,7 @@ pub fn train(plan: &TrainPlan, ds: &Dataset, obs: &mut dyn Observer) -> Result<T
     let base_lr = plan.optim.lr;
     let run_opts = StepOptions { lr: base_lr * ctl.lr_factor, ..plan.optim };
     let mut engine = Engine::open(plan.engine, &cfg, state.clone(), &run_opts, &plan.vulkan)?;
-    let prec = plan.vulkan.precision;
-    let mut caps = Captures::new(&plan.captures, out.as_deref(), &plan.data, ds, &cfg, seed, &engine, prec)?;
+    let mut caps = Captures::new(plan, out.as_deref(), ds, &cfg, seed, &engine)?;
     let save_state = |dir: &Path, g: &Good| -> Result<(), TrainError> {
         let rs = RunState {
             version: RUN_STATE_VERSION,
