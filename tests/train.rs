@@ -311,6 +311,12 @@ fn max_captures_keeps_the_first_and_the_most_recent() {
     assert!(!none.join("captures").exists());
     let o = run(&train_tiny(&data, &["--steps", "3", "--capture-at", "2"]));
     assert!(fails(&o, 2).contains("--capture-at without --out"));
+    // A ring that cannot fit is refused before anything is written.
+    let big = d.path().join("big");
+    let mut args = train_args(&data, &big, "3");
+    args.extend(["--capture-before", "100000000000000"]);
+    assert!(fails(&run(&args), 1).contains("--capture-before 100000000000000: needs"));
+    assert!(!big.exists());
 }
 
 /// A rollback's capture holds the batches of the steps before it (the ring

@@ -239,6 +239,17 @@ impl Captures {
     }
 }
 
+/// Refuses a `--capture-before` whose ring of batches (`rows × (t + 1)`
+/// tokens each) would not fit in memory.
+pub(super) fn check_ring(opts: &CaptureOptions, rows: usize, t: usize) -> Result<(), TrainError> {
+    if opts.max == 0 || opts.before == 0 {
+        return Ok(());
+    }
+    let bytes = crate::memory::bytes_of(&[opts.before as u64, rows as u64, t as u64 + 1]);
+    crate::memory::check_alloc(&format!("--capture-before {}", opts.before), bytes)
+        .map_err(|e| TrainError::Failed(e.to_string()))
+}
+
 /// The controller's running levels before the step (none without history).
 pub(super) fn levels(ctl: &Controller) -> Vec<NormLevel> {
     let level =

@@ -179,6 +179,7 @@ pub fn train(plan: &TrainPlan, ds: &Dataset, obs: &mut dyn Observer) -> Result<T
         // A very long --seq-len is refused before anything is cut or allocated.
         check_shape(&cfg, rows, t, 4)?;
     }
+    captures::check_ring(&plan.captures, rows, t)?;
     let out = plan.out.clone().or_else(|| plan.resume.as_ref().filter(|r| r.is_dir()).cloned());
     if let (Some(dir), None) = (&out, &resumed)
         && dir.join(TRAIN_STATE_FILE).exists()
