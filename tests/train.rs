@@ -291,6 +291,40 @@ fn planted_and_requested_steps_leave_captures_with_every_field() {
     assert!(text.contains("1 capture(s) in "), "{text}");
 }
 
+/// Without the controller the step is one submit, and a step only the guard
+/// skipped is captured after it ran: MODEL.md step 4 leaves weights, moments
+/// and step counter as they were, and the capture gets the loss scale from
+/// before the step. Weights with a NaN (on purpose) make every step such a skip.
+#[test]
+fn a_step_only_the_guard_skipped_is_captured_with_the_state_before_it() {
+    let (d, data, out) = mixed_run();
+    let cfg = Config::tiny();
+    let mut p = dualscope::model::Params::<f32>::init(&cfg, 4);
+    p.head_bias.data[0] = f32::NAN;
+    let ck = d.path().join("nan.safetensors");
+    dualscope::checkpoint::save_params(&ck, &cfg, &p).unwrap();
+    let mut args = train_args(&data, &out, "3");
+    args.extend(["--checkpoint", s(&ck), "--allow-non-finite", "--no-controller", "--loss-scale", "dynamic"]);
+    let v = ok_json(&run(&args));
+    assert_eq!(v["skipped"], 3);
+    for k in 1..=3u64 {
+        let c = capture::load(&out.join(format!("captures/step_{k:06}"))).unwrap();
+        assert_eq!(c.meta.triggers, ["skip", "scale_backoff"], "step {k}");
+        assert_eq!(c.state.scale.scale, 65536.0 / f64::powi(2.0, k as i32 - 1), "the scale before step {k}");
+        assert_eq!(c.meta.recorded.as_ref().unwrap().scale_after, c.state.scale.scale / 2.0);
+        assert_eq!(c.state.optim.step, 0);
+        let same = c
+            .state
+            .params
+            .tensors()
+            .iter()
+            .zip(p.tensors())
+            .all(|(a, b)| a.data.iter().zip(&b.data).all(|(x, y)| x.to_bits() == y.to_bits()));
+        assert!(same, "step {k}: the weights of the checkpoint, bit for bit");
+        assert!(c.state.optim.m.tensors().iter().all(|t| t.data.iter().all(|&x| x == 0.0)));
+    }
+}
+
 /// `--max-captures N` keeps the first capture and the N−1 most recent; 0
 /// writes none; `--capture-at` needs `--out`.
 #[test]
