@@ -125,7 +125,21 @@ fn gpu_planted_events_act_at_their_step() {
     };
     let log = |v: &serde_json::Value| v["log"].as_array().unwrap().clone();
 
-    let v = run(&["--precision", "f16", "--inject", "f16_overflow@4"]);
+    // With captures on, the state is read back between the gradients and the
+    // optimizer of steps 2 (requested) and 4; the run is the same as without.
+    let f16_out = dir.path().join("f16");
+    let v = run(&["--precision", "f16", "--inject", "f16_overflow@4", "--out", s(&f16_out), "--capture-at", "2"]);
+    let plain = run(&["--precision", "f16", "--inject", "f16_overflow@4"]);
+    for (a, b) in log(&v).iter().zip(&log(&plain)) {
+        assert_eq!(
+            (&a["loss"], &a["grad_norm"], &a["scale"]),
+            (&b["loss"], &b["grad_norm"], &b["scale"]),
+            "step {}",
+            a["step"]
+        );
+    }
+    let steps: Vec<u64> = v["captures"].as_array().unwrap().iter().map(|c| c["step"].as_u64().unwrap()).collect();
+    assert_eq!(steps, [2, 4]);
     let acts: Vec<String> =
         v["actions"].as_array().unwrap().iter().map(|a| format!("{}:{}", a["step"], a["action"])).collect();
     assert_eq!(acts, ["4:\"skip\"", "4:\"scale_backoff\"", "4:\"lr_cut\""]);
