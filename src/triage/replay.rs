@@ -35,14 +35,16 @@ pub struct ReplayOptions {
     pub top_k: usize,
     /// Whether an *engine* verdict runs the ladder on the capture.
     pub ladder: bool,
-    /// The Vulkan context to run on (the GUI's shared one); `None` opens the
-    /// default device.
+    /// The Vulkan context to run on (the GUI's shared one); `None` opens
+    /// `device` (after the capture's dataset is checked).
     pub context: Option<Arc<Context>>,
+    /// The device index to open without `context` (`None`: `DUALSCOPE_VK_DEVICE`, else the best).
+    pub device: Option<usize>,
 }
 
 impl Default for ReplayOptions {
     fn default() -> Self {
-        ReplayOptions { top_k: 10, ladder: true, context: None }
+        ReplayOptions { top_k: 10, ladder: true, context: None, device: None }
     }
 }
 
@@ -176,7 +178,7 @@ pub fn replay(
     let fault = engine_fault(c.meta.planted.as_deref())?;
     let ctx = match &opts.context {
         Some(ctx) => ctx.clone(),
-        None => Arc::new(crate::engine::open_context(None)?),
+        None => Arc::new(crate::engine::open_context(opts.device)?),
     };
     let errors_before = ctx.validation_errors();
     let mut evidence = vec![dataset.clone()];
