@@ -5,8 +5,8 @@
 //! and *transient* (and a capture that cannot be read), 2 for a usage or
 //! device error.
 
-use std::path::{Path, PathBuf};
 use clap::Args;
+use std::path::{Path, PathBuf};
 
 use super::args::DeviceArg;
 use super::common::{CliError, check_output, emit, show};
@@ -92,7 +92,10 @@ fn print_human(c: &Capture, r: &ReplayReport, out: Option<&Path>) {
     }
     if !r.dominant.is_empty() {
         println!("dominant positions (‖∂loss/∂e_t‖, largest first):");
-        println!("  {:>4} {:>5} {:>11} {:>8} {:>9} {:>6}  context", "row", "pos", "norm", "document", "offset", "share");
+        println!(
+            "  {:>4} {:>5} {:>11} {:>8} {:>9} {:>6}  context",
+            "row", "pos", "norm", "document", "offset", "share"
+        );
         for t in &r.dominant {
             let opt = |x: Option<usize>| x.map_or("-".to_string(), |v| v.to_string());
             let share = r.row_shares.get(t.row).map_or(String::new(), |s| format!("{:.1}%", 100.0 * s));
@@ -117,7 +120,13 @@ fn print_human(c: &Capture, r: &ReplayReport, out: Option<&Path>) {
             None => println!("ladder     every rung passes on this batch"),
         }
         for rr in &l.report.rungs {
-            println!("  {:<10} {:<7} rel L2 {:.3e} (tolerance {:.1e})", rr.id.id(), rr.status.as_str(), rr.rel_l2, rr.tolerance);
+            println!(
+                "  {:<10} {:<7} rel L2 {:.3e} (tolerance {:.1e})",
+                rr.id.id(),
+                rr.status.as_str(),
+                rr.rel_l2,
+                rr.tolerance
+            );
         }
     }
     if let Some(out) = out {

@@ -11,14 +11,17 @@
 //! scale). The rules of [`classify`] then pick the verdict; an *engine*
 //! verdict runs the ladder on the same weights and batch.
 
+// `!(err <= tol)` is deliberate: a NaN error must fail the check.
+#![allow(clippy::neg_cmp_op_on_partial_ord)]
+
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-pub use super::replay_runs::{Contract, F16_MAX, RunResult, StageFinding, TensorCheck, grad_tolerance, show_scale};
-use super::replay_runs::{self as runs, Reference};
-pub use super::verdict::{Facts, Verdict, classify};
 use super::TriageError;
+use super::replay_runs::{self as runs, Reference};
+pub use super::replay_runs::{Contract, F16_MAX, RunResult, StageFinding, TensorCheck, grad_tolerance, show_scale};
+pub use super::verdict::{Facts, Verdict, classify};
 use crate::capture::{Capture, META_FILE, Recorded, TokenGrad, dominant_positions, z_score};
 use crate::cpu::LossScale;
 use crate::dataset::{Dataset, DatasetError, show_path};
@@ -138,7 +141,10 @@ pub fn engine_fault(planted: Option<&str>) -> Result<Option<Fault>, TriageError>
         None => Ok(None),
         Some(name) => Fault::parse(name).map(Some).ok_or_else(|| {
             let all: Vec<&str> = Fault::ALL.iter().map(|f| f.name()).collect();
-            TriageError::Failed(format!("{META_FILE}: planted: {p:?} names no engine fault; the faults are {}", all.join(", ")))
+            TriageError::Failed(format!(
+                "{META_FILE}: planted: {p:?} names no engine fault; the faults are {}",
+                all.join(", ")
+            ))
         }),
     }
 }
@@ -167,11 +173,7 @@ pub fn check_dataset(c: &Capture) -> Result<String, TriageError> {
 }
 
 /// Replays `c` (see the module docs); `progress` hears what runs now.
-pub fn replay(
-    c: &Capture,
-    opts: &ReplayOptions,
-    progress: &mut dyn FnMut(&str),
-) -> Result<ReplayReport, TriageError> {
+pub fn replay(c: &Capture, opts: &ReplayOptions, progress: &mut dyn FnMut(&str)) -> Result<ReplayReport, TriageError> {
     let cfg = &c.config;
     let precision = c.meta.precision;
     let dataset = check_dataset(c)?;
@@ -211,6 +213,12 @@ pub fn replay(
     let mut all = vec![run(&format!("gpu {p} #1"), &a1, precision, scale.scale)];
     all.push(run(&format!("gpu {p} #2"), &a2, precision, scale.scale));
     let captured_runs_differ = runs::bit_diff(cfg, &a1, &a2);
+    let n_values = c.state.params.num_elements();
+    let same_line = |p: &str, d: &Option<String>| match d {
+        None => format!("gpu {p} runs 1 and 2: bit-identical (the loss and all {n_values} gradient values)"),
+        Some(how) => format!("gpu {p} runs 1 and 2 differ: {how}"),
+    };
+    let mut same = vec![same_line(p, &captured_runs_differ)];
 
     // f32 at scale 1, twice (the same pair for an f32 capture).
     let (f32_contract, f32_runs_differ) = if precision.is_mixed() {
@@ -222,7 +230,9 @@ pub fn replay(
         let b2 = runs::gpu_grads(&mut e32, c, &s1)?;
         all.push(run("gpu f32 #1", &b1, Precision::F32, 1.0));
         all.push(run("gpu f32 #2", &b2, Precision::F32, 1.0));
-        (all[2].vs_f64.clone().expect("set above"), runs::bit_diff(cfg, &b1, &b2))
+        let d = runs::bit_diff(cfg, &b1, &b2);
+        same.push(same_line("f32", &d));
+        (all[2].vs_f64.clone().expect("set above"), d)
     } else {
         (all[0].vs_f64.clone().expect("set above"), None)
     };
@@ -235,6 +245,7 @@ pub fn replay(
     for r in &all {
         evidence.push(run_line(r));
     }
+    evidence.extend(same);
 
     let mut facts = Facts { captured_runs_differ, f32_runs_differ, ..Facts::default() };
     facts.f32_out_of_contract = f32_verdict(&f32_contract, &cpu32_contract, &mut evidence);
@@ -244,7 +255,7 @@ pub fn replay(
         facts.mixed_out_of_contract = (!m.pass || non_finite > 0).then(|| {
             let mut s = format!("gpu {p} at loss scale {}: ", show_scale(scale.scale));
             if non_finite > 0 || !all[0].loss.is_finite() {
-                s += &format!("{non_finite} gradient values non-finite, loss {}; ", all[0].loss);
+                s += &format!("{non_finite} gradient values non-finite, loss {:.6}; ", all[0].loss);
             }
             s += &m.line();
             if let Some(st) = &stage {
@@ -404,11 +415,8 @@ fn z_scores(c: &Capture, r: &RunResult) -> Vec<ZScore> {
         .norm_levels
         .iter()
         .filter_map(|l| {
-            let norm = if l.name == "global" {
-                r.grad_norm
-            } else {
-                r.tensor_norms.iter().find(|(n, _)| *n == l.name)?.1
-            };
+            let norm =
+                if l.name == "global" { r.grad_norm } else { r.tensor_norms.iter().find(|(n, _)| *n == l.name)?.1 };
             let z = z_score(l, norm, min_std);
             Some(ZScore { name: l.name.clone(), norm, z, ln_mean: l.ln_mean, ln_std: l.ln_std, n: l.n })
         })
@@ -442,7 +450,9 @@ fn large(z: &[ZScore], reference: &RunResult, evidence: &mut Vec<String>) -> Opt
             ctl.spike_z
         )
     };
-    evidence.extend(z.iter().take(3).filter(|s| s.z.is_some()).map(line));
+    // The three largest, and the global norm's wherever it ranks.
+    let shown = z.iter().enumerate().filter(|(i, s)| s.z.is_some() && (*i < 3 || s.name == "global"));
+    evidence.extend(shown.map(|(_, s)| line(s)));
     let over: Vec<&ZScore> = z.iter().filter(|s| s.z.is_some_and(|z| z > ctl.spike_z)).collect();
     (!over.is_empty()).then(|| {
         let mut s = over.iter().take(3).map(|s| line(s)).collect::<Vec<_>>().join("; ");

@@ -3,6 +3,9 @@
 //! norms, its contract against the f64 CPU, whether two GPU runs gave the
 //! same bits, and the first stage of the mixed step that overflowed.
 
+// `!(err <= tol)` is deliberate: a NaN error must fail the check.
+#![allow(clippy::neg_cmp_op_on_partial_ord)]
+
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -161,13 +164,7 @@ pub fn grad_tolerance(cfg: &Config, precision: Precision, name: &str) -> f64 {
 
 /// `grads` and `loss` against the reference under `precision`'s contract:
 /// every gradient tensor's rel L2 and the loss (the ladder's end-to-end gate).
-pub(super) fn contract(
-    cfg: &Config,
-    precision: Precision,
-    loss: f64,
-    grads: &Params<f32>,
-    r: &Reference,
-) -> Contract {
+pub(super) fn contract(cfg: &Config, precision: Precision, loss: f64, grads: &Params<f32>, r: &Reference) -> Contract {
     let want = r.grads.named(cfg);
     let mut checks: Vec<TensorCheck> = grads
         .named(cfg)
@@ -211,7 +208,8 @@ fn pick_path(
         }
     }
     let p = gemm::path_for(ctx, precision, GemmChoice::Auto).map_err(vk)?;
-    let note = captured.map(|name| format!("the step ran its products on {name}; this device replays them on {}", p.name()));
+    let note =
+        captured.map(|name| format!("the step ran its products on {name}; this device replays them on {}", p.name()));
     Ok((p, note))
 }
 
