@@ -346,7 +346,8 @@ fn the_cli_gives_the_verdict_as_its_exit_code() {
 
 /// A broken capture, a file instead of a folder, another format version, or
 /// an `--out` onto the capture's own file: one line, exit 1 (2 for the
-/// output), the file named, nothing replaced. No device needed.
+/// output), the file named, nothing replaced; no Vulkan is exit 2. No device
+/// needed.
 #[test]
 fn bad_captures_are_refused_naming_the_file() {
     let d = tempfile::tempdir().unwrap();
@@ -360,6 +361,14 @@ fn bad_captures_are_refused_naming_the_file() {
     let e = fails(&common::run(&["replay", s(&dir), "--out", s(&meta)]), 2);
     assert!(e.contains("--out") && e.contains("overwrite an input"), "{e}");
     assert_eq!(std::fs::read(&meta).unwrap(), before);
+    // A sound capture where there is no Vulkan: one error line (the loader
+    // adds its own complaint), exit 2.
+    let none = [("VK_DRIVER_FILES", "/nonexistent/icd.json"), ("VK_ICD_FILENAMES", "/nonexistent/icd.json")];
+    let o = common::dualscope(&["replay", s(&dir)], &none);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
+    assert!(lines.len() == 1 && lines[0].contains("no Vulkan"), "{err}");
 
     let e = fails(&common::run(&["replay", s(&meta.with_file_name("nothing"))]), 1);
     assert!(e.contains("not a capture folder"), "{e}");
