@@ -277,8 +277,9 @@ fn a_recorded_nan_on_fine_weights_is_transient() {
         scale_after: 1.0,
     });
     c.meta.planted = Some("nan".into());
-    // Replayed as built: the capture format on main cannot yet hold a NaN
-    // in capture.json (serde_json writes null and refuses it back).
+    let d = tempfile::tempdir().unwrap();
+    let (c, _) = round_trip(&c, d.path());
+    assert!(c.meta.recorded.as_ref().unwrap().grad_norm.is_nan(), "the NaN survives capture.json");
     let r = run(&c, &ctx, true);
     let ev = evidence(&r);
     assert_eq!((r.verdict, r.rule), (Verdict::Transient, 4), "{ev}");
