@@ -28,6 +28,7 @@ pub struct ReplayArgs {
     pub no_ladder: bool,
     #[command(flatten)]
     pub gpu: DeviceArg,
+    /// Print the report as one JSON object on stdout (the verdict, the runs, the evidence).
     #[arg(long)]
     pub json: bool,
 }
