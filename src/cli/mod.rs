@@ -10,6 +10,7 @@ mod gpu;
 mod grads;
 mod gui;
 mod init;
+mod replay;
 mod train;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -51,6 +52,8 @@ pub enum Command {
     Audit(gpu::AuditArgs),
     /// Device-timed f32 GEMM rates on the Vulkan engine.
     GemmBench(gpu::GemmBenchArgs),
+    /// Run a captured step again on both engines and say what made it go wrong (exit 0: data or clean, 1: engine, precision or transient, 2: usage or device error).
+    Replay(replay::ReplayArgs),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -154,5 +157,6 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         Some(Command::Bisect(a)) => gpu::bisect(&a),
         Some(Command::Audit(a)) => gpu::audit(&a),
         Some(Command::GemmBench(a)) => gpu::gemm_bench(&a),
+        Some(Command::Replay(a)) => replay::run(&a),
     }
 }

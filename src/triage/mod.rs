@@ -5,6 +5,10 @@
 //! dataset and ranks them by risk. Each is a library function the CLI and
 //! the GUI call.
 
+pub mod replay;
+mod replay_runs;
+pub mod verdict;
+
 use crate::capture::CaptureError;
 use crate::cpu::CpuError;
 use crate::dataset::{BatchError, DatasetError};
