@@ -5,6 +5,9 @@
 //! dataset and ranks them by risk. Each is a library function the CLI and
 //! the GUI call.
 
+pub mod drift;
+mod drift_run;
+
 use crate::capture::CaptureError;
 use crate::cpu::CpuError;
 use crate::dataset::{BatchError, DatasetError};
