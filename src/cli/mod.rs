@@ -6,6 +6,7 @@ mod backend;
 mod bench;
 mod common;
 mod controller;
+mod drift;
 mod gpu;
 mod grads;
 mod gui;
@@ -51,6 +52,8 @@ pub enum Command {
     Audit(gpu::AuditArgs),
     /// Device-timed f32 GEMM rates on the Vulkan engine.
     GemmBench(gpu::GemmBenchArgs),
+    /// GPU and CPU trained in lockstep: per-step parameter divergence and the first step past rounding (exit 0: none, 1: one, 2: usage or device error).
+    Drift(drift::DriftArgs),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -154,5 +157,6 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         Some(Command::Bisect(a)) => gpu::bisect(&a),
         Some(Command::Audit(a)) => gpu::audit(&a),
         Some(Command::GemmBench(a)) => gpu::gemm_bench(&a),
+        Some(Command::Drift(a)) => drift::run_drift(&a),
     }
 }
