@@ -34,8 +34,8 @@ pub const K: f64 = 16.0;
 /// The unit roundoff of f32 (half an ulp at 1): the reference's own rounding.
 pub const F32_ROUNDOFF: f64 = 1.0 / (1u64 << 24) as f64;
 /// The floor of the reference, per step of history, in f32 unit roundoffs:
-/// each element a few ulps off (see [`Envelope::floor`]).
-pub const FLOOR_ROUNDOFFS: f64 = 4.0;
+/// one ulp (two unit roundoffs, 2^-23) per element (see [`Envelope::floor`]).
+pub const FLOOR_ROUNDOFFS: f64 = 2.0;
 
 /// A persistent engine fault planted from one step on (`--inject
 /// persistent[=FAULT]@STEP`): the GPU computes steps `step..` with `fault`.
@@ -164,9 +164,9 @@ impl Envelope {
         Envelope { k: K, ratio: unit_roundoff(p) / F32_ROUNDOFF, floor_per_step: FLOOR_ROUNDOFFS * F32_ROUNDOFF }
     }
 
-    /// The least reference after `step` steps: a few f32 ulps of relative
-    /// error per element (an ulp is at most 2^-23 of the value, so an
-    /// element-wise error of `c` ulps is at most `c·2^-23` of the norm,
+    /// The least reference after `step` steps: one f32 ulp of relative
+    /// error per element and step (an ulp is at most 2^-23 of the value, so
+    /// an element-wise error of one ulp is at most 2^-23 of the norm,
     /// whatever the number of elements), the steps' independent roundings
     /// adding up as a random walk (`√step`).
     pub fn floor(&self, step: u64) -> f64 {
@@ -380,7 +380,7 @@ mod tests {
     fn the_envelope_scales_with_precision_and_has_a_floor() {
         let e = Envelope::new(Precision::F32);
         assert_eq!(e.bound(1e-6, 1), 16e-6);
-        assert_eq!(e.bound(0.0, 1), 16.0 * 4.0 * F32_ROUNDOFF);
+        assert_eq!(e.bound(0.0, 1), 16.0 * 2.0 * F32_ROUNDOFF);
         assert_eq!(e.floor(4), 2.0 * e.floor(1));
         assert_eq!(Envelope::new(Precision::F16).ratio, 8192.0);
         assert_eq!(Envelope::new(Precision::Bf16).ratio, 65536.0);
