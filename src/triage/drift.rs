@@ -21,7 +21,7 @@ use crate::model::{Config, Params};
 use crate::vk::engine::Fault;
 use crate::vk::gemm::{GemmChoice, Precision};
 
-pub use super::drift_run::{Observer, run};
+pub use super::drift_run::{Observer, batch_seed, run};
 
 /// The version of `drift.json` this code writes.
 pub const DRIFT_FORMAT: u32 = 1;

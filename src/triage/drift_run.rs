@@ -151,8 +151,7 @@ pub fn run(
     // The f64 run's activations are the largest; its weights, moments and
     // gradients come on top of the f32 ones.
     crate::engine::inputs::check_shape(cfg, plan.rows, plan.t, 8)?;
-    crate::engine::inputs::check_params(cfg, 12, 4, "--config")
-        .map_err(|e| TriageError::Failed(e.to_string()))?;
+    crate::engine::inputs::check_params(cfg, 12, 4, "--config").map_err(|e| TriageError::Failed(e.to_string()))?;
     if let Some(d) = &plan.out {
         prepare_out(d)?;
     }
