@@ -213,6 +213,12 @@ pub struct DriftStep {
 }
 
 impl DriftStep {
+    /// Whether tensor `i` is outside its envelope: above it, or not
+    /// comparable with it (a NaN divergence or envelope).
+    pub fn is_outside(&self, i: usize) -> bool {
+        self.divergence[i].partial_cmp(&self.envelope[i]).is_none_or(|o| o == std::cmp::Ordering::Greater)
+    }
+
     /// Divergence over envelope of tensor `i` (∞ for a non-finite divergence).
     pub fn ratio(&self, i: usize) -> f64 {
         let (d, e) = (self.divergence[i], self.envelope[i]);

@@ -216,7 +216,7 @@ pub fn run(
             outside: false,
         };
         s.worst = (0..s.divergence.len()).max_by(|&a, &b| s.ratio(a).total_cmp(&s.ratio(b))).unwrap_or(0);
-        let out_now: Vec<usize> = (0..s.divergence.len()).filter(|&i| !(s.divergence[i] <= s.envelope[i])).collect();
+        let out_now: Vec<usize> = (0..s.divergence.len()).filter(|&i| s.is_outside(i)).collect();
         s.outside = !out_now.is_empty();
         let first = s.outside && report.first_outside.is_none();
         if first {
