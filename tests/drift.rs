@@ -17,7 +17,7 @@ use dualscope::vk::Context;
 use dualscope::vk::engine::Fault;
 use dualscope::vk::gemm::{GemmChoice, Precision};
 
-/// 6 KB of the synthetic corpus: a byte dataset, so every row has an origin.
+/// 6 KB of the synthetic corpus, as a byte dataset.
 fn corpus() -> Dataset {
     Dataset::from_bytes("corpus.txt", dualscope::dataset::corpus(11, 6000)).unwrap()
 }
@@ -143,13 +143,20 @@ fn data(d: &Dir) -> String {
     s(&d.file("text.txt", &dualscope::dataset::corpus(5, 6000))).to_string()
 }
 
+/// Twenty documents as JSON lines (rows cut inside documents).
+fn jsonl(d: &Dir) -> String {
+    let p = common::docs_jsonl(d.0.path(), 20, |i| format!("doc {i}: {}", "the cat sat on the mat ".repeat(i % 4 + 1)));
+    s(&p).to_string()
+}
+
 /// Exit 0 and the JSON's fields on a clean run; exit 1, the first step and
-/// the capture with a planted fault.
+/// the capture (its rows cut again from their documents) with a planted
+/// fault; on JSON lines.
 #[test]
 fn cli_exit_codes_and_json() {
     common::skip_without_vulkan!();
     let d = Dir::new();
-    let data = data(&d);
+    let data = jsonl(&d);
     let base = ["drift", "--data", &data, "--config", "tiny", "--batch", "2", "--seq-len", "10"];
     let o = run(&[&base[..], &["--steps", "4", "--json"]].concat());
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
@@ -177,7 +184,10 @@ fn cli_exit_codes_and_json() {
     assert_eq!(j["first_outside"]["step"], 2);
     assert_eq!(j["steps"].as_array().unwrap().len(), 2);
     assert_eq!(j["planted"], "persistent=reset_before_matmul");
-    assert!(out.join("captures/step_000002/capture.json").is_file() && out.join("drift.json").is_file());
+    assert!(out.join("drift.json").is_file());
+    let c = capture::load(&out.join("captures/step_000002")).unwrap();
+    assert_eq!((c.meta.step, c.meta.batch.origins.len()), (2, 2));
+    c.verify_dataset(&Dataset::open(std::path::Path::new(&data)).unwrap(), &data).unwrap();
     // The human form ends with the summary line.
     let o = run(&[&base[..], &["--steps", "3", "--inject", "persistent=reset_before_matmul@3"]].concat());
     assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));

@@ -45,35 +45,24 @@ pub struct Planted {
     pub step: u64,
 }
 
-/// The fault `persistent@STEP` plants: the GRU's reset gate in the wrong
-/// place, a bug that leaves every value finite and the loss plausible.
-pub const DEFAULT_FAULT: Fault = Fault::ResetBeforeMatmul;
+/// The fault `persistent@STEP` plants (`train --inject`'s default).
+pub const DEFAULT_FAULT: Fault = crate::train::inject::DEFAULT_PERSISTENT;
 
 impl Planted {
-    /// Parses `persistent[=FAULT]@STEP` (the value of `--inject`).
+    /// Parses `persistent[=FAULT]@STEP` (the value of `--inject`) with
+    /// `train --inject`'s parser, refusing its other kinds: drift compares
+    /// engines, and only a persistent fault is part of one.
     pub fn parse(s: &str) -> Result<Planted, String> {
-        let bad = |why: String| Err(format!("--inject {s}: {why}"));
-        let Some((kind, step)) = s.rsplit_once('@') else {
-            return bad("expected persistent[=FAULT]@STEP".into());
-        };
-        let Ok(step) = step.parse::<u64>() else {
-            return bad(format!("the step {step:?} is not a whole number"));
-        };
-        if step == 0 {
-            return bad("steps are counted from 1".into());
+        let mut map = crate::train::Injections::new();
+        crate::train::inject::parse_into(&mut map, &[s.to_string()])?;
+        match map.pop_first() {
+            Some((step, crate::train::Inject::Persistent(fault))) => Ok(Planted { fault, step }),
+            Some((_, other)) => Err(format!(
+                "--inject {s}: drift plants only persistent[=FAULT] (an engine fault), not {}",
+                other.name()
+            )),
+            None => Err(format!("--inject {s}: expected persistent[=FAULT]@STEP")),
         }
-        let fault = match kind.split_once('=') {
-            None if kind == "persistent" => DEFAULT_FAULT,
-            Some(("persistent", name)) => match Fault::parse(name) {
-                Some(f) => f,
-                None => {
-                    let all: Vec<_> = Fault::ALL.iter().map(|f| f.name()).collect();
-                    return bad(format!("no fault {name:?} (one of {})", all.join(", ")));
-                }
-            },
-            _ => return bad(format!("drift plants only persistent faults, not {kind:?}")),
-        };
-        Ok(Planted { fault, step })
     }
 
     /// `persistent=reset_before_matmul` (how a capture names it).
@@ -370,11 +359,11 @@ mod tests {
             Planted { fault: Fault::MaskDropped, step: 12 }
         );
         for (bad, says) in [
-            ("persistent", "persistent[=FAULT]@STEP"),
-            ("persistent@x", "\"x\""),
+            ("persistent", "KIND@STEP"),
+            ("persistent@x", "'x'"),
             ("persistent@0", "from 1"),
-            ("persistent=nope@3", "\"nope\""),
-            ("nan@3", "\"nan\""),
+            ("persistent=nope@3", "'nope'"),
+            ("nan@3", "only persistent[=FAULT]"),
         ] {
             let e = Planted::parse(bad).unwrap_err();
             assert!(e.starts_with(&format!("--inject {bad}:")) && e.contains(says), "{bad}: {e}");

@@ -12,11 +12,10 @@ use super::drift::{
 };
 use crate::capture::{BatchMeta, CAPTURE_FORMAT, CAPTURES_DIR, Capture, CaptureMeta, DatasetRef, Recorded};
 use crate::cpu::{self, LossScale, OptimState, StepReport};
-use crate::dataset::{Batch, Dataset, DatasetKind, RowOrigin};
-use crate::engine::{EngineError, TrainState};
+use crate::dataset::{Batch, Dataset, RowOrigin};
+use crate::engine::{Engine, TrainState, VulkanOptions};
 use crate::model::{Config, Params};
-use crate::rng::Rng;
-use crate::vk::engine::{Engine as VkEngine, FlatBuf, Replay, default_loss_scale};
+use crate::vk::engine::default_loss_scale;
 use crate::vk::{Context, Timing};
 
 /// What the loop tells as it goes; every method defaults to nothing.
@@ -31,51 +30,6 @@ pub trait Observer {
 
 /// An observer that tells nothing.
 impl Observer for () {}
-
-/// The GPU run: the Vulkan engine itself (a persistent fault is switched on
-/// with [`VkEngine::set_fault`]), its validation checked after every call.
-struct Gpu {
-    ctx: Arc<Context>,
-    e: VkEngine,
-}
-
-impl Gpu {
-    fn new(ctx: &Arc<Context>, plan: &DriftPlan) -> Result<Gpu, EngineError> {
-        let path = crate::vk::gemm::path_for(ctx, plan.precision, plan.gemm)?;
-        let scale = default_loss_scale(plan.precision);
-        let mut e = VkEngine::new(ctx, &plan.config, &plan.start, &plan.optim, &scale, path)?;
-        // The step timed as a whole, as `train` runs it.
-        e.set_timing(Timing::Span);
-        let g = Gpu { ctx: ctx.clone(), e };
-        g.checked(())?;
-        Ok(g)
-    }
-
-    /// `v`, unless the validation layer reported errors.
-    fn checked<T>(&self, v: T) -> Result<T, EngineError> {
-        match self.ctx.validation_errors() {
-            0 => Ok(v),
-            n => Err(EngineError::Validation(n)),
-        }
-    }
-
-    fn step(&mut self, b: &Batch) -> Result<StepReport, EngineError> {
-        let (r, _) = self.e.train_step(b, Replay::Yes)?;
-        self.checked(r)
-    }
-
-    fn params(&self) -> Result<Params<f32>, EngineError> {
-        let p = self.e.read_params(FlatBuf::Params)?;
-        self.checked(p)
-    }
-
-    fn snapshot(&self) -> Result<TrainState, EngineError> {
-        let params = self.e.read_params(FlatBuf::Params)?;
-        let optim = self.e.optim_state()?;
-        let scale = self.e.loss_scale_and_step()?.0;
-        self.checked(TrainState { params, optim, scale })
-    }
-}
 
 /// The seed of step `step`'s batch: `train`'s formula (`batch_at` in
 /// src/train/run.rs), so that drift sees the batches a training run sees.
@@ -94,24 +48,6 @@ fn pad_to(b: &Batch, t: usize) -> Batch {
         tokens[r * (t + 1)..r * (t + 1) + b.lens[r]].copy_from_slice(b.row(r));
     }
     Batch { rows: b.rows, t, tokens, lens: b.lens.clone() }
-}
-
-/// Where each row of `Dataset::random_windows(seed, rows, len)` was cut: for
-/// a byte dataset, the same draws `random_windows` makes (one offset per row
-/// from the seeded generator); empty for JSON lines, whose document choice
-/// needs the dataset's private index (a capture allows empty origins).
-fn origins(ds: &Dataset, seed: u64, rows: usize, len: usize) -> Vec<RowOrigin> {
-    if ds.kind() != DatasetKind::Bytes {
-        return Vec::new();
-    }
-    let n = ds.len_bytes();
-    let mut rng = Rng::new(seed);
-    (0..rows)
-        .map(|_| match n <= len {
-            true => RowOrigin { document: 0, offset: 0, len: n },
-            false => RowOrigin { document: 0, offset: rng.below((n - len + 1) as u64) as usize, len },
-        })
-        .collect()
 }
 
 /// Per tensor: the divergence of the GPU from the f32 CPU run, the rounding
@@ -155,7 +91,10 @@ pub fn run(
     if let Some(d) = &plan.out {
         prepare_out(d)?;
     }
-    let mut gpu = Gpu::new(ctx, plan)?;
+    // The GPU from its precision's loss scale, its step timed as a whole (as `train` runs it).
+    let state = TrainState::fresh(cfg, plan.start.clone(), default_loss_scale(plan.precision));
+    let vk = VulkanOptions { precision: plan.precision, gemm: plan.gemm, timing: Timing::Span };
+    let mut gpu = Engine::vulkan(ctx, cfg, &state, &plan.optim, &vk)?;
     let (mut p32, mut o32, mut s32) = (plan.start.clone(), OptimState::<f32>::new(cfg), LossScale::fixed());
     let (mut p64, mut o64, mut s64) = (plan.start.cast::<f64>(), OptimState::<f64>::new(cfg), LossScale::fixed());
     let envelope = Envelope::new(plan.precision);
@@ -165,7 +104,7 @@ pub fn run(
         config: cfg.clone(),
         dataset: ds.name().to_string(),
         precision: plan.precision,
-        gemm_path: gpu.e.gemm_path().name().to_string(),
+        gemm_path: gpu.precision_and_path().1.to_string(),
         seed: plan.seed,
         rows: plan.rows,
         t: plan.t,
@@ -183,10 +122,10 @@ pub fn run(
     obs.begin(&report);
     for step in 1..=plan.steps {
         if let Some(p) = plan.planted.filter(|p| p.step == step) {
-            gpu.e.set_fault(Some(p.fault));
+            gpu.set_fault(Some(p.fault))?;
         }
         let seed = batch_seed(plan.seed, step);
-        let batch = ds.random_windows(seed, plan.rows, plan.t + 1)?;
+        let (batch, origins) = ds.random_windows_traced(seed, plan.rows, plan.t + 1)?;
         let padded = pad_to(&batch, plan.t);
         // The GPU's state before the step, for the capture of the first step outside.
         let before = match (&plan.out, &report.first_outside) {
@@ -194,15 +133,14 @@ pub fn run(
             _ => None,
         };
         let rg = gpu.step(&padded)?;
-        if report.notes.is_empty()
-            && let Some(why) = gpu.e.recurrence_fallback()
-        {
-            report.notes.push(why.to_string());
-            obs.note(why);
+        if let Some(why) = gpu.take_note() {
+            obs.note(&why);
+            report.notes.push(why);
         }
         let r32 = cpu::train_step(cfg, &mut p32, &mut o32, &mut s32, &batch, &plan.optim)?;
         let r64 = cpu::train_step(cfg, &mut p64, &mut o64, &mut s64, &batch, &plan.optim)?;
-        let (divergence, reference, env) = measure(cfg, &envelope, step, &gpu.params()?, &p32, &p64);
+        let pg = gpu.params()?.into_owned();
+        let (divergence, reference, env) = measure(cfg, &envelope, step, &pg, &p32, &p64);
         let mut s = DriftStep {
             step,
             loss_gpu: rg.loss,
@@ -231,7 +169,7 @@ pub fn run(
         }
         report.steps.push(s);
         if let (true, Some(dir), Some(state)) = (first, &plan.out, before) {
-            let c = capture(plan, ds, &report, &gpu, state, padded, seed, &rg);
+            let c = capture(plan, ds, &report, &gpu, state, padded, origins, &rg);
             report.capture = Some(crate::capture::write(&c, &dir.join(CAPTURES_DIR))?);
         }
         obs.step(&report, report.steps.last().expect("pushed above"));
@@ -263,10 +201,10 @@ fn capture(
     plan: &DriftPlan,
     ds: &Dataset,
     r: &DriftReport,
-    gpu: &Gpu,
+    gpu: &Engine,
     state: TrainState,
     batch: Batch,
-    seed: u64,
+    origins: Vec<RowOrigin>,
     rg: &StepReport,
 ) -> Capture {
     let s = r.steps.last().expect("the step is in the report");
@@ -291,8 +229,8 @@ fn capture(
         reasons: vec![reason],
         engine: "gpu".into(),
         precision: plan.precision,
-        gemm_path: gpu.e.gemm_path_now().name().to_string(),
-        optim: *gpu.e.options(),
+        gemm_path: gpu.as_vulkan().map_or("cpu", |e| e.gemm_path_now().name()).to_string(),
+        optim: plan.optim,
         seed: plan.seed,
         loss_scale: state.scale.clone(),
         optim_step: state.optim.step,
@@ -306,7 +244,7 @@ fn capture(
             rows: batch.rows,
             t: batch.t,
             lens: batch.lens.clone(),
-            origins: origins(ds, seed, plan.rows, plan.t + 1),
+            origins,
             tokens_hash: String::new(),
         },
         recorded: Some(Recorded {
@@ -327,22 +265,6 @@ fn capture(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The origins computed here cut the very rows `random_windows` cut.
-    #[test]
-    fn origins_match_the_rows_random_windows_cuts() {
-        let ds = Dataset::from_bytes("c.txt", crate::dataset::corpus(4, 3000)).unwrap();
-        for seed in [0, 7, batch_seed(3, 11)] {
-            let b = ds.random_windows(seed, 5, 33).unwrap();
-            let o = origins(&ds, seed, 5, 33);
-            for (r, o) in o.iter().enumerate() {
-                assert_eq!(ds.row_at(o).unwrap(), b.row(r), "seed {seed}, row {r}");
-            }
-        }
-        // A file shorter than a row: its whole content every time.
-        let short = Dataset::from_bytes("s.txt", b"abcdefg".to_vec()).unwrap();
-        assert_eq!(origins(&short, 1, 2, 33), vec![RowOrigin { document: 0, offset: 0, len: 7 }; 2]);
-    }
 
     #[test]
     fn padding_keeps_rows_and_lengths() {
