@@ -188,6 +188,26 @@ fn cli_exit_codes_and_json() {
     let c = capture::load(&out.join("captures/step_000002")).unwrap();
     assert_eq!((c.meta.step, c.meta.batch.origins.len()), (2, 2));
     c.verify_dataset(&Dataset::open(std::path::Path::new(&data)).unwrap(), &data).unwrap();
+    // From a checkpoint's weights (its config wins).
+    let ck = d.ckpt("tiny");
+    let o = run(&[
+        "drift",
+        "--data",
+        &data,
+        "--checkpoint",
+        s(&ck),
+        "--batch",
+        "2",
+        "--seq-len",
+        "10",
+        "--steps",
+        "2",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["config"]["hidden"], Config::tiny().hidden);
+    assert_eq!(j["steps"].as_array().unwrap().len(), 2);
     // The human form ends with the summary line.
     let o = run(&[&base[..], &["--steps", "3", "--inject", "persistent=reset_before_matmul@3"]].concat());
     assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
@@ -215,6 +235,7 @@ fn cli_bad_input_names_the_flag() {
         (&["--steps", "3", "--batch", "0"], "--batch"),
         (&["--steps", "3", "--lr", "-1"], "--lr"),
         (&["--steps", "3", "--out", s(&file)], "--out"),
+        (&["--steps", "3", "--checkpoint", s(&file)], "--checkpoint"),
     ] {
         let o = run(&[&base[..], extra].concat());
         let err = fails(&o, 2);
