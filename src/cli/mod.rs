@@ -6,6 +6,7 @@ mod backend;
 mod bench;
 mod common;
 mod controller;
+mod drift;
 mod gpu;
 mod grads;
 mod gui;
@@ -54,6 +55,8 @@ pub enum Command {
     GemmBench(gpu::GemmBenchArgs),
     /// Run a captured step again on both engines and say what made it go wrong (exit 0: data or clean, 1: engine, precision or transient, 2: usage or device error).
     Replay(replay::ReplayArgs),
+    /// GPU and CPU trained in lockstep: per-step parameter divergence and the first step past rounding (exit 0: none, 1: one, 2: usage or device error).
+    Drift(drift::DriftArgs),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -158,5 +161,6 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         Some(Command::Audit(a)) => gpu::audit(&a),
         Some(Command::GemmBench(a)) => gpu::gemm_bench(&a),
         Some(Command::Replay(a)) => replay::run(&a),
+        Some(Command::Drift(a)) => drift::run_drift(&a),
     }
 }

@@ -8,6 +8,8 @@
 pub mod replay;
 mod replay_runs;
 pub mod verdict;
+pub mod drift;
+mod drift_run;
 
 use crate::capture::CaptureError;
 use crate::cpu::CpuError;

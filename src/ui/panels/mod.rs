@@ -5,6 +5,7 @@ pub mod attention;
 pub mod audit;
 pub mod bisect;
 pub mod controls;
+pub mod drift;
 pub mod faults;
 pub mod gradient;
 pub mod gru;
