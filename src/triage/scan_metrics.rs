@@ -91,7 +91,7 @@ fn metrics(cfg: &Config, a: &Acts<'_>) -> Vec<Metrics> {
                 -f64::MAX
             };
             let (mut max_grad, mut grad_pos) = (-1.0, 0);
-            for t in 0..len {
+            for t in 0..len.min(a.batch.t) {
                 let at = (t * bb + b) * d;
                 let ss: f64 = a.d_emb[at..at + d].iter().map(|&x| x as f64 * x as f64).sum();
                 let g = if ss.is_nan() { f64::INFINITY } else { ss.sqrt() * a.unscale * n_all / n_b };
