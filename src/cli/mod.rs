@@ -10,6 +10,7 @@ mod gpu;
 mod grads;
 mod gui;
 mod init;
+mod scan;
 mod train;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -51,6 +52,8 @@ pub enum Command {
     Audit(gpu::AuditArgs),
     /// Device-timed f32 GEMM rates on the Vulkan engine.
     GemmBench(gpu::GemmBenchArgs),
+    /// Every window of a dataset through forward and backward, ranked by risk; the riskiest kept as captures.
+    Scan(scan::ScanArgs),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -154,5 +157,6 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         Some(Command::Bisect(a)) => gpu::bisect(&a),
         Some(Command::Audit(a)) => gpu::audit(&a),
         Some(Command::GemmBench(a)) => gpu::gemm_bench(&a),
+        Some(Command::Scan(a)) => scan::run(&a),
     }
 }

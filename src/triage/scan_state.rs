@@ -99,7 +99,7 @@ impl ScanState {
             format_version: STATE_FORMAT,
             dataset: DatasetRef {
                 name: ds.name().to_string(),
-                path: ds.path().map(|p| p.display().to_string()),
+                path: ds.path().map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf()).display().to_string()),
                 content_hash: ds.content_hash(),
                 len_bytes: ds.len_bytes() as u64,
             },
