@@ -18,6 +18,8 @@
 
 use std::time::{Duration, Instant};
 
+use rayon::prelude::*;
+
 use super::TriageError;
 use super::top::Metrics;
 use crate::cpu::{LossScale, StepOptions, backward, forward};
@@ -57,7 +59,10 @@ fn metrics(cfg: &Config, a: &Acts<'_>) -> Vec<Metrics> {
     let (bb, v, d, w, dh) = (a.batch.rows, cfg.vocab, cfg.d_embed, cfg.window, cfg.head_dim());
     let n_all = a.batch.num_targets() as f64;
     let scale = 1.0 / (dh as f64).sqrt();
+    // One task per row: on the GPU path this host reduction over the
+    // read-back tensors is what bounds the scan's rate, so it uses every core.
     (0..bb)
+        .into_par_iter()
         .map(|b| {
             let len = a.batch.lens[b];
             let n_b = (len - 1) as f64;
