@@ -60,7 +60,10 @@ fn a_planted_outlier_window_ranks_first_on_the_cpu() {
     // The clean file's riskiest window is far below the planted one.
     let clean = d.file("clean.txt", &planted(64 * 100 + 1, 0, 0));
     let c = scan_json(&["--data", s(&clean), "--config", "small", "--seq-len", "64", "--batch", "8", "--top", "1"]);
-    let (hi, lo) = (r["ranking"][0]["metrics"]["max_grad"].as_f64().unwrap(), c["ranking"][0]["metrics"]["max_grad"].as_f64().unwrap());
+    let (hi, lo) = (
+        r["ranking"][0]["metrics"]["max_grad"].as_f64().unwrap(),
+        c["ranking"][0]["metrics"]["max_grad"].as_f64().unwrap(),
+    );
     assert!(hi > 1.5 * lo, "planted {hi} vs clean {lo}");
 }
 
@@ -72,7 +75,22 @@ fn a_planted_outlier_window_ranks_first_on_the_gpu() {
     let d = Dir::new();
     let data = d.file("planted.txt", &planted(32 * 24 + 1, 400, 200));
     let args = |engine: &'static str| {
-        vec!["scan", "--json", "--data", s(&data), "--config", "small", "--seq-len", "32", "--batch", "8", "--top", "4", "--engine", engine]
+        vec![
+            "scan",
+            "--json",
+            "--data",
+            s(&data),
+            "--config",
+            "small",
+            "--seq-len",
+            "32",
+            "--batch",
+            "8",
+            "--top",
+            "4",
+            "--engine",
+            engine,
+        ]
     };
     let gpu = ok_json(&dualscope(&args("gpu"), &[]))["report"].clone();
     let (a, b) = first_range(&gpu);

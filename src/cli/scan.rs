@@ -88,7 +88,11 @@ fn model(a: &ScanArgs) -> Result<ScanModel, CliError> {
         let (config, params) = load_params_opts(p, a.trust.options())?;
         let path = std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
         let content_hash = state::file_hash(p).map_err(cli_error)?;
-        return Ok(ScanModel { config, params, id: ModelId::Checkpoint { path: path.display().to_string(), content_hash } });
+        return Ok(ScanModel {
+            config,
+            params,
+            id: ModelId::Checkpoint { path: path.display().to_string(), content_hash },
+        });
     }
     let name = a.config.clone().unwrap_or_else(|| "small".into());
     let config = Config::resolve(&name)?;
@@ -149,10 +153,11 @@ pub fn run(a: &ScanArgs) -> Result<i32, CliError> {
             a.precision.name()
         )));
     }
-    if let Some(out) = &a.out {
-        if out.exists() && !out.is_dir() {
-            return Err(CliError::Usage(format!("--out {}: is a file, not a folder", show(out))));
-        }
+    if let Some(out) = &a.out
+        && out.exists()
+        && !out.is_dir()
+    {
+        return Err(CliError::Usage(format!("--out {}: is a file, not a folder", show(out))));
     }
     let ds = Dataset::open(data).map_err(data_error)?;
     let model = model(a)?;

@@ -118,15 +118,14 @@ fn metrics(cfg: &Config, a: &Acts<'_>) -> Vec<Metrics> {
 
 /// The engine a scan runs on, holding the weights.
 pub enum Runner {
-    Cpu { cfg: Config, params: Params<f32> },
-    Gpu { engine: Box<Engine> },
+    Cpu { cfg: Config, params: Box<Params<f32>> },
+    Gpu { engine: Engine },
 }
 
 /// The device tensors a GPU pass reads back, in the order [`Runner::run`] uses them.
 fn gpu_names(cfg: &Config) -> Vec<String> {
-    let mut names: Vec<String> = ["loss.token", "head.logits", "embed.d_out", "ctx.q", "ctx.k", "ctx.v", "ctx.c"]
-        .map(String::from)
-        .to_vec();
+    let mut names: Vec<String> =
+        ["loss.token", "head.logits", "embed.d_out", "ctx.q", "ctx.k", "ctx.v", "ctx.c"].map(String::from).to_vec();
     for l in 0..cfg.layers {
         names.extend(["gi", "gh", "h"].map(|f| format!("gru.l{l}.{f}")));
     }
@@ -136,13 +135,18 @@ fn gpu_names(cfg: &Config) -> Vec<String> {
 impl Runner {
     /// The CPU reference (f32), or the Vulkan engine's step in `precision`
     /// (with f16 the dynamic loss scale's 2^16, divided out of the gradients).
-    pub fn open(kind: EngineKind, cfg: &Config, params: Params<f32>, precision: Precision) -> Result<Runner, TriageError> {
+    pub fn open(
+        kind: EngineKind,
+        cfg: &Config,
+        params: Params<f32>,
+        precision: Precision,
+    ) -> Result<Runner, TriageError> {
         match kind {
             EngineKind::Cpu if precision != Precision::F32 => Err(TriageError::Usage(format!(
                 "--precision {}: the mixed-precision step runs on --engine gpu; the CPU reference computes in f32",
                 precision.name()
             ))),
-            EngineKind::Cpu => Ok(Runner::Cpu { cfg: cfg.clone(), params }),
+            EngineKind::Cpu => Ok(Runner::Cpu { cfg: cfg.clone(), params: Box::new(params) }),
             EngineKind::Vulkan => {
                 let scale = crate::vk::engine::default_loss_scale(precision);
                 let state = TrainState::fresh(cfg, params, scale);
@@ -153,7 +157,7 @@ impl Runner {
                 };
                 let vk = VulkanOptions { precision, gemm, ..VulkanOptions::default() };
                 let engine = Engine::open(kind, cfg, state, &StepOptions::default(), &vk)?;
-                Ok(Runner::Gpu { engine: Box::new(engine) })
+                Ok(Runner::Gpu { engine })
             }
         }
     }

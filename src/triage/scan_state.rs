@@ -99,7 +99,9 @@ impl ScanState {
             format_version: STATE_FORMAT,
             dataset: DatasetRef {
                 name: ds.name().to_string(),
-                path: ds.path().map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf()).display().to_string()),
+                path: ds
+                    .path()
+                    .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf()).display().to_string()),
                 content_hash: ds.content_hash(),
                 len_bytes: ds.len_bytes() as u64,
             },
@@ -240,7 +242,13 @@ pub(super) fn write_results(
             loss_scale: scale.clone(),
             optim_step: 0,
             dataset: st.dataset.clone(),
-            batch: BatchMeta { rows: 1, t: batch.t, lens: batch.lens.clone(), origins: vec![e.origin], tokens_hash: String::new() },
+            batch: BatchMeta {
+                rows: 1,
+                t: batch.t,
+                lens: batch.lens.clone(),
+                origins: vec![e.origin],
+                tokens_hash: String::new(),
+            },
             recorded: None,
             norm_levels: Vec::new(),
             planted: None,
@@ -307,7 +315,8 @@ pub fn merge(dirs: &[PathBuf], out: &Path, top: Option<usize>, data: Option<&Pat
     let mut heap = TopK::new(k, first.rank);
     states.iter().flat_map(|s| s.entries.iter().cloned()).for_each(|e| heap.push(e));
     let path = data.map(Path::to_path_buf).or_else(|| first.dataset.path.as_ref().map(PathBuf::from));
-    let path = path.ok_or_else(|| TriageError::Usage("--merge: the scans recorded no dataset path; give --data".into()))?;
+    let path =
+        path.ok_or_else(|| TriageError::Usage("--merge: the scans recorded no dataset path; give --data".into()))?;
     let ds = Dataset::open(&path).map_err(|e| TriageError::Failed(format!("--data {e}")))?;
     if ds.content_hash() != first.dataset.content_hash {
         return Err(TriageError::Failed(format!(

@@ -160,8 +160,7 @@ mod tests {
     use super::*;
 
     fn entry(window: u64, grad: f64) -> Entry {
-        let metrics =
-            Metrics { loss: 1.0, max_logit: 1.0, headroom: 10.0, max_grad: grad, grad_pos: 0, logit_pos: 0 };
+        let metrics = Metrics { loss: 1.0, max_logit: 1.0, headroom: 10.0, max_grad: grad, grad_pos: 0, logit_pos: 0 };
         Entry { window, origin: RowOrigin { document: 0, offset: window as usize * 4, len: 5 }, metrics }
     }
 
