@@ -127,7 +127,8 @@ fn an_interrupted_scan_resumes_to_the_same_ranking() {
     assert_eq!(p2["done"], w["done"]);
     assert_eq!(p2["ranking"], w["ranking"]);
     assert_eq!(p2["tokens"], w["tokens"]);
-    // The second run did only the rest: its state says so.
+    assert_eq!((p1["this_run"].as_u64(), p2["this_run"].as_u64()), (Some(12), Some(29)), "the second run did not continue");
+    // The state on disk is the finished scan.
     let st: Value = serde_json::from_slice(&std::fs::read(parts.join("scan_state.json")).unwrap()).unwrap();
     assert_eq!(st["done"], 41);
 }
@@ -222,4 +223,54 @@ fn bad_input_is_refused_naming_it() {
     let e = fails(&run(&[&["scan"], &other[..]].concat()), 1);
     assert!(e.contains("--out") && e.contains("another scan") && e.contains("--seq-len"), "{e}");
     assert_eq!(std::fs::read(out.join("scan_state.json")).unwrap(), before, "the other scan's state was touched");
+}
+
+/// `--rank loss|logit|headroom` order the windows by that figure (headroom
+/// smallest first), each ranking the file's extreme window first.
+#[test]
+fn other_ranks_order_by_their_figure() {
+    let d = Dir::new();
+    let data = d.file("text.txt", &planted(16 * 30 + 1, 100, 30));
+    let mut all_loss = Vec::new();
+    for (rank, field, sign) in [("loss", "loss", 1.0), ("logit", "max_logit", 1.0), ("headroom", "headroom", -1.0)] {
+        let r = scan_json(&[
+            "--data",
+            s(&data),
+            "--config",
+            "tiny",
+            "--seq-len",
+            "16",
+            "--batch",
+            "4",
+            "--top",
+            "30",
+            "--rank",
+            rank,
+        ]);
+        let v: Vec<f64> =
+            r["ranking"].as_array().unwrap().iter().map(|e| sign * e["metrics"][field].as_f64().unwrap()).collect();
+        assert_eq!(v.len(), 30);
+        assert!(v.windows(2).all(|w| w[0] >= w[1]), "--rank {rank}: {v:?}");
+        if rank == "loss" {
+            all_loss = v;
+        }
+    }
+    // With K = 3 the heap keeps exactly the three largest of all 30.
+    let r = scan_json(&[
+        "--data",
+        s(&data),
+        "--config",
+        "tiny",
+        "--seq-len",
+        "16",
+        "--batch",
+        "4",
+        "--top",
+        "3",
+        "--rank",
+        "loss",
+    ]);
+    let top3: Vec<f64> =
+        r["ranking"].as_array().unwrap().iter().map(|e| e["metrics"]["loss"].as_f64().unwrap()).collect();
+    assert_eq!(top3, all_loss[..3]);
 }

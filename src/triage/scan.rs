@@ -96,6 +96,8 @@ pub struct ScanReport {
     /// Windows of the shard done, and in the shard.
     pub done: u64,
     pub windows: u64,
+    /// Windows this run did (the rest came from a saved state).
+    pub this_run: u64,
     /// Whether every window of the shard is done (else it stopped early).
     pub complete: bool,
     /// Targets predicted, and the seconds spent, over every run of this scan.
@@ -194,16 +196,17 @@ pub fn scan(
         }
         None => Vec::new(),
     };
-    Ok(report(&st, complete, captures))
+    Ok(report(&st, this_run, complete, captures))
 }
 
 /// The report of a state.
-fn report(st: &ScanState, complete: bool, captures: Vec<PathBuf>) -> ScanReport {
+fn report(st: &ScanState, this_run: u64, complete: bool, captures: Vec<PathBuf>) -> ScanReport {
     ScanReport {
         ranking: st.entries.clone(),
         rank: st.rank,
         done: st.done,
         windows: st.windows.1 - st.windows.0,
+        this_run,
         complete,
         tokens: st.tokens,
         seconds: st.seconds,

@@ -342,5 +342,5 @@ pub fn merge(dirs: &[PathBuf], out: &Path, top: Option<usize>, data: Option<&Pat
     merged.entries = heap.sorted();
     let complete = merged.done == merged.windows_total;
     let captures = write_results(out, &ds, &model, &merged)?;
-    Ok(super::report(&merged, complete, captures))
+    Ok(super::report(&merged, 0, complete, captures))
 }
