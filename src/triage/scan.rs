@@ -143,6 +143,7 @@ pub fn scan(
     let (run_start, mut last_save) = (Instant::now(), Instant::now());
     let (base_s, base_engine_s, base_tokens) = (st.seconds, st.engine_seconds, st.tokens);
     let mut this_run = 0u64;
+    let mut doc = DocCache::default();
     let mut engine_time = Duration::ZERO;
     loop {
         if spec.max_windows.is_some_and(|m| this_run >= m) {
@@ -152,7 +153,7 @@ pub fn scan(
         let mut origins = Vec::with_capacity(spec.batch);
         while rows.len() < spec.batch {
             let Some((i, o)) = cursor.next_window()? else { break };
-            rows.push(ds.row_at(&o)?);
+            rows.push(doc.row(ds, &o)?);
             origins.push((i, o));
         }
         if rows.is_empty() {
@@ -197,6 +198,28 @@ pub fn scan(
         None => Vec::new(),
     };
     Ok(report(&st, this_run, complete, captures))
+}
+
+/// The document the last window came from, decoded once: a JSON-lines
+/// document with escapes is decoded anew by every `Dataset::document` call,
+/// which per window would cost the document's length each time.
+#[derive(Default)]
+struct DocCache<'a> {
+    doc: Option<(usize, std::borrow::Cow<'a, [u8]>)>,
+}
+
+impl<'a> DocCache<'a> {
+    /// The tokens of the window `o`, as `Dataset::row_at` cuts them.
+    fn row(&mut self, ds: &'a Dataset, o: &crate::dataset::RowOrigin) -> Result<Vec<u8>, TriageError> {
+        if self.doc.as_ref().is_none_or(|d| d.0 != o.document) {
+            self.doc = Some((o.document, ds.document(o.document)?));
+        }
+        let doc = &self.doc.as_ref().expect("set above").1;
+        match doc.get(o.offset..o.offset + o.len) {
+            Some(row) => Ok(row.to_vec()),
+            None => Ok(ds.row_at(o)?),
+        }
+    }
 }
 
 /// The report of a state.
