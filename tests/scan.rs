@@ -127,7 +127,11 @@ fn an_interrupted_scan_resumes_to_the_same_ranking() {
     assert_eq!(p2["done"], w["done"]);
     assert_eq!(p2["ranking"], w["ranking"]);
     assert_eq!(p2["tokens"], w["tokens"]);
-    assert_eq!((p1["this_run"].as_u64(), p2["this_run"].as_u64()), (Some(12), Some(29)), "the second run did not continue");
+    assert_eq!(
+        (p1["this_run"].as_u64(), p2["this_run"].as_u64()),
+        (Some(12), Some(29)),
+        "the second run did not continue"
+    );
     // The state on disk is the finished scan.
     let st: Value = serde_json::from_slice(&std::fs::read(parts.join("scan_state.json")).unwrap()).unwrap();
     assert_eq!(st["done"], 41);
