@@ -4,15 +4,15 @@
 # and in the mixed f16 step; prints each run's tokens per second (the whole
 # scan's and the engine's forward + backward alone) and peak memory, and keeps
 # each run's scan.json under OUT. Usage:
-#   bench/scan_h200.sh BIN DATA OUT [MAX_WINDOWS]
-# MAX_WINDOWS (default 20000) caps each run so the four fit the device's
+#   bench/scan_h200.sh BIN DATA OUT [MAX_WINDOWS]     (CONFIGS="small bench" by default)
+# MAX_WINDOWS (default 8000, 4M tokens) caps each run so the four fit the device's
 # time limit; 0 scans the whole file.
 set -uo pipefail
-BIN=$1; DATA=$2; OUT=$3; MAXW=${4:-20000}
+BIN=$1; DATA=$2; OUT=$3; MAXW=${4:-8000}
 mkdir -p "$OUT"
 cap=(); [ "$MAXW" != 0 ] && cap=(--max-windows "$MAXW")
 printf '%-8s %-6s %6s %12s %12s %10s %9s\n' config prec batch tokens/s engine_tok/s windows peak_MB
-for config in small bench; do
+for config in ${CONFIGS:-small bench}; do
   for prec in f32 f16; do
     tag=${config}_${prec}; dir="$OUT/$tag"; rm -rf "$dir"
     /usr/bin/time -v "$BIN" scan --data "$DATA" --config "$config" --engine gpu --precision "$prec" \
