@@ -12,6 +12,7 @@ mod grads;
 mod gui;
 mod init;
 mod replay;
+mod scan;
 mod train;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -57,6 +58,8 @@ pub enum Command {
     Replay(replay::ReplayArgs),
     /// GPU and CPU trained in lockstep: per-step parameter divergence and the first step past rounding (exit 0: none, 1: one, 2: usage or device error).
     Drift(drift::DriftArgs),
+    /// Every window of a dataset through forward and backward, ranked by risk; the riskiest kept as captures.
+    Scan(scan::ScanArgs),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -162,5 +165,6 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         Some(Command::GemmBench(a)) => gpu::gemm_bench(&a),
         Some(Command::Replay(a)) => replay::run(&a),
         Some(Command::Drift(a)) => drift::run_drift(&a),
+        Some(Command::Scan(a)) => scan::run(&a),
     }
 }

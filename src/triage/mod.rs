@@ -41,3 +41,4 @@ pub enum TriageError {
     #[error("{0}")]
     Failed(String),
 }
+pub mod scan;
