@@ -5,11 +5,11 @@
 //! dataset and ranks them by risk. Each is a library function the CLI and
 //! the GUI call.
 
+pub mod drift;
+mod drift_run;
 pub mod replay;
 mod replay_runs;
 pub mod verdict;
-pub mod drift;
-mod drift_run;
 
 use crate::capture::CaptureError;
 use crate::cpu::CpuError;

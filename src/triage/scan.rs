@@ -160,7 +160,7 @@ pub fn scan(
             break;
         }
         let batch = Batch::from_rows(&rows)?;
-        let (m, spent) = runner.run(&batch)?;
+        let (m, spent) = runner.run(&batch, spec.t)?;
         engine_time += spent;
         st.tokens += batch.num_targets() as u64;
         for ((window, origin), metrics) in origins.into_iter().zip(m) {

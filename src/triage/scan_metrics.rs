@@ -12,9 +12,12 @@
 //!   hold or produce in f16. The gates (in (0, 1)) cannot overflow and are left out.
 //! - **max ‖∂loss/∂e_t‖**: the batch's backward gives `∂L/∂e_t` of the batch
 //!   mean `L = Σ_all ℓ / N`; rows do not interact (the GRU and the attention
-//!   run within a row), so the gradient of row `b`'s own mean
-//!   `Σ_b ℓ / n_b` is that times `N / n_b`: what
-//!   [`crate::capture::dominant_positions`] gives on the window alone.
+//!   run within a row), so the gradient of row `b`'s `Σ_b ℓ / T` (its loss
+//!   summed and divided by the full window's T targets, as if padded to a
+//!   full window) is that times `N / T`. For a full window that is its own
+//!   mean, what [`crate::capture::dominant_positions`] gives on the window
+//!   alone; a short window (a document's last) is not inflated by its few
+//!   targets, so windows of any length rank on one scale.
 
 use std::time::{Duration, Instant};
 
@@ -43,6 +46,8 @@ struct Acts<'a> {
     k: &'a [f32],
     /// `1 / S`: the gradients are of `S · loss`.
     unscale: f64,
+    /// A full window's targets, `T`: the per-token gradient's divisor.
+    t_full: f64,
 }
 
 /// The largest |x|, NaN counted as infinite.
@@ -58,6 +63,7 @@ fn finite(x: f64) -> f64 {
 fn metrics(cfg: &Config, a: &Acts<'_>) -> Vec<Metrics> {
     let (bb, v, d, w, dh) = (a.batch.rows, cfg.vocab, cfg.d_embed, cfg.window, cfg.head_dim());
     let n_all = a.batch.num_targets() as f64;
+    let t_full = a.t_full;
     let scale = 1.0 / (dh as f64).sqrt();
     // One task per row: on the GPU path this host reduction over the
     // read-back tensors is what bounds the scan's rate, so it uses every core.
@@ -99,7 +105,7 @@ fn metrics(cfg: &Config, a: &Acts<'_>) -> Vec<Metrics> {
             for t in 0..len.min(a.batch.t) {
                 let at = (t * bb + b) * d;
                 let ss: f64 = a.d_emb[at..at + d].iter().map(|&x| x as f64 * x as f64).sum();
-                let g = if ss.is_nan() { f64::INFINITY } else { ss.sqrt() * a.unscale * n_all / n_b };
+                let g = if ss.is_nan() { f64::INFINITY } else { ss.sqrt() * a.unscale * n_all / t_full };
                 if g > max_grad {
                     (max_grad, grad_pos) = (g, t);
                 }
@@ -178,8 +184,9 @@ impl Runner {
         }
     }
 
-    /// Each row's metrics, and the time the engine's forward and backward took.
-    pub fn run(&mut self, batch: &Batch) -> Result<(Vec<Metrics>, Duration), TriageError> {
+    /// Each row's metrics (`t` is a full window's number of targets), and the
+    /// time the engine's forward and backward took.
+    pub fn run(&mut self, batch: &Batch, t: usize) -> Result<(Vec<Metrics>, Duration), TriageError> {
         match self {
             Runner::Cpu { cfg, params } => {
                 let t0 = Instant::now();
@@ -201,6 +208,7 @@ impl Runner {
                     q: &f.q,
                     k: &f.k,
                     unscale: 1.0,
+                    t_full: t as f64,
                 };
                 Ok((metrics(cfg, &acts), spent))
             }
@@ -229,6 +237,7 @@ impl Runner {
                     q: &read[3],
                     k: &read[4],
                     unscale: 1.0 / scale,
+                    t_full: t as f64,
                 };
                 Ok((metrics(&cfg, &acts), spent))
             }
@@ -252,15 +261,17 @@ mod tests {
         let rows: Vec<&[u8]> = vec![&text[0..9], &text[40..44], &text[100..109]];
         let batch = Batch::from_rows(&rows).unwrap();
         let mut r = Runner::open(EngineKind::Cpu, &cfg, params.clone(), Precision::F32).unwrap();
-        let (m, _) = r.run(&batch).unwrap();
+        let (m, _) = r.run(&batch, 8).unwrap();
         for (b, row) in rows.iter().enumerate() {
             let alone = Batch::from_rows(&[row]).unwrap();
             let f = forward(&cfg, &params, &alone).unwrap();
             assert!((m[b].loss - f.loss).abs() < 1e-6 * f.loss, "row {b}: {} vs {}", m[b].loss, f.loss);
             let o = [RowOrigin { document: 0, offset: 0, len: row.len() }];
             let (top, _) = dominant_positions(&cfg, &params, &alone, &o, 1).unwrap();
-            let rel = (m[b].max_grad - top[0].norm).abs() / top[0].norm;
-            assert!(rel < 1e-5, "row {b}: {} vs {}", m[b].max_grad, top[0].norm);
+            // Of the row's loss summed over T = 8 targets: its own mean times n / 8.
+            let want = top[0].norm * (row.len() - 1) as f64 / 8.0;
+            let rel = (m[b].max_grad - want).abs() / want;
+            assert!(rel < 1e-5, "row {b}: {} vs {want}", m[b].max_grad);
             assert_eq!(m[b].grad_pos, top[0].pos);
             assert!(m[b].headroom > 0.0 && m[b].headroom < 20.0, "{}", m[b].headroom);
             assert!(m[b].max_logit > 0.0 && m[b].max_logit.log2() <= 16.0 - m[b].headroom + 1e-9);
