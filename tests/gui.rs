@@ -963,9 +963,16 @@ fn generate_example_sessions() {
         len,
         checkpoint: None,
         fault: Some(describe.into()),
+        capture: None,
     };
-    let job =
-        LadderJob { input, tokens, engine_fault: None, precision: dualscope::ladder::Precision::F32, token_cap: None };
+    let job = LadderJob {
+        input,
+        tokens,
+        engine_fault: None,
+        precision: dualscope::ladder::Precision::F32,
+        token_cap: None,
+        capture: None,
+    };
     let mut view = LadderView::default();
     view.input = Some(job.input.clone());
     ladder_run::run(&job, &dualscope::ladder::Rung::ALL, Some(fault), &mut |r| view.apply(r));

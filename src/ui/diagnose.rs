@@ -3,6 +3,7 @@
 //! none, as [`Job`]s on the shared GPU context) and reading a training run's
 //! `log.jsonl` (a [`Job`] too). The UI polls for the results.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -166,11 +167,18 @@ pub fn read_train_log(path: &Path) -> Result<TrainLog, String> {
     Ok(log)
 }
 
+/// A log as read on its job: the log and the steps that have a capture.
+type ReadLog = (TrainLog, Result<BTreeMap<u64, PathBuf>, String>);
+
 /// The training-curves view's log, read as a [`Job`].
 #[derive(Default)]
 pub struct TrainLogView {
     pub log: Option<Arc<TrainLog>>,
-    job: Option<Job<(), Result<TrainLog, String>>>,
+    /// The run's captures by step (`OUT/captures/step_NNNNNN`), or why they
+    /// could not be listed.
+    pub captures: BTreeMap<u64, PathBuf>,
+    pub captures_error: Option<String>,
+    job: Option<Job<(), Result<ReadLog, String>>>,
 }
 
 impl TrainLogView {
@@ -179,8 +187,12 @@ impl TrainLogView {
     }
 
     pub fn load(&mut self, path: PathBuf, wake: Waker) -> Result<(), String> {
-        let job = Job::spawn("train-log", wake, move |_| read_train_log(&path))
-            .map_err(|e| format!("cannot start reading the log: {e}"))?;
+        let job = Job::spawn("train-log", wake, move |_| {
+            let log = read_train_log(&path)?;
+            let captures = crate::ui::capture_view::log_captures(&log.path);
+            Ok((log, captures))
+        })
+        .map_err(|e| format!("cannot start reading the log: {e}"))?;
         self.job = Some(job);
         Ok(())
     }
@@ -189,9 +201,13 @@ impl TrainLogView {
         let done = self.job.as_mut()?.poll().done?;
         self.job = None;
         match done {
-            Ok(Ok(l)) => {
+            Ok(Ok((l, captures))) => {
                 let l = Arc::new(l);
                 self.log = Some(l.clone());
+                (self.captures, self.captures_error) = match captures {
+                    Ok(c) => (c, None),
+                    Err(e) => (BTreeMap::new(), Some(e)),
+                };
                 Some(Ok(l))
             }
             Ok(Err(e)) => Some(Err(e)),
