@@ -156,3 +156,34 @@ pub fn log_captures(log: &Path) -> Result<BTreeMap<u64, PathBuf>, String> {
     let list = capture::list(&dir.join(capture::CAPTURES_DIR)).map_err(|e| one_line(&e.to_string()))?;
     Ok(list.into_iter().collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The step folders of `captures/` next to the log, by step; neither a
+    /// half-written capture nor anything else in the folder.
+    #[test]
+    fn log_captures_lists_the_step_folders_next_to_the_log() {
+        let d = tempfile::tempdir().unwrap();
+        let log = d.path().join("log.jsonl");
+        std::fs::write(&log, "").unwrap();
+        assert!(log_captures(&log).unwrap().is_empty(), "no captures folder: none");
+        let caps = d.path().join(capture::CAPTURES_DIR);
+        for name in ["step_000120", "step_000003", ".tmp.step_000004.1.0", "step_abc"] {
+            std::fs::create_dir_all(caps.join(name)).unwrap();
+        }
+        std::fs::write(caps.join("step_000050"), "a file, not a capture").unwrap();
+        let want: BTreeMap<u64, PathBuf> = [(3, caps.join("step_000003")), (120, caps.join("step_000120"))].into();
+        assert_eq!(log_captures(&log).unwrap(), want);
+        assert_eq!(log_captures(d.path()).unwrap(), want, "the run's directory works too");
+    }
+
+    #[test]
+    fn only_persistent_faults_are_planted_in_the_ladder() {
+        assert_eq!(planted_fault("persistent=reset_before_matmul"), Some(EngineFault::ResetBeforeMatmul));
+        assert_eq!(planted_fault("transient=reset_before_matmul"), None);
+        assert_eq!(planted_fault("persistent=no_such_fault"), None);
+        assert_eq!(planted_fault("nan_grad"), None);
+    }
+}
