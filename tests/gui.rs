@@ -1557,3 +1557,34 @@ fn training_curves_open_a_capture() {
     assert_eq!(h.state().state.view, View::Sequence);
     let _ = seven;
 }
+
+/// The GUI walk for `scripts/capture_walk_screenshot.sh`: writes a capture
+/// with a planted `reset_before_matmul` into `$DUALSCOPE_WALK_DIR`, opens it,
+/// runs the ladder (which must fail first at the fault's rung), and saves
+/// the session as `walk.ron` there, the stepper at the dominant position.
+#[test]
+#[ignore]
+fn capture_walk_for_the_screenshot() {
+    let dir = PathBuf::from(std::env::var("DUALSCOPE_WALK_DIR").expect("DUALSCOPE_WALK_DIR: where to write the walk"));
+    let c = write_capture(&dir.join("captures"), 187, Some("persistent=reset_before_matmul"), 33);
+    init_env();
+    let app = App::new(LaunchOptions { capture: Some(c.clone()), state: Some(tiny(40)), ..Default::default() });
+    let mut h = Harness::builder()
+        .with_size(egui::vec2(1600.0, 1000.0))
+        .wgpu()
+        .build_ui_state(|ui, app: &mut App| app.show(ui), app);
+    wait_for_capture(&mut h);
+    assert_capture_shown(&h, &c, 187);
+    h.get_by_label("Run ladder").click();
+    h.run_steps(2);
+    wait_for_ladder(&mut h);
+    let expected = EngineFault::ResetBeforeMatmul.expected_rung();
+    assert_eq!(h.state().ladder().first_failed(), Some(expected), "status: {}", message(&h));
+    let top = h.state().capture().unwrap().top().cloned().unwrap();
+    assert_eq!((h.state().capture_row(), h.state().state.cursor), (Some(top.row), top.pos));
+    let path = dir.join("walk.ron");
+    h.state_mut().queue(Command::SaveSession(path.clone()));
+    h.run_steps(2);
+    assert!(message(&h).contains("Saved"), "{}", message(&h));
+    eprintln!("walk: {} (row {}, position {}, first failed {expected})", path.display(), top.row, top.pos);
+}
