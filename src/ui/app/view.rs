@@ -58,7 +58,7 @@ impl App {
 
     pub(super) fn sequence_view(&mut self, ui: &mut egui::Ui, newline: &str, cmds: &mut Vec<Command>) {
         if let Some(open) = self.capture.open.clone() {
-            panels::capture::show(ui, &open, self.capture_row(), cmds);
+            panels::capture::show(ui, &open, self.capture_row(), self.state.cursor, cmds);
             ui.separator();
         }
         let Some(c) = self.computed.clone() else {
@@ -74,7 +74,12 @@ impl App {
         let cursor = self.state.cursor.min(c.t.saturating_sub(1));
         let p = self.state.panels.clone();
         ui.horizontal(|ui| {
-            ui.heading(format!("{} · {} · seed {}", c.spec.dataset_name, c.spec.config.label(), c.spec.seed));
+            let model = match (&self.capture.open, self.capture_row()) {
+                (Some(_), Some(row)) => format!("row {row} · the capture's weights"),
+                (Some(_), None) => "the capture's weights".to_string(),
+                (None, _) => format!("{} · seed {}", c.spec.config.label(), c.spec.seed),
+            };
+            ui.heading(format!("{} · {model}", c.spec.dataset_name));
             ui.label(format!(
                 "tokens {}..{} ({} positions), loss {:.4}, computed in {:.2} s on the CPU",
                 c.spec.offset,

@@ -10,8 +10,9 @@ use crate::ui::capture_view::OpenCapture;
 use crate::ui::command::{Command, button};
 use crate::ui::diagnose::ascii;
 
-/// `open`, with `shown_row` the row the stepper shows (if it shows one).
-pub fn show(ui: &mut egui::Ui, open: &OpenCapture, shown_row: Option<usize>, out: &mut Vec<Command>) {
+/// `open`, with `shown_row` the row the stepper shows (if it shows one) and
+/// `cursor` the stepper's position.
+pub fn show(ui: &mut egui::Ui, open: &OpenCapture, shown_row: Option<usize>, cursor: usize, out: &mut Vec<Command>) {
     let meta = &open.capture.meta;
     let title = format!("Capture: step {} ({})", meta.step, meta.triggers.join(", "));
     egui::CollapsingHeader::new(RichText::new(title).strong()).id_salt("capture_panel").default_open(true).show(
@@ -29,7 +30,7 @@ pub fn show(ui: &mut egui::Ui, open: &OpenCapture, shown_row: Option<usize>, out
                 ui.add_space(24.0);
                 rows(ui, open, shown_row, out);
             });
-            dominant(ui, open, shown_row, out);
+            dominant(ui, open, shown_row.map(|r| (r, cursor)), out);
         },
     );
 }
@@ -95,7 +96,8 @@ fn rows(ui: &mut egui::Ui, open: &OpenCapture, shown: Option<usize>, out: &mut V
     });
 }
 
-fn dominant(ui: &mut egui::Ui, open: &OpenCapture, shown: Option<usize>, out: &mut Vec<Command>) {
+/// The dominant positions; `shown` is the stepper's (row, position).
+fn dominant(ui: &mut egui::Ui, open: &OpenCapture, shown: Option<(usize, usize)>, out: &mut Vec<Command>) {
     ui.label(RichText::new("positions that dominate the gradient (|dloss/de_t|, CPU reference)").strong());
     let top = match &open.dominant {
         Ok(t) => t,
@@ -112,7 +114,7 @@ fn dominant(ui: &mut egui::Ui, open: &OpenCapture, shown: Option<usize>, out: &m
             ui.end_row();
             for (i, t) in top.iter().enumerate() {
                 ui.label(format!("{}", i + 1));
-                let here = shown == Some(t.row);
+                let here = shown == Some((t.row, t.pos));
                 let r = ui
                     .selectable_label(here, format!("{}:{}", t.row, t.pos))
                     .on_hover_text(Command::CaptureGoTo { row: t.row, pos: t.pos }.tooltip());
