@@ -1550,6 +1550,20 @@ fn training_curves_open_a_capture() {
     assert_eq!(listed, [5, 7]);
     h.get_by_label("controller actions (1), 2 captures");
     h.get_by_label("step 7"); // a capture without an action
+    // The curves mark steps 5 and 7 (open diamonds, beside the skip's dot).
+    let rects: Vec<egui::Rect> = h.get_all_by_role(Role::TextInput).map(|n| n.rect()).collect();
+    for r in rects {
+        h.mask(r);
+    }
+    let rects: Vec<egui::Rect> = ["controller actions,", "Read 8"]
+        .iter()
+        .map(|t| h.get_by_label_contains(t).rect())
+        .map(|r| egui::Rect::from_min_size(r.min, egui::vec2(900.0, r.height())))
+        .collect();
+    for r in rects {
+        h.mask(r);
+    }
+    h.snapshot("training_captures_view");
     h.get_by_label("open capture").click();
     h.run_steps(1);
     wait_for_capture(&mut h);
