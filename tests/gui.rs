@@ -1523,11 +1523,8 @@ fn training_curves_open_a_capture() {
     let dir = tempfile::tempdir().unwrap();
     let mut lines = String::new();
     for step in 1..=8u64 {
-        let actions = if step == 5 {
-            r#"[{"step":5,"action":"skip","reason":"outlier in ctx.q.weight"}]"#
-        } else {
-            "[]"
-        };
+        let actions =
+            if step == 5 { r#"[{"step":5,"action":"skip","reason":"outlier in ctx.q.weight"}]"# } else { "[]" };
         let skipped = if step == 5 { "\"outlier\"" } else { "null" };
         lines += &format!(
             r#"{{"step":{step},"loss":{},"grad_norm":2.0,"skipped":{skipped},"clipped":false,"capped_tokens":0,"lr":0.001,"scale":1.0,"optim_step":{step},"actions":{actions},"ms":3.0}}"#,

@@ -79,7 +79,10 @@ pub enum Command {
     /// Close the open capture (the model is the chosen preset's again).
     CloseCapture,
     /// Show this row and position of the open capture's batch in the stepper.
-    CaptureGoTo { row: usize, pos: usize },
+    CaptureGoTo {
+        row: usize,
+        pos: usize,
+    },
 }
 
 impl Command {
