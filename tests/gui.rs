@@ -1471,6 +1471,7 @@ fn planted_capture_ladder_and_session() {
     assert_capture_shown(&h, &c, 42);
     assert_eq!(h.state().state.ladder_fault.as_deref(), Some("reset_before_matmul"));
     h.get_by_label("persistent=reset_before_matmul");
+    h.get_by_label("GPU vs CPU, f32, on the batch of capture step_000042 (3 rows x 16 positions)");
     if dualscope::ui::engines::gpu_availability().is_err() {
         return;
     }

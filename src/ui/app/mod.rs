@@ -318,7 +318,9 @@ impl App {
         });
         egui::Panel::right("ladder").default_size(380.0).resizable(true).show(ui, |ui| {
             let fault = self.state.fault(FaultTool::Ladder);
-            panels::ladder::show(ui, &self.ladder, self.state.selected_rung.as_deref(), fault, &mut cmds);
+            let capture = self.capture.open.as_ref().map(|c| c.describe());
+            let selected = self.state.selected_rung.as_deref();
+            panels::ladder::show(ui, &self.ladder, selected, fault, capture.as_deref(), &mut cmds);
             if let Some(id) = self.state.selected_rung.clone() {
                 ui.separator();
                 panels::ladder::inspector(ui, &self.ladder, &id);
