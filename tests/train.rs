@@ -161,6 +161,67 @@ fn the_controller_skips_backs_off_cuts_and_rolls_back() {
     assert_eq!(v["log"][39]["clipped"], true);
 }
 
+/// `--inject KIND@STEP` on the CPU: each planted event makes the guard or the
+/// controller act at its step and nowhere else; the transient bit flip is a
+/// huge finite gradient (clipped and applied without the controller).
+#[test]
+fn planted_events_act_at_their_step() {
+    let (d, data, out) = mixed_run();
+    let mut args = train_args(&data, &out, "30");
+    args.extend(["--inject", "nan@5,spike@24", "--inject", "transient@27", "--gn-spike-z", "6"]);
+    let v = ok_json(&run(&args));
+    let acts = actions(&v);
+    let steps: Vec<u64> = acts.iter().map(|(s, _)| *s).collect();
+    assert_eq!(steps, [5, 5, 24, 24, 27, 27], "{acts:?}");
+    assert!(acts.chunks(2).all(|c| c[0].1 == "skip" && c[1].1 == "lr_cut"), "{acts:?}");
+    let log = v["log"].as_array().unwrap();
+    let e = |k: usize| &log[k - 1];
+    assert_eq!(e(5)["skipped"], "gradient norm is not finite");
+    for k in [24, 27] {
+        assert!(e(k)["skipped"].as_str().unwrap().starts_with("outlier"), "{}", e(k));
+    }
+    assert!(e(27)["skipped"].as_str().unwrap().contains("gru.weight_hh_l0"), "the flipped tensor: {}", e(27));
+    assert_eq!(v["controller"]["engine_skips"], 1);
+    // Without the controller only the NaN is skipped; the flipped bit makes a
+    // finite norm some 2^128 times the others, clipped.
+    let out2 = d.path().join("plain");
+    let mut args = train_args(&data, &out2, "8");
+    args.extend(["--no-controller", "--inject", "transient@3", "--inject-nan-at", "6"]);
+    let v = ok_json(&run(&args));
+    assert_eq!(actions(&v), [(6, "skip".to_string())]);
+    let log = v["log"].as_array().unwrap();
+    let norm = log[2]["grad_norm"].as_f64().unwrap();
+    assert!(norm.is_finite() && norm > 1e25 * log[1]["grad_norm"].as_f64().unwrap(), "{norm}");
+    assert_eq!(log[2]["clipped"], true);
+}
+
+/// Bad `--inject` values and events the engine cannot take: one line naming
+/// the argument, exit 2, before anything is written.
+#[test]
+fn bad_planted_events_are_usage_errors() {
+    let (_d, data, out) = mixed_run();
+    for (inject, want) in [
+        (
+            "bogus@3",
+            "--inject bogus@3: unknown kind 'bogus' (nan, spike, transient, persistent[=FAULT], f16_overflow)",
+        ),
+        ("nan@", "--inject nan@: step '' is not a whole number"),
+        ("persistent=nope@2", "--inject persistent=nope@2: unknown engine fault 'nope'"),
+        ("persistent@4", "--inject persistent@4: engine faults are planted in the GPU engine; use --engine gpu"),
+        ("f16_overflow@4", "--inject f16_overflow@4: needs --precision f16"),
+        ("nan@4,spike@4", "--inject: two planted events at step 4 (nan and spike)"),
+    ] {
+        let mut args = train_args(&data, &out, "5");
+        args.extend(["--inject", inject]);
+        let err = fails(&run(&args), 2);
+        assert!(err.contains(want), "{inject}: {err}");
+        assert!(!out.exists(), "{inject}: --out was created");
+    }
+    let mut args = train_args(&data, &out, "5");
+    args.extend(["--inject", "transient@4", "--inject-nan-at", "4"]);
+    assert!(fails(&run(&args), 2).contains("two planted events at step 4 (transient and nan)"));
+}
+
 #[test]
 fn too_many_rollbacks_fail_the_run() {
     let (_d, data, out) = mixed_run();

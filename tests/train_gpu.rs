@@ -105,3 +105,51 @@ fn gpu_training_follows_the_controller_and_resumes() {
     let st: serde_json::Value = serde_json::from_str(&b.state).unwrap();
     assert_eq!(st["step"], 14);
 }
+
+/// The GPU-only planted events: `f16_overflow` on the f16 step is skipped by
+/// the engine's guard, which backs the raised scale off, and the scale is put
+/// back after it; `transient` is skipped by the guard (its square overflows
+/// the device's f32 norm); `persistent` changes the loss from its step on and
+/// not before.
+#[test]
+fn gpu_planted_events_act_at_their_step() {
+    common::skip_without_vulkan!();
+    let dir = tempfile::tempdir().unwrap();
+    let data = docs_jsonl(dir.path(), 20, |i| format!("doc {i}: {}", "the cat sat on the mat ".repeat(i % 5 + 1)));
+    let run = |extra: &[&str]| {
+        let mut args = train_tiny(&data, &["--batch", "3", "--seq-len", "24", "--steps", "6", "--engine", "gpu"]);
+        args.extend_from_slice(extra);
+        args.push("--json");
+        train(&args)
+    };
+    let log = |v: &serde_json::Value| v["log"].as_array().unwrap().clone();
+
+    let v = run(&["--precision", "f16", "--inject", "f16_overflow@4"]);
+    let acts: Vec<String> = v["actions"].as_array().unwrap().iter().map(|a| format!("{}:{}", a["step"], a["action"])).collect();
+    assert_eq!(acts, ["4:\"skip\"", "4:\"scale_backoff\"", "4:\"lr_cut\""]);
+    let l = log(&v);
+    let scales: Vec<f64> = l.iter().map(|e| e["scale"].as_f64().unwrap()).collect();
+    assert_eq!(scales, [65536.0, 65536.0, 65536.0, 65536.0 * 16_777_216.0, 65536.0, 65536.0], "put back after step 4");
+    assert_eq!(l[3]["skipped"], "gradient norm is not finite");
+    assert_eq!((l[2]["optim_step"].as_u64(), l[3]["optim_step"].as_u64()), (Some(3), Some(3)), "not applied");
+    assert!(l.iter().enumerate().all(|(i, e)| i == 3 || e["skipped"].is_null()), "{l:?}");
+    let backoff = v["actions"].as_array().unwrap().iter().find(|a| a["action"] == "scale_backoff").unwrap().clone();
+    assert_eq!(backoff["scale"].as_f64(), Some(65536.0), "{backoff}");
+
+    let v = run(&["--no-controller", "--inject", "transient@3"]);
+    let l = log(&v);
+    assert_eq!(l[2]["skipped"], "gradient norm is not finite");
+    assert!(l.iter().enumerate().all(|(i, e)| i == 2 || e["skipped"].is_null()), "{l:?}");
+
+    let losses = |v: &serde_json::Value| log(v).iter().map(|e| e["loss"].as_f64().unwrap()).collect::<Vec<_>>();
+    let clean = losses(&run(&["--no-controller"]));
+    let faulty = losses(&run(&["--no-controller", "--inject", "persistent@4"]));
+    assert_eq!(clean[..3], faulty[..3], "before the fault");
+    for k in 3..6 {
+        assert!((clean[k] - faulty[k]).abs() > 1e-6 * clean[k].abs(), "step {}: {} vs {}", k + 1, clean[k], faulty[k]);
+    }
+    // A named fault, and the controller's two-phase step under it.
+    let named = losses(&run(&["--inject", "persistent=window_off_by_one@2"]));
+    assert_eq!(named[0], clean[0]);
+    assert!((named[1] - clean[1]).abs() > 1e-6 * clean[1].abs(), "{named:?} vs {clean:?}");
+}

@@ -451,11 +451,18 @@ fn faults_are_listed_and_caught_from_the_command_line() {
     assert_eq!(out.status.code(), Some(0));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a JSON list");
     let list = v.as_array().unwrap();
-    assert_eq!(list.len(), 9);
-    for f in list {
+    let (ladder, train): (Vec<_>, Vec<_>) = list.iter().partition(|f| f["scope"] == "ladder");
+    assert_eq!(ladder.len(), 9);
+    for f in ladder {
         assert!(f["name"].is_string() && f["expected_rung"].is_string() && f["description"].is_string(), "{f}");
         assert!(dualscope::ladder::ALL_RUNGS.contains(&f["expected_rung"].as_str().unwrap()));
     }
+    // The training events of `train --inject`, after the ladder's faults.
+    let names: Vec<&str> = train.iter().map(|f| f["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["nan", "spike", "transient", "persistent", "f16_overflow"]);
+    assert!(train.iter().all(|f| f["scope"] == "train" && f["description"].is_string()), "{train:?}");
+    let verdicts: Vec<&str> = train.iter().map(|f| f["expected_verdict"].as_str().unwrap()).collect();
+    assert_eq!(verdicts, ["transient", "transient", "transient", "engine", "precision"]);
     let out = dualscope(&["ladder", "--fault", "nope"], &[]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("window_off_by_one"));

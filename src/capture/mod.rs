@@ -16,6 +16,7 @@
 //! [`load`] checks every file and field and says which one is wrong.
 
 mod evidence;
+mod float;
 mod read;
 mod write;
 
@@ -70,15 +71,19 @@ pub struct BatchMeta {
 /// training run, e.g. by `scan`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Recorded {
+    #[serde(with = "float")]
     pub loss: f64,
     /// Global gradient norm, unscaled, before clipping (may be non-finite).
+    #[serde(with = "float")]
     pub grad_norm: f64,
     /// Per-tensor gradient norms, canonical order (empty when the step ran
     /// without the controller's two-phase path).
+    #[serde(with = "float::named")]
     pub tensor_norms: Vec<(String, f64)>,
     /// Why the step was not applied, if it was not.
     pub skipped: Option<String>,
     /// The loss scale after the step.
+    #[serde(with = "float")]
     pub scale_after: f64,
 }
 
@@ -102,7 +107,9 @@ pub struct LeadUp {
     pub t: usize,
     pub lens: Vec<usize>,
     pub origins: Vec<RowOrigin>,
+    #[serde(with = "float")]
     pub loss: f64,
+    #[serde(with = "float")]
     pub grad_norm: f64,
     pub applied: bool,
 }

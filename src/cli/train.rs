@@ -12,8 +12,9 @@ use super::{EngineArg, OptimArgs};
 use crate::cpu::{LossScale, StepOptions};
 use crate::dataset::{Dataset, synthetic};
 use crate::engine::stats::mean;
-use crate::engine::{EngineKind, Poison, VulkanOptions};
+use crate::engine::{EngineKind, VulkanOptions};
 use crate::model::Config;
+use crate::train::inject::{self, Inject, Injections};
 use crate::train::{Action, Begin, ControllerConfig, MemoryCheck, Observer, StepEvent, TrainError, TrainPlan, train};
 
 #[derive(Args, Debug)]
@@ -76,10 +77,16 @@ pub struct TrainArgs {
     pub optim: OptimArgs,
     #[command(flatten)]
     pub controller: ControllerArgs,
-    /// Testing aid: make one gradient value NaN at these steps (exercises the guard and the controller).
+    /// Testing aid: planted events, KIND@STEP: nan (one gradient value NaN), spike (gradients × 1e4),
+    /// transient (a flipped exponent bit in one gradient, once), persistent[=FAULT] (a GPU kernel
+    /// fault from STEP on; default reset_before_matmul), f16_overflow (loss scale × 2^24 for that
+    /// step; --precision f16). `dualscope faults` lists them.
+    #[arg(long, value_delimiter = ',', value_name = "KIND@STEP[,KIND@STEP...]")]
+    pub inject: Vec<String>,
+    /// Testing aid: make one gradient value NaN at these steps (the same as --inject nan@STEP).
     #[arg(long, value_delimiter = ',', value_name = "STEP[,STEP...]")]
     pub inject_nan_at: Vec<u64>,
-    /// Testing aid: multiply the gradients by 1e4 at these steps (a finite outlier).
+    /// Testing aid: multiply the gradients by 1e4 at these steps (the same as --inject spike@STEP).
     #[arg(long, value_delimiter = ',', value_name = "STEP[,STEP...]")]
     pub inject_spike_at: Vec<u64>,
     #[arg(long)]
@@ -188,12 +195,18 @@ impl TrainArgs {
     fn plan(&self) -> Result<TrainPlan, CliError> {
         let optim = self.optim.options()?;
         let controller = self.controller.config()?;
-        let inject = self
-            .inject_nan_at
-            .iter()
-            .map(|&k| (k, Poison::Nan))
-            .chain(self.inject_spike_at.iter().map(|&k| (k, Poison::Spike)))
-            .collect();
+        let mut inject = Injections::new();
+        inject::parse_into(&mut inject, &self.inject).map_err(CliError::Usage)?;
+        for (steps, kind) in [(&self.inject_nan_at, Inject::Nan), (&self.inject_spike_at, Inject::Spike)] {
+            for &k in steps {
+                inject::add(&mut inject, k, kind).map_err(CliError::Usage)?;
+            }
+        }
+        let vulkan = VulkanOptions {
+            precision: self.precision,
+            gemm: super::gpu::choice_for(self.gemm_path, self.precision)?,
+            ..VulkanOptions::default()
+        };
         let plan = TrainPlan {
             data: self.data.clone(),
             config: self.config.clone(),
@@ -204,7 +217,7 @@ impl TrainArgs {
             batch: self.batch,
             seed: self.seed,
             engine: self.engine.kind(),
-            vulkan: VulkanOptions::default(),
+            vulkan,
             out: self.out.clone(),
             save_every: self.save_every,
             checkpoint_every: self.checkpoint_every,
@@ -227,11 +240,8 @@ pub fn run(a: &TrainArgs) -> Result<i32, CliError> {
     if a.engine == EngineArg::Cpu && a.gemm_path.is_some() {
         return Err(CliError::Usage("--gemm-path applies only to --engine gpu".into()));
     }
-    let mut plan = a.plan()?;
+    let plan = a.plan()?;
     let ds = Dataset::open(&a.data).map_err(super::common::data_error)?;
-    let precision = a.precision;
-    plan.vulkan.precision = precision;
-    plan.vulkan.gemm = super::gpu::choice_for(a.gemm_path, precision)?;
     let mut printer = TrainPrinter {
         json: a.json,
         log_every: a.log_every.max(1),

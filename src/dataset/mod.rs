@@ -6,6 +6,8 @@
 //! JSON-lines dataset of documents (`{"text": "..."}` per line), anything else a
 //! byte dataset. [`Dataset::window`], [`Dataset::random_windows`] (and
 //! [`RandomWindows`] for per-step batches) and [`Dataset::documents`] cut rows;
+//! [`Dataset::random_windows_traced`] also says where each row came from
+//! ([`RowOrigin`], cut again by [`Dataset::row_at`]);
 //! [`synthetic::default_dataset`] is the built-in corpus.
 
 mod batch;

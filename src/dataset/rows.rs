@@ -8,10 +8,11 @@
 
 use std::borrow::Cow;
 
-use super::batch::Batch;
+use super::batch::{Batch, RowOrigin};
 use super::error::DatasetError;
 use super::source::{Dataset, DatasetKind};
 use crate::rng::Rng;
+
 
 impl Dataset {
     fn check_row(&self, rows: usize, len: usize) -> Result<(), DatasetError> {
@@ -71,31 +72,67 @@ impl Dataset {
     /// at least 2 bytes, then a window inside it; a document shorter than `len`
     /// is a whole, shorter row (padded and masked in the batch).
     pub fn random_windows(&self, seed: u64, batch: usize, len: usize) -> Result<Batch, DatasetError> {
+        Ok(self.random_windows_traced(seed, batch, len)?.0)
+    }
+
+    /// The same batch as [`Dataset::random_windows`]`(seed, batch, len)`,
+    /// with each row's origin (so that a captured step names where its rows
+    /// came from, and [`Dataset::row_at`] can cut them again).
+    pub fn random_windows_traced(
+        &self,
+        seed: u64,
+        batch: usize,
+        len: usize,
+    ) -> Result<(Batch, Vec<RowOrigin>), DatasetError> {
         self.check_row(batch, len)?;
         let mut rng = Rng::new(seed);
         let mut rows = Vec::with_capacity(batch);
+        let mut origins = Vec::with_capacity(batch);
         for _ in 0..batch {
-            rows.push(self.random_row(&mut rng, len)?);
+            let (row, origin) = self.random_row(&mut rng, len)?;
+            rows.push(row);
+            origins.push(origin);
         }
-        Ok(Batch::from_rows(&rows)?)
+        Ok((Batch::from_rows(&rows)?, origins))
     }
 
-    fn random_row(&self, rng: &mut Rng, len: usize) -> Result<Cow<'_, [u8]>, DatasetError> {
-        let doc = match self.kind() {
-            DatasetKind::Bytes => Cow::Borrowed(self.bytes()),
+    /// One random row and where it lies; draws from `rng` exactly as the
+    /// untraced batches always did (the document, then the offset).
+    fn random_row(&self, rng: &mut Rng, len: usize) -> Result<(Cow<'_, [u8]>, RowOrigin), DatasetError> {
+        let (document, doc) = match self.kind() {
+            DatasetKind::Bytes => (0, Cow::Borrowed(self.bytes())),
             DatasetKind::Jsonl => {
                 let usable = &self.jsonl_index().usable;
-                self.document(usable[rng.below(usable.len() as u64) as usize])?
+                let i = usable[rng.below(usable.len() as u64) as usize];
+                (i, self.document(i)?)
             }
         };
         if doc.len() <= len {
-            return Ok(doc);
+            let origin = RowOrigin { document, offset: 0, len: doc.len() };
+            return Ok((doc, origin));
         }
         let offset = rng.below((doc.len() - len + 1) as u64) as usize;
-        Ok(match doc {
+        let row = match doc {
             Cow::Borrowed(d) => Cow::Borrowed(&d[offset..offset + len]),
             Cow::Owned(d) => Cow::Owned(d[offset..offset + len].to_vec()),
-        })
+        };
+        Ok((row, RowOrigin { document, offset, len }))
+    }
+
+    /// The tokens of `o` cut again from this dataset (to check that a
+    /// captured row is still what the dataset holds there). Errors name the
+    /// document or the window that is not there.
+    pub fn row_at(&self, o: &RowOrigin) -> Result<Vec<u8>, DatasetError> {
+        self.check_row(1, o.len)?;
+        let doc = self.document(o.document)?;
+        let out_of_range = || DatasetError::WindowOutOfRange {
+            name: format!("{} (document {})", self.name(), o.document),
+            offset: o.offset,
+            len: o.len,
+            total: doc.len(),
+        };
+        let end = o.offset.checked_add(o.len).filter(|&e| e <= doc.len()).ok_or_else(out_of_range)?;
+        Ok(doc[o.offset..end].to_vec())
     }
 
     /// Documents `start..start + count`, whole (or cut to their first `max_len`
@@ -131,20 +168,6 @@ impl Dataset {
     }
 }
 
-impl Dataset {
-    /// The tokens of the row that `o` says where to cut (a capture's row, cut
-    /// again to check that the dataset did not change).
-    pub fn row_at(&self, o: &super::batch::RowOrigin) -> Result<Vec<u8>, DatasetError> {
-        let doc = self.document(o.document)?;
-        let end = o.offset.checked_add(o.len).filter(|&e| e <= doc.len()).ok_or(DatasetError::WindowOutOfRange {
-            name: self.name().to_string(),
-            offset: o.offset,
-            len: o.len,
-            total: doc.len(),
-        })?;
-        Ok(doc[o.offset..end].to_vec())
-    }
-}
 
 /// Seeded random windows for a training run: step `k` always gets the same
 /// batch, whatever steps came before it.
@@ -178,5 +201,54 @@ impl RandomWindows {
     pub fn iter<'a>(&self, dataset: &'a Dataset) -> impl Iterator<Item = Result<Batch, DatasetError>> + 'a {
         let this = *self;
         (0u64..).map(move |step| this.at(dataset, step))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every traced row is what `row_at` cuts again at its origin, and the
+    /// batch is `random_windows`'s, for a byte and a JSON-lines dataset
+    /// (documents shorter than a row, one with escapes, one far longer).
+    #[test]
+    fn traced_rows_are_cut_again_from_their_origins() {
+        let bytes: Vec<u8> = (0..500u32).map(|i| (i * 7 % 251) as u8).collect();
+        let docs = ["ab", "x", "tab\there \"q\" é", "0123456789", &"long text ".repeat(30)];
+        let lines: Vec<String> = docs.iter().map(|d| serde_json::json!({ "text": d }).to_string()).collect();
+        let sets = [
+            Dataset::from_bytes("b.bin", bytes).unwrap(),
+            Dataset::from_bytes("d.jsonl", lines.join("\n").into_bytes()).unwrap(),
+            Dataset::from_bytes("tiny.bin", b"abcde".to_vec()).unwrap(),
+        ];
+        for ds in &sets {
+            let (batch, origins) = ds.random_windows_traced(11, 48, 12).unwrap();
+            assert_eq!(batch, ds.random_windows(11, 48, 12).unwrap(), "{}", ds.name());
+            assert_eq!(origins.len(), batch.rows);
+            for (r, o) in origins.iter().enumerate() {
+                assert_eq!(o.len, batch.lens[r]);
+                assert_eq!(ds.row_at(o).unwrap(), batch.row(r), "{}: row {r} at {o:?}", ds.name());
+            }
+            if ds.kind() == DatasetKind::Jsonl {
+                assert!(origins.iter().all(|o| o.document != 1), "\"x\" is too short to be a row");
+                assert!(origins.iter().any(|o| o.document == 0 && o.len == 2), "{origins:?}");
+                assert!(origins.iter().any(|o| o.document == 4 && o.offset > 0), "{origins:?}");
+                assert!(origins.iter().any(|o| o.document == 2), "the escaped document: {origins:?}");
+            }
+        }
+        // The whole content, shorter than a row, in every row.
+        let (_, o) = sets[2].random_windows_traced(3, 2, 16).unwrap();
+        assert_eq!(o, vec![RowOrigin { document: 0, offset: 0, len: 5 }; 2]);
+    }
+
+    #[test]
+    fn origins_that_are_not_there_are_errors() {
+        let ds = Dataset::from_bytes("d.jsonl", b"{\"text\": \"hello\"}\n{\"text\": \"world!\"}".to_vec()).unwrap();
+        assert_eq!(ds.row_at(&RowOrigin { document: 1, offset: 2, len: 4 }).unwrap(), b"rld!");
+        let e = ds.row_at(&RowOrigin { document: 2, offset: 0, len: 2 }).unwrap_err().to_string();
+        assert!(e.contains("no document 2"), "{e}");
+        let e = ds.row_at(&RowOrigin { document: 0, offset: 3, len: 4 }).unwrap_err().to_string();
+        assert!(e.contains("document 0") && e.contains("offset 3") && e.contains("> 5 bytes"), "{e}");
+        assert!(ds.row_at(&RowOrigin { document: 0, offset: usize::MAX, len: 4 }).is_err());
     }
 }

@@ -36,6 +36,10 @@ impl CpuEngine {
         self.state.step
     }
 
+    pub(super) fn set_scale(&mut self, scale: &LossScale) {
+        self.scale = scale.clone();
+    }
+
     pub(super) fn set_lr(&mut self, lr: f64) {
         self.opts.lr = lr;
     }
@@ -55,7 +59,7 @@ impl CpuEngine {
         let g = cpu::backward(&self.cfg, &self.params, batch, &f, self.scale.scale, self.opts.token_cap);
         let mut grads = g.grads;
         if let Some(kind) = poison_it {
-            poison(&mut grads, kind);
+            poison(&mut grads, kind, self.scale.scale);
         }
         Ok(Pending {
             loss: f.loss,

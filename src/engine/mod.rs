@@ -87,19 +87,40 @@ pub struct Norms {
     pub tensors: Vec<(String, f64)>,
 }
 
-/// The testing aids behind `train --inject-nan-at` and `--inject-spike-at`.
+/// The testing aids behind `train --inject` (and `--inject-nan-at`,
+/// `--inject-spike-at`): what is done to one step's gradients.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Poison {
     /// One gradient value NaN.
     Nan,
     /// Every gradient value × 1e4 (a finite outlier).
     Spike,
+    /// A silent data corruption: the top exponent bit of the largest-magnitude
+    /// value of `gru.weight_hh_l0`'s gradient flipped (a gradient below 2 in
+    /// magnitude, as they are, becomes 2^128 times larger: huge, finite).
+    BitFlip,
 }
 
-fn poison(grads: &mut Params<f32>, kind: Poison) {
+/// The tensor a [`Poison::BitFlip`] hits.
+pub const BIT_FLIP_TENSOR: &str = "gru.weight_hh_l0";
+
+/// Spoils `grads` as `kind` says. `scale` is the loss scale `grads` carry
+/// (the CPU holds `S·g`): the bit is flipped in the unscaled value `g`, so
+/// that both engines plant the same corruption (with S > 1 the CPU's scaled
+/// value may then overflow to infinity).
+fn poison(grads: &mut Params<f32>, kind: Poison, scale: f64) {
     match kind {
         Poison::Nan => grads.head_bias.data[0] = f32::NAN,
         Poison::Spike => grads.tensors_mut().into_iter().for_each(|t| t.data.iter_mut().for_each(|x| *x *= 1e4)),
+        Poison::BitFlip => {
+            let data = &mut grads.gru[0].w_hh.data;
+            let Some(i) = (0..data.len()).max_by(|&a, &b| data[a].abs().total_cmp(&data[b].abs())) else {
+                return;
+            };
+            let s = scale as f32;
+            let flipped = f32::from_bits((data[i] / s).to_bits() ^ (1 << 30));
+            data[i] = flipped * s;
+        }
     }
 }
 
@@ -252,7 +273,7 @@ impl Engine {
 
     /// The first half of a step: loss, gradients and their norms on `batch`,
     /// nothing applied yet. `poison_it` spoils the gradients first (the
-    /// `--inject-nan-at` / `--inject-spike-at` testing aids).
+    /// `train --inject` testing aids).
     pub fn compute(&mut self, batch: &Batch, poison_it: Option<Poison>) -> Result<Pending, EngineError> {
         match self {
             Engine::Cpu(c) => c.compute(batch, poison_it),
@@ -292,6 +313,40 @@ impl Engine {
             Engine::Cpu(c) => Ok(c.optim_step()),
             Engine::Vulkan(g) => Ok(g.engine().loss_scale_and_step()?.1),
         }
+    }
+
+    /// Replaces the loss scale (the whole GradScaler state), keeping the
+    /// weights, the moments and the step counter (`train --inject
+    /// f16_overflow@N` raises it for one step and puts it back).
+    pub fn set_loss_scale(&mut self, scale: &LossScale) -> Result<(), EngineError> {
+        match self {
+            Engine::Cpu(c) => {
+                c.set_scale(scale);
+                Ok(())
+            }
+            Engine::Vulkan(g) => g.set_loss_scale(scale),
+        }
+    }
+
+    /// Plants a fault of the Vulkan engine's catalogue in every step from now
+    /// on (`None`: the correct engine again); the next step is recorded anew.
+    /// The CPU reference has no planted faults: a usage error there.
+    pub fn set_fault(&mut self, fault: Option<crate::vk::engine::Fault>) -> Result<(), EngineError> {
+        match (self, fault) {
+            (Engine::Cpu(_), None) => Ok(()),
+            (Engine::Cpu(_), Some(f)) => Err(EngineError::Usage(format!(
+                "fault {f}: engine faults are planted in the GPU engine; use --engine gpu"
+            ))),
+            (Engine::Vulkan(g), f) => {
+                g.set_fault(f);
+                Ok(())
+            }
+        }
+    }
+
+    /// The planted fault now (always `None` on the CPU).
+    pub fn fault(&self) -> Option<crate::vk::engine::Fault> {
+        self.as_vulkan().and_then(|e| e.fault())
     }
 
     /// Changes the learning rate, keeping everything else.

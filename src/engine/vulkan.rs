@@ -86,7 +86,7 @@ impl VulkanEngine {
         self.check_validation()?;
         let mut grads = r.grads;
         if let Some(kind) = poison_it {
-            poison(&mut grads, kind);
+            poison(&mut grads, kind, 1.0);
         }
         let norms = norms_of(self.engine.config(), &grads, 1.0);
         Ok(Pending {
@@ -126,6 +126,18 @@ impl VulkanEngine {
             self.check_validation()?;
         }
         Ok(())
+    }
+
+    /// Writes `scale` into the state words, keeping the step counter and the
+    /// skipped-step count (the recorded step reads them there: no re-record).
+    pub(super) fn set_loss_scale(&mut self, scale: &crate::cpu::LossScale) -> Result<(), EngineError> {
+        let (_, step, skipped) = self.engine.loss_scale_and_step()?;
+        self.engine.write_state(scale, step, skipped)?;
+        self.check_validation()
+    }
+
+    pub(super) fn set_fault(&mut self, fault: Option<crate::vk::engine::Fault>) {
+        self.engine.set_fault(fault);
     }
 
     pub(super) fn snapshot(&self) -> Result<TrainState, EngineError> {

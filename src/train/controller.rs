@@ -171,6 +171,10 @@ pub struct Assessment {
     pub skip: Option<String>,
     /// Apply, but lower the learning rate: why.
     pub spike: Option<String>,
+    /// The step's largest deviation and whose norm it is (`global` or a
+    /// tensor), once there is history: what the thresholds are compared with
+    /// (the log keeps it, so thresholds can be calibrated on a finished run).
+    pub risk: Option<(f64, String)>,
 }
 
 /// What the step did in the end (after the engine's own guard).
@@ -241,7 +245,7 @@ impl Controller {
 
     /// Judges a step's norms against the history, before they are applied.
     pub fn assess(&self, norms: &Norms) -> Assessment {
-        let mut out = Assessment { skip: None, spike: None };
+        let mut out = Assessment { skip: None, spike: None, risk: None };
         // Non-finite or zero norms are the engine guard's to skip.
         if !self.config.enabled || !norms.global.is_finite() || norms.global <= 0.0 {
             return out;
@@ -259,13 +263,16 @@ impl Controller {
             Some((z, reason))
         };
         let mut worst: Option<(f64, String)> = judge("global gradient norm", norms.global, &self.global);
+        let mut whose = "global".to_string();
         for ((name, n), (_, ema)) in norms.tensors.iter().zip(&self.tensors) {
             if let Some((z, r)) = judge(&format!("gradient norm of {name}"), *n, ema)
                 && worst.as_ref().is_none_or(|w| z > w.0)
             {
                 worst = Some((z, r));
+                whose = name.clone();
             }
         }
+        out.risk = worst.as_ref().map(|w| (w.0, whose));
         if let Some((z, reason)) = worst {
             if z > c.skip_z {
                 out.skip = Some(format!("outlier: {reason} > {}", c.skip_z));
@@ -418,6 +425,9 @@ mod tests {
         let mut c = Controller::new(ControllerConfig::default());
         warm(&mut c, 30);
         let (a, acts) = step(&mut c, 31, &norms(40.0, &[30.0, 0.3]), false);
+        // The deviation the log keeps is the one that decided, with its tensor.
+        let (z, whose) = a.risk.clone().expect("a risk after warm-up");
+        assert!(z > c.config.skip_z && whose == "t0", "{z} {whose}");
         let why = a.skip.expect("skipped");
         assert!(why.contains("outlier") && why.contains("t0"), "the worst tensor is named: {why}");
         assert_eq!(acts.iter().map(|a| a.action.name()).collect::<Vec<_>>(), ["skip", "lr_cut"]);
@@ -520,7 +530,7 @@ mod tests {
         let mut c = Controller::new(cfg);
         warm(&mut c, 30);
         let (a, _) = step(&mut c, 31, &norms(400.0, &[300.0, 0.3]), false);
-        assert_eq!(a, Assessment { skip: None, spike: None });
+        assert_eq!((a.skip, a.spike), (None, None));
         for k in 32..40 {
             let (_, acts) = step(&mut c, k, &norms(f64::NAN, &[0.5, 0.3]), true);
             assert_eq!(acts.len(), 1, "only the skip: {acts:?}");

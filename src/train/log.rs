@@ -54,6 +54,13 @@ pub struct LogEntry<A = Action> {
     /// Wall milliseconds of the step.
     #[serde(default = "nan", deserialize_with = "lenient::number")]
     pub ms: f64,
+    /// The controller's largest deviation at this step and whose norm it was
+    /// ([`super::Assessment::risk`]); absent without history or without the
+    /// controller.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub risk_z: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub risk_of: Option<String>,
 }
 
 fn nan() -> f64 {
@@ -266,6 +273,8 @@ mod tests {
                 to_step: None,
             }],
             ms: 2.0,
+            risk_z: Some(4.5),
+            risk_of: Some("ctx.q.weight".into()),
         };
         let line = serde_json::to_value(&e).unwrap().to_string();
         assert!(line.contains(r#""loss":null"#) && line.contains(r#""action":"skip""#), "{line}");

@@ -4,10 +4,12 @@
 //! that the command line prints and the GUI could plot from the same loop.
 
 pub mod controller;
+pub mod inject;
 pub mod log;
 mod run;
 pub mod state;
 
+pub use inject::{Inject, Injections};
 pub use controller::{Action, ActionKind, Assessment, Controller, ControllerConfig, Ema, Outcome};
 pub use log::{LogAction, LogEntry, LogStep, ReadAction, ReadLogError, TrainLog, read_train_log};
 pub use run::{Begin, MemoryCheck, Observer, StepEvent, TrainPlan, TrainSummary, train};

@@ -4,12 +4,12 @@
 //! applied, bad steps in a row roll back to the last good checkpoint, and
 //! the run's state and logs are written to `--out` as it goes.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::TrainError;
 use super::controller::{Action, ActionKind, Controller, ControllerConfig, Norms, Outcome};
+use super::inject::{self, Injections};
 use super::log::{CONTROLLER_FILE, JsonLog, LOG_FILE, LogEntry, keep_log_upto};
 use super::state::{
     RUN_STATE_VERSION, RunState, SavedRun, TRAIN_STATE_FILE, load_run, prepare_dir, remove_stale_temporaries,
@@ -19,7 +19,7 @@ use crate::checkpoint::{LoadOptions, load_params_opts, save_params, write_atomic
 use crate::cpu::{LossScale, OptimOutcome, StepOptions, StepReport};
 use crate::dataset::{Batch, Dataset};
 use crate::engine::inputs::{check_memory, check_shape};
-use crate::engine::{Engine, EngineKind, Poison, TrainState, VulkanOptions};
+use crate::engine::{Engine, EngineKind, TrainState, VulkanOptions};
 use crate::model::{Config, Params};
 
 /// When the loop checks that a batch's activations fit in memory.
@@ -59,8 +59,8 @@ pub struct TrainPlan {
     pub loss_scale: Option<LossScale>,
     pub optim: StepOptions,
     pub controller: ControllerConfig,
-    /// Testing aids: the steps whose gradients are spoilt, and how.
-    pub inject: BTreeMap<u64, Poison>,
+    /// Testing aids: the planted events (`--inject`), one per step at most.
+    pub inject: Injections,
     pub memory_check: MemoryCheck,
     /// How `checkpoint` and `resume` are loaded (non-finite weights refused by default).
     pub load: LoadOptions,
@@ -87,7 +87,7 @@ impl TrainPlan {
         if self.resume.is_some() && (self.checkpoint.is_some() || self.config.is_some()) {
             return Err(TrainError::Usage("--resume keeps the run's model: drop --checkpoint and --config".into()));
         }
-        Ok(())
+        inject::check(&self.inject, self.engine, self.vulkan.precision)
     }
 }
 
@@ -373,11 +373,14 @@ pub fn train(plan: &TrainPlan, ds: &Dataset, obs: &mut dyn Observer) -> Result<T
             check_memory(&cfg, &batch, 4)?;
         }
         let t0 = Instant::now();
+        // A planted event sets the engine up first (a kernel fault, a raised loss scale).
+        let put_back = inject::before_step(&plan.inject, &mut engine, step)?;
+        let poison = plan.inject.get(&step).and_then(|e| e.poison());
         let scale_before = engine.loss_scale()?.scale;
-        // Without the controller (and no injected fault) the whole step is one
+        // Without the controller (and no spoilt gradients) the whole step is one
         // submit with nothing read back but the state words; the controller
         // needs every tensor's gradient norm before the optimizer runs.
-        if !ctl.config.enabled && !plan.inject.contains_key(&step) {
+        if !ctl.config.enabled && poison.is_none() {
             let report = engine.step(&batch)?;
             if let Some(note) = engine.take_note() {
                 obs.note(&note);
@@ -389,7 +392,7 @@ pub fn train(plan: &TrainPlan, ds: &Dataset, obs: &mut dyn Observer) -> Result<T
             let verdict = ctl.assess(&norms);
             (report, norms, verdict)
         } else {
-            let pending = engine.compute(&batch, plan.inject.get(&step).copied())?;
+            let pending = engine.compute(&batch, poison)?;
             let norms = pending.norms.clone();
             let verdict = ctl.assess(&norms);
             let report = match &verdict.skip {
@@ -410,6 +413,14 @@ pub fn train(plan: &TrainPlan, ds: &Dataset, obs: &mut dyn Observer) -> Result<T
             };
             (report, norms, verdict)
         };
+        // An f16 overflow's raised scale is put back: what the next step runs with.
+        let scale_after = match put_back {
+            Some(s) => {
+                engine.set_loss_scale(&s)?;
+                s.scale
+            }
+            None => report.optim.next_scale,
+        };
         let ms = t0.elapsed().as_secs_f64() * 1e3;
         let by_engine = report.optim.skipped.is_some();
         let skipped = report.optim.skipped.map(|s| s.to_string()).or(verdict.skip.clone());
@@ -419,7 +430,7 @@ pub fn train(plan: &TrainPlan, ds: &Dataset, obs: &mut dyn Observer) -> Result<T
             by_engine,
             spike: verdict.spike,
             scale_before,
-            scale_after: report.optim.next_scale,
+            scale_after,
         };
         actions.extend(ctl.record(step, &outcome));
         if let Some(stop) = actions.iter().find(|x| x.action == ActionKind::Stop) {
@@ -450,6 +461,8 @@ pub fn train(plan: &TrainPlan, ds: &Dataset, obs: &mut dyn Observer) -> Result<T
             optim_step: engine.optim_step()?,
             actions,
             ms,
+            risk_z: verdict.risk.as_ref().map(|r| r.0),
+            risk_of: verdict.risk.as_ref().map(|r| r.1.clone()),
         };
         losses.push(report.loss);
         obs.step(&StepEvent {

@@ -1,5 +1,6 @@
 //! `dualscope bisect`, `audit` and `faults`: finding where a planted or real
-//! bug shows (the length, the rung, the token) and listing the faults.
+//! bug shows (the length, the rung, the token) and listing the faults (the
+//! ladder's kernel faults and the training events of `train --inject`).
 
 use clap::Args;
 use serde_json::json;
@@ -9,6 +10,7 @@ use crate::cli::args::{DeviceArg, FaultArg, ModelArgs, RowArgs};
 use crate::cli::backend::open_context as open;
 use crate::cli::common::{CliError, emit, show};
 use crate::ladder;
+use crate::train::Inject;
 use crate::vk::engine::Fault;
 
 #[derive(Args, Debug)]
@@ -177,14 +179,23 @@ pub struct FaultsArgs {
     pub json: bool,
 }
 
+/// The ladder's planted kernel faults, then the planted training events of
+/// `train --inject` (JSON: one list, each object with its `scope`).
 pub fn faults(a: &FaultsArgs) -> Result<i32, CliError> {
-    let list: Vec<serde_json::Value> = Fault::ALL
-        .iter()
-        .map(|f| json!({"name": f.name(), "expected_rung": f.expected_rung(), "description": f.description()}))
-        .collect();
-    emit(a.json, serde_json::Value::Array(list), || {
+    let ladder = Fault::ALL.iter().map(|f| {
+        json!({"scope": "ladder", "name": f.name(), "expected_rung": f.expected_rung(), "description": f.description()})
+    });
+    let train = Inject::ALL.iter().map(|e| {
+        json!({"scope": "train", "name": e.name(), "expected_verdict": e.expected_verdict(), "description": e.description()})
+    });
+    emit(a.json, serde_json::Value::Array(ladder.chain(train).collect()), || {
         for f in Fault::ALL {
             println!("{:<22} caught by {:<9} {}", f.name(), f.expected_rung(), f.description());
+        }
+        println!();
+        println!("training events (train --inject KIND@STEP):");
+        for e in Inject::ALL {
+            println!("{:<22} replay: {:<9} {}", e.name(), e.expected_verdict(), e.description());
         }
     });
     Ok(0)
