@@ -54,6 +54,18 @@ pub struct RowJob {
     pub checkpoint: Option<PathBuf>,
     pub tokens: Vec<u8>,
     pub fault: Option<EngineFault>,
+    /// An open capture: its configuration and weights instead of the preset's.
+    pub capture: Option<Arc<crate::capture::Capture>>,
+}
+
+impl RowJob {
+    /// The model the row runs through: the capture's, or the preset's.
+    fn model(&self) -> Result<(crate::model::Config, crate::model::Params<f32>), String> {
+        match &self.capture {
+            Some(c) => Ok((c.config.clone(), c.state.params.clone())),
+            None => Ok((self.config.config(), self.config.initial_params(self.seed, self.checkpoint.as_deref())?)),
+        }
+    }
 }
 
 /// A bisect: its probes so far; the report once it ended.
@@ -82,8 +94,7 @@ impl BisectRun {
         self.fault = job.fault;
         let running = Job::spawn("bisect", wake, move |r| {
             let ctx = gpu::engine()?;
-            let cfg = job.config.config();
-            let params = job.config.initial_params(job.seed, job.checkpoint.as_deref())?;
+            let (cfg, params) = job.model()?;
             crate::ladder::bisect(&ctx, &cfg, &params, &job.tokens, max_len, job.fault, |p| {
                 r.progress(p.clone());
             })
@@ -131,8 +142,7 @@ impl AuditRun {
         }
         let running = Job::spawn("audit", wake, move |_| {
             let ctx = gpu::engine()?;
-            let cfg = job.config.config();
-            let params = job.config.initial_params(job.seed, job.checkpoint.as_deref())?;
+            let (cfg, params) = job.model()?;
             crate::ladder::audit::audit(&ctx, &cfg, &params, &job.tokens, AUDIT_LOSS_SCALE, job.fault)
                 .map_err(|e| e.to_string())
         })

@@ -108,6 +108,7 @@ impl App {
             checkpoint: self.state.checkpoint.clone(),
             tokens,
             fault: self.state.fault(tool),
+            capture: self.capture.open.as_ref().map(|o| o.capture.clone()),
         })
     }
 
