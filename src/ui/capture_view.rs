@@ -69,10 +69,16 @@ impl OpenCapture {
     }
 }
 
-/// `persistent=NAME` → the engine fault `NAME`; other planted events (a NaN
-/// in a gradient, a transient fault) are not part of the engine for a ladder.
+/// `persistent=NAME` → the engine fault `NAME`, `persistent` alone → the
+/// default one `train --inject` plants (a trailing `@STEP` is ignored); other
+/// planted events (a NaN in a gradient, a transient fault) are not part of
+/// the engine for a ladder.
 pub fn planted_fault(planted: &str) -> Option<EngineFault> {
-    EngineFault::parse(planted.strip_prefix("persistent=")?)
+    let p = planted.split('@').next().unwrap_or(planted).trim();
+    if p == "persistent" {
+        return Some(crate::train::inject::DEFAULT_PERSISTENT);
+    }
+    EngineFault::parse(p.strip_prefix("persistent=")?)
 }
 
 /// Reads the capture at `path` (its folder, or its `capture.json`) and
@@ -185,5 +191,7 @@ mod tests {
         assert_eq!(planted_fault("transient=reset_before_matmul"), None);
         assert_eq!(planted_fault("persistent=no_such_fault"), None);
         assert_eq!(planted_fault("nan_grad"), None);
+        assert_eq!(planted_fault("persistent=mask_dropped@9"), Some(EngineFault::MaskDropped));
+        assert_eq!(planted_fault("persistent"), Some(crate::train::inject::DEFAULT_PERSISTENT));
     }
 }
