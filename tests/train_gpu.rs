@@ -6,6 +6,7 @@ mod common;
 use std::path::Path;
 
 use common::{docs_jsonl, l2_parts, ok_json, run, s, train_tiny};
+use dualscope::capture;
 use dualscope::checkpoint::load_train_checkpoint;
 
 fn train(args: &[&str]) -> serde_json::Value {
@@ -124,9 +125,26 @@ fn gpu_planted_events_act_at_their_step() {
     };
     let log = |v: &serde_json::Value| v["log"].as_array().unwrap().clone();
 
-    let v = run(&["--precision", "f16", "--inject", "f16_overflow@4"]);
-    let acts: Vec<String> = v["actions"].as_array().unwrap().iter().map(|a| format!("{}:{}", a["step"], a["action"])).collect();
-    assert_eq!(acts, ["4:\"skip\"", "4:\"scale_backoff\"", "4:\"lr_cut\""]);
+    // With captures on, the state is read back between the gradients and the
+    // optimizer of steps 2 (requested) and 4; the run is the same as without.
+    let f16_out = dir.path().join("f16");
+    let v = run(&["--precision", "f16", "--inject", "f16_overflow@4", "--out", s(&f16_out), "--capture-at", "2"]);
+    let plain = run(&["--precision", "f16", "--inject", "f16_overflow@4"]);
+    for (a, b) in log(&v).iter().zip(&log(&plain)) {
+        assert_eq!(
+            (&a["loss"], &a["grad_norm"], &a["scale"]),
+            (&b["loss"], &b["grad_norm"], &b["scale"]),
+            "step {}",
+            a["step"]
+        );
+    }
+    let steps: Vec<u64> = v["captures"].as_array().unwrap().iter().map(|c| c["step"].as_u64().unwrap()).collect();
+    assert_eq!(steps, [2, 4]);
+    let acts: Vec<String> =
+        v["actions"].as_array().unwrap().iter().map(|a| format!("{}:{}", a["step"], a["action"])).collect();
+    // An overflow the dynamic scale backs off from is the scaler's to handle:
+    // no learning-rate cut by default (docs/training.md, "Calibration").
+    assert_eq!(acts, ["4:\"skip\"", "4:\"scale_backoff\""]);
     let l = log(&v);
     let scales: Vec<f64> = l.iter().map(|e| e["scale"].as_f64().unwrap()).collect();
     assert_eq!(scales, [65536.0, 65536.0, 65536.0, 65536.0 * 16_777_216.0, 65536.0, 65536.0], "put back after step 4");
@@ -152,4 +170,62 @@ fn gpu_planted_events_act_at_their_step() {
     let named = losses(&run(&["--inject", "persistent=window_off_by_one@2"]));
     assert_eq!(named[0], clean[0]);
     assert!((named[1] - clean[1]).abs() > 1e-6 * clean[1].abs(), "{named:?} vs {clean:?}");
+}
+
+/// Captures on the GPU without the controller (the one-submit step): a
+/// planted fault's capture names it, and a step the guard skipped changes
+/// nothing but the loss scale, so its capture (the raised scale of an
+/// f16 overflow) holds the very weights, moments and step counter the run
+/// ends with.
+#[test]
+fn gpu_captures_hold_the_state_before_the_step() {
+    common::skip_without_vulkan!();
+    let dir = tempfile::tempdir().unwrap();
+    let data = docs_jsonl(dir.path(), 20, |i| format!("doc {i}: {}", "the cat sat on the mat ".repeat(i % 5 + 1)));
+    let out = dir.path().join("run");
+    let v = train(&train_tiny(
+        &data,
+        &[
+            "--batch",
+            "3",
+            "--seq-len",
+            "24",
+            "--steps",
+            "3",
+            "--engine",
+            "gpu",
+            "--precision",
+            "f16",
+            "--no-controller",
+            "--inject",
+            "persistent@2,f16_overflow@3",
+            "--checkpoint-every",
+            "1",
+            "--out",
+            s(&out),
+            "--json",
+        ],
+    ));
+    let steps: Vec<u64> = v["captures"].as_array().unwrap().iter().map(|c| c["step"].as_u64().unwrap()).collect();
+    assert_eq!(steps, [2, 3]);
+    let c2 = capture::load(&out.join("captures/step_000002")).unwrap();
+    assert_eq!(
+        (c2.meta.triggers.clone(), c2.meta.planted.clone()),
+        (vec!["planted".to_string()], Some("persistent=reset_before_matmul".to_string()))
+    );
+    assert_eq!((c2.meta.engine.as_str(), c2.meta.precision), ("gpu", dualscope::vk::gemm::Precision::F16));
+    assert_eq!(c2.state.optim.step, 1);
+    let c3 = capture::load(&out.join("captures/step_000003")).unwrap();
+    assert_eq!(c3.meta.triggers, ["skip", "scale_backoff", "planted"]);
+    assert_eq!(
+        c3.meta.planted.as_deref(),
+        Some("persistent=reset_before_matmul"),
+        "the fault in force takes precedence"
+    );
+    assert_eq!(c3.state.scale.scale, 65536.0 * 16_777_216.0, "the scale step 3 ran with");
+    let end = load_train_checkpoint(&out.join("train_state.safetensors")).unwrap();
+    assert_eq!((&c3.state.params, &c3.state.optim.m, &c3.state.optim.v), (&end.params, &end.m, &end.v));
+    let st: serde_json::Value = serde_json::from_str(&end.state).unwrap();
+    assert_eq!((st["optim_step"].as_u64(), c3.state.optim.step), (Some(2), 2));
+    assert_eq!(st["loss_scale"]["scale"].as_f64(), Some(65536.0), "put back after the overflow");
 }

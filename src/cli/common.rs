@@ -177,3 +177,23 @@ impl From<TrainError> for CliError {
         }
     }
 }
+
+/// A replay, drift or scan error as the commands report it: a request that
+/// cannot run is a usage error (exit 2), the device as for the engines, a
+/// capture that cannot be read or a changed dataset exit 1.
+impl From<crate::triage::TriageError> for CliError {
+    fn from(e: crate::triage::TriageError) -> Self {
+        use crate::triage::TriageError as T;
+        match e {
+            T::Usage(m) => CliError::Usage(m),
+            T::Engine(e) => e.into(),
+            T::Ladder(crate::ladder::LadderError::Vk(e)) => EngineError::from(e).into(),
+            T::Ladder(e) => CliError::Failed(e.to_string()),
+            T::Capture(e) => CliError::Failed(e.to_string()),
+            T::Dataset(e) => CliError::Dataset(e),
+            T::Batch(e) => CliError::Batch(e),
+            T::Cpu(e) => CliError::Cpu(e),
+            T::Failed(m) => CliError::Failed(m),
+        }
+    }
+}

@@ -20,12 +20,12 @@ pub struct ControllerArgs {
     #[arg(long, default_value_t = 0.95, allow_negative_numbers = true)]
     pub gn_ema: f64,
     /// Skip a step whose global or per-tensor ln-norm is this many deviations above its mean.
-    #[arg(long, default_value_t = 6.0, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 10.0, allow_negative_numbers = true)]
     pub gn_skip_z: f64,
     /// Lower the learning rate (and apply the step) above this many deviations.
-    #[arg(long, default_value_t = 3.5, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 7.0, allow_negative_numbers = true)]
     pub gn_spike_z: f64,
-    /// Floor of the ln-norm deviation (0.25: a 2.4x jump is 3.5 deviations at least).
+    /// Floor of the ln-norm deviation (0.25: a 5.8x jump is 7 deviations at least, 12x is 10).
     #[arg(long, default_value_t = 0.25, allow_negative_numbers = true)]
     pub gn_min_std: f64,
     /// Factor on the learning rate at each risk event.
@@ -43,6 +43,10 @@ pub struct ControllerArgs {
     /// Fail the run (exit 1) on the rollback after this many.
     #[arg(long, default_value_t = 5)]
     pub max_rollbacks: u32,
+    /// Also cut the learning rate when the engine's guard skips an f16 overflow
+    /// that a dynamic loss scale backs off from (by default the scale is the remedy).
+    #[arg(long)]
+    pub lr_cut_on_overflow: bool,
 }
 
 impl ControllerArgs {
@@ -81,6 +85,7 @@ impl ControllerArgs {
             lr_min_factor: self.lr_min_factor,
             rollback_after: self.rollback_after,
             max_rollbacks: self.max_rollbacks,
+            lr_cut_on_overflow: self.lr_cut_on_overflow,
         })
     }
 }

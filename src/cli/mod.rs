@@ -6,10 +6,13 @@ mod backend;
 mod bench;
 mod common;
 mod controller;
+mod drift;
 mod gpu;
 mod grads;
 mod gui;
 mod init;
+mod replay;
+mod scan;
 mod train;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -51,6 +54,12 @@ pub enum Command {
     Audit(gpu::AuditArgs),
     /// Device-timed f32 GEMM rates on the Vulkan engine.
     GemmBench(gpu::GemmBenchArgs),
+    /// Run a captured step again on both engines and say what made it go wrong (exit 0: data or clean, 1: engine, precision or transient, 2: usage or device error).
+    Replay(replay::ReplayArgs),
+    /// GPU and CPU trained in lockstep: per-step parameter divergence and the first step past rounding (exit 0: none, 1: one, 2: usage or device error).
+    Drift(drift::DriftArgs),
+    /// Every window of a dataset through forward and backward, ranked by risk; the riskiest kept as captures.
+    Scan(scan::ScanArgs),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -154,5 +163,8 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         Some(Command::Bisect(a)) => gpu::bisect(&a),
         Some(Command::Audit(a)) => gpu::audit(&a),
         Some(Command::GemmBench(a)) => gpu::gemm_bench(&a),
+        Some(Command::Replay(a)) => replay::run(&a),
+        Some(Command::Drift(a)) => drift::run_drift(&a),
+        Some(Command::Scan(a)) => scan::run(&a),
     }
 }

@@ -4,7 +4,7 @@
 use clap::Args;
 use indicatif::ProgressBar;
 use serde_json::json;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::common::{CliError, emit, log_line, progress};
 use super::controller::ControllerArgs;
@@ -15,7 +15,9 @@ use crate::engine::stats::mean;
 use crate::engine::{EngineKind, VulkanOptions};
 use crate::model::Config;
 use crate::train::inject::{self, Inject, Injections};
-use crate::train::{Action, Begin, ControllerConfig, MemoryCheck, Observer, StepEvent, TrainError, TrainPlan, train};
+use crate::train::{
+    Action, Begin, CaptureOptions, ControllerConfig, MemoryCheck, Observer, StepEvent, TrainError, TrainPlan, train,
+};
 
 #[derive(Args, Debug)]
 pub struct TrainArgs {
@@ -77,6 +79,16 @@ pub struct TrainArgs {
     pub optim: OptimArgs,
     #[command(flatten)]
     pub controller: ControllerArgs,
+    #[command(flatten)]
+    pub events: Box<EventArgs>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `train`'s planted events and captures (boxed: they would make `TrainArgs`
+/// the one large variant of the command enum).
+#[derive(Args, Debug)]
+pub struct EventArgs {
     /// Testing aid: planted events, KIND@STEP: nan (one gradient value NaN), spike (gradients × 1e4),
     /// transient (a flipped exponent bit in one gradient, once), persistent[=FAULT] (a GPU kernel
     /// fault from STEP on; default reset_before_matmul), f16_overflow (loss scale × 2^24 for that
@@ -89,8 +101,17 @@ pub struct TrainArgs {
     /// Testing aid: multiply the gradients by 1e4 at these steps (the same as --inject spike@STEP).
     #[arg(long, value_delimiter = ',', value_name = "STEP[,STEP...]")]
     pub inject_spike_at: Vec<u64>,
-    #[arg(long)]
-    pub json: bool,
+    /// Also capture these steps (state before the step, batch, provenance) into OUT/captures/,
+    /// whatever they do; needs --out. Every guard skip, controller action and planted event is
+    /// captured anyway.
+    #[arg(long, value_delimiter = ',', value_name = "STEP[,STEP...]")]
+    pub capture_at: Vec<u64>,
+    /// Keep at most N captures: the first and the N-1 most recent (0: write none).
+    #[arg(long, default_value_t = 64, value_name = "N")]
+    pub max_captures: usize,
+    /// A rollback's capture holds the batches of the K steps before it.
+    #[arg(long, default_value_t = 8, value_name = "K")]
+    pub capture_before: usize,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -187,6 +208,10 @@ impl Observer for TrainPrinter {
     fn action(&mut self, a: &Action) {
         self.say(a.line());
     }
+
+    fn capture(&mut self, path: &Path, reason: &str) {
+        self.say(format!("capture: {} ({reason})", path.display()));
+    }
 }
 
 impl TrainArgs {
@@ -196,8 +221,9 @@ impl TrainArgs {
         let optim = self.optim.options()?;
         let controller = self.controller.config()?;
         let mut inject = Injections::new();
-        inject::parse_into(&mut inject, &self.inject).map_err(CliError::Usage)?;
-        for (steps, kind) in [(&self.inject_nan_at, Inject::Nan), (&self.inject_spike_at, Inject::Spike)] {
+        let ev = &self.events;
+        inject::parse_into(&mut inject, &ev.inject).map_err(CliError::Usage)?;
+        for (steps, kind) in [(&ev.inject_nan_at, Inject::Nan), (&ev.inject_spike_at, Inject::Spike)] {
             for &k in steps {
                 inject::add(&mut inject, k, kind).map_err(CliError::Usage)?;
             }
@@ -228,6 +254,11 @@ impl TrainArgs {
             optim,
             controller,
             inject,
+            captures: CaptureOptions {
+                at: ev.capture_at.iter().copied().collect(),
+                max: ev.max_captures,
+                before: ev.capture_before,
+            },
             memory_check: MemoryCheck::Shape,
             load: self.trust.options(),
         };
@@ -269,6 +300,7 @@ pub fn run(a: &TrainArgs) -> Result<i32, CliError> {
                "skipped": s.skipped, "first_loss": losses[0], "last_loss": losses[n - 1],
                "mean_loss_first10": mean(head), "mean_loss_last10": mean(tail), "config": s.config,
                "dataset": s.dataset, "out": s.out, "controller": s.controller.summary(), "actions": s.actions,
+               "captures": s.captures,
                "log": s.entries}),
         || {
             println!(
@@ -290,6 +322,16 @@ pub fn run(a: &TrainArgs) -> Result<i32, CliError> {
             }
             if let Some(dir) = &s.out {
                 println!("checkpoints and logs in {}", dir.display());
+                if !s.captures.is_empty() {
+                    let first = s.captures.iter().map(|c| c.step.to_string()).take(8).collect::<Vec<_>>();
+                    let more = if s.captures.len() > 8 { ", …" } else { "" };
+                    println!(
+                        "{} capture(s) in {} (steps {}{more})",
+                        s.captures.len(),
+                        dir.join(crate::capture::CAPTURES_DIR).display(),
+                        first.join(", ")
+                    );
+                }
             }
         },
     );
@@ -347,6 +389,7 @@ pub fn demo(a: &DemoArgs) -> Result<i32, CliError> {
         optim: StepOptions::default(),
         controller: ControllerConfig { enabled: false, ..Default::default() },
         inject: Default::default(),
+        captures: CaptureOptions { max: 0, ..Default::default() },
         memory_check: MemoryCheck::FirstBatch,
         load: Default::default(),
     };

@@ -13,7 +13,6 @@ use super::error::DatasetError;
 use super::source::{Dataset, DatasetKind};
 use crate::rng::Rng;
 
-
 impl Dataset {
     fn check_row(&self, rows: usize, len: usize) -> Result<(), DatasetError> {
         if rows == 0 {
@@ -167,7 +166,6 @@ impl Dataset {
         Ok(Batch::from_rows(&rows)?)
     }
 }
-
 
 /// Seeded random windows for a training run: step `k` always gets the same
 /// batch, whatever steps came before it.

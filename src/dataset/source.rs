@@ -272,6 +272,16 @@ impl Dataset {
         }
     }
 
+    /// Where document `i` starts in the raw file: 0 for a byte dataset's one
+    /// document; for JSON lines the byte offset of its line (`scan --shard`
+    /// splits a file by these positions).
+    pub fn document_file_offset(&self, i: usize) -> Option<usize> {
+        match self.kind {
+            DatasetKind::Bytes => (i == 0).then_some(0),
+            DatasetKind::Jsonl => self.index.docs.get(i).map(|d| d.start),
+        }
+    }
+
     /// Decodes JSON-lines document `i` (which must exist).
     fn decode(&self, i: usize) -> Result<Cow<'_, [u8]>, DatasetError> {
         let Doc { start, end, .. } = self.index.docs[i];

@@ -225,8 +225,9 @@ mod tests {
 
     #[test]
     fn kinds_parse_and_bad_ones_are_named() {
-        let m = parse(&["nan@3", "spike@4", "transient@5", "persistent@6", "persistent=mask_dropped@9", "f16_overflow@7"])
-            .unwrap();
+        let m =
+            parse(&["nan@3", "spike@4", "transient@5", "persistent@6", "persistent=mask_dropped@9", "f16_overflow@7"])
+                .unwrap();
         assert_eq!(m[&3], Inject::Nan);
         assert_eq!(m[&5].poison(), Some(Poison::BitFlip));
         assert_eq!(m[&6], Inject::Persistent(Fault::ResetBeforeMatmul));
@@ -236,7 +237,10 @@ mod tests {
         assert_eq!(fault_at(&m, 8), Some(Fault::ResetBeforeMatmul));
         assert_eq!(fault_at(&m, 9), Some(Fault::MaskDropped));
         let e = parse(&["bogus@3"]).unwrap_err();
-        assert_eq!(e, "--inject bogus@3: unknown kind 'bogus' (nan, spike, transient, persistent[=FAULT], f16_overflow)");
+        assert_eq!(
+            e,
+            "--inject bogus@3: unknown kind 'bogus' (nan, spike, transient, persistent[=FAULT], f16_overflow)"
+        );
         assert!(parse(&["persistent=nope@2"]).unwrap_err().contains("unknown engine fault 'nope'"));
         assert!(parse(&["nan"]).unwrap_err().starts_with("--inject nan: expected KIND@STEP"));
         assert!(parse(&["nan@x"]).unwrap_err().contains("step 'x'"));

@@ -3,14 +3,17 @@
 //! the typed logs and the run state. The loop reports to an [`Observer`], so
 //! that the command line prints and the GUI could plot from the same loop.
 
+mod captures;
 pub mod controller;
 pub mod inject;
 pub mod log;
 mod run;
+mod start;
 pub mod state;
 
-pub use inject::{Inject, Injections};
+pub use captures::{CaptureInfo, CaptureOptions};
 pub use controller::{Action, ActionKind, Assessment, Controller, ControllerConfig, Ema, Outcome};
+pub use inject::{Inject, Injections};
 pub use log::{LogAction, LogEntry, LogStep, ReadAction, ReadLogError, TrainLog, read_train_log};
 pub use run::{Begin, MemoryCheck, Observer, StepEvent, TrainPlan, TrainSummary, train};
 pub use state::{RunState, SavedRun, TRAIN_STATE_FILE, load_run, resume_file, save_run};

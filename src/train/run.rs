@@ -8,19 +8,18 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::TrainError;
+use super::captures::{self, CaptureInfo, CaptureOptions, Captures, StepCapture};
 use super::controller::{Action, ActionKind, Controller, ControllerConfig, Norms, Outcome};
 use super::inject::{self, Injections};
 use super::log::{CONTROLLER_FILE, JsonLog, LOG_FILE, LogEntry, keep_log_upto};
-use super::state::{
-    RUN_STATE_VERSION, RunState, SavedRun, TRAIN_STATE_FILE, load_run, prepare_dir, remove_stale_temporaries,
-    resume_file, save_run,
-};
-use crate::checkpoint::{LoadOptions, load_params_opts, save_params, write_atomic};
+use super::start::{Start, batch_at, finite_unless_allowed, start};
+use super::state::{RUN_STATE_VERSION, RunState, TRAIN_STATE_FILE, prepare_dir, remove_stale_temporaries, save_run};
+use crate::checkpoint::{LoadOptions, save_params, write_atomic};
 use crate::cpu::{LossScale, OptimOutcome, StepOptions, StepReport};
-use crate::dataset::{Batch, Dataset};
+use crate::dataset::Dataset;
 use crate::engine::inputs::{check_memory, check_shape};
 use crate::engine::{Engine, EngineKind, TrainState, VulkanOptions};
-use crate::model::{Config, Params};
+use crate::model::Config;
 
 /// When the loop checks that a batch's activations fit in memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,6 +60,8 @@ pub struct TrainPlan {
     pub controller: ControllerConfig,
     /// Testing aids: the planted events (`--inject`), one per step at most.
     pub inject: Injections,
+    /// Which steps are captured, how many are kept, and the lead-up ring.
+    pub captures: CaptureOptions,
     pub memory_check: MemoryCheck,
     /// How `checkpoint` and `resume` are loaded (non-finite weights refused by default).
     pub load: LoadOptions,
@@ -86,6 +87,11 @@ impl TrainPlan {
         }
         if self.resume.is_some() && (self.checkpoint.is_some() || self.config.is_some()) {
             return Err(TrainError::Usage("--resume keeps the run's model: drop --checkpoint and --config".into()));
+        }
+        if !self.captures.at.is_empty() && self.out.is_none() && self.resume.is_none() {
+            return Err(TrainError::Usage(
+                "--capture-at without --out: captures are written to OUT/captures/; give --out".into(),
+            ));
         }
         inject::check(&self.inject, self.engine, self.vulkan.precision)
     }
@@ -127,6 +133,8 @@ pub trait Observer {
     fn step(&mut self, _s: &StepEvent<'_>) {}
     /// Each of the step's controller actions, after [`Observer::step`].
     fn action(&mut self, _a: &Action) {}
+    /// A capture written (its folder, and why: the first trigger's reason).
+    fn capture(&mut self, _path: &Path, _reason: &str) {}
 }
 
 /// A finished run.
@@ -146,6 +154,8 @@ pub struct TrainSummary {
     pub entries: Vec<LogEntry>,
     pub actions: Vec<Action>,
     pub controller: Controller,
+    /// The captures written and kept (`OUT/captures/`), in order.
+    pub captures: Vec<CaptureInfo>,
     /// `Engine::precision_and_path`.
     pub precision: &'static str,
     pub gemm_path: &'static str,
@@ -156,130 +166,6 @@ struct Good {
     step: u64,
     state: TrainState,
     controller: Controller,
-}
-
-/// Refuses weights that are not all finite before they are written: an
-/// update that overflowed (a learning rate far too large) stops the run, and
-/// the files keep the last good state (step `good_step`). Under
-/// `--allow-non-finite` (`load`) a run started from non-finite weights on
-/// purpose writes what it computes.
-fn finite_unless_allowed(
-    cfg: &Config,
-    params: &Params<f32>,
-    step: u64,
-    good_step: u64,
-    load: LoadOptions,
-) -> Result<(), TrainError> {
-    if load.allow_non_finite {
-        return Ok(());
-    }
-    let bad = crate::checkpoint::non_finite_params(cfg, params);
-    match bad.first() {
-        None => Ok(()),
-        Some((name, n)) => Err(TrainError::Stopped {
-            step,
-            reason: format!(
-                "the update made {n} value(s) of {name} non-finite ({} tensor(s) in all); nothing of it was written, \
-                 the checkpoint of step {good_step} is the last good state (lower --lr)",
-                bad.len()
-            ),
-        }),
-    }
-}
-
-/// The batch of step `step` (the same whatever happened before it).
-fn batch_at(ds: &Dataset, seed: u64, step: u64, rows: usize, len: usize, pad: bool) -> Result<Batch, TrainError> {
-    let b = ds.random_windows(seed.wrapping_mul(1_000_003).wrapping_add(step), rows, len)?;
-    Ok(if pad { pad_to(b, len - 1) } else { b })
-}
-
-/// Pads every row to `t + 1` tokens (masked), so that a GPU workspace sized
-/// once fits every batch. Padding changes no valid position (MODEL.md).
-fn pad_to(b: Batch, t: usize) -> Batch {
-    if b.t >= t {
-        return b;
-    }
-    let mut tokens = vec![0u8; b.rows * (t + 1)];
-    for r in 0..b.rows {
-        tokens[r * (t + 1)..r * (t + 1) + b.lens[r]].copy_from_slice(b.row(r));
-    }
-    Batch { rows: b.rows, t, tokens, lens: b.lens }
-}
-
-/// Where a run starts.
-struct Start {
-    config: Config,
-    state: TrainState,
-    controller: Controller,
-    step: u64,
-    seed: u64,
-    rows: usize,
-    t: usize,
-    resumed: Option<PathBuf>,
-}
-
-/// A fresh model, a checkpoint's weights, or the saved run of `plan.resume`
-/// (refusing options that clash with it).
-fn start(plan: &TrainPlan, ds: &Dataset) -> Result<Start, TrainError> {
-    let Some(r) = &plan.resume else {
-        let seed = plan.seed.unwrap_or(0);
-        let (config, params) = match &plan.checkpoint {
-            Some(p) => load_params_opts(p, plan.load)?,
-            None => {
-                let name = plan.config.as_deref().unwrap_or("small");
-                let cfg = Config::resolve(name)?;
-                // Weights, gradients and two moments, checked before the init allocates them.
-                crate::engine::inputs::check_params(&cfg, 4, 4, &format!("--config {name}"))
-                    .map_err(|e| TrainError::Failed(e.to_string()))?;
-                let params = Params::init(&cfg, seed);
-                (cfg, params)
-            }
-        };
-        let scale =
-            plan.loss_scale.clone().unwrap_or_else(|| crate::vk::engine::default_loss_scale(plan.vulkan.precision));
-        let (rows, t) = (plan.batch.unwrap_or(config.batch), plan.seq_len.unwrap_or(config.seq_len));
-        let state = TrainState::fresh(&config, params, scale);
-        let controller = Controller::new(plan.controller.clone());
-        return Ok(Start { config, state, controller, step: 0, seed, rows, t, resumed: None });
-    };
-    let path = resume_file(r);
-    let SavedRun { config, state, run: rs } = load_run(&path, plan.load)?;
-    let clash = |what: &str, given: String, kept: String| {
-        TrainError::Usage(format!("--{what} {given}: the run being resumed has {kept}; drop --{what}"))
-    };
-    match (plan.seed, plan.batch, plan.seq_len) {
-        (Some(s), _, _) if s != rs.seed => return Err(clash("seed", s.to_string(), rs.seed.to_string())),
-        (_, Some(b), _) if b != rs.batch => return Err(clash("batch", b.to_string(), rs.batch.to_string())),
-        (_, _, Some(l)) if l != rs.seq_len => return Err(clash("seq-len", l.to_string(), rs.seq_len.to_string())),
-        _ => {}
-    }
-    if rs.dataset_hash != ds.content_hash() {
-        return Err(TrainError::Usage(format!(
-            "--data {}: the run being resumed trained on {} (content hash {}), this file differs",
-            plan.data.display(),
-            rs.dataset,
-            rs.dataset_hash
-        )));
-    }
-    if rs.step >= plan.steps {
-        return Err(TrainError::Usage(format!(
-            "{}: the run is already at step {}; ask for more with --steps (now {})",
-            path.display(),
-            rs.step,
-            plan.steps
-        )));
-    }
-    // The controller keeps its thresholds with its history.
-    Ok(Start {
-        config,
-        state,
-        controller: rs.controller,
-        step: rs.step,
-        seed: rs.seed,
-        rows: rs.batch,
-        t: rs.seq_len,
-        resumed: Some(path),
-    })
 }
 
 /// Runs `plan` on `ds`, telling `obs` as it goes.
@@ -293,6 +179,7 @@ pub fn train(plan: &TrainPlan, ds: &Dataset, obs: &mut dyn Observer) -> Result<T
         // A very long --seq-len is refused before anything is cut or allocated.
         check_shape(&cfg, rows, t, 4)?;
     }
+    captures::check_ring(&plan.captures, rows, t)?;
     let out = plan.out.clone().or_else(|| plan.resume.as_ref().filter(|r| r.is_dir()).cloned());
     if let (Some(dir), None) = (&out, &resumed)
         && dir.join(TRAIN_STATE_FILE).exists()
@@ -306,6 +193,7 @@ pub fn train(plan: &TrainPlan, ds: &Dataset, obs: &mut dyn Observer) -> Result<T
     let base_lr = plan.optim.lr;
     let run_opts = StepOptions { lr: base_lr * ctl.lr_factor, ..plan.optim };
     let mut engine = Engine::open(plan.engine, &cfg, state.clone(), &run_opts, &plan.vulkan)?;
+    let mut caps = Captures::new(plan, out.as_deref(), ds, &cfg, seed, &engine)?;
     let save_state = |dir: &Path, g: &Good| -> Result<(), TrainError> {
         let rs = RunState {
             version: RUN_STATE_VERSION,
@@ -361,6 +249,8 @@ pub fn train(plan: &TrainPlan, ds: &Dataset, obs: &mut dyn Observer) -> Result<T
     let mut checkpoint_due = false;
     let mut lr_now = base_lr * ctl.lr_factor;
     let mut fast: Option<(StepReport, Norms)> = None;
+    // The state before a step that may be captured, kept before it is applied.
+    let mut pre: Option<TrainState> = None;
     for step in start + 1..=plan.steps {
         let mut actions = ctl.begin_step(step);
         let lr = base_lr * ctl.lr_factor;
@@ -368,7 +258,7 @@ pub fn train(plan: &TrainPlan, ds: &Dataset, obs: &mut dyn Observer) -> Result<T
             engine.set_lr(lr)?;
             lr_now = lr;
         }
-        let batch = batch_at(ds, seed, step, rows, t + 1, pad)?;
+        let (batch, origins) = batch_at(ds, seed, step, rows, t + 1, pad)?;
         if plan.memory_check == MemoryCheck::FirstBatch && step == start + 1 {
             check_memory(&cfg, &batch, 4)?;
         }
@@ -376,11 +266,15 @@ pub fn train(plan: &TrainPlan, ds: &Dataset, obs: &mut dyn Observer) -> Result<T
         // A planted event sets the engine up first (a kernel fault, a raised loss scale).
         let put_back = inject::before_step(&plan.inject, &mut engine, step)?;
         let poison = plan.inject.get(&step).and_then(|e| e.poison());
-        let scale_before = engine.loss_scale()?.scale;
+        let scale_full = engine.loss_scale()?;
+        let scale_before = scale_full.scale;
         // Without the controller (and no spoilt gradients) the whole step is one
         // submit with nothing read back but the state words; the controller
         // needs every tensor's gradient norm before the optimizer runs.
         if !ctl.config.enabled && poison.is_none() {
+            if caps.wanted(step, &plan.inject) {
+                pre = Some(engine.snapshot()?);
+            }
             let report = engine.step(&batch)?;
             if let Some(note) = engine.take_note() {
                 obs.note(&note);
@@ -395,6 +289,9 @@ pub fn train(plan: &TrainPlan, ds: &Dataset, obs: &mut dyn Observer) -> Result<T
             let pending = engine.compute(&batch, poison)?;
             let norms = pending.norms.clone();
             let verdict = ctl.assess(&norms);
+            if caps.wanted(step, &plan.inject) || caps.risky(&norms, verdict.skip.is_some(), verdict.spike.is_some()) {
+                pre = Some(engine.snapshot()?);
+            }
             let report = match &verdict.skip {
                 None => engine.apply(pending)?,
                 Some(_) => StepReport {
@@ -432,10 +329,42 @@ pub fn train(plan: &TrainPlan, ds: &Dataset, obs: &mut dyn Observer) -> Result<T
             scale_before,
             scale_after,
         };
+        let levels = if caps.on() { captures::levels(&ctl) } else { Vec::new() };
         actions.extend(ctl.record(step, &outcome));
+        let recorded = crate::capture::Recorded {
+            loss: report.loss,
+            grad_norm: norms.global,
+            tensor_norms: norms.tensors.clone(),
+            skipped: skipped.clone(),
+            scale_after,
+        };
+        // The capture's state: kept before the step, or (a step only the
+        // guard skipped, which changes nothing but the scale) read now.
+        let mut cap = None;
+        if !caps.why(step, &actions, &plan.inject).0.is_empty() {
+            let state = match pre.take() {
+                Some(s) => Some(s),
+                None if skipped.is_some() => Some(TrainState { scale: scale_full.clone(), ..engine.snapshot()? }),
+                None => None,
+            };
+            let optim = StepOptions { lr, ..plan.optim };
+            cap = state.map(|state| StepCapture {
+                step,
+                state,
+                batch: &batch,
+                origins: &origins,
+                optim,
+                recorded: recorded.clone(),
+                levels,
+            });
+        }
+        pre = None;
         if let Some(stop) = actions.iter().find(|x| x.action == ActionKind::Stop) {
             for act in &actions {
                 clog.push(act)?;
+            }
+            if let Some(c) = cap {
+                caps.write(c, &actions, &plan.inject, obs)?;
             }
             return Err(TrainError::Stopped { step, reason: stop.reason.clone() });
         }
@@ -477,6 +406,10 @@ pub fn train(plan: &TrainPlan, ds: &Dataset, obs: &mut dyn Observer) -> Result<T
             obs.action(act);
             clog.push(act)?;
         }
+        if let Some(c) = cap {
+            caps.write(c, &entry.actions, &plan.inject, obs)?;
+        }
+        caps.push_ring(step, &batch, &origins, &recorded);
         all_actions.extend(entry.actions.iter().cloned());
         checkpoint_due |= step % plan.checkpoint_every == 0 || step == plan.steps;
         let good_now = ctl.consecutive_bad == 0;
@@ -522,26 +455,9 @@ pub fn train(plan: &TrainPlan, ds: &Dataset, obs: &mut dyn Observer) -> Result<T
         losses,
         entries,
         actions: all_actions,
+        captures: caps.written,
         controller: ctl,
         precision,
         gemm_path,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Weights with an infinity are refused before any file gets them; finite ones pass.
-    #[test]
-    fn non_finite_weights_stop_the_run() {
-        let cfg = Config::tiny();
-        let mut params = Params::<f32>::init(&cfg, 0);
-        finite_unless_allowed(&cfg, &params, 3, 2, LoadOptions::default()).unwrap();
-        params.head_bias.data[1] = f32::INFINITY;
-        let e = finite_unless_allowed(&cfg, &params, 3, 2, LoadOptions::default()).unwrap_err().to_string();
-        assert!(e.contains("head.bias") && e.contains("step 2"), "{e}");
-        // Under --allow-non-finite the same weights are written as they are.
-        finite_unless_allowed(&cfg, &params, 3, 2, LoadOptions { allow_non_finite: true }).unwrap();
-    }
 }

@@ -5,6 +5,12 @@
 //! dataset and ranks them by risk. Each is a library function the CLI and
 //! the GUI call.
 
+pub mod replay;
+mod replay_runs;
+pub mod verdict;
+pub mod drift;
+mod drift_run;
+
 use crate::capture::CaptureError;
 use crate::cpu::CpuError;
 use crate::dataset::{BatchError, DatasetError};
@@ -35,3 +41,4 @@ pub enum TriageError {
     #[error("{0}")]
     Failed(String),
 }
+pub mod scan;

@@ -6,6 +6,7 @@ pub mod audit;
 pub mod bisect;
 pub mod capture;
 pub mod controls;
+pub mod drift;
 pub mod faults;
 pub mod gradient;
 pub mod gru;
