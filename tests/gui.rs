@@ -1600,3 +1600,41 @@ fn capture_walk_for_the_screenshot() {
     assert!(message(&h).contains("Saved"), "{}", message(&h));
     eprintln!("walk: {} (row {}, position {}, first failed {expected})", path.display(), top.row, top.pos);
 }
+
+/// The Replay button runs `triage::replay` on the open capture; the panel
+/// shows the verdict and its evidence (a planted persistent fault: *engine*).
+#[test]
+fn replay_shows_the_verdict_of_a_planted_capture() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = write_capture(dir.path(), 42, Some("persistent=reset_before_matmul"), 17);
+    let mut h = harness(tiny(40), (1600.0, 1000.0));
+    wait_for_trace(&mut h);
+    h.state_mut().queue(Command::OpenCapture(c.clone()));
+    h.run_steps(1);
+    wait_for_capture(&mut h);
+    if dualscope::ui::engines::gpu_availability().is_err() {
+        return;
+    }
+    h.get_by_label("Replay").click();
+    h.run_steps(2);
+    wait_until(&mut h, "the replay", |a| !a.replay().is_busy());
+    let r = match h.state().replay().of(&c) {
+        Some(Ok(r)) => r.clone(),
+        other => panic!("no report: {other:?}; status: {}", message(&h)),
+    };
+    assert_eq!(r.verdict, dualscope::triage::verdict::Verdict::Engine, "{}", r.verdict_line());
+    assert!(message(&h).contains("Replay of step 42: verdict: engine"), "{}", message(&h));
+    // The panel's verdict line (and the status bar's).
+    h.get_by_label(&dualscope::ui::diagnose::ascii(&r.verdict_line()));
+    assert!(!r.evidence.is_empty());
+    for e in &r.evidence {
+        let e = dualscope::ui::diagnose::ascii(e);
+        assert!(h.query_all_by_label(&e).count() >= 1, "evidence line shown: {e}");
+    }
+    // The verdict belongs to this capture: another one shows none.
+    let other = write_capture(dir.path(), 43, None, 17);
+    h.state_mut().queue(Command::OpenCapture(other));
+    h.run_steps(1);
+    wait_for_capture(&mut h);
+    assert_eq!(h.query_all_by_label_contains("verdict: engine").count(), 0);
+}

@@ -1,8 +1,9 @@
 //! A capture opened in the GUI: the capture read from its folder, its batch's
 //! rows as the dataset the GUI shows, and the positions that dominate its
-//! gradient. Reading and the gradient run on a [`Job`] (a capture holds a
-//! whole training state, and `dominant_positions` is a forward and backward
-//! pass), so the UI never waits for them.
+//! gradient, and its replay. Reading and the gradient run on a [`Job`] (a
+//! capture holds a whole training state, and `dominant_positions` is a
+//! forward and backward pass), and so does the replay, so the UI never
+//! waits for them.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -12,6 +13,7 @@ use crate::capture::{self, Capture, TokenGrad};
 use crate::dataset::{Dataset, one_line};
 use crate::session::job::{Job, Waker};
 use crate::session::state::ConfigName;
+use crate::triage::replay::{ReplayOptions, ReplayReport, replay};
 use crate::vk::engine::Fault as EngineFault;
 
 /// How many dominant positions the capture panel lists.
@@ -124,10 +126,67 @@ pub enum Opening {
 
 type LoadJob = Job<(), Result<OpenCapture, String>>;
 
+/// A replay of the open capture: its stage as it goes, its report once done.
+type ReplayJob = Job<String, Result<ReplayReport, String>>;
+
+/// The replay of the open capture (`triage::replay`), run as a [`Job`] on
+/// the shared GPU context.
+#[derive(Default)]
+pub struct ReplayRun {
+    /// The capture folder the report or the error is of.
+    pub of: Option<PathBuf>,
+    pub result: Option<Result<ReplayReport, String>>,
+    /// What runs now.
+    pub stage: Option<String>,
+    job: Option<ReplayJob>,
+}
+
+impl ReplayRun {
+    pub fn is_busy(&self) -> bool {
+        self.job.is_some()
+    }
+
+    /// Replays `open`'s capture (the ladder runs too on an *engine* verdict).
+    pub fn start(&mut self, open: &OpenCapture, wake: Waker) -> Result<(), String> {
+        if self.is_busy() {
+            return Err("a replay is already running".into());
+        }
+        let capture = open.capture.clone();
+        let job = Job::spawn("replay", wake, move |r| {
+            let ctx = crate::session::gpu::engine()?;
+            let opts = ReplayOptions { context: Some(ctx), ..ReplayOptions::default() };
+            replay(&capture, &opts, &mut |stage| _ = r.progress(stage.to_string()))
+                .map_err(|e| one_line(&format!("the replay failed: {e}")))
+        })
+        .map_err(|e| format!("cannot start the replay: {e}"))?;
+        (self.of, self.result, self.stage, self.job) = (Some(open.path.clone()), None, None, Some(job));
+        Ok(())
+    }
+
+    /// Takes the stages that arrived; the result once the replay ended.
+    pub fn poll(&mut self) -> Option<&Result<ReplayReport, String>> {
+        let polled = self.job.as_mut()?.poll();
+        if let Some(s) = polled.progress.into_iter().last() {
+            self.stage = Some(s);
+        }
+        let done = polled.done?;
+        self.job = None;
+        self.stage = None;
+        self.result = Some(done.map_err(|e| format!("the replay failed: {e}")).and_then(|r| r));
+        self.result.as_ref()
+    }
+
+    /// The report or error of the capture at `path`, if one was replayed.
+    pub fn of(&self, path: &Path) -> Option<&Result<ReplayReport, String>> {
+        self.result.as_ref().filter(|_| self.of.as_deref() == Some(path))
+    }
+}
+
 /// The open capture, and the one being read.
 #[derive(Default)]
 pub struct CaptureRun {
     pub open: Option<Arc<OpenCapture>>,
+    pub replay: ReplayRun,
     job: Option<(Opening, LoadJob)>,
 }
 

@@ -78,6 +78,8 @@ pub enum Command {
     OpenCapture(PathBuf),
     /// Close the open capture (the model is the chosen preset's again).
     CloseCapture,
+    /// Replay the open capture on both engines and classify what happened.
+    ReplayCapture,
     /// Show this row and position of the open capture's batch in the stepper.
     CaptureGoTo {
         row: usize,
@@ -137,6 +139,7 @@ impl Command {
             Command::TrainLogDialog => "Browse...",
             Command::OpenCapture(_) => "open capture",
             Command::CloseCapture => "Close capture",
+            Command::ReplayCapture => "Replay",
             Command::CaptureGoTo { .. } => "Go there",
         }
     }
@@ -214,6 +217,9 @@ impl Command {
                 "Open this step's capture: its weights, whole batch, precision and planted fault, the stepper at the position that dominates the gradient"
             }
             Command::CloseCapture => "Go back to the chosen config and seed (the capture's rows stay the dataset)",
+            Command::ReplayCapture => {
+                "Run the captured step again on the GPU (twice, in its precision and in f32) and the CPU (f32, f64), and say whether the data, the engine, the precision or a transient fault made it"
+            }
             Command::CaptureGoTo { .. } => "Show this row in the token stepper, the cursor at this position",
         }
     }

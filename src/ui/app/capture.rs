@@ -101,6 +101,33 @@ impl App {
         }
     }
 
+    /// Starts the replay of the open capture.
+    pub(super) fn replay_capture(&mut self) {
+        let Some(open) = self.capture.open.clone() else { return };
+        match self.capture.replay.start(&open, waker(&self.ctx_slot)) {
+            Ok(()) => self.say(Level::Info, format!("Replaying step {}…", open.capture.meta.step)),
+            Err(e) => self.say(Level::Error, e),
+        }
+    }
+
+    /// Says the replay's verdict once it ended.
+    pub(super) fn poll_replay(&mut self) {
+        let text = match self.capture.replay.poll() {
+            None => return,
+            Some(Ok(r)) => Ok(crate::ui::diagnose::ascii(&format!("Replay of step {}: {}", r.step, r.verdict_line()))),
+            Some(Err(e)) => Err(e.clone()),
+        };
+        match text {
+            Ok(t) => self.say(Level::Info, t),
+            Err(e) => self.say(Level::Error, e),
+        }
+    }
+
+    /// The open capture's replay (its report once one ran).
+    pub fn replay(&self) -> &crate::ui::capture_view::ReplayRun {
+        &self.capture.replay
+    }
+
     /// The row of the open capture the stepper shows, if it shows one.
     pub fn capture_row(&self) -> Option<usize> {
         self.capture.open.as_ref()?.row_at(self.state.offset, self.state.len)

@@ -140,6 +140,7 @@ impl App {
             Command::TrainLogDialog => self.dialog(DialogPurpose::TrainLog),
             Command::OpenCapture(path) => self.open_capture(&path, Opening::Fresh),
             Command::CloseCapture => self.close_capture(),
+            Command::ReplayCapture => self.replay_capture(),
             Command::CaptureGoTo { row, pos } => self.capture_go_to(row, pos),
             Command::TogglePanel(p) => {
                 let on = self.state.panels.get_mut(p);

@@ -276,6 +276,7 @@ impl App {
         self.poll_loader();
         self.poll_side_file();
         self.poll_capture();
+        self.poll_replay();
         self.speed.poll();
         self.poll_exports();
         if self.ladder.poll() {
@@ -341,6 +342,7 @@ impl App {
             || self.is_exporting()
             || self.diagnostics_busy()
             || self.capture.is_busy()
+            || self.capture.replay.is_busy()
         {
             // The threads wake us when they report; this is a fallback.
             ctx.request_repaint_after(std::time::Duration::from_millis(100));

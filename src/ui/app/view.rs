@@ -58,7 +58,7 @@ impl App {
 
     pub(super) fn sequence_view(&mut self, ui: &mut egui::Ui, newline: &str, cmds: &mut Vec<Command>) {
         if let Some(open) = self.capture.open.clone() {
-            panels::capture::show(ui, &open, self.capture_row(), self.state.cursor, cmds);
+            panels::capture::show(ui, &open, &self.capture.replay, self.capture_row(), self.state.cursor, cmds);
             ui.separator();
         }
         let Some(c) = self.computed.clone() else {

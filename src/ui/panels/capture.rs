@@ -6,13 +6,20 @@
 use egui::{Color32, RichText};
 
 use crate::capture::CaptureMeta;
-use crate::ui::capture_view::OpenCapture;
+use crate::ui::capture_view::{OpenCapture, ReplayRun};
 use crate::ui::command::{Command, button};
 use crate::ui::diagnose::ascii;
 
 /// `open`, with `shown_row` the row the stepper shows (if it shows one) and
 /// `cursor` the stepper's position.
-pub fn show(ui: &mut egui::Ui, open: &OpenCapture, shown_row: Option<usize>, cursor: usize, out: &mut Vec<Command>) {
+pub fn show(
+    ui: &mut egui::Ui,
+    open: &OpenCapture,
+    replay: &ReplayRun,
+    shown_row: Option<usize>,
+    cursor: usize,
+    out: &mut Vec<Command>,
+) {
     let meta = &open.capture.meta;
     let title = format!("Capture: step {} ({})", meta.step, meta.triggers.join(", "));
     egui::CollapsingHeader::new(RichText::new(title).strong()).id_salt("capture_panel").default_open(true).show(
@@ -21,7 +28,13 @@ pub fn show(ui: &mut egui::Ui, open: &OpenCapture, shown_row: Option<usize>, cur
             ui.horizontal(|ui| {
                 ui.label(RichText::new(crate::dataset::show_path(&open.path)).small().weak());
                 button(ui, Command::CloseCapture, true, out);
+                button(ui, Command::ReplayCapture, !replay.is_busy(), out);
+                if replay.is_busy() {
+                    ui.spinner();
+                    ui.label(RichText::new(replay.stage.as_deref().map(ascii).unwrap_or_default()).small());
+                }
             });
+            replay_result(ui, replay, open);
             for r in &meta.reasons {
                 ui.label(RichText::new(ascii(r)).color(Color32::from_rgb(230, 180, 40)));
             }
@@ -130,4 +143,25 @@ fn dominant(ui: &mut egui::Ui, open: &OpenCapture, shown: Option<(usize, usize)>
             }
         });
     });
+}
+
+/// The replay's verdict and its evidence, when this capture was replayed.
+fn replay_result(ui: &mut egui::Ui, replay: &ReplayRun, open: &OpenCapture) {
+    match replay.of(&open.path) {
+        None => {}
+        Some(Err(e)) => {
+            ui.colored_label(Color32::LIGHT_RED, ascii(e));
+        }
+        Some(Ok(r)) => {
+            let color = match r.verdict {
+                crate::triage::verdict::Verdict::Clean => Color32::LIGHT_GREEN,
+                crate::triage::verdict::Verdict::Data => Color32::from_rgb(120, 200, 255),
+                _ => Color32::LIGHT_RED,
+            };
+            ui.label(RichText::new(ascii(&r.verdict_line())).color(color).strong());
+            for e in &r.evidence {
+                ui.label(RichText::new(ascii(e)).monospace().small());
+            }
+        }
+    }
 }
