@@ -15,10 +15,15 @@ pub struct GuiArgs {
     /// Session file (RON) to restore.
     #[arg(long)]
     pub session: Option<PathBuf>,
+    /// Capture folder (`OUT/captures/step_NNNNNN`, or its capture.json) to
+    /// open: its weights, batch and precision replace the defaults.
+    #[arg(long)]
+    pub capture: Option<PathBuf>,
 }
 
 pub fn run(a: &GuiArgs) -> Result<i32, CliError> {
-    let opts = LaunchOptions { data: a.data.clone(), session: a.session.clone(), state: None };
+    let opts =
+        LaunchOptions { data: a.data.clone(), session: a.session.clone(), capture: a.capture.clone(), state: None };
     ui::run(opts).map_err(CliError::Failed)?;
     Ok(0)
 }

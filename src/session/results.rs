@@ -24,17 +24,24 @@ pub struct LadderInput {
     pub checkpoint: Option<std::path::PathBuf>,
     /// A fault deliberately injected before the run (example sessions), if any.
     pub fault: Option<String>,
+    /// The capture whose batch and weights the ladder ran on, described
+    /// (`None`: the sequence above).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capture: Option<String>,
 }
 
 impl LadderInput {
     pub fn describe(&self) -> String {
-        let mut s = format!(
-            "{} · seed {} · tokens {}..{}",
-            self.config.label(),
-            self.seed,
-            self.offset,
-            self.offset + self.len
-        );
+        let mut s = match &self.capture {
+            Some(c) => c.clone(),
+            None => format!(
+                "{} · seed {} · tokens {}..{}",
+                self.config.label(),
+                self.seed,
+                self.offset,
+                self.offset + self.len
+            ),
+        };
         if let Some(f) = &self.fault {
             s += &format!(" · injected fault: {f}");
         }

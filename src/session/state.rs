@@ -183,6 +183,10 @@ pub struct State {
     /// Applies to the traces and the ladder.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_cap: Option<f64>,
+    /// The capture folder open in the GUI (its batch, weights and precision
+    /// replace the sequence's); reopened with the session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture: Option<PathBuf>,
 }
 
 /// The tools that plant an engine fault, each with its own choice.
@@ -241,6 +245,7 @@ impl Default for State {
             train_log: None,
             precision: Precision::F32,
             token_cap: None,
+            capture: None,
         }
     }
 }

@@ -73,6 +73,18 @@ pub enum Command {
     /// Read a training run's log.jsonl (or the run's directory).
     LoadTrainLog(PathBuf),
     TrainLogDialog,
+    /// Open a capture folder (or its `capture.json`): its model, batch,
+    /// precision and planted fault replace the GUI's.
+    OpenCapture(PathBuf),
+    /// Close the open capture (the model is the chosen preset's again).
+    CloseCapture,
+    /// Replay the open capture on both engines and classify what happened.
+    ReplayCapture,
+    /// Show this row and position of the open capture's batch in the stepper.
+    CaptureGoTo {
+        row: usize,
+        pos: usize,
+    },
 }
 
 impl Command {
@@ -125,6 +137,10 @@ impl Command {
             Command::GoToPosition(_) => "Go to position",
             Command::LoadTrainLog(_) => "Load log",
             Command::TrainLogDialog => "Browse...",
+            Command::OpenCapture(_) => "open capture",
+            Command::CloseCapture => "Close capture",
+            Command::ReplayCapture => "Replay",
+            Command::CaptureGoTo { .. } => "Go there",
         }
     }
 
@@ -197,6 +213,14 @@ impl Command {
             Command::GoToPosition(_) => "Move the token stepper's cursor to this position and show the sequence",
             Command::LoadTrainLog(_) => "Read the log.jsonl at this path (or in this run directory)",
             Command::TrainLogDialog => "Choose a training run's log.jsonl (needs a desktop portal; else type a path)",
+            Command::OpenCapture(_) => {
+                "Open this step's capture: its weights, whole batch, precision and planted fault, the stepper at the position that dominates the gradient"
+            }
+            Command::CloseCapture => "Go back to the chosen config and seed (the capture's rows stay the dataset)",
+            Command::ReplayCapture => {
+                "Run the captured step again on the GPU (twice, in its precision and in f32) and the CPU (f32, f64), and say whether the data, the engine, the precision or a transient fault made it"
+            }
+            Command::CaptureGoTo { .. } => "Show this row in the token stepper, the cursor at this position",
         }
     }
 

@@ -3,6 +3,7 @@
 //! none, as [`Job`]s on the shared GPU context) and reading a training run's
 //! `log.jsonl` (a [`Job`] too). The UI polls for the results.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -53,6 +54,18 @@ pub struct RowJob {
     pub checkpoint: Option<PathBuf>,
     pub tokens: Vec<u8>,
     pub fault: Option<EngineFault>,
+    /// An open capture: its configuration and weights instead of the preset's.
+    pub capture: Option<Arc<crate::capture::Capture>>,
+}
+
+impl RowJob {
+    /// The model the row runs through: the capture's, or the preset's.
+    fn model(&self) -> Result<(crate::model::Config, crate::model::Params<f32>), String> {
+        match &self.capture {
+            Some(c) => Ok((c.config.clone(), c.state.params.clone())),
+            None => Ok((self.config.config(), self.config.initial_params(self.seed, self.checkpoint.as_deref())?)),
+        }
+    }
 }
 
 /// A bisect: its probes so far; the report once it ended.
@@ -81,8 +94,7 @@ impl BisectRun {
         self.fault = job.fault;
         let running = Job::spawn("bisect", wake, move |r| {
             let ctx = gpu::engine()?;
-            let cfg = job.config.config();
-            let params = job.config.initial_params(job.seed, job.checkpoint.as_deref())?;
+            let (cfg, params) = job.model()?;
             crate::ladder::bisect(&ctx, &cfg, &params, &job.tokens, max_len, job.fault, |p| {
                 r.progress(p.clone());
             })
@@ -130,8 +142,7 @@ impl AuditRun {
         }
         let running = Job::spawn("audit", wake, move |_| {
             let ctx = gpu::engine()?;
-            let cfg = job.config.config();
-            let params = job.config.initial_params(job.seed, job.checkpoint.as_deref())?;
+            let (cfg, params) = job.model()?;
             crate::ladder::audit::audit(&ctx, &cfg, &params, &job.tokens, AUDIT_LOSS_SCALE, job.fault)
                 .map_err(|e| e.to_string())
         })
@@ -166,11 +177,18 @@ pub fn read_train_log(path: &Path) -> Result<TrainLog, String> {
     Ok(log)
 }
 
+/// A log as read on its job: the log and the steps that have a capture.
+type ReadLog = (TrainLog, Result<BTreeMap<u64, PathBuf>, String>);
+
 /// The training-curves view's log, read as a [`Job`].
 #[derive(Default)]
 pub struct TrainLogView {
     pub log: Option<Arc<TrainLog>>,
-    job: Option<Job<(), Result<TrainLog, String>>>,
+    /// The run's captures by step (`OUT/captures/step_NNNNNN`), or why they
+    /// could not be listed.
+    pub captures: BTreeMap<u64, PathBuf>,
+    pub captures_error: Option<String>,
+    job: Option<Job<(), Result<ReadLog, String>>>,
 }
 
 impl TrainLogView {
@@ -179,8 +197,12 @@ impl TrainLogView {
     }
 
     pub fn load(&mut self, path: PathBuf, wake: Waker) -> Result<(), String> {
-        let job = Job::spawn("train-log", wake, move |_| read_train_log(&path))
-            .map_err(|e| format!("cannot start reading the log: {e}"))?;
+        let job = Job::spawn("train-log", wake, move |_| {
+            let log = read_train_log(&path)?;
+            let captures = crate::ui::capture_view::log_captures(&log.path);
+            Ok((log, captures))
+        })
+        .map_err(|e| format!("cannot start reading the log: {e}"))?;
         self.job = Some(job);
         Ok(())
     }
@@ -189,9 +211,13 @@ impl TrainLogView {
         let done = self.job.as_mut()?.poll().done?;
         self.job = None;
         match done {
-            Ok(Ok(l)) => {
+            Ok(Ok((l, captures))) => {
                 let l = Arc::new(l);
                 self.log = Some(l.clone());
+                (self.captures, self.captures_error) = match captures {
+                    Ok(c) => (c, None),
+                    Err(e) => (BTreeMap::new(), Some(e)),
+                };
                 Some(Ok(l))
             }
             Ok(Err(e)) => Some(Err(e)),

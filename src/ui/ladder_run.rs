@@ -4,7 +4,8 @@
 //! inspector). The UI polls the reports.
 //!
 //! The ladder runs on the sequence the GUI shows: its tokens as one row, the
-//! model initialised from the GUI's seed and config.
+//! model initialised from the GUI's seed and config; or, with a capture open,
+//! on the capture's whole batch and weights.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -12,6 +13,7 @@ use std::time::Instant;
 
 use super::inspect::InspectedTensor;
 use super::session::RungTensors;
+use crate::capture::Capture;
 use crate::dataset::Batch;
 use crate::ladder::{self, Corruption, EndToEnd, Event, LadderSpec, OnError, Precision, Rung, RungResult};
 use crate::session::gpu;
@@ -40,9 +42,27 @@ pub struct LadderJob {
     pub precision: Precision,
     /// The per-token guard's cap for rungs 2-11.
     pub token_cap: Option<f64>,
+    /// An open capture: the ladder runs on its whole batch and its weights
+    /// (with its step's optimizer options) instead of `tokens` and the seed's model.
+    pub capture: Option<Arc<Capture>>,
+}
+
+/// The configuration the run checks: the capture's, or the chosen preset.
+fn config(job: &LadderJob) -> crate::model::Config {
+    job.capture.as_ref().map_or_else(|| job.input.config.config(), |c| c.config.clone())
 }
 
 fn setup(job: &LadderJob) -> Result<ladder::Setup, String> {
+    if let Some(c) = &job.capture {
+        return Ok(ladder::Setup {
+            cfg: c.config.clone(),
+            params: c.state.params.clone(),
+            batch: c.batch.clone(),
+            opts: crate::cpu::StepOptions { token_cap: job.token_cap, ..c.meta.optim },
+            mode: ladder::Mode::Isolated,
+            precision: job.precision,
+        });
+    }
     let cfg = job.input.config.config();
     let batch = Batch::from_rows(&[&job.tokens]).map_err(|e| e.to_string())?;
     let params = job.input.config.initial_params(job.input.seed, job.input.checkpoint.as_deref())?;
@@ -106,7 +126,7 @@ fn without_setup(
     why: &str,
     send: &mut dyn FnMut(Report),
 ) {
-    let cfg = job.input.config.config();
+    let cfg = config(job);
     for &r in rungs {
         send(Report::Started(r.id()));
         let result = match r {

@@ -5,10 +5,11 @@
 //! every user action; `worker` the thread that computes traces; `computed`
 //! what it hands back; `heatmap` the reusable colour-mapped view; `panels` the
 //! small functions that draw; `session` the GUI's side of the session files
-//! (the inspector's tensors); `app` ties them together and applies commands at
+//! (the inspector's tensors); `capture_view` an open capture; `app` ties them together and applies commands at
 //! the end of each frame.
 
 pub mod app;
+pub mod capture_view;
 pub mod colormap;
 pub mod command;
 pub mod computed;

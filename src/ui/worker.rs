@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::capture::Capture;
 use crate::cpu::{self, LossScale, StepOptions};
 use crate::dataset::{Batch, Dataset};
 use crate::engine::{Engine, EngineError, TrainState, VulkanOptions};
@@ -32,6 +33,9 @@ pub struct Job {
     pub gpu: bool,
     /// The per-token guard's cap (None: off).
     pub token_cap: Option<f64>,
+    /// An open capture: its configuration and weights instead of `config`,
+    /// `seed` and `checkpoint`.
+    pub capture: Option<Arc<Capture>>,
 }
 
 pub enum Report {
@@ -109,9 +113,13 @@ fn compute(job: &Job, progress: &dyn Fn(&'static str)) -> Result<Computed, Strin
     progress("reading the sequence");
     let tokens = job.dataset.window(job.offset, job.len).map_err(|e| e.to_string())?;
     let batch = Batch::from_rows(&[&tokens]).map_err(|e| e.to_string())?;
-    let cfg = job.config.config();
-    progress("initialising parameters");
-    let params = job.config.initial_params(job.seed, job.checkpoint.as_deref())?;
+    let (cfg, params) = match &job.capture {
+        Some(c) => (c.config.clone(), c.state.params.clone()),
+        None => {
+            progress("initialising parameters");
+            (job.config.config(), job.config.initial_params(job.seed, job.checkpoint.as_deref())?)
+        }
+    };
     progress("forward and backward");
     let (_, bwd, trace) = cpu::traced(&cfg, &params, &batch, 1.0, job.token_cap).map_err(|e| e.to_string())?;
     progress("summarising");

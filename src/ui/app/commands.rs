@@ -6,6 +6,7 @@ use super::files::DialogPurpose;
 use super::{App, waker};
 use crate::dataset::synthetic;
 use crate::session::state::{MAX_LEN, View};
+use crate::ui::capture_view::Opening;
 use crate::ui::command::Command;
 use crate::ui::loader::AfterOpen;
 use crate::ui::panels::status::Level;
@@ -43,8 +44,15 @@ impl App {
                 }
             }
             Command::SelectHead(h) => self.state.head = h,
-            Command::SetConfig(c) => self.state.config = c,
-            Command::SetSeed(s) => self.state.seed = s,
+            // Another model than the capture's: the capture closes.
+            Command::SetConfig(c) => {
+                self.close_capture();
+                self.state.config = c;
+            }
+            Command::SetSeed(s) => {
+                self.close_capture();
+                self.state.seed = s;
+            }
             Command::SetPrecision(p) => self.state.precision = p,
             Command::SetTokenCap(c) => self.state.token_cap = c.filter(|x| x.is_finite() && *x > 0.0),
             Command::SetOffset(o) => {
@@ -103,6 +111,7 @@ impl App {
             }
             Command::StopSpeed => self.speed.stop(),
             Command::SetCheckpoint(p) => {
+                self.close_capture();
                 self.state.checkpoint = p;
                 self.needs_run = true;
             }
@@ -129,6 +138,10 @@ impl App {
                 }
             }
             Command::TrainLogDialog => self.dialog(DialogPurpose::TrainLog),
+            Command::OpenCapture(path) => self.open_capture(&path, Opening::Fresh),
+            Command::CloseCapture => self.close_capture(),
+            Command::ReplayCapture => self.replay_capture(),
+            Command::CaptureGoTo { row, pos } => self.capture_go_to(row, pos),
             Command::TogglePanel(p) => {
                 let on = self.state.panels.get_mut(p);
                 *on = !*on;

@@ -9,6 +9,7 @@ use super::{App, waker};
 use crate::dataset::{Dataset, synthetic};
 use crate::session::job::Job;
 use crate::session::state::{DatasetRef, State};
+use crate::ui::capture_view::Opening;
 use crate::ui::command::Command;
 use crate::ui::inspect::ExportFormat;
 use crate::ui::loader::{AfterOpen, Opened};
@@ -92,6 +93,7 @@ impl App {
     }
 
     pub(super) fn set_dataset(&mut self, ds: Arc<Dataset>, path: Option<PathBuf>) {
+        self.close_capture();
         self.state.dataset = DatasetRef { path: path.clone(), hash: Some(ds.content_hash()) };
         self.data_path = path.map(|p| p.display().to_string()).unwrap_or_default();
         self.dataset = ds;
@@ -199,9 +201,15 @@ impl App {
             }
             None => self.ladder.clear(),
         }
+        // A session with a capture: the capture brings its own dataset (its rows).
+        if let Some(cap) = loaded.capture.clone() {
+            let opening = Opening::Session { offset: loaded.offset, len: loaded.len, cursor: loaded.cursor };
+            self.restore_session(loaded, path, None);
+            return self.open_capture(&cap, opening);
+        }
         match loaded.dataset.path.clone() {
             None => {
-                if self.state.dataset.path.is_some() {
+                if self.state.dataset.path.is_some() || self.capture.open.is_some() {
                     self.set_dataset(Arc::new(synthetic::default_dataset()), None);
                 }
                 self.restore_session(loaded, path, None);
@@ -219,6 +227,7 @@ impl App {
     pub(super) fn restore_session(&mut self, loaded: State, path: &Path, mut problem: Option<String>) {
         let now = self.dataset.content_hash();
         if problem.is_none()
+            && loaded.capture.is_none()
             && let Some(saved) = &loaded.dataset.hash
             && *saved != now
         {
@@ -227,8 +236,10 @@ impl App {
                 self.dataset.name()
             ));
         }
+        self.close_capture();
         let dataset = self.state.dataset.clone();
-        self.state = State { dataset, ladder: None, tensors_file: None, ..loaded };
+        // The capture is recorded again once it has opened.
+        self.state = State { dataset, ladder: None, tensors_file: None, capture: None, ..loaded };
         self.checkpoint_path = self.state.checkpoint.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
         if let Some(p) = &self.state.train_log {
             self.train_log_path = p.display().to_string();

@@ -57,6 +57,7 @@ impl App {
             checkpoint: self.state.checkpoint.clone(),
             gpu: self.state.gpu_trace,
             token_cap: self.state.token_cap,
+            capture: self.capture.open.as_ref().map(|o| o.capture.clone()),
         });
     }
 
@@ -65,12 +66,16 @@ impl App {
         if self.ladder.is_busy() {
             return;
         }
-        let tokens = match self.dataset.window(self.state.offset, self.state.len) {
-            Ok(t) => t,
-            Err(e) => return self.say(Level::Error, format!("cannot run the ladder: {e}")),
+        let capture = self.capture.open.clone();
+        // With a capture open the ladder runs on its batch, not on the row shown.
+        let tokens = match (&capture, self.dataset.window(self.state.offset, self.state.len)) {
+            (Some(_), _) => Vec::new(),
+            (None, Ok(t)) => t,
+            (None, Err(e)) => return self.say(Level::Error, format!("cannot run the ladder: {e}")),
         };
         let engine_fault = self.state.fault(FaultTool::Ladder);
         let input = LadderInput {
+            capture: capture.as_ref().map(|c| c.describe()),
             config: self.state.config,
             seed: self.state.seed,
             dataset_hash: Some(self.dataset.content_hash()),
@@ -79,8 +84,14 @@ impl App {
             checkpoint: self.state.checkpoint.clone(),
             fault: engine_fault.map(|f| format!("{ENGINE_FAULT_PREFIX}{}", f.name())),
         };
-        let job =
-            LadderJob { input, tokens, engine_fault, precision: self.state.precision, token_cap: self.state.token_cap };
+        let job = LadderJob {
+            input,
+            tokens,
+            engine_fault,
+            precision: self.state.precision,
+            token_cap: self.state.token_cap,
+            capture: capture.map(|c| c.capture.clone()),
+        };
         self.ladder.start(crate::ladder::Rung::ALL.to_vec(), job, waker(&self.ctx_slot));
         match engine_fault {
             Some(f) => self.say(Level::Info, format!("Running the ladder with the fault {} planted…", f.name())),
@@ -97,6 +108,7 @@ impl App {
             checkpoint: self.state.checkpoint.clone(),
             tokens,
             fault: self.state.fault(tool),
+            capture: self.capture.open.as_ref().map(|o| o.capture.clone()),
         })
     }
 

@@ -6,8 +6,9 @@
 //! views and reads the keyboard and dropped files; `files` runs the file
 //! dialogs, opens datasets and saves or restores sessions (and their side
 //! files); `export` writes the inspected tensor; `jobs` starts and polls the
-//! trace, the ladder, the bisect and the audit.
+//! trace, the ladder, the bisect and the audit; `capture` opens a capture.
 
+mod capture;
 mod commands;
 mod export;
 mod files;
@@ -22,6 +23,7 @@ use crate::dataset::{Dataset, synthetic};
 use crate::session::job::{Job, Waker};
 use crate::session::state::{DatasetRef, State};
 
+use super::capture_view::{CaptureRun, OpenCapture};
 use super::colormap::ColorMap;
 use super::command::Command;
 use super::computed::Computed;
@@ -42,6 +44,8 @@ use files::{DialogPurpose, SideFile};
 pub struct LaunchOptions {
     pub data: Option<PathBuf>,
     pub session: Option<PathBuf>,
+    /// A capture folder (or its `capture.json`) to open.
+    pub capture: Option<PathBuf>,
     /// Initial settings (tests start on a tiny config); `None`: the defaults.
     pub state: Option<State>,
 }
@@ -100,6 +104,7 @@ pub struct App {
     train_log: TrainLogView,
     /// The path typed in the training-curves view's field.
     pub train_log_path: String,
+    capture: CaptureRun,
 }
 
 impl App {
@@ -138,6 +143,7 @@ impl App {
             audit: AuditRun::default(),
             train_log: TrainLogView::default(),
             train_log_path: String::new(),
+            capture: CaptureRun::default(),
         };
         if let Some(p) = &app.state.train_log {
             app.train_log_path = p.display().to_string();
@@ -148,6 +154,9 @@ impl App {
         }
         if let Some(p) = opts.data {
             app.pending.push(Command::OpenDataset(p));
+        }
+        if let Some(p) = opts.capture {
+            app.pending.push(Command::OpenCapture(p));
         }
         app
     }
@@ -190,6 +199,16 @@ impl App {
     /// The training run's log the curves view shows.
     pub fn train_log(&self) -> &TrainLogView {
         &self.train_log
+    }
+
+    /// The open capture, if any.
+    pub fn capture(&self) -> Option<&OpenCapture> {
+        self.capture.open.as_deref()
+    }
+
+    /// True while a capture is being read.
+    pub fn capture_busy(&self) -> bool {
+        self.capture.is_busy()
     }
 
     /// True while a bisect, an audit or a log read runs.
@@ -256,6 +275,8 @@ impl App {
         self.poll_dialogs();
         self.poll_loader();
         self.poll_side_file();
+        self.poll_capture();
+        self.poll_replay();
         self.speed.poll();
         self.poll_exports();
         if self.ladder.poll() {
@@ -298,7 +319,9 @@ impl App {
         });
         egui::Panel::right("ladder").default_size(380.0).resizable(true).show(ui, |ui| {
             let fault = self.state.fault(FaultTool::Ladder);
-            panels::ladder::show(ui, &self.ladder, self.state.selected_rung.as_deref(), fault, &mut cmds);
+            let capture = self.capture.open.as_ref().map(|c| c.describe());
+            let selected = self.state.selected_rung.as_deref();
+            panels::ladder::show(ui, &self.ladder, selected, fault, capture.as_deref(), &mut cmds);
             if let Some(id) = self.state.selected_rung.clone() {
                 ui.separator();
                 panels::ladder::inspector(ui, &self.ladder, &id);
@@ -318,6 +341,8 @@ impl App {
             || self.speed.is_running()
             || self.is_exporting()
             || self.diagnostics_busy()
+            || self.capture.is_busy()
+            || self.capture.replay.is_busy()
         {
             // The threads wake us when they report; this is a fallback.
             ctx.request_repaint_after(std::time::Duration::from_millis(100));

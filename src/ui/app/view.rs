@@ -1,6 +1,8 @@
 //! The sequence view (the stepper and the heatmaps of the computed trace),
 //! and what the frame reads besides the panels: keys, hovered and dropped files.
 
+use std::path::Path;
+
 use super::App;
 use crate::session::state::{PanelId, View};
 use crate::ui::command::Command;
@@ -55,6 +57,10 @@ impl App {
     }
 
     pub(super) fn sequence_view(&mut self, ui: &mut egui::Ui, newline: &str, cmds: &mut Vec<Command>) {
+        if let Some(open) = self.capture.open.clone() {
+            panels::capture::show(ui, &open, &self.capture.replay, self.capture_row(), self.state.cursor, cmds);
+            ui.separator();
+        }
         let Some(c) = self.computed.clone() else {
             ui.centered_and_justified(|ui| {
                 ui.label(if self.running.is_some() {
@@ -68,7 +74,12 @@ impl App {
         let cursor = self.state.cursor.min(c.t.saturating_sub(1));
         let p = self.state.panels.clone();
         ui.horizontal(|ui| {
-            ui.heading(format!("{} · {} · seed {}", c.spec.dataset_name, c.spec.config.label(), c.spec.seed));
+            let model = match (&self.capture.open, self.capture_row()) {
+                (Some(_), Some(row)) => format!("row {row} · the capture's weights"),
+                (Some(_), None) => "the capture's weights".to_string(),
+                (None, _) => format!("{} · seed {}", c.spec.config.label(), c.spec.seed),
+            };
+            ui.heading(format!("{} · {model}", c.spec.dataset_name));
             ui.label(format!(
                 "tokens {}..{} ({} positions), loss {:.4}, computed in {:.2} s on the CPU",
                 c.spec.offset,
@@ -130,10 +141,11 @@ impl App {
                 ctx.layer_painter(egui::LayerId::new(egui::Order::Foreground, egui::Id::unique("drop_overlay")));
             let rect = ctx.content_rect();
             painter.rect_filled(rect, 0.0, egui::Color32::from_black_alpha(180));
+            let what = if is_capture(&path) { "the capture" } else { "the dataset" };
             painter.text(
                 rect.center(),
                 egui::Align2::CENTER_CENTER,
-                format!("Drop to open {} as the dataset", path.display()),
+                format!("Drop to open {} as {what}", path.display()),
                 egui::FontId::proportional(22.0),
                 egui::Color32::WHITE,
             );
@@ -143,7 +155,7 @@ impl App {
     pub(super) fn dropped_files(&mut self, ctx: &egui::Context, cmds: &mut Vec<Command>) {
         let dropped = ctx.input(|i| i.raw.dropped_files.first().map(|f| f.path().to_path_buf()));
         if let Some(path) = dropped {
-            cmds.push(Command::OpenDataset(path));
+            cmds.push(if is_capture(&path) { Command::OpenCapture(path) } else { Command::OpenDataset(path) });
         }
     }
 
@@ -161,4 +173,11 @@ impl App {
             None => false,
         }
     }
+}
+
+/// A dropped path that is a capture: a folder holding `capture.json`, or the
+/// `capture.json` itself.
+pub(super) fn is_capture(path: &Path) -> bool {
+    let meta = crate::capture::META_FILE;
+    (path.is_dir() && path.join(meta).is_file()) || (path.is_file() && path.file_name().is_some_and(|n| n == meta))
 }

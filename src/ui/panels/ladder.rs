@@ -38,11 +38,13 @@ fn ms(x: Option<f64>) -> String {
 }
 
 /// The checklist. Clicking a rung's name selects it for the inspector.
+/// `capture` describes the open capture the next run checks, if one is open.
 pub fn show(
     ui: &mut egui::Ui,
     view: &LadderView,
     selected: Option<&str>,
     fault: Option<EngineFault>,
+    capture: Option<&str>,
     cmds: &mut Vec<Command>,
 ) {
     ui.heading("Ladder");
@@ -61,7 +63,8 @@ pub fn show(
             ui.label(if input.fault.is_some() { text.color(Color32::from_rgb(230, 180, 40)) } else { text.weak() });
         }
         None => {
-            ui.label(RichText::new("GPU vs CPU, f32, on the sequence shown (one row)").small().weak());
+            let on = capture.map_or("the sequence shown (one row)".to_string(), |c| format!("the batch of {c}"));
+            ui.label(RichText::new(format!("GPU vs CPU, f32, on {on}")).small().weak());
         }
     }
     if let Some(f) = view.planted() {

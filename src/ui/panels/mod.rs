@@ -4,6 +4,7 @@
 pub mod attention;
 pub mod audit;
 pub mod bisect;
+pub mod capture;
 pub mod controls;
 pub mod drift;
 pub mod faults;

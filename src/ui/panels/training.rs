@@ -1,11 +1,12 @@
 //! The training-curves view: a `dualscope train --out DIR` run's loss,
 //! gradient norm and skipped steps over the steps, and the controller's
-//! actions with their reasons.
+//! actions with their reasons; steps with a capture are marked, and a click
+//! opens the capture.
 
 use std::path::PathBuf;
 
 use egui::{Color32, RichText};
-use egui_plot::{Legend, Line, Plot, PlotPoints, Points};
+use egui_plot::{Legend, Line, MarkerShape, Plot, PlotPoints, Points};
 
 use crate::ui::command::{Command, button};
 use crate::ui::diagnose::TrainLogView;
@@ -46,17 +47,30 @@ pub fn show(ui: &mut egui::Ui, view: &TrainLogView, path: &mut String, out: &mut
     let skip_marks = |f: &dyn Fn(&crate::ui::diagnose::LogStep) -> f64| -> PlotPoints {
         skipped.iter().map(|s| [s.step as f64, if f(s).is_finite() { f(s) } else { 0.0 }]).collect()
     };
+    // Steps with a capture, at the step's value (0 where it has none).
+    let capture_marks = |f: &dyn Fn(&crate::ui::diagnose::LogStep) -> f64| -> PlotPoints {
+        view.captures
+            .keys()
+            .map(|&step| {
+                let v = log.steps.iter().find(|s| s.step == step).map_or(0.0, f);
+                [step as f64, if v.is_finite() { v } else { 0.0 }]
+            })
+            .collect()
+    };
     let red = Color32::from_rgb(230, 60, 60);
     let blue = Color32::from_rgb(100, 160, 240);
+    let green = Color32::from_rgb(90, 220, 120);
     ui.strong("loss");
     Plot::new("train_loss_plot").height(170.0).legend(Legend::default()).x_axis_label("step").show(ui, |p| {
         p.line(Line::new("loss", series(&|s| s.loss)).color(blue));
         p.points(Points::new("skipped", skip_marks(&|s| s.loss)).color(red).radius(4.0));
+        p.points(captured("captured", capture_marks(&|s| s.loss), green));
     });
     ui.strong("gradient norm (unscaled, before clipping)");
     Plot::new("train_norm_plot").height(170.0).legend(Legend::default()).x_axis_label("step").show(ui, |p| {
         p.line(Line::new("grad norm", series(&|s| s.grad_norm)).color(blue));
         p.points(Points::new("skipped", skip_marks(&|s| s.grad_norm)).color(red).radius(4.0));
+        p.points(captured("captured", capture_marks(&|s| s.grad_norm), green));
     });
     ui.strong("skipped steps (cumulative)");
     let mut n = 0.0;
@@ -72,23 +86,48 @@ pub fn show(ui: &mut egui::Ui, view: &TrainLogView, path: &mut String, out: &mut
         p.line(Line::new("skipped", cumulative).color(red));
     });
     ui.separator();
-    ui.strong(format!("controller actions ({})", log.actions.len()));
+    ui.strong(format!("controller actions ({}), {} captures", log.actions.len(), view.captures.len()));
+    if let Some(e) = &view.captures_error {
+        ui.colored_label(red, format!("the captures cannot be listed: {e}"));
+    }
     if log.actions.is_empty() {
         ui.label(RichText::new("none: every step was applied as it came").weak());
-        return;
-    }
-    egui::ScrollArea::vertical().id_salt("train_actions").max_height(200.0).show(ui, |ui| {
-        egui::Grid::new("train_actions_grid").striped(true).num_columns(3).show(ui, |ui| {
-            for h in ["step", "action", "reason"] {
-                ui.label(RichText::new(h).strong());
-            }
-            ui.end_row();
-            for a in &log.actions {
-                ui.label(format!("{}", a.step));
-                ui.label(RichText::new(&a.action).color(Color32::YELLOW));
-                ui.label(&a.reason);
+    } else {
+        egui::ScrollArea::vertical().id_salt("train_actions").max_height(200.0).show(ui, |ui| {
+            egui::Grid::new("train_actions_grid").striped(true).num_columns(4).show(ui, |ui| {
+                for h in ["step", "action", "reason", "capture"] {
+                    ui.label(RichText::new(h).strong());
+                }
                 ui.end_row();
+                for a in &log.actions {
+                    ui.label(format!("{}", a.step));
+                    ui.label(RichText::new(&a.action).color(Color32::YELLOW));
+                    ui.label(&a.reason);
+                    match view.captures.get(&a.step) {
+                        Some(dir) => _ = button(ui, Command::OpenCapture(dir.clone()), true, out),
+                        None => _ = ui.label(""),
+                    }
+                    ui.end_row();
+                }
+            });
+        });
+    }
+    // Captures of steps without an action (asked for with --capture-at, say).
+    let others: Vec<_> = view.captures.iter().filter(|(s, _)| !log.actions.iter().any(|a| a.step == **s)).collect();
+    if !others.is_empty() {
+        ui.horizontal_wrapped(|ui| {
+            ui.label("other captures:");
+            for (step, dir) in others {
+                if ui.link(format!("step {step}")).on_hover_text(Command::OpenCapture(dir.clone()).tooltip()).clicked()
+                {
+                    out.push(Command::OpenCapture(dir.clone()));
+                }
             }
         });
-    });
+    }
+}
+
+/// The marker of a step with a capture: an open diamond, apart from the skip dots.
+fn captured<'a>(name: &'static str, pts: PlotPoints<'a>, color: Color32) -> Points<'a> {
+    Points::new(name, pts).color(color).shape(MarkerShape::Diamond).filled(false).radius(7.0)
 }
