@@ -1638,3 +1638,40 @@ fn replay_shows_the_verdict_of_a_planted_capture() {
     wait_for_capture(&mut h);
     assert_eq!(h.query_all_by_label_contains("verdict: engine").count(), 0);
 }
+
+/// A `dualscope drift --out DIR` run opens in the Training curves view: its
+/// summary line and plot, and its capture of the first step outside the
+/// envelope one click away.
+#[test]
+fn training_curves_show_a_drift_run() {
+    if dualscope::ui::engines::gpu_availability().is_err() {
+        eprintln!("SKIPPED: no Vulkan device for the drift run");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("text.txt");
+    std::fs::write(&data, "the quick brown fox jumps over the lazy dog. ".repeat(40)).unwrap();
+    let out = dir.path().join("drift");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_dualscope"))
+        .args(["drift", "--data", data.to_str().unwrap(), "--config", "tiny", "--steps", "5", "--batch", "2"])
+        .args(["--seq-len", "12", "--inject", "persistent@3", "--out", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut h = harness(State { view: View::Training, ..tiny(20) }, (1400.0, 1000.0));
+    wait_for_trace(&mut h);
+    h.state_mut().train_log_path = out.display().to_string();
+    h.run_steps(1);
+    h.get_by_label("Load log").click();
+    wait_until(&mut h, "reading the drift report", |a| !a.train_log().is_busy());
+    assert!(h.state().train_log().drift.is_some() && h.state().train_log().log.is_none());
+    let line = h.state().train_log().drift.as_ref().unwrap().0.summary_line();
+    assert!(line.starts_with("first step outside the rounding envelope: 3 ("), "{line}");
+    h.get_by_label(&line); // the plot's heading (the status line says it too)
+    h.get_by_label("open capture").click();
+    h.run_steps(1);
+    wait_until(&mut h, "opening the capture", |a| !a.capture_busy() && !a.is_busy());
+    let open = h.state().capture().expect("the drift capture is open");
+    assert_eq!(open.path, out.join("captures/step_000003"));
+    assert_eq!(open.capture.meta.triggers, ["drift"]);
+}

@@ -168,6 +168,7 @@ impl AuditRun {
 }
 
 pub use crate::train::log::{LogAction, LogStep, TrainLog};
+use crate::triage::drift::DriftReport;
 
 /// Reads `path` (a `log.jsonl`, or the `--out` directory holding one) with
 /// the action reasons in the glyphs the default font has.
@@ -177,13 +178,41 @@ pub fn read_train_log(path: &Path) -> Result<TrainLog, String> {
     Ok(log)
 }
 
-/// A log as read on its job: the log and the steps that have a capture.
-type ReadLog = (TrainLog, Result<BTreeMap<u64, PathBuf>, String>);
+/// What the view read on its job: a training log or a drift report, with
+/// the steps that have a capture.
+enum Read {
+    Log(TrainLog),
+    Drift(Box<DriftReport>, PathBuf),
+}
+type ReadLog = (Read, Result<BTreeMap<u64, PathBuf>, String>);
 
-/// The training-curves view's log, read as a [`Job`].
+/// The `drift.json` that `path` names (the file, or a `drift --out DIR`
+/// directory without a training log), if it names one.
+pub fn drift_file(path: &Path) -> Option<PathBuf> {
+    let file = crate::triage::drift::REPORT_FILE;
+    if path.is_dir() {
+        let f = path.join(file);
+        (f.is_file() && !path.join(crate::train::log::LOG_FILE).exists()).then_some(f)
+    } else {
+        path.file_name().is_some_and(|n| n == file).then(|| path.to_path_buf())
+    }
+}
+
+/// Reads a `drift.json` (at most 256 MiB: a report of a few million steps).
+pub fn read_drift(path: &Path) -> Result<DriftReport, String> {
+    let (mut f, len) = crate::dataset::open_input_file(path, 256 << 20)
+        .map_err(|e| format!("{}: {e}", crate::dataset::show_path(path)))?;
+    let mut bytes = Vec::with_capacity(len as usize);
+    std::io::Read::read_to_end(&mut f, &mut bytes).map_err(|e| format!("{}: {e}", crate::dataset::show_path(path)))?;
+    serde_json::from_slice(&bytes).map_err(|e| format!("{}: not a drift report: {e}", crate::dataset::show_path(path)))
+}
+
+/// The training-curves view's log (or a drift run's report), read as a [`Job`].
 #[derive(Default)]
 pub struct TrainLogView {
     pub log: Option<Arc<TrainLog>>,
+    /// A `dualscope drift` report shown instead of a log, and its file.
+    pub drift: Option<(Arc<DriftReport>, PathBuf)>,
     /// The run's captures by step (`OUT/captures/step_NNNNNN`), or why they
     /// could not be listed.
     pub captures: BTreeMap<u64, PathBuf>,
@@ -198,27 +227,48 @@ impl TrainLogView {
 
     pub fn load(&mut self, path: PathBuf, wake: Waker) -> Result<(), String> {
         let job = Job::spawn("train-log", wake, move |_| {
+            if let Some(f) = drift_file(&path) {
+                let r = read_drift(&f)?;
+                let captures = crate::ui::capture_view::log_captures(&f);
+                return Ok((Read::Drift(Box::new(r), f), captures));
+            }
             let log = read_train_log(&path)?;
             let captures = crate::ui::capture_view::log_captures(&log.path);
-            Ok((log, captures))
+            Ok((Read::Log(log), captures))
         })
         .map_err(|e| format!("cannot start reading the log: {e}"))?;
         self.job = Some(job);
         Ok(())
     }
 
-    pub fn poll(&mut self) -> Option<Result<Arc<TrainLog>, String>> {
+    /// The path read and a line saying what it held, once the job is done.
+    pub fn poll(&mut self) -> Option<Result<(PathBuf, String), String>> {
         let done = self.job.as_mut()?.poll().done?;
         self.job = None;
         match done {
-            Ok(Ok((l, captures))) => {
-                let l = Arc::new(l);
-                self.log = Some(l.clone());
+            Ok(Ok((read, captures))) => {
                 (self.captures, self.captures_error) = match captures {
                     Ok(c) => (c, None),
                     Err(e) => (BTreeMap::new(), Some(e)),
                 };
-                Some(Ok(l))
+                Some(Ok(match read {
+                    Read::Log(l) => {
+                        let said = format!("Read {} training steps from {}", l.steps.len(), l.path.display());
+                        let path = l.path.clone();
+                        (self.log, self.drift) = (Some(Arc::new(l)), None);
+                        (path, said)
+                    }
+                    Read::Drift(r, f) => {
+                        let said = format!(
+                            "Read a drift run of {} steps from {}: {}",
+                            r.steps.len(),
+                            f.display(),
+                            r.summary_line()
+                        );
+                        (self.log, self.drift) = (None, Some((Arc::new(*r), f.clone())));
+                        (f, said)
+                    }
+                }))
             }
             Ok(Err(e)) => Some(Err(e)),
             Err(_) => Some(Err("the log reader ended without a result".into())),

@@ -165,9 +165,9 @@ impl App {
             None => {}
         }
         match self.train_log.poll() {
-            Some(Ok(l)) => {
-                self.state.train_log = Some(l.path.clone());
-                self.say(Level::Info, format!("Read {} training steps from {}", l.steps.len(), l.path.display()));
+            Some(Ok((path, said))) => {
+                self.state.train_log = Some(path);
+                self.say(Level::Info, said);
             }
             Some(Err(e)) => self.say(Level::Error, format!("cannot load the training log: {e}")),
             None => {}

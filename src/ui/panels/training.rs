@@ -25,8 +25,15 @@ pub fn show(ui: &mut egui::Ui, view: &TrainLogView, path: &mut String, out: &mut
         }
     });
     ui.separator();
+    if let Some((r, file)) = &view.drift {
+        drift(ui, view, r, file, out);
+        return;
+    }
     let Some(log) = view.log.as_deref() else {
-        ui.label("No log loaded: type a run's directory (or its log.jsonl) and press \"Load log\".");
+        ui.label(
+            "No log loaded: type a run's directory (or its log.jsonl), or a `dualscope drift --out DIR` \
+             directory (or its drift.json), and press \"Load log\".",
+        );
         return;
     };
     let skipped: Vec<_> = log.steps.iter().filter(|s| s.skipped.is_some()).collect();
@@ -130,4 +137,30 @@ pub fn show(ui: &mut egui::Ui, view: &TrainLogView, path: &mut String, out: &mut
 /// The marker of a step with a capture: an open diamond, apart from the skip dots.
 fn captured<'a>(name: &'static str, pts: PlotPoints<'a>, color: Color32) -> Points<'a> {
     Points::new(name, pts).color(color).shape(MarkerShape::Diamond).filled(false).radius(7.0)
+}
+
+/// A `dualscope drift` run: its summary and plot, and its capture of the
+/// first step outside the envelope.
+fn drift(
+    ui: &mut egui::Ui,
+    view: &TrainLogView,
+    r: &crate::triage::drift::DriftReport,
+    file: &std::path::Path,
+    out: &mut Vec<Command>,
+) {
+    ui.label(format!(
+        "{}: drift of {} steps, {} on {}, {} rows × {} positions",
+        file.display(),
+        r.steps.len(),
+        r.precision.name(),
+        r.gemm_path,
+        r.rows,
+        r.t
+    ));
+    if let Some(o) = &r.first_outside
+        && let Some(c) = view.captures.get(&o.step)
+    {
+        button(ui, Command::OpenCapture(c.clone()), true, out);
+    }
+    super::drift::drift_plot(ui, r);
 }
