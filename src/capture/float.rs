@@ -46,6 +46,19 @@ pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     from_repr(Repr::deserialize(d)?)
 }
 
+/// The same for lists of values.
+pub mod list {
+    use super::*;
+
+    pub fn serialize<S: Serializer>(v: &[f64], s: S) -> Result<S::Ok, S::Error> {
+        v.iter().map(|&x| to_repr(x)).collect::<Vec<_>>().serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
+        Vec::<Repr>::deserialize(d)?.into_iter().map(from_repr).collect()
+    }
+}
+
 /// The same for `(name, value)` lists (per-tensor norms).
 pub mod named {
     use super::*;

@@ -16,7 +16,7 @@
 //! [`load`] checks every file and field and says which one is wrong.
 
 mod evidence;
-mod float;
+pub mod float;
 mod read;
 mod write;
 

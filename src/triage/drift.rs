@@ -11,6 +11,7 @@
 //! (with a floor of a few ulps), scaled for a mixed-precision step by its
 //! unit roundoff. The loop is [`run`] (in `drift_run.rs`).
 
+use crate::capture::float;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -180,19 +181,19 @@ pub struct TensorInfo {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DriftStep {
     pub step: u64,
-    #[serde(with = "num")]
+    #[serde(with = "float")]
     pub loss_gpu: f64,
-    #[serde(with = "num")]
+    #[serde(with = "float")]
     pub loss_cpu32: f64,
-    #[serde(with = "num")]
+    #[serde(with = "float")]
     pub loss_cpu64: f64,
     /// Why the GPU's guard skipped the step, if it did.
     pub gpu_skipped: Option<String>,
-    #[serde(with = "nums")]
+    #[serde(with = "float::list")]
     pub divergence: Vec<f64>,
-    #[serde(with = "nums")]
+    #[serde(with = "float::list")]
     pub reference: Vec<f64>,
-    #[serde(with = "nums")]
+    #[serde(with = "float::list")]
     pub envelope: Vec<f64>,
     /// The tensor nearest to (or furthest past) its envelope: the largest
     /// divergence / envelope.
@@ -220,9 +221,9 @@ impl DriftStep {
 pub struct Outside {
     pub step: u64,
     pub tensor: String,
-    #[serde(with = "num")]
+    #[serde(with = "float")]
     pub divergence: f64,
-    #[serde(with = "num")]
+    #[serde(with = "float")]
     pub envelope: f64,
     /// Every tensor outside at that step.
     pub tensors: Vec<String>,
@@ -287,63 +288,6 @@ pub fn rel_diff<A: crate::tensor::Real, B: crate::tensor::Real>(a: &[A], b: &[B]
         (0.0, _) => 0.0,
         (_, 0.0) => f64::INFINITY,
         _ => (d / n).sqrt(),
-    }
-}
-
-/// An f64 in JSON that may be non-finite: a number, or the strings `NaN`,
-/// `inf`, `-inf` (serde_json would write `null` and refuse to read it back).
-mod num {
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-    #[derive(Serialize, Deserialize)]
-    #[serde(untagged)]
-    pub(super) enum Num {
-        N(f64),
-        S(String),
-    }
-
-    pub(super) fn to(x: f64) -> Num {
-        match x {
-            x if x.is_finite() => Num::N(x),
-            x if x.is_nan() => Num::S("NaN".into()),
-            x if x > 0.0 => Num::S("inf".into()),
-            _ => Num::S("-inf".into()),
-        }
-    }
-
-    pub(super) fn from<E: serde::de::Error>(n: Num) -> Result<f64, E> {
-        match n {
-            Num::N(x) => Ok(x),
-            Num::S(s) => match s.as_str() {
-                "NaN" => Ok(f64::NAN),
-                "inf" => Ok(f64::INFINITY),
-                "-inf" => Ok(f64::NEG_INFINITY),
-                _ => Err(E::custom(format!("{s:?} is not a number (NaN, inf or -inf)"))),
-            },
-        }
-    }
-
-    pub fn serialize<S: Serializer>(x: &f64, s: S) -> Result<S::Ok, S::Error> {
-        to(*x).serialize(s)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
-        from(Num::deserialize(d)?)
-    }
-}
-
-/// [`num`] for a list.
-mod nums {
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-    use super::num::{Num, from, to};
-
-    pub fn serialize<S: Serializer>(xs: &[f64], s: S) -> Result<S::Ok, S::Error> {
-        xs.iter().map(|&x| to(x)).collect::<Vec<_>>().serialize(s)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
-        Vec::<Num>::deserialize(d)?.into_iter().map(from).collect()
     }
 }
 
