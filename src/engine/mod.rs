@@ -124,14 +124,15 @@ fn poison(grads: &mut Params<f32>, kind: Poison, scale: f64) {
     }
 }
 
-/// Per-tensor and global norms of `grads / scale`, in float64, canonical order.
-fn norms_of(cfg: &Config, grads: &Params<f32>, scale: f64) -> Norms {
+/// Per-tensor and global norms of `grads / scale`, in float64, canonical
+/// order (the controller's, and replay's for each of its runs).
+pub fn norms_of<T: crate::tensor::Real>(cfg: &Config, grads: &Params<T>, scale: f64) -> Norms {
     let mut total = 0.0;
     let tensors = grads
         .named(cfg)
         .into_iter()
         .map(|(name, t)| {
-            let ss: f64 = t.data.iter().map(|&x| (x as f64) * (x as f64)).sum();
+            let ss: f64 = t.data.iter().map(|x| x.f64() * x.f64()).sum();
             total += ss;
             (name, ss.sqrt() / scale)
         })

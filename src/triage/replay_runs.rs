@@ -124,25 +124,16 @@ pub(super) fn summarize<T: Real>(
     loss: f64,
     grads: &Params<T>,
 ) -> RunResult {
-    let (mut total, mut non_finite) = (0.0f64, 0usize);
-    let tensor_norms = grads
-        .named(cfg)
-        .into_iter()
-        .map(|(n, t)| {
-            let ss: f64 = t.data.iter().map(|x| x.f64() * x.f64()).sum();
-            non_finite += t.data.iter().filter(|x| !x.f64().is_finite()).count();
-            total += ss;
-            (n, ss.sqrt())
-        })
-        .collect();
+    let norms = crate::engine::norms_of(cfg, grads, 1.0);
+    let non_finite = grads.tensors().iter().map(|t| t.data.iter().filter(|x| !x.f64().is_finite()).count()).sum();
     RunResult {
         name: name.into(),
         engine: engine.into(),
         precision: precision.into(),
         loss_scale: scale,
         loss,
-        grad_norm: total.sqrt(),
-        tensor_norms,
+        grad_norm: norms.global,
+        tensor_norms: norms.tensors,
         non_finite,
         vs_f64: None,
     }
