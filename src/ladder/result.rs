@@ -95,6 +95,10 @@ pub struct CaseResult {
     pub cpu_ms: f64,
     /// Why the case did not pass, if it did not.
     pub notes: Vec<String>,
+    /// The tensor's f16 headroom on both sides (rungs 2–11, docs/headroom.md);
+    /// absent for `gemm`'s products and in reports written before it.
+    #[serde(default)]
+    pub headroom: Option<super::headroom::TensorHeadroom>,
 }
 
 /// A GEMM kernel's name (`GemmPath::name`). An alias, so that serde's derive
@@ -185,6 +189,7 @@ mod tests {
             gpu_ms: None,
             cpu_ms: 0.25,
             notes: vec!["a note".into()],
+            headroom: Some(crate::ladder::headroom::TensorHeadroom::of(&[1.0, 0.0, 2e-6], &[1.0, 0.0, 2e-6], 2.0)),
         };
         let mut r = RungResult::new(Rung::GruFwd, Precision::Bf16, vec![case]);
         r.gemm_path = Some(crate::vk::gemm::GemmPath::TiledBf16In.name());
