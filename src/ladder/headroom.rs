@@ -26,8 +26,11 @@ pub const EXP_MIN_NORMAL: i32 = -14;
 /// growth (docs/headroom.md).
 pub const MARGIN_BITS: f64 = 1.0;
 /// The warning margin on [`Headroom::subnormal_share`]: more than 1 % of the
-/// non-zero values would lose precision (or flush to zero) in f16.
+/// non-zero values would lose precision (or flush to zero) in f16 ...
 pub const MARGIN_SUBNORMAL: f64 = 0.01;
+/// ... and at least this many of them, so that a value or two that happen to
+/// lie near zero in a small tensor (one of 84 is 1.2 %) do not warn.
+pub const MIN_SUBNORMAL: usize = 10;
 
 /// Counts of `floor(log2 |x·s|)` over f16's exponent range, with the values
 /// outside it, the zeros and the non-finite values apart. Every value lands in
@@ -76,11 +79,27 @@ pub struct Headroom {
     /// The share of the non-zero finite values with |x·s| < 2^-14 (0 when
     /// there is none).
     pub subnormal_share: f64,
+    /// How many values that is.
+    #[serde(default)]
+    pub subnormal: usize,
     /// The share of all values that are exactly zero (0 for an empty tensor).
     pub zero_share: f64,
     /// NaN and ±inf values (left out of every other figure but the histogram's own bin).
     pub nonfinite: usize,
     pub histogram: ExpHistogram,
+}
+
+impl Headroom {
+    /// Under the headroom margin: less than [`MARGIN_BITS`] doublings from overflow.
+    pub fn under_bits_margin(&self) -> bool {
+        self.headroom_bits.is_some_and(|b| b < MARGIN_BITS)
+    }
+
+    /// Over the subnormal margin: more than [`MARGIN_SUBNORMAL`] of the
+    /// non-zero values, and at least [`MIN_SUBNORMAL`] of them, below 2^-14.
+    pub fn under_subnormal_margin(&self) -> bool {
+        self.subnormal_share > MARGIN_SUBNORMAL && self.subnormal >= MIN_SUBNORMAL
+    }
 }
 
 /// `floor(log2 y)` of a positive finite f64, exactly, from its bits (a
@@ -124,6 +143,7 @@ pub fn measure(values: &[f32], scale: f64) -> Headroom {
         max_over_f16_max: max_abs / F16_MAX,
         headroom_bits: (max_abs > 0.0).then(|| (F16_MAX / max_abs).log2()),
         subnormal_share: share(subnormal, nonzero),
+        subnormal,
         zero_share: share(h.zero as usize, values.len()),
         nonfinite: h.nonfinite as usize,
         histogram: h,
@@ -148,9 +168,8 @@ impl TensorHeadroom {
     /// naming the tensor, the figure on both sides and the margin.
     pub fn warnings(&self, name: &str) -> Vec<String> {
         let mut out = Vec::new();
-        let bits = |h: &Headroom| h.headroom_bits.unwrap_or(f64::INFINITY);
         let fmt_bits = |h: &Headroom| h.headroom_bits.map_or("-".to_string(), |b| format!("{b:.2}"));
-        if bits(&self.cpu) < MARGIN_BITS || bits(&self.gpu) < MARGIN_BITS {
+        if self.cpu.under_bits_margin() || self.gpu.under_bits_margin() {
             out.push(format!(
                 "f16 headroom: {name} at scale {} reaches {:.3e} (CPU) / {:.3e} (GPU) of f16's 65504: {} / {} bits of headroom, under the margin of {MARGIN_BITS}",
                 self.scale,
@@ -160,12 +179,14 @@ impl TensorHeadroom {
                 fmt_bits(&self.gpu)
             ));
         }
-        if self.cpu.subnormal_share > MARGIN_SUBNORMAL || self.gpu.subnormal_share > MARGIN_SUBNORMAL {
+        if self.cpu.under_subnormal_margin() || self.gpu.under_subnormal_margin() {
             out.push(format!(
-                "f16 headroom: {name} at scale {} has {:.2}% (CPU) / {:.2}% (GPU) of its non-zero values below f16's smallest normal 2^-14, over the margin of {}%",
+                "f16 headroom: {name} at scale {} has {:.2}% (CPU, {}) / {:.2}% (GPU, {}) of its non-zero values below f16's smallest normal 2^-14, over the margin of {}%",
                 self.scale,
                 100.0 * self.cpu.subnormal_share,
+                self.cpu.subnormal,
                 100.0 * self.gpu.subnormal_share,
+                self.gpu.subnormal,
                 100.0 * MARGIN_SUBNORMAL
             ));
         }

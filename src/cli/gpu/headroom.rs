@@ -3,7 +3,7 @@
 //! `--loss-scale` flag's parser.
 
 use crate::ladder::headroom::{MARGIN_BITS, MARGIN_SUBNORMAL, TensorHeadroom};
-use crate::ladder::{CaseResult, RungResult};
+use crate::ladder::{CaseResult, Rung, RungResult};
 
 /// `--loss-scale S`: a power of two from 2^-24 to 2^64, as GradScaler's
 /// scales are (scaling by one is exact, so the ladder's unscaled comparison is too).
@@ -30,13 +30,18 @@ pub fn is_headroom_note(note: &str) -> bool {
     note.starts_with("f16 headroom:")
 }
 
-/// `f16 headroom: lowest … bits (tensor), largest subnormal share …% (tensor)`,
-/// then `  rung tensor: … bits, …% subnormal, scale S` for each tensor whose
+/// `f16 headroom: lowest … bits (tensor), largest subnormal share …% (tensor)`
+/// over the forward and backward tensors (the optimizer's parameters and
+/// moments stay f32, the attention stress case is synthetic: both are left
+/// out; their figures are in the JSON), then `  rung tensor: … bits, …% subnormal, scale S` for each tensor whose
 /// case carries a headroom warning. Nothing when no case has figures.
 pub fn print_headroom(results: &[RungResult]) {
     let cases: Vec<(&RungResult, &CaseResult, &TensorHeadroom)> = results
         .iter()
+        .filter(|r| r.id != Rung::Optim)
         .flat_map(|r| r.cases.iter().filter_map(move |c| c.headroom.as_ref().map(|h| (r, c, h))))
+        // The attention stress case's scores are made extreme on purpose (`ladder::stress`).
+        .filter(|(_, c, _)| !c.name.contains("(stress:"))
         .collect();
     let lowest = cases
         .iter()

@@ -6,7 +6,8 @@ use egui::{Color32, RichText};
 use egui_plot::{Bar, BarChart, VLine};
 
 use crate::ladder::headroom::{
-    EXP_MAX, EXP_MIN, EXP_MIN_NORMAL, ExpHistogram, Headroom, MARGIN_BITS, MARGIN_SUBNORMAL, TensorHeadroom,
+    EXP_MAX, EXP_MIN, EXP_MIN_NORMAL, ExpHistogram, Headroom, MARGIN_BITS, MARGIN_SUBNORMAL, MIN_SUBNORMAL,
+    TensorHeadroom,
 };
 
 const CPU: Color32 = Color32::from_rgb(90, 170, 255);
@@ -20,10 +21,11 @@ const OVER_X: f64 = (EXP_MAX + 2) as f64;
 pub fn side_line(label: &str, h: &Headroom) -> String {
     let bits = h.headroom_bits.map_or("no limit".into(), |b| format!("{b:.2} bits"));
     format!(
-        "{label}: max |x·s| {:.3e} = {:.3e} of 65504 ({bits}), subnormal {:.2}%, zeros {:.2}%, non-finite {}",
+        "{label}: max |x·s| {:.3e} = {:.3e} of 65504 ({bits}), subnormal {:.2}% ({}), zeros {:.2}%, non-finite {}",
         h.max_abs,
         h.max_over_f16_max,
         100.0 * h.subnormal_share,
+        h.subnormal,
         100.0 * h.zero_share,
         h.nonfinite
     )
@@ -31,7 +33,7 @@ pub fn side_line(label: &str, h: &Headroom) -> String {
 
 /// Whether a side is under a warning margin.
 fn under_margin(h: &Headroom) -> bool {
-    h.headroom_bits.is_some_and(|b| b < MARGIN_BITS) || h.subnormal_share > MARGIN_SUBNORMAL
+    h.under_bits_margin() || h.under_subnormal_margin()
 }
 
 /// One side's bars: each exponent bin, then the underflow and overflow bins,
@@ -67,6 +69,14 @@ pub fn headroom_plot(ui: &mut egui::Ui, h: Option<&TensorHeadroom>) {
         "at loss scale {} (exponent of |x·s|; lines: 2^-14 f16's smallest normal, 2^15 the exponent of its largest finite value 65504)",
         h.scale
     ));
+    ui.label(
+        RichText::new(format!(
+            "yellow: under a margin (under {MARGIN_BITS} bit of headroom, or over {}% and {MIN_SUBNORMAL} values subnormal); the ladder warns in f16",
+            100.0 * MARGIN_SUBNORMAL
+        ))
+        .weak()
+        .small(),
+    );
     for (label, side) in [("CPU", &h.cpu), ("GPU", &h.gpu)] {
         let text = RichText::new(side_line(label, side)).monospace().size(11.0);
         ui.label(if under_margin(side) { text.color(Color32::YELLOW) } else { text });
