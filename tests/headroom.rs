@@ -225,4 +225,41 @@ fn a_high_loss_scale_warns_without_failing_the_run() {
     assert!(text.contains("f16 headroom: lowest 0.9"), "{text}");
     assert!(text.contains("status pass"), "{text}");
     assert!(!text.contains("        f16 headroom:"), "the long note is not repeated in the table: {text}");
+    // In f32 the backward runs at that scale too (and is unscaled before the
+    // comparison): the same figures, no warning, every rung passes.
+    let args = ["ladder", "--config", "tiny", "--precision", "f32", "--rungs", "loss,head_bwd", "--loss-scale", "131072"];
+    let v = ok_json(&dualscope(&[&args[..], &["--json"]].concat(), &[]));
+    assert_eq!((v["status"].as_str(), v["loss_scale"].as_f64()), (Some("pass"), Some(131072.0)));
+    for r in v["rungs"].as_array().unwrap() {
+        assert_eq!(r["status"], "pass", "{r}");
+        let bias = r["cases"].as_array().unwrap().iter().find(|c| c["name"] == "grad.head.bias");
+        if let Some(c) = bias {
+            let bits = c["headroom"]["gpu"]["headroom_bits"].as_f64().unwrap();
+            assert!((0.85..0.95).contains(&bits), "{bits}");
+            assert_eq!(c["headroom"]["scale"].as_f64(), Some(131072.0));
+        }
+    }
+}
+
+/// The inspector's headroom plot, drawn by the wgpu renderer and kept as a
+/// snapshot (`tests/snapshots/headroom_plot.png`, also docs/images/): a
+/// gradient-like tensor at scale 2^16 whose magnitudes spread over 2^-34 …
+/// 2^-1.5 (12 % subnormal after scaling, 1.5 bits of headroom), the GPU side
+/// a little off and with one NaN, both sides' bars and figures.
+#[test]
+fn the_headroom_plot_snapshot() {
+    let mut rng = dualscope::rng::Rng::new(3);
+    let cpu: Vec<f32> = (0..4000)
+        .map(|i| if i % 10 == 0 { 0.0 } else { (rng.normal().signum() * 2f64.powf(rng.range(-34.0, -1.5))) as f32 })
+        .collect();
+    let mut gpu: Vec<f32> = cpu.iter().map(|&x| x * (1.0 + 1e-3 * rng.normal() as f32)).collect();
+    gpu[5] = f32::NAN;
+    let h = TensorHeadroom::of(&cpu, &gpu, MIXED_SCALE);
+    assert!((0.10..0.15).contains(&h.cpu.subnormal_share), "{}", h.cpu.subnormal_share);
+    let mut harness = egui_kittest::Harness::builder()
+        .with_size(egui::vec2(900.0, 300.0))
+        .wgpu()
+        .build_ui(move |ui| dualscope::ui::panels::headroom::headroom_plot(ui, Some(&h)));
+    harness.run_steps(2);
+    harness.snapshot("headroom_plot");
 }
