@@ -66,7 +66,7 @@ pub fn headroom_plot(ui: &mut egui::Ui, h: Option<&TensorHeadroom>) {
         return;
     };
     ui.label(format!(
-        "at loss scale {} (exponent of |x·s|; lines: 2^-14 f16's smallest normal, 2^15 the exponent of its largest finite value 65504)",
+        "at loss scale {}: bars count the values by the binary exponent of |x·s|; left of the grey line (2^-14, f16's smallest normal) f16 is subnormal, right of the red one (2^15, the exponent of 65504) it overflows",
         h.scale
     ));
     ui.label(
@@ -81,7 +81,17 @@ pub fn headroom_plot(ui: &mut egui::Ui, h: Option<&TensorHeadroom>) {
         let text = RichText::new(side_line(label, side)).monospace().size(11.0);
         ui.label(if under_margin(side) { text.color(Color32::YELLOW) } else { text });
     }
-    super::plot("inspector_headroom", 160.0)
+    // The whole of f16's range is always in view, and room above the bars for the legend.
+    let top = [&h.cpu.histogram, &h.gpu.histogram]
+        .iter()
+        .flat_map(|g| g.counts.iter().chain([&g.underflow, &g.overflow]))
+        .fold(0u64, |a, &b| a.max(b));
+    super::plot("inspector_headroom", 180.0)
+        .legend(egui_plot::Legend::default().position(egui_plot::Corner::RightTop))
+        .include_x(UNDER_X - 1.0)
+        .include_x(OVER_X + 1.0)
+        .include_y(0.0)
+        .include_y(top.max(1) as f64 * 1.6)
         .x_axis_label("binary exponent of |x·s|")
         .y_axis_label("values")
         .x_axis_formatter(|m, _| {
@@ -97,9 +107,9 @@ pub fn headroom_plot(ui: &mut egui::Ui, h: Option<&TensorHeadroom>) {
         .show(ui, |p| {
             p.bar_chart(BarChart::new("CPU", bars("CPU", &h.cpu.histogram, -0.2, CPU)).color(CPU));
             p.bar_chart(BarChart::new("GPU", bars("GPU", &h.gpu.histogram, 0.2, GPU)).color(GPU));
-            let line = Color32::from_gray(170);
-            p.vline(VLine::new("smallest normal 2^-14", EXP_MIN_NORMAL as f64 - 0.5).color(line));
-            p.vline(VLine::new("largest finite 65504", EXP_MAX as f64 + 0.5).color(Color32::LIGHT_RED));
+            // Unnamed, so that the legend lists only the two sides (the text says what the lines are).
+            p.vline(VLine::new("", EXP_MIN_NORMAL as f64 - 0.5).color(Color32::from_gray(170)));
+            p.vline(VLine::new("", EXP_MAX as f64 + 0.5).color(Color32::LIGHT_RED));
         });
 }
 
