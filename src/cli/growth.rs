@@ -203,7 +203,8 @@ pub fn run_growth(a: &GrowthArgs) -> Result<i32, CliError> {
         )));
     }
     let ctx = Arc::new(crate::engine::open_context(a.device.device)?);
-    let quiet = a.json;
+    // The stages on a terminal only: a failure stays one line in a log.
+    let quiet = a.json || !std::io::IsTerminal::is_terminal(&std::io::stderr());
     let r = run(&ctx, &plan, &mut |stage| {
         if !quiet {
             eprintln!("{stage}…");
