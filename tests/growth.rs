@@ -167,3 +167,4 @@ fn bad_input_names_the_flag() {
     let err = fails(&run(&["growth", "--capture", s(&dir.path("nope")), "--row", "0"]), 1);
     assert!(err.contains("nope"), "{err}");
 }
+
