@@ -79,7 +79,7 @@ fn a_clean_f16_run_stays_inside_its_envelope() {
     // (the gradients' up to 10–20% where a position's gradient is small),
     // far below the O(1) a wrong token makes.
     assert_clean(&r, 0.25, 5e-2);
-    assert_eq!((r.envelope.k, r.envelope.ratio, r.loss_scale), (4.0, 8192.0, 65536.0));
+    assert_eq!((r.envelope.k, r.envelope.ratio, r.loss_scale), (16.0, 8192.0, 65536.0));
 }
 
 /// The GPU's token at P changed: every forward series is exact up to P

@@ -28,14 +28,6 @@ pub const GROWTH_FORMAT: u32 = 1;
 /// tree reductions, its own `exp` and `tanh`), so its error is of the same
 /// order and independent of the CPU's.
 pub const K: f64 = 16.0;
-/// The same factor for the mixed step (f16, bf16): there the envelope
-/// scales the whole f32 reference by the products' unit-roundoff ratio, as
-/// if all of it came from rounding the products' operands, which already
-/// overstates the f16 share (the f32 reference also holds the products'
-/// accumulation and the element-wise rounding, which stay in f32); the
-/// factor only covers two independent realisations and the GPU's other
-/// orders. docs/growth.md gives the figures it was checked against.
-pub const K_MIXED: f64 = 4.0;
 /// The floor of the reference in f32 unit roundoffs: one ulp (2^-23) of
 /// relative error per position, what storing the vector in f32 alone can do.
 pub const FLOOR_ROUNDOFFS: f64 = 2.0;
@@ -82,7 +74,7 @@ pub struct Envelope {
 impl Envelope {
     pub fn new(p: Precision) -> Envelope {
         Envelope {
-            k: if p.is_mixed() { K_MIXED } else { K },
+            k: K,
             ratio: unit_roundoff(p) / F32_ROUNDOFF,
             floor: FLOOR_ROUNDOFFS * F32_ROUNDOFF,
             window: WINDOW,

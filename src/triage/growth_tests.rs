@@ -30,7 +30,7 @@ fn the_envelope_scales_with_precision_and_has_a_floor() {
     assert_eq!(e.along(&[0.0]), vec![K * FLOOR_ROUNDOFFS * F32_ROUNDOFF]);
     assert_eq!(e.along(&[1e-6, 0.0])[1], K * 1e-6, "the running maximum carries a neighbour's reference");
     assert_eq!(Envelope::new(Precision::F16).ratio, 8192.0);
-    assert_eq!(Envelope::new(Precision::F16).along(&[1e-6])[0], K_MIXED * 1e-6 * 8192.0);
+    assert_eq!(Envelope::new(Precision::F16).along(&[1e-6])[0], K * 1e-6 * 8192.0);
 }
 
 /// A series made of a reference whose GPU side leaves it at position 5.
