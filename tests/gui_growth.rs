@@ -76,8 +76,10 @@ fn the_panel_draws_a_report_and_a_click_moves_the_cursor() {
     let r = h.state().growth().report.clone().unwrap();
     assert_eq!((r.len, r.series.len()), (300, 6));
     assert_eq!(r.first_outside, None, "{}", r.summary_line());
-    h.get_by_label_contains("first position outside the rounding envelope: none in 300 positions");
-    h.get_by_label("embed.d_out");
+    // The panel's summary (and the status bar's message).
+    let said = "first position outside the rounding envelope: none in 300 positions";
+    assert!(h.query_all_by_label_contains(said).next().is_some(), "the panel says: {said}");
+    assert!(h.query_all_by_label("embed.d_out").next().is_some(), "a row of the table per series");
     assert_eq!(h.state().state.cursor, 0);
     h.get_by_label(PLOT_LABEL).click();
     h.run_steps(2);
@@ -103,7 +105,8 @@ fn the_panel_draws_a_report_and_a_click_moves_the_cursor() {
     let n = planted.series("gru.l0.h").unwrap().n_outside;
     h.state_mut().growth_mut().set_report(planted);
     h.run_steps(2);
-    h.get_by_label_contains(&format!("first position outside the rounding envelope: {P} ("));
+    let said = format!("first position outside the rounding envelope: {P} (");
+    assert!(h.query_all_by_label_contains(&said).next().is_some(), "the panel says: {said}");
     h.query_all_by_label(&format!("{P} ({n} outside)")).next().expect("a first-outside button").click();
     h.run_steps(2);
     assert_eq!(h.state().state.cursor, P);
