@@ -157,18 +157,26 @@ impl GrowthArgs {
     }
 }
 
+/// The envelope's references in words: `f32 ` or `f32 and f16-weights `.
+fn reference_words(r: &GrowthReport) -> String {
+    match r.envelope.operands {
+        crate::vk::gemm::Precision::F32 => "f32 ".into(),
+        p => format!("f32 and {}-weights ", p.name()),
+    }
+}
+
 /// The human summary: what ran, a line per series, the first position outside.
 fn print_summary(r: &GrowthReport) {
     println!(
-        "growth: GPU ({} on {}, backward at loss scale {}) vs CPU f32 vs CPU f64 on {}; envelope {} × max(ref over ±{}, {:.1e}) × {}",
+        "growth: GPU ({} on {}, backward at loss scale {}) vs CPU f32 vs CPU f64 on {}; envelope {} × max({}reference over ±{}, {:.1e})",
         r.precision.name(),
         r.gemm_path,
         r.loss_scale,
         r.source,
         r.envelope.k,
+        reference_words(r),
         r.envelope.window,
         r.envelope.floor,
-        r.envelope.ratio
     );
     println!("loss gpu {:.6} cpu32 {:.6} cpu64 {:.6}", r.loss_gpu, r.loss_cpu32, r.loss_cpu64);
     if let Some(p) = r.planted_at {

@@ -8,18 +8,19 @@
 //! `‖gpu_t − cpu32_t‖ / ‖cpu64_t‖` and the *reference*
 //! `‖cpu32_t − cpu64_t‖ / ‖cpu64_t‖` (over the feature dimension). The
 //! [`Envelope`] (derived in docs/growth.md) bounds the difference by
-//! `K × max(ref*_t, floor) × ratio`, where `ref*` is the reference's running
-//! maximum over `±window` positions and `ratio` the GPU products' unit
-//! roundoff over f32's. The runs are in `growth_run.rs` ([`run`]).
+//! `K × max(ref*_t, floor)`, where `ref*` is the reference's running
+//! maximum over `±window` positions; in the mixed step the reference is
+//! also measured with the products' weights rounded to f16 (or bf16) on the
+//! CPU, and the larger one counts. The runs are in `growth_run.rs` ([`run`]).
 
 use serde::{Deserialize, Serialize};
 
-use super::drift::{F32_ROUNDOFF, unit_roundoff};
+use super::drift::F32_ROUNDOFF;
 use crate::capture::float;
 use crate::model::Config;
 use crate::vk::gemm::Precision;
 
-pub use super::growth_run::{GrowthPlan, check_len, plant, run};
+pub use super::growth_run::{GrowthPlan, check_len, plant, rounded_weights, run};
 
 /// The version of the report this code writes.
 pub const GROWTH_FORMAT: u32 = 1;
@@ -58,13 +59,15 @@ pub fn series_names(cfg: &Config) -> Vec<(String, Direction)> {
     out
 }
 
-/// What rounding explains at a position: `k × max(ref*, floor) × ratio`.
+/// What rounding explains at a position: `k × max(ref*, floor)`, where
+/// `ref*` is the running maximum of the f32 reference and, in the mixed
+/// step, of the rounded-operand reference.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Envelope {
     pub k: f64,
-    /// The unit roundoff of the GPU's products over f32's (1 for f32, 2^13
-    /// for f16, 2^16 for bf16).
-    pub ratio: f64,
+    /// The precision the mixed step's reference rounds the products'
+    /// weights to (f32: no such reference; the f32 one alone).
+    pub operands: Precision,
     /// [`FLOOR_ROUNDOFFS`] × the f32 unit roundoff.
     pub floor: f64,
     /// The half-width of the reference's running maximum.
@@ -73,18 +76,26 @@ pub struct Envelope {
 
 impl Envelope {
     pub fn new(p: Precision) -> Envelope {
-        Envelope {
-            k: K,
-            ratio: unit_roundoff(p) / F32_ROUNDOFF,
-            floor: FLOOR_ROUNDOFFS * F32_ROUNDOFF,
-            window: WINDOW,
-        }
+        Envelope { k: K, operands: p, floor: FLOOR_ROUNDOFFS * F32_ROUNDOFF, window: WINDOW }
     }
 
-    /// The envelope along a series of per-position references.
-    pub fn along(&self, reference: &[f64]) -> Vec<f64> {
-        running_max(reference, self.window).into_iter().map(|r| self.k * r.max(self.floor) * self.ratio).collect()
+    /// The envelope along a series of per-position references (the f32
+    /// one, and in the mixed step the rounded-operand one).
+    pub fn along(&self, reference: &[f64], rounded: Option<&[f64]>) -> Vec<f64> {
+        let r32 = running_max(reference, self.window);
+        let r16 = rounded.map(|r| running_max(r, self.window));
+        (0..r32.len())
+            .map(|t| {
+                let r = r16.as_ref().map_or(r32[t], |r16| max_nan(r16[t], r32[t]));
+                if r.is_nan() { f64::NAN } else { self.k * r.max(self.floor) }
+            })
+            .collect()
     }
+}
+
+/// The larger of two values, NaN if either is.
+fn max_nan(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() { f64::NAN } else { a.max(b) }
 }
 
 /// The maximum of `xs` over `[t − w, t + w]` at each `t` (a NaN counts as
@@ -94,7 +105,7 @@ pub fn running_max(xs: &[f64], w: usize) -> Vec<f64> {
     (0..n)
         .map(|t| {
             let win = &xs[t.saturating_sub(w)..(t + w + 1).min(n)];
-            win.iter().copied().fold(f64::NEG_INFINITY, |m, x| if x.is_nan() || m.is_nan() { f64::NAN } else { m.max(x) })
+            win.iter().copied().fold(f64::NEG_INFINITY, max_nan)
         })
         .collect()
 }
@@ -138,8 +149,13 @@ pub struct Series {
     pub width: usize,
     #[serde(with = "f32_list")]
     pub difference: Vec<f64>,
+    /// The f32 CPU's own error: `‖cpu32_t − cpu64_t‖ / ‖cpu64_t‖`.
     #[serde(with = "f32_list")]
     pub reference: Vec<f64>,
+    /// The mixed step only: the same for the f32 CPU with the products'
+    /// weights rounded to the GPU's operand precision (empty otherwise).
+    #[serde(with = "f32_list", default)]
+    pub reference_rounded: Vec<f64>,
     #[serde(with = "f32_list")]
     pub envelope: Vec<f64>,
     /// The first position whose difference is outside the envelope.
@@ -153,8 +169,10 @@ pub struct Series {
 }
 
 impl Series {
-    /// The series of `name` from its three sides' values (time-major,
-    /// `width` features per position) under `env`.
+    /// The series of `name` from its sides' values (time-major, `width`
+    /// features per position; `rounded`: the CPU f32 run with rounded
+    /// weights, in the mixed step) under `env`.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         name: &str,
         direction: Direction,
@@ -162,11 +180,13 @@ impl Series {
         gpu: &[f32],
         cpu32: &[f32],
         cpu64: &[f64],
+        rounded: Option<&[f32]>,
         env: &Envelope,
     ) -> Series {
         let difference = per_position(gpu, cpu32, cpu64, width);
         let reference = per_position(cpu32, cpu64, cpu64, width);
-        let envelope = env.along(&reference);
+        let reference_rounded = rounded.map_or_else(Vec::new, |r| per_position(r, cpu64, cpu64, width));
+        let envelope = env.along(&reference, rounded.map(|_| reference_rounded.as_slice()));
         let outside: Vec<usize> = (0..difference.len()).filter(|&t| is_outside(difference[t], envelope[t])).collect();
         let ratios: Vec<f64> = difference.iter().zip(&envelope).map(|(&d, &e)| ratio(d, e)).collect();
         let worst = (0..ratios.len()).max_by(|&a, &b| ratios[a].total_cmp(&ratios[b])).unwrap_or(0);
@@ -180,6 +200,7 @@ impl Series {
             worst_ratio: ratios.get(worst).copied().unwrap_or(0.0),
             difference,
             reference,
+            reference_rounded,
             envelope,
         }
     }

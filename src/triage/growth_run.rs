@@ -69,6 +69,26 @@ pub fn plant(row: &[u8], at: usize) -> Vec<u8> {
     r
 }
 
+/// `p` with the products' weights (every matrix but the embedding, a
+/// gather) rounded to `precision` as the mixed step rounds its operands:
+/// the CPU run with them is a measured realisation of what that rounding
+/// does along the row (the envelope's reference in the mixed step).
+pub fn rounded_weights(p: &Params<f32>, precision: Precision) -> Params<f32> {
+    let round = |v: f32| match precision {
+        Precision::F32 => v,
+        Precision::F16 => ::gemm::f16::from_f32(v).to_f32(),
+        Precision::Bf16 => crate::ladder::round_bf16(v),
+    };
+    let mut q = p.clone();
+    for t in q.tensors_mut() {
+        if t.shape.len() == 2 {
+            t.data.iter_mut().for_each(|x| *x = round(*x));
+        }
+    }
+    q.embed = p.embed.clone();
+    q
+}
+
 /// The series' values from a trace, in the order of `names`.
 fn keep<T: Real>(trace: &Trace<T>, names: &[&str]) -> Result<Vec<Vec<T>>, TriageError> {
     names
@@ -157,6 +177,16 @@ pub fn run(ctx: &Arc<Context>, plan: &GrowthPlan, progress: &mut dyn FnMut(&str)
     let cpu32 = keep(&tr32, &names)?;
     drop(tr32);
 
+    // The mixed step's reference: the f32 CPU with the products' weights
+    // rounded to the GPU's operand precision.
+    let rounded = if plan.precision.is_mixed() {
+        progress("CPU forward and backward in f32, weights rounded to the GPU's operands");
+        let (_, _, tr) = cpu::traced(cfg, &rounded_weights(&plan.params, plan.precision), &batch, 1.0, None)?;
+        Some(keep(&tr, &names)?)
+    } else {
+        None
+    };
+
     progress("GPU forward and backward");
     let gpu_batch = match plan.plant_token_at {
         Some(p) => Batch::from_rows(&[plant(&plan.row, p)])?,
@@ -171,7 +201,8 @@ pub fn run(ctx: &Arc<Context>, plan: &GrowthPlan, progress: &mut dyn FnMut(&str)
         .enumerate()
         .map(|(i, (name, dir))| {
             let width = cpu64[i].len() / t.max(1);
-            Series::new(name, *dir, width, &gpu.values[i], &cpu32[i], &cpu64[i], &env)
+            let rounded = rounded.as_ref().map(|r| r[i].as_slice());
+            Series::new(name, *dir, width, &gpu.values[i], &cpu32[i], &cpu64[i], rounded, &env)
         })
         .collect();
     let mut r = GrowthReport::from_series(cfg.clone(), plan.source.clone(), plan.offset, plan.precision, env, series);

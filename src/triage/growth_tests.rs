@@ -27,10 +27,14 @@ fn per_position_relative_differences() {
 #[test]
 fn the_envelope_scales_with_precision_and_has_a_floor() {
     let e = Envelope::new(Precision::F32);
-    assert_eq!(e.along(&[0.0]), vec![K * FLOOR_ROUNDOFFS * F32_ROUNDOFF]);
-    assert_eq!(e.along(&[1e-6, 0.0])[1], K * 1e-6, "the running maximum carries a neighbour's reference");
-    assert_eq!(Envelope::new(Precision::F16).ratio, 8192.0);
-    assert_eq!(Envelope::new(Precision::F16).along(&[1e-6])[0], K * 1e-6 * 8192.0);
+    assert_eq!(e.along(&[0.0], None), vec![K * FLOOR_ROUNDOFFS * F32_ROUNDOFF]);
+    assert_eq!(e.along(&[1e-6, 0.0], None)[1], K * 1e-6, "the running maximum carries a neighbour's reference");
+    // The mixed step: the larger of the two references counts.
+    let m = Envelope::new(Precision::F16);
+    assert_eq!(m.operands, Precision::F16);
+    assert_eq!(m.along(&[1e-6, 1e-6], Some(&[3e-4, 0.0])), vec![K * 3e-4, K * 3e-4]);
+    assert_eq!(m.along(&[1e-6], Some(&[1e-9])), vec![K * 1e-6]);
+    assert!(m.along(&[1e-6], Some(&[f64::NAN]))[0].is_nan());
 }
 
 /// A series made of a reference whose GPU side leaves it at position 5.
@@ -38,7 +42,7 @@ fn series_leaving_at(at: usize, n: usize, dir: Direction, name: &str) -> Series 
     let cpu64: Vec<f64> = (0..n).map(|t| 1.0 + t as f64).collect();
     let cpu32: Vec<f32> = cpu64.iter().map(|&x| x as f32).collect();
     let gpu: Vec<f32> = cpu32.iter().enumerate().map(|(t, &x)| if t >= at { x * 1.01 } else { x }).collect();
-    Series::new(name, dir, 1, &gpu, &cpu32, &cpu64, &Envelope::new(Precision::F32))
+    Series::new(name, dir, 1, &gpu, &cpu32, &cpu64, None, &Envelope::new(Precision::F32))
 }
 
 #[test]
@@ -90,6 +94,20 @@ fn non_finite_values_survive_the_json() {
     let back: Series = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
     assert!(back.difference[3].is_nan() && back.reference[2] == f64::INFINITY);
     assert!(is_outside(f64::NAN, 1.0) && !is_outside(0.5, 1.0) && is_outside(2.0, 1.0));
+}
+
+#[test]
+fn rounded_weights_round_the_products_operands_only() {
+    let cfg = Config::tiny();
+    let p = crate::model::Params::<f32>::init(&cfg, 3);
+    let q = rounded_weights(&p, Precision::F16);
+    assert_eq!(q.embed, p.embed, "the embedding is a gather, not a product");
+    assert_eq!(q.head_bias, p.head_bias);
+    assert_ne!(q.gru[0].w_hh, p.gru[0].w_hh);
+    for (a, b) in q.gru[0].w_hh.data.iter().zip(&p.gru[0].w_hh.data) {
+        assert!((a - b).abs() <= b.abs() / 2048.0, "{a} vs {b}");
+    }
+    assert_eq!(rounded_weights(&p, Precision::F32), p);
 }
 
 #[test]

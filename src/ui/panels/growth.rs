@@ -217,8 +217,14 @@ pub fn show(ui: &mut egui::Ui, run: &GrowthRun, cursor: usize, row: Option<&str>
     ui.label(RichText::new(&line).color(if r.first_outside.is_some() { red } else { ui.visuals().text_color() }));
     ui.label(
         RichText::new(format!(
-            "{} · GPU {} ({}) · envelope {} x max(f32 reference over +-{}, {:.1e}) x {}",
-            r.source, r.precision.name(), r.gemm_path, r.envelope.k, r.envelope.window, r.envelope.floor, r.envelope.ratio
+            "{} · GPU {} ({}) · envelope {} x max(reference over +-{}, {:.1e}){}",
+            r.source,
+            r.precision.name(),
+            r.gemm_path,
+            r.envelope.k,
+            r.envelope.window,
+            r.envelope.floor,
+            if r.precision.is_mixed() { ", the reference with the weights rounded as the GPU's operands" } else { "" }
         ))
         .small()
         .weak(),
