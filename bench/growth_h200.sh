@@ -30,16 +30,18 @@ for name in $RUNS; do
   t1=$(date +%s.%N)
   echo "$name: exit $rc (0: none outside, 1: one outside), $(python3 -c "print(f'{$t1 - $t0:.0f} s')")"
   if [ ! -s "$OUT/$name.json" ]; then tail -3 "$OUT/$name.err"; continue; fi
-  sed -n '1,2p;/planted/p' "$OUT/$name.txt" | sed 's/^/  /'
+  sed -n '1,2p;/^planted:/p' "$OUT/$name.txt" | sed 's/^/  /'
   python3 - "$OUT/$name.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 num = lambda x: x if isinstance(x, (int, float)) else float(x)
 for s in r["series"]:
     d = list(map(num, s["difference"])); e = list(map(num, s["envelope"])); ref = list(map(num, s["reference"]))
+    rr = list(map(num, s.get("reference_rounded", [])))
+    rounded = f", max rounded-weights ref {max(rr):.2e}" if rr else ""
     first = s["first_outside"]
     print(f"  {s['name']:<12} {s['direction']:<8} worst {num(s['worst_ratio']):8.3f} x envelope at {s['worst']:>6}; "
-          f"max diff {max(d):.2e}, max ref {max(ref):.2e}, envelope {min(e):.1e}..{max(e):.1e}; "
+          f"max diff {max(d):.2e}, max ref {max(ref):.2e}{rounded}, envelope {min(e):.1e}..{max(e):.1e}; "
           f"outside from {'none' if first is None else first} ({s['n_outside']} positions)")
 o = r["first_outside"]
 print("  first outside: " + ("none" if o is None else
