@@ -177,3 +177,23 @@ fn bad_input_names_the_flag() {
     assert!(err.contains("nope"), "{err}");
 }
 
+/// `--capture DIR --row R`: the capture's model and row (`--len` shortens
+/// it); a row past the capture's is refused naming `--row`.
+#[test]
+fn a_captures_row_runs_with_its_model() {
+    common::skip_without_vulkan!();
+    let dir = Dir::new();
+    let data = dir.file("corpus.txt", &dualscope::dataset::corpus(11, 6000));
+    let out = dir.path("run");
+    let o = run(&common::train_tiny(&data, &["--steps", "2", "--capture-at", "1", "--out", s(&out)]));
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let cap = out.join("captures").join("step_000001");
+    let o = run(&["growth", "--capture", s(&cap), "--row", "1", "--len", "5", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let r: GrowthReport = serde_json::from_slice(&o.stdout).unwrap();
+    let c = dualscope::capture::load(&cap).unwrap();
+    assert_eq!((r.len, r.config.clone()), (5, c.config));
+    assert!(r.source.contains("row 1"), "{}", r.source);
+    let err = fails(&run(&["growth", "--capture", s(&cap), "--row", "9"]), 2);
+    assert!(err.contains("--row 9"), "{err}");
+}

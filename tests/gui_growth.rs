@@ -9,7 +9,6 @@ use std::path::Path;
 use std::sync::Once;
 use std::time::Duration;
 
-
 use dualscope::model::{Config, Params};
 use dualscope::session::state::{ConfigName, State};
 use dualscope::triage::growth::GrowthPlan;
@@ -110,5 +109,4 @@ fn the_panel_draws_a_report_and_a_click_moves_the_cursor() {
     h.query_all_by_label(&format!("{P} ({n} outside)")).next().expect("a first-outside button").click();
     h.run_steps(2);
     assert_eq!(h.state().state.cursor, P);
-
 }

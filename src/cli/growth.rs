@@ -80,13 +80,14 @@ impl GrowthArgs {
 
     /// The inputs `--out` may not replace.
     fn inputs(&self) -> Vec<&Path> {
-        let mut v: Vec<&Path> = self.data.iter().chain(&self.checkpoint).chain(&self.capture).map(|p| p.as_path()).collect();
+        let mut v: Vec<&Path> =
+            self.data.iter().chain(&self.checkpoint).chain(&self.capture).map(|p| p.as_path()).collect();
         v.extend(self.config.as_deref().and_then(config_file));
         v
     }
 
     /// The plan's model and row from a capture: its config, weights and row `--row`.
-    fn from_capture(&self, dir: &Path) -> Result<GrowthPlan, CliError> {
+    fn plan_from_capture(&self, dir: &Path) -> Result<GrowthPlan, CliError> {
         let c = crate::capture::load(dir).map_err(|e| CliError::Failed(e.to_string()))?;
         if self.row >= c.batch.rows {
             return Err(CliError::Usage(format!(
@@ -122,7 +123,7 @@ impl GrowthArgs {
     }
 
     /// The plan's model and row from `--data` (or the embedded corpus).
-    fn from_text(&self) -> Result<GrowthPlan, CliError> {
+    fn plan_from_text(&self) -> Result<GrowthPlan, CliError> {
         let (config, params) = self.model()?;
         let ds = crate::ladder::inputs::load_dataset(self.data.as_deref()).map_err(data_error)?;
         let total = ds.len_tokens();
@@ -199,8 +200,8 @@ pub fn run_growth(a: &GrowthArgs) -> Result<i32, CliError> {
         check_output("--out", out, &a.inputs())?;
     }
     let plan = match &a.capture {
-        Some(dir) => a.from_capture(dir)?,
-        None => a.from_text()?,
+        Some(dir) => a.plan_from_capture(dir)?,
+        None => a.plan_from_text()?,
     };
     if let Some(p) = plan.plant_token_at
         && p >= plan.len()

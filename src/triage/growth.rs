@@ -52,7 +52,8 @@ pub enum Direction {
 /// then `gru.l{l}.d_h` (∂loss/∂h_t of each layer) and `embed.d_out`
 /// (∂loss/∂e_t).
 pub fn series_names(cfg: &Config) -> Vec<(String, Direction)> {
-    let mut out: Vec<(String, Direction)> = (0..cfg.layers).map(|l| (format!("gru.l{l}.h"), Direction::Forward)).collect();
+    let mut out: Vec<(String, Direction)> =
+        (0..cfg.layers).map(|l| (format!("gru.l{l}.h"), Direction::Forward)).collect();
     out.push(("ctx.c".into(), Direction::Forward));
     out.extend((0..cfg.layers).map(|l| (format!("gru.l{l}.d_h"), Direction::Backward)));
     out.push(("embed.d_out".into(), Direction::Backward));

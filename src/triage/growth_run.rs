@@ -109,12 +109,7 @@ struct GpuSide {
     notes: Vec<String>,
 }
 
-fn gpu_side(
-    ctx: &Arc<Context>,
-    plan: &GrowthPlan,
-    batch: &Batch,
-    names: &[&str],
-) -> Result<GpuSide, TriageError> {
+fn gpu_side(ctx: &Arc<Context>, plan: &GrowthPlan, batch: &Batch, names: &[&str]) -> Result<GpuSide, TriageError> {
     let cfg = &plan.config;
     // The mixed step's backward runs at the ladder's loss scale, as a
     // training run's would: at 1 its f16 gradients would underflow.

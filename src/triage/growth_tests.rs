@@ -62,7 +62,8 @@ fn the_report_prefers_a_forward_series_and_round_trips() {
         series_leaving_at(7, 12, Direction::Forward, "gru.l0.h"),
         series_leaving_at(2, 12, Direction::Backward, "embed.d_out"),
     ];
-    let r = GrowthReport::from_series(Config::tiny(), "x".into(), 0, Precision::F32, Envelope::new(Precision::F32), series);
+    let r =
+        GrowthReport::from_series(Config::tiny(), "x".into(), 0, Precision::F32, Envelope::new(Precision::F32), series);
     let o = r.first_outside.clone().unwrap();
     assert_eq!((o.series.as_str(), o.position, o.direction), ("gru.l0.h", 7, Direction::Forward));
     assert!(r.summary_line().contains("first position outside the rounding envelope: 7 (gru.l0.h"));

@@ -50,9 +50,10 @@ impl App {
 
     /// The collapsible section under the stepper.
     pub(super) fn growth_section(&mut self, ui: &mut egui::Ui, cursor: usize, cmds: &mut Vec<Command>) {
-        let row = self.computed.as_ref().map(|c| {
-            format!("on the row shown ({} positions), GPU in {}", c.t, self.state.precision.name())
-        });
+        let row = self
+            .computed
+            .as_ref()
+            .map(|c| format!("on the row shown ({} positions), GPU in {}", c.t, self.state.precision.name()));
         egui::CollapsingHeader::new("Error growth along the sequence")
             .id_salt("growth_section")
             .default_open(self.growth.report.is_some() || self.growth.is_busy())
