@@ -109,4 +109,8 @@ fn the_panel_draws_a_report_and_a_click_moves_the_cursor() {
     h.query_all_by_label(&format!("{P} ({n} outside)")).next().expect("a first-outside button").click();
     h.run_steps(2);
     assert_eq!(h.state().state.cursor, P);
+    // DUALSCOPE_SCREENSHOTS=DIR keeps the frame (docs/images/growth_panel.png).
+    if let Some(dir) = std::env::var_os("DUALSCOPE_SCREENSHOTS") {
+        h.render().expect("render").save(Path::new(&dir).join("growth_panel.png")).expect("write the screenshot");
+    }
 }
