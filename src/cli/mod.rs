@@ -9,6 +9,7 @@ mod controller;
 mod drift;
 mod gpu;
 mod grads;
+mod growth;
 mod gui;
 mod init;
 mod replay;
@@ -60,6 +61,8 @@ pub enum Command {
     Drift(drift::DriftArgs),
     /// Every window of a dataset through forward and backward, ranked by risk; the riskiest kept as captures.
     Scan(scan::ScanArgs),
+    /// One long row: per position the GPU–CPU difference of each state and gradient against the rounding envelope (exit 0: none outside, 1: one, 2: usage or device error).
+    Growth(growth::GrowthArgs),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -166,5 +169,6 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         Some(Command::Replay(a)) => replay::run(&a),
         Some(Command::Drift(a)) => drift::run_drift(&a),
         Some(Command::Scan(a)) => scan::run(&a),
+        Some(Command::Growth(a)) => growth::run_growth(&a),
     }
 }

@@ -1,12 +1,15 @@
 //! From a bad step to its cause: `replay` runs a capture again on both
 //! engines and says whether the data, the engine, the precision or a
 //! transient fault made it; `drift` trains both engines in lockstep and
-//! finds where they part beyond rounding; `scan` runs every window of a
-//! dataset and ranks them by risk. Each is a library function the CLI and
+//! finds where they part beyond rounding; `growth` finds where along one
+//! long row the GPU leaves the error rounding explains; `scan` runs every
+//! window of a dataset and ranks them by risk. Each is a library function the CLI and
 //! the GUI call.
 
 pub mod drift;
 mod drift_run;
+pub mod growth;
+mod growth_run;
 pub mod replay;
 mod replay_runs;
 pub mod verdict;

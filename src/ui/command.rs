@@ -85,6 +85,9 @@ pub enum Command {
         row: usize,
         pos: usize,
     },
+    /// Run `dualscope growth` on the row shown: per position the GPU-CPU
+    /// difference of each state and gradient against the rounding envelope.
+    RunGrowth,
 }
 
 impl Command {
@@ -141,6 +144,7 @@ impl Command {
             Command::CloseCapture => "Close capture",
             Command::ReplayCapture => "Replay",
             Command::CaptureGoTo { .. } => "Go there",
+            Command::RunGrowth => "Error growth",
         }
     }
 
@@ -221,6 +225,9 @@ impl Command {
                 "Run the captured step again on the GPU (twice, in its precision and in f32) and the CPU (f32, f64), and say whether the data, the engine, the precision or a transient fault made it"
             }
             Command::CaptureGoTo { .. } => "Show this row in the token stepper, the cursor at this position",
+            Command::RunGrowth => {
+                "Run the row on the GPU (in the chosen precision) and the CPU (f32, f64): per position, each GRU state's, the attention output's and the gradients' GPU-CPU difference against the envelope rounding explains"
+            }
         }
     }
 

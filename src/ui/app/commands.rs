@@ -142,6 +142,7 @@ impl App {
             Command::CloseCapture => self.close_capture(),
             Command::ReplayCapture => self.replay_capture(),
             Command::CaptureGoTo { row, pos } => self.capture_go_to(row, pos),
+            Command::RunGrowth => self.run_growth(),
             Command::TogglePanel(p) => {
                 let on = self.state.panels.get_mut(p);
                 *on = !*on;

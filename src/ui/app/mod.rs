@@ -12,6 +12,7 @@ mod capture;
 mod commands;
 mod export;
 mod files;
+mod growth;
 mod jobs;
 mod view;
 
@@ -105,6 +106,7 @@ pub struct App {
     /// The path typed in the training-curves view's field.
     pub train_log_path: String,
     capture: CaptureRun,
+    growth: panels::growth::GrowthRun,
 }
 
 impl App {
@@ -144,6 +146,7 @@ impl App {
             train_log: TrainLogView::default(),
             train_log_path: String::new(),
             capture: CaptureRun::default(),
+            growth: Default::default(),
         };
         if let Some(p) = &app.state.train_log {
             app.train_log_path = p.display().to_string();
@@ -292,6 +295,7 @@ impl App {
             }
         }
         self.poll_diagnostics();
+        self.poll_growth();
         let mut cmds = std::mem::take(&mut self.pending);
         self.keyboard(&ctx, &mut cmds);
         self.dropped_files(&ctx, &mut cmds);
@@ -343,6 +347,7 @@ impl App {
             || self.diagnostics_busy()
             || self.capture.is_busy()
             || self.capture.replay.is_busy()
+            || self.growth.is_busy()
         {
             // The threads wake us when they report; this is a fallback.
             ctx.request_repaint_after(std::time::Duration::from_millis(100));

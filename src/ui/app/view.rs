@@ -92,6 +92,7 @@ impl App {
         if p.stepper {
             panels::stepper::show(ui, &c, cursor, newline, cmds);
         }
+        self.growth_section(ui, cursor, cmds);
         ui.separator();
         egui::ScrollArea::vertical().id_salt("central_scroll").show(ui, |ui| {
             ui.columns(2, |cols| {

@@ -9,6 +9,7 @@ pub mod controls;
 pub mod drift;
 pub mod faults;
 pub mod gradient;
+pub mod growth;
 pub mod gru;
 pub mod headroom;
 pub mod inspector;
