@@ -1,8 +1,12 @@
 //! A reusable heatmap: a colour-mapped texture of a [`Matrix`] (rows down,
 //! columns across) with a colour bar, the value under the pointer, zoom (scroll:
 //! rows; ctrl+scroll: columns), pan (drag), reset (double-click), and NaN/±Inf
-//! in their own colours. The texture is built once per data change (`key`), not
-//! per frame, so a 4096 × 128 tensor costs nothing while the cursor moves.
+//! in their own colours. The textures are built once per data change (`key`),
+//! not per frame: the data in tiles of rows at full resolution, and a pyramid
+//! of coarser levels (blocks of 2, 4, … rows pooled) for views that show more
+//! rows than pixels; a frame draws only the tiles of one level that the view
+//! reaches, so a 16384 × 128 tensor costs a few quads while the cursor moves
+//! (docs/long-rows.md). When the cursor row leaves the view, the view follows it.
 
 use std::sync::Arc;
 
@@ -17,12 +21,18 @@ pub struct Heatmap {
     colormap: ColorMap,
     key: Option<u64>,
     matrix: Option<Arc<Matrix>>,
-    texture: Option<TextureHandle>,
+    /// Level `l` pools blocks of `2^l` rows into one texel row; level 0 is the data.
+    levels: Vec<Level>,
     range: (f32, f32),
-    /// Rows holding any non-finite value, marked beside the map (a row thinner
-    /// than a pixel would otherwise vanish when the map is zoomed out).
-    non_finite_rows: Vec<usize>,
+    /// The finite minimum and maximum of the data (for the summary line).
+    finite: (f32, f32),
+    /// Runs of rows holding any non-finite value (`start..end`), marked beside
+    /// the map (a row thinner than a pixel would otherwise vanish when the map
+    /// is zoomed out).
+    non_finite_runs: Vec<(usize, usize)>,
     counts: [usize; 3],
+    /// The cursor row of the last frame: when it moves out of the view, the view follows.
+    last_cursor: Option<usize>,
     /// The visible part, in cell units (x: columns, y: rows).
     view: Option<Rect>,
     builds: u64,
@@ -48,6 +58,19 @@ pub struct HeatmapStyle<'a> {
     pub describe: &'a dyn Fn(usize, usize) -> String,
 }
 
+/// One level of the texture pyramid: its textures, each covering a range of
+/// the level's (pooled) rows.
+struct Level {
+    /// Source rows per texel row: `2^l`.
+    rows_per_texel: usize,
+    tiles: Vec<(std::ops::Range<usize>, TextureHandle)>,
+}
+
+/// Texel rows per tile (or fewer where the device's textures are smaller).
+const TILE_ROWS: usize = 4096;
+/// The pyramid stops at the first level of at most this many texel rows.
+const TOP_ROWS: usize = 128;
+
 const GUTTER: f32 = 44.0;
 const HINT: &str =
     "scroll: zoom positions · ctrl+scroll: zoom columns · drag: pan · double-click: reset · click: move the cursor";
@@ -60,10 +83,12 @@ impl Heatmap {
             colormap,
             key: None,
             matrix: None,
-            texture: None,
+            levels: Vec::new(),
             range: (0.0, 0.0),
-            non_finite_rows: Vec::new(),
+            finite: (0.0, 0.0),
+            non_finite_runs: Vec::new(),
             counts: [0; 3],
+            last_cursor: None,
             view: None,
             builds: 0,
             saturated: false,
@@ -106,57 +131,91 @@ impl Heatmap {
         range: Option<(f32, f32)>,
         build: impl FnOnce() -> Arc<Matrix>,
     ) {
-        if self.key == Some(key) && self.texture.is_some() {
+        if self.key == Some(key) && !self.levels.is_empty() {
             return;
         }
         let m = build();
         let (lo, hi) = range.unwrap_or_else(|| colormap::robust_range(&m.data));
-        let mut counts = [0usize; 3];
-        let mut rows = Vec::new();
-        for r in 0..m.rows {
-            let mut bad = false;
-            for &v in &m.data[r * m.cols..(r + 1) * m.cols] {
-                if !v.is_finite() {
-                    bad = true;
-                    counts[if v.is_nan() {
-                        0
-                    } else if v > 0.0 {
-                        1
-                    } else {
-                        2
-                    }] += 1;
-                }
-            }
-            if bad {
-                rows.push(r);
-            }
-        }
-        // Larger than a texture may be: pool blocks of cells into one texel each.
+        let (counts, runs) = non_finite_runs(&m);
+        // Wider than a texture may be: pool blocks of columns into one texel each.
         let max_side = ctx.input(|i| i.max_texture_side).max(64);
-        let pooled = pool(&m, m.rows.div_ceil(max_side).max(1), m.cols.div_ceil(max_side).max(1));
-        let src = pooled.as_ref().unwrap_or(&m);
-        let pixels: Vec<Color32> = src.data.iter().map(|&v| self.colormap.color(v, lo, hi)).collect();
-        let size = [src.cols.max(1), src.rows.max(1)];
-        let mut pixels = pixels;
-        pixels.resize(size[0] * size[1], Color32::BLACK);
-        let image = egui::ColorImage::new(size, pixels);
-        let options = TextureOptions { magnification: egui::TextureFilter::Nearest, ..TextureOptions::LINEAR };
-        match &mut self.texture {
-            Some(t) => t.set(image, options),
-            None => self.texture = Some(ctx.load_texture(format!("heatmap:{}", self.name), image, options)),
-        }
+        let pooled = pool(&m, 1, m.cols.div_ceil(max_side).max(1));
+        self.build_levels(ctx, pooled.as_ref().unwrap_or(&m), (lo, hi), max_side.min(TILE_ROWS));
         let same_shape = self.matrix.as_ref().is_some_and(|old| old.rows == m.rows && old.cols == m.cols);
         if !same_shape {
             self.view = None;
         }
         self.key = Some(key);
+        self.finite = colormap::finite_range(&m.data);
         // Saturated when the 99.5th percentile cut off a visibly larger maximum.
-        self.saturated = colormap::finite_range(&m.data).1 > hi + 1e-3 * hi.abs();
+        self.saturated = self.finite.1 > hi + 1e-3 * hi.abs();
         self.matrix = Some(m);
         self.range = (lo, hi);
-        self.non_finite_rows = rows;
+        self.non_finite_runs = runs;
         self.counts = counts;
         self.builds += 1;
+    }
+
+    /// The pyramid of `m` (columns already pooled to the texture's width):
+    /// level 0 is `m` itself, each next level pools pairs of the previous
+    /// level's rows, until one has at most [`TOP_ROWS`]; each level in tiles
+    /// of at most `tile_rows` rows. The textures of the last build are reused.
+    fn build_levels(&mut self, ctx: &egui::Context, m: &Matrix, (lo, hi): (f32, f32), tile_rows: usize) {
+        let options = TextureOptions { magnification: egui::TextureFilter::Nearest, ..TextureOptions::LINEAR };
+        let mut old = std::mem::take(&mut self.levels).into_iter();
+        let mut level: Option<Matrix> = None;
+        for l in 0.. {
+            let src = level.as_ref().unwrap_or(m);
+            let mut reuse = old.next().map(|lv| lv.tiles.into_iter().map(|(_, t)| t)).into_iter().flatten();
+            let mut tiles = Vec::new();
+            for (i, r0) in (0..src.rows.max(1)).step_by(tile_rows).enumerate() {
+                let r1 = (r0 + tile_rows).min(src.rows);
+                let size = [src.cols.max(1), (r1 - r0).max(1)];
+                let cells = &src.data[(r0 * src.cols).min(src.data.len())..(r1 * src.cols).min(src.data.len())];
+                let mut pixels: Vec<Color32> = cells.iter().map(|&v| self.colormap.color(v, lo, hi)).collect();
+                pixels.resize(size[0] * size[1], Color32::BLACK);
+                let image = egui::ColorImage::new(size, pixels);
+                let texture = match reuse.next() {
+                    Some(mut t) => {
+                        t.set(image, options);
+                        t
+                    }
+                    None => ctx.load_texture(format!("heatmap:{}:{l}:{i}", self.name), image, options),
+                };
+                tiles.push((r0..r1.max(r0 + 1), texture));
+            }
+            self.levels.push(Level { rows_per_texel: 1 << l, tiles });
+            if src.rows <= TOP_ROWS {
+                break;
+            }
+            level = pool(src, 2, 1);
+        }
+    }
+
+    /// Draws the part `view` (cell units) of the data into `map`: the tiles of
+    /// the level whose texel rows are closest to one per pixel without being
+    /// smaller, that the view reaches.
+    fn paint_view(&self, painter: &egui::Painter, map: Rect, view: Rect, full: Rect) {
+        let rows_per_px = view.height() / map.height().max(1.0);
+        let l = (rows_per_px.max(1.0).log2().floor() as usize).min(self.levels.len().saturating_sub(1));
+        let Some(level) = self.levels.get(l) else { return };
+        let (u0, u1) = (view.min.x / full.max.x, view.max.x / full.max.x);
+        for (rows, tex) in &level.tiles {
+            let k = level.rows_per_texel as f32;
+            let (c0, c1) = (rows.start as f32 * k, rows.end as f32 * k);
+            let (y0, y1) = (view.min.y.max(c0), view.max.y.min(c1));
+            if y1 <= y0 {
+                continue;
+            }
+            let screen = Rect::from_min_max(pos2(map.min.x, to_screen_y(map, view, y0)), pos2(map.max.x, to_screen_y(map, view, y1)));
+            let uv = Rect::from_min_max(pos2(u0, (y0 - c0) / (c1 - c0)), pos2(u1, (y1 - c0) / (c1 - c0)));
+            painter.image(tex.id(), screen, uv, Color32::WHITE);
+        }
+    }
+
+    /// The textures drawn at each level of the pyramid (for tests).
+    pub fn tiles_per_level(&self) -> Vec<usize> {
+        self.levels.iter().map(|l| l.tiles.len()).collect()
     }
 
     /// The visible part in cell units (x: columns, y: rows); `None` before the first frame.
@@ -179,7 +238,7 @@ impl Heatmap {
         let name = self.name.clone();
         response.widget_info(|| egui::WidgetInfo::labeled(egui::Role::Image, true, &name));
         let response = response.on_hover_text(self.hint);
-        let (Some(m), Some(tex)) = (self.matrix.clone(), self.texture.as_ref()) else {
+        let (Some(m), false) = (self.matrix.clone(), self.levels.is_empty()) else {
             ui.painter().text(outer.center(), Align2::CENTER_CENTER, "no data", FontId::default(), Color32::GRAY);
             return HeatmapResponse { clicked: None, response };
         };
@@ -187,6 +246,16 @@ impl Heatmap {
         let map = Rect::from_min_max(outer.min + vec2(GUTTER, 12.0), pos2(outer.max.x - BAR, outer.max.y));
         let full = Self::full_view(&m);
         let mut view = self.view.unwrap_or(full);
+        // A cursor moved out of the view brings the view to it (centred), once per move.
+        if let Some(r) = style.cursor_row
+            && self.last_cursor != Some(r)
+        {
+            self.last_cursor = Some(r);
+            let (top, bottom) = (r as f32, r as f32 + 1.0);
+            if top < view.min.y || bottom > view.max.y {
+                view = clamp_view(view.translate(vec2(0.0, (top + bottom) / 2.0 - view.center().y)), full);
+            }
+        }
 
         // Zoom around the pointer, pan by dragging, reset by double-clicking.
         if let Some(p) = response.hover_pos().filter(|p| map.contains(*p)) {
@@ -212,22 +281,25 @@ impl Heatmap {
         self.view = Some(view);
 
         let painter = ui.painter_at(outer);
-        let uv = Rect::from_min_max(
-            pos2(view.min.x / full.max.x, view.min.y / full.max.y),
-            pos2(view.max.x / full.max.x, view.max.y / full.max.y),
-        );
-        painter.image(tex.id(), map, uv, Color32::WHITE);
+        self.paint_view(&painter, map, view, full);
         painter.rect_stroke(map, 0.0, Stroke::new(1.0, Color32::DARK_GRAY), egui::StrokeKind::Outside);
 
-        // Non-finite rows, marked in the gutter.
-        for &r in &self.non_finite_rows {
-            let y = to_screen_y(map, view, r as f32 + 0.5);
-            if y >= map.min.y && y <= map.max.y {
-                painter.line_segment(
-                    [pos2(map.min.x - 6.0, y), pos2(map.min.x - 1.0, y)],
-                    Stroke::new(2.0, colormap::NAN),
-                );
+        // Non-finite rows, marked in the gutter: the runs the view reaches,
+        // those less than a pixel apart drawn as one mark.
+        let first = self.non_finite_runs.partition_point(|&(_, end)| (end as f32) <= view.min.y);
+        let mut marks: Vec<(f32, f32)> = Vec::new();
+        for &(start, end) in self.non_finite_runs[first..].iter().take_while(|(s, _)| (*s as f32) < view.max.y) {
+            let y0 = to_screen_y(map, view, start as f32).max(map.min.y);
+            let y1 = to_screen_y(map, view, end as f32).min(map.max.y);
+            match marks.last_mut() {
+                Some(last) if y0 - last.1 < 1.0 => last.1 = last.1.max(y1),
+                _ => marks.push((y0, y1)),
             }
+        }
+        for (y0, y1) in marks {
+            let (y0, y1) = if y1 - y0 < 2.0 { ((y0 + y1) / 2.0 - 1.0, (y0 + y1) / 2.0 + 1.0) } else { (y0, y1) };
+            let mark = Rect::from_min_max(pos2(map.min.x - 6.0, y0), pos2(map.min.x - 1.0, y1));
+            painter.rect_filled(mark, 0.0, colormap::NAN);
         }
         // The cursor row.
         if let Some(r) = style.cursor_row {
@@ -301,7 +373,7 @@ impl Heatmap {
 
     fn summary(&self, m: &Matrix) -> String {
         let [nan, pinf, ninf] = self.counts;
-        let (lo, hi) = colormap::finite_range(&m.data);
+        let (lo, hi) = self.finite;
         let mut s = format!("{} × {}, range [{}, {}]", m.rows, m.cols, fmt_value(lo), fmt_value(hi));
         if self.saturated {
             s += &format!(", colours saturate at {}", fmt_short(self.range.1));
@@ -330,6 +402,34 @@ impl Heatmap {
         painter.text(bar.right_top() + vec2(3.0, 0.0), Align2::LEFT_TOP, top, font.clone(), text);
         painter.text(bar.right_bottom() + vec2(3.0, 0.0), Align2::LEFT_BOTTOM, fmt_short(lo), font.clone(), text);
     }
+}
+
+/// The counts of NaN, +Inf and -Inf in `m`, and the runs of consecutive rows
+/// holding any of them (`start..end`, ascending).
+fn non_finite_runs(m: &Matrix) -> ([usize; 3], Vec<(usize, usize)>) {
+    let mut counts = [0usize; 3];
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for r in 0..m.rows {
+        let mut bad = false;
+        for &v in &m.data[r * m.cols..(r + 1) * m.cols] {
+            if !v.is_finite() {
+                bad = true;
+                counts[if v.is_nan() {
+                    0
+                } else if v > 0.0 {
+                    1
+                } else {
+                    2
+                }] += 1;
+            }
+        }
+        match runs.last_mut() {
+            Some(last) if bad && last.1 == r => last.1 = r + 1,
+            _ if bad => runs.push((r, r + 1)),
+            _ => {}
+        }
+    }
+    (counts, runs)
 }
 
 /// Pools `kr × kc` blocks into one cell each, keeping the value of largest
@@ -451,7 +551,7 @@ mod texture_tests {
             h.set_data(&ctx, 1, || panic!("the same key must not rebuild"));
         }
         assert_eq!(h.builds(), 1);
-        assert_eq!(h.non_finite_rows, [5, 7]);
+        assert_eq!(h.non_finite_runs, [(5, 6), (7, 8)]);
         assert_eq!(h.counts, [1, 1, 1]);
         assert!(built.as_secs_f32() < 2.0, "building a 4096 × 128 texture took {built:?}");
         h.set_data(&ctx, 2, || m.clone());
