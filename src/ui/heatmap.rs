@@ -192,24 +192,34 @@ impl Heatmap {
         }
     }
 
-    /// Draws the part `view` (cell units) of the data into `map`: the tiles of
-    /// the level whose texel rows are closest to one per pixel without being
-    /// smaller, that the view reaches.
-    fn paint_view(&self, painter: &egui::Painter, map: Rect, view: Rect, full: Rect) {
+    /// The level drawn for `view` (cell units) in `map`: the one whose texel
+    /// rows come closest to one a pixel without being thinner; and the tiles
+    /// of it the view reaches, as (tile index, screen rect, uv rect).
+    pub fn tiles_in_view(&self, map: Rect, view: Rect, full: Rect) -> (usize, Vec<(usize, Rect, Rect)>) {
         let rows_per_px = view.height() / map.height().max(1.0);
         let l = (rows_per_px.max(1.0).log2().floor() as usize).min(self.levels.len().saturating_sub(1));
-        let Some(level) = self.levels.get(l) else { return };
+        let Some(level) = self.levels.get(l) else { return (l, Vec::new()) };
         let (u0, u1) = (view.min.x / full.max.x, view.max.x / full.max.x);
-        for (rows, tex) in &level.tiles {
-            let k = level.rows_per_texel as f32;
+        let k = level.rows_per_texel as f32;
+        let mut out = Vec::new();
+        for (i, (rows, _)) in level.tiles.iter().enumerate() {
             let (c0, c1) = (rows.start as f32 * k, rows.end as f32 * k);
             let (y0, y1) = (view.min.y.max(c0), view.max.y.min(c1));
-            if y1 <= y0 {
-                continue;
+            if y1 > y0 {
+                let (s0, s1) = (to_screen_y(map, view, y0), to_screen_y(map, view, y1));
+                let screen = Rect::from_min_max(pos2(map.min.x, s0), pos2(map.max.x, s1));
+                let uv = Rect::from_min_max(pos2(u0, (y0 - c0) / (c1 - c0)), pos2(u1, (y1 - c0) / (c1 - c0)));
+                out.push((i, screen, uv));
             }
-            let screen = Rect::from_min_max(pos2(map.min.x, to_screen_y(map, view, y0)), pos2(map.max.x, to_screen_y(map, view, y1)));
-            let uv = Rect::from_min_max(pos2(u0, (y0 - c0) / (c1 - c0)), pos2(u1, (y1 - c0) / (c1 - c0)));
-            painter.image(tex.id(), screen, uv, Color32::WHITE);
+        }
+        (l, out)
+    }
+
+    /// Draws the part `view` of the data into `map` ([`Self::tiles_in_view`]).
+    fn paint_view(&self, painter: &egui::Painter, map: Rect, view: Rect, full: Rect) {
+        let (l, tiles) = self.tiles_in_view(map, view, full);
+        for (i, screen, uv) in tiles {
+            painter.image(self.levels[l].tiles[i].1.id(), screen, uv, Color32::WHITE);
         }
     }
 
@@ -556,6 +566,48 @@ mod texture_tests {
         assert!(built.as_secs_f32() < 2.0, "building a 4096 × 128 texture took {built:?}");
         h.set_data(&ctx, 2, || m.clone());
         assert_eq!(h.builds(), 2);
+    }
+
+    /// A 16384-row map: tiles at full resolution and a pyramid of pooled
+    /// levels, built once; a view draws the level of about one texel row per
+    /// pixel and only the tiles it reaches, mapped to the rows it shows.
+    #[test]
+    fn long_maps_draw_only_the_visible_tiles() {
+        let ctx = egui::Context::default();
+        let side = ctx.input(|i| i.max_texture_side).min(TILE_ROWS);
+        let (rows, cols) = (16384, 32);
+        let mut data: Vec<f32> = (0..rows * cols).map(|i| (i / cols) as f32).collect();
+        data[(rows - 1) * cols] = f32::NAN;
+        let m = Arc::new(Matrix { rows, cols, data });
+        let mut h = Heatmap::new("long", ColorMap::Sequential);
+        h.set_data(&ctx, 1, || m.clone());
+        let tiles = h.tiles_per_level();
+        assert_eq!(tiles[0], rows.div_ceil(side));
+        assert_eq!(tiles.len(), 8, "16384 rows pool to 128 in 7 halvings: {tiles:?}");
+        assert_eq!(h.non_finite_runs, [(rows - 1, rows)]);
+        let full = Heatmap::full_view(&m);
+        let map = Rect::from_min_size(Pos2::ZERO, vec2(400.0, 256.0));
+        // The whole map in 256 pixels: 64 rows a pixel, level 6 (blocks of 64 rows).
+        let (l, drawn) = h.tiles_in_view(map, full, full);
+        assert_eq!(l, 6);
+        assert_eq!(drawn.len(), h.tiles_per_level()[6]);
+        // 100 rows at the end: level 0, the last tile only, its last 100 rows.
+        let end = Rect::from_min_max(pos2(0.0, (rows - 100) as f32), pos2(cols as f32, rows as f32));
+        let (l, drawn) = h.tiles_in_view(map, end, full);
+        assert_eq!(l, 0);
+        assert_eq!(drawn.len(), 1);
+        let (i, screen, uv) = drawn[0];
+        assert_eq!(i, tiles[0] - 1);
+        assert_eq!(screen, map);
+        let tile = (rows - i * side) as f32;
+        assert!((uv.min.y - (tile - 100.0) / tile).abs() < 1e-6 && uv.max.y == 1.0, "{uv:?}");
+        // A view across a tile boundary draws both tiles, meeting where the boundary is.
+        let across = Rect::from_min_max(pos2(0.0, side as f32 - 50.0), pos2(cols as f32, side as f32 + 50.0));
+        let (_, drawn) = h.tiles_in_view(map, across, full);
+        assert_eq!(drawn.iter().map(|d| d.0).collect::<Vec<_>>(), [0, 1]);
+        assert_eq!(drawn[0].1.max.y, drawn[1].1.min.y);
+        assert!((drawn[0].1.max.y - 128.0).abs() < 1e-3);
+        assert_eq!(h.builds(), 1);
     }
 
     #[test]
