@@ -98,6 +98,26 @@ fn ladder_t16384_f16_chained() {
     ladder_long_row(16384, Precision::F16, Mode::Chained);
 }
 
+/// The ladder's memory check counts what a run holds (both CPU traces, the
+/// GPU's values, the kept tensors: `LADDER_BYTES_PER_VALUE`), not the f64
+/// trace alone: a row whose f64 activations take half the memory limit is
+/// refused before any work, in one line naming `--len` (the check counted 8
+/// bytes a value before, passed it, and went on to cut the row).
+#[test]
+fn the_ladder_refuses_a_row_its_traces_would_not_fit() {
+    let dir = common::Dir::new();
+    let data = dir.path("short.txt");
+    std::fs::write(&data, b"a short text").unwrap();
+    let cfg = dualscope::model::Config::bench();
+    let per_position = dualscope::cpu::activation_bytes(&cfg, 1, 1, 1);
+    // 16 bytes a value: twice the old check's 8, half the new one's 32.
+    let len = dualscope::memory::memory_limit() / (16 * per_position);
+    let len = len.to_string();
+    let o = common::run(&["ladder", "--config", "bench", "--data", common::s(&data), "--len", &len]);
+    let err = common::fails(&o, 1);
+    assert!(err.contains(&format!("--len {len}")) && err.contains("MiB of memory"), "{err}");
+}
+
 /// Vulkan through lavapipe for wgpu, and a private runtime folder.
 fn init_env() {
     static ONCE: Once = Once::new();
