@@ -7,12 +7,13 @@
 mod common;
 
 use std::path::Path;
-use std::sync::Once;
+use std::sync::{Arc, Once};
 use std::time::{Duration, Instant};
 
 use dualscope::ladder::inputs::{BatchChoice, ParamSource, ladder_batch, load_dataset, load_params};
 use dualscope::ladder::{self, Mode, Precision, Rung, Status};
 use dualscope::session::state::{ConfigName, State};
+use dualscope::vk::Context;
 use dualscope::ui::{App, LaunchOptions};
 use egui::Key;
 use egui_kittest::Harness;
@@ -21,8 +22,7 @@ use egui_kittest::kittest::Queryable;
 /// Runs every rung and the end-to-end gate at `small` on one row of `len`
 /// positions of the embedded text, as `dualscope ladder --len LEN` does, and
 /// asserts that all of it passed with no validation error.
-fn ladder_long_row(len: usize, precision: Precision, mode: Mode) {
-    let (test, ctx) = common::vulkan!();
+fn ladder_long_row(test: &str, ctx: &Arc<Context>, len: usize, precision: Precision, mode: Mode) {
     let (cfg, params) = load_params(ParamSource::Init { config: "small", seed: 1 }).unwrap();
     let ds = load_dataset(None).unwrap();
     let (batch, source) = ladder_batch(&ds, &cfg, BatchChoice::Row { offset: 0, len }).unwrap();
@@ -36,7 +36,7 @@ fn ladder_long_row(len: usize, precision: Precision, mode: Mode) {
         precision,
     };
     let start = Instant::now();
-    let report = ladder::run(&ctx, ladder::LadderSpec::new(Rung::ALL.to_vec(), setup), |_| {}).unwrap();
+    let report = ladder::run(ctx, ladder::LadderSpec::new(Rung::ALL.to_vec(), setup), |_| {}).unwrap();
     let worst = report
         .rungs
         .iter()
@@ -55,47 +55,55 @@ fn ladder_long_row(len: usize, precision: Precision, mode: Mode) {
 
 #[test]
 fn ladder_t4096_f32_isolated() {
-    ladder_long_row(4096, Precision::F32, Mode::Isolated);
+    let (test, ctx) = common::vulkan!();
+    ladder_long_row(test, &ctx, 4096, Precision::F32, Mode::Isolated);
 }
 
 #[test]
 fn ladder_t4096_f32_chained() {
-    ladder_long_row(4096, Precision::F32, Mode::Chained);
+    let (test, ctx) = common::vulkan!();
+    ladder_long_row(test, &ctx, 4096, Precision::F32, Mode::Chained);
 }
 
 #[test]
 fn ladder_t4096_f16_isolated() {
-    ladder_long_row(4096, Precision::F16, Mode::Isolated);
+    let (test, ctx) = common::vulkan!();
+    ladder_long_row(test, &ctx, 4096, Precision::F16, Mode::Isolated);
 }
 
 #[test]
 fn ladder_t4096_f16_chained() {
-    ladder_long_row(4096, Precision::F16, Mode::Chained);
+    let (test, ctx) = common::vulkan!();
+    ladder_long_row(test, &ctx, 4096, Precision::F16, Mode::Chained);
 }
 
 /// About 6 minutes each on lavapipe (docs/long-rows.md).
 #[test]
 #[ignore]
 fn ladder_t16384_f32_isolated() {
-    ladder_long_row(16384, Precision::F32, Mode::Isolated);
+    let (test, ctx) = common::vulkan!();
+    ladder_long_row(test, &ctx, 16384, Precision::F32, Mode::Isolated);
 }
 
 #[test]
 #[ignore]
 fn ladder_t16384_f32_chained() {
-    ladder_long_row(16384, Precision::F32, Mode::Chained);
+    let (test, ctx) = common::vulkan!();
+    ladder_long_row(test, &ctx, 16384, Precision::F32, Mode::Chained);
 }
 
 #[test]
 #[ignore]
 fn ladder_t16384_f16_isolated() {
-    ladder_long_row(16384, Precision::F16, Mode::Isolated);
+    let (test, ctx) = common::vulkan!();
+    ladder_long_row(test, &ctx, 16384, Precision::F16, Mode::Isolated);
 }
 
 #[test]
 #[ignore]
 fn ladder_t16384_f16_chained() {
-    ladder_long_row(16384, Precision::F16, Mode::Chained);
+    let (test, ctx) = common::vulkan!();
+    ladder_long_row(test, &ctx, 16384, Precision::F16, Mode::Chained);
 }
 
 /// The ladder's memory check counts what a run holds (both CPU traces, the
