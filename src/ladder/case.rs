@@ -67,5 +67,6 @@ pub(super) fn case(name: &str, got: &[f32], want32: &[f32], want64: &[f64], tol:
         gpu_ms: None,
         cpu_ms: 0.0,
         notes,
+        headroom: None,
     }
 }

@@ -43,6 +43,7 @@ fn not_run_case(name: &str, params: String, tolerance: f64, why: &str) -> CaseRe
         gpu_ms: None,
         cpu_ms: 0.0,
         notes: vec![format!("not run: {why}")],
+        headroom: None,
     }
 }
 

@@ -320,6 +320,7 @@ fn run_case(
         gpu_ms: timings.total_ms(),
         cpu_ms,
         notes,
+        headroom: None,
     };
     Ok((case, kept))
 }

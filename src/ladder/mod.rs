@@ -15,6 +15,7 @@ mod compare;
 mod coverage;
 mod end_to_end;
 mod gemm;
+pub mod headroom;
 pub mod inputs;
 mod model;
 mod repeat;
@@ -31,6 +32,7 @@ use crate::vk::VkError;
 pub use bisect::{BisectReport, Probe, bisect, doubling};
 pub use compare::{Comparison, compare};
 pub use end_to_end::{Contributor, EndToEnd};
+pub use headroom::{Headroom, TensorHeadroom};
 pub use gemm::{
     GemmCase, RANGE_SCALE, bf16_tolerance, f16_tolerance, f32_tolerance, gemm_cases, gemm_cases_for, round_bf16,
 };

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use super::case::case;
 use super::setup::{carries_scale, optim_scale, scaled};
-use super::{LadderError, Mode, Precision, Rung, RungResult, Setup, Status, backward_scale, step_scale};
+use super::{LadderError, MIXED_SCALE, Mode, Precision, Rung, RungResult, Setup, Status, backward_scale, step_scale};
 use crate::cpu::{self, LossScale, OptimState, Trace};
 use crate::model::Params;
 use crate::vk::Context;
@@ -56,6 +56,9 @@ pub struct ModelLadder {
     chained: Option<Chained>,
     /// The tensors of the rungs run so far, by rung.
     kept: Vec<(Rung, Vec<RungTensor>)>,
+    /// The loss scale the GPU's backward runs at instead of [`backward_scale`]'s
+    /// (`--loss-scale`), also the scale of the f16 headroom figures.
+    loss_scale: Option<f64>,
 }
 
 impl ModelLadder {
@@ -111,9 +114,34 @@ impl ModelLadder {
             after_scale,
             chained: None,
             kept: Vec::new(),
+            loss_scale: None,
         };
         l.engine.set_batch(&l.setup.batch)?;
         Ok(l)
+    }
+
+    /// Runs the GPU's backward at the loss scale `s` (finite, positive)
+    /// instead of the precision's ([`backward_scale`]); `None` restores it.
+    pub fn set_loss_scale(&mut self, s: Option<f64>) -> Result<(), LadderError> {
+        if let Some(s) = s.filter(|s| !(s.is_finite() && *s > 0.0)) {
+            return Err(LadderError::Input(format!("the loss scale must be finite and positive, not {s}")));
+        }
+        self.loss_scale = s;
+        self.chained = None;
+        Ok(())
+    }
+
+    /// The loss scale the GPU's backward runs at.
+    pub fn loss_scale_now(&self) -> f64 {
+        self.loss_scale.unwrap_or_else(|| backward_scale(self.setup.precision))
+    }
+
+    /// The scale the headroom of a backward tensor is measured at: the one an
+    /// f16 step runs at (the set loss scale, else GradScaler's initial
+    /// [`MIXED_SCALE`]), in every precision, so that an f32 run says whether
+    /// its tensors would fit in f16.
+    pub fn headroom_scale(&self) -> f64 {
+        self.loss_scale.unwrap_or(MIXED_SCALE)
     }
 
     pub fn engine(&self) -> &Engine {
@@ -235,7 +263,7 @@ impl ModelLadder {
             // Forward and backward at the backward scale (1 in f32), read
             // before the optimizer rewrites the gradients; the parameters'
             // gradients come back unscaled, the activations' still scaled.
-            let s = backward_scale(self.setup.precision);
+            let s = self.loss_scale_now();
             self.engine.write_state(&LossScale { scale: s, ..LossScale::fixed() }, self.prior.step, 0)?;
             let (_, mut stage_ms) = self.engine.run(Plan::Grads)?;
             let unscaled_later = |n: &str| carries_scale(n) && !n.starts_with("grad.");
@@ -275,8 +303,8 @@ impl ModelLadder {
             }
             Mode::Isolated => {
                 // The backward's inputs carry the loss scale, as the GPU's own would.
-                let s = backward_scale(self.setup.precision);
-                if self.setup.precision.is_mixed() {
+                let s = self.loss_scale_now();
+                if self.setup.precision.is_mixed() || s != 1.0 {
                     self.engine.write_state(&LossScale { scale: s, ..LossScale::fixed() }, self.prior.step, 0)?;
                 }
                 for input in rung.inputs(&cfg) {
@@ -320,11 +348,19 @@ impl ModelLadder {
             let shape = self.shape_of(name, got.len());
             kept.push(RungTensor { name: name.clone(), shape, cpu: want32, gpu: got, f64: want64 });
         }
+        // Every compared tensor's f16 headroom; a warning only where the
+        // products run in f16 and the tensor is not the optimizer's f32 state
+        // (nor the attention stress case below, whose scores are made extreme).
+        let hs = self.headroom_scale();
+        let scale_of = |n: &str| if carries_scale(n) { hs } else { 1.0 };
+        let warn = precision == Precision::F16 && rung != Rung::Optim;
+        super::headroom::attach(&mut cases, &kept, scale_of, warn);
         self.kept.retain(|(r, _)| *r != rung);
         self.kept.push((rung, kept));
         let cpu_ms = self.cpu_ms.iter().filter(|(n, _)| rung.cpu_phases().contains(n)).map(|(_, ms)| ms).sum();
         if rung == Rung::AttnFwd && self.setup.mode == Mode::Isolated {
-            let (c, k) = self.attention_stress()?;
+            let (mut c, k) = self.attention_stress()?;
+            super::headroom::attach(&mut c, &k, |_| 1.0, false);
             cases.extend(c);
             self.kept.last_mut().expect("pushed above").1.extend(k);
         }

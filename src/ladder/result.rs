@@ -95,6 +95,10 @@ pub struct CaseResult {
     pub cpu_ms: f64,
     /// Why the case did not pass, if it did not.
     pub notes: Vec<String>,
+    /// The tensor's f16 headroom on both sides (rungs 2–11, docs/headroom.md);
+    /// absent for `gemm`'s products and in reports written before it.
+    #[serde(default)]
+    pub headroom: Option<super::headroom::TensorHeadroom>,
 }
 
 /// A GEMM kernel's name (`GemmPath::name`). An alias, so that serde's derive
@@ -168,6 +172,10 @@ mod tests {
     use super::*;
     use crate::ladder::{Contributor, EndToEnd};
 
+    /// Values whose figures are exact binary fractions (65504 / 2^11 the
+    /// largest, a quarter subnormal, half zeros), which RON's text reads back equal.
+    const HEADROOM: [f32; 8] = [31.984375, 0.0, 2e-6, 1.0, 0.5, 0.0, 0.0, 0.0];
+
     fn rung() -> RungResult {
         let case = CaseResult {
             name: "gru.l0.h".into(),
@@ -185,6 +193,7 @@ mod tests {
             gpu_ms: None,
             cpu_ms: 0.25,
             notes: vec!["a note".into()],
+            headroom: Some(crate::ladder::headroom::TensorHeadroom::of(&HEADROOM, &HEADROOM, 2.0)),
         };
         let mut r = RungResult::new(Rung::GruFwd, Precision::Bf16, vec![case]);
         r.gemm_path = Some(crate::vk::gemm::GemmPath::TiledBf16In.name());

@@ -61,6 +61,9 @@ pub struct LadderSpec {
     /// Whether the `gemm` rung's event carries its products' values (for
     /// `repeat`; the GUI's inspector does not keep them).
     pub gemm_tensors: bool,
+    /// The loss scale of the GPU's backward and of the f16 headroom figures
+    /// (`--loss-scale`; `None`: the precision's, see `ModelLadder::set_loss_scale`).
+    pub loss_scale: Option<f64>,
 }
 
 impl LadderSpec {
@@ -79,6 +82,7 @@ impl LadderSpec {
             stop_at_failure: false,
             on_error: OnError::Stop,
             gemm_tensors: false,
+            loss_scale: None,
         }
     }
 }
@@ -189,6 +193,10 @@ fn model_ladder(ctx: &Arc<Context>, spec: &LadderSpec) -> Result<ModelLadder, (L
         (e, why)
     })?;
     m.set_fault(spec.fault);
+    m.set_loss_scale(spec.loss_scale).map_err(|e| {
+        let why = e.to_string();
+        (e, why)
+    })?;
     m.engine_mut().set_poison(spec.poison);
     if let Some(c) = &spec.corruption {
         let e = m.engine();

@@ -105,6 +105,7 @@ mod tests {
             gpu_ms: None,
             cpu_ms: 0.25,
             notes: vec!["2 new non-finite".into()],
+            headroom: None,
         };
         let rung = RungResult::new(Rung::GruFwd, Precision::F32, vec![case]);
         let mut ladder = SavedLadder {

@@ -60,6 +60,11 @@ pub struct LadderArgs {
     /// that a read of a value never written fails its rung.
     #[arg(long)]
     pub poison: bool,
+    /// The loss scale of the GPU's backward and of the f16 headroom figures,
+    /// a power of two (default: 2^16 in f16, where the backward runs at it; 1
+    /// in f32 and bf16, whose headroom is still measured at 2^16). See docs/headroom.md.
+    #[arg(long, value_name = "S", value_parser = super::headroom::parse_loss_scale)]
+    pub loss_scale: Option<f64>,
     #[arg(long)]
     pub json: bool,
 }
@@ -123,6 +128,7 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
         gemm_choice: choice,
         fault,
         poison: a.poison,
+        loss_scale: a.loss_scale,
         ..ladder::LadderSpec::new(rungs, setup)
     };
     let (report, repeat) = match a.repeat {
@@ -148,6 +154,7 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
         "mode": mode,
         "fault": fault,
         "poison": a.poison,
+        "loss_scale": a.loss_scale,
         "batch": { "rows": batch.rows, "seq_len": batch.t, "targets": batch.num_targets(), "source": source },
         "validation": ctx.validation_summary(),
         "rungs": results,
@@ -169,6 +176,7 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
             println!("fault planted: {} ({})", f.name(), f.description());
         }
         print_table(ctx.report(), &results, validation_errors);
+        super::headroom::print_headroom(&results);
         if let Some(e) = &end_to_end {
             print_end_to_end(e);
         }
@@ -273,7 +281,8 @@ fn print_table(r: &DeviceReport, results: &[RungResult], validation_errors: u64)
                 ms(c.gpu_ms),
                 c.cpu_ms
             );
-            for n in &c.notes {
+            // The headroom warnings get one short line each after the table.
+            for n in c.notes.iter().filter(|n| !super::headroom::is_headroom_note(n)) {
                 println!("        {n}");
             }
         }

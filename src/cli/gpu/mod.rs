@@ -5,6 +5,7 @@
 mod args;
 mod diagnose;
 mod gemm_bench;
+mod headroom;
 mod info;
 mod ladder;
 

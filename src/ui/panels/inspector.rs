@@ -1,7 +1,7 @@
 //! The tensor inspector: every tensor of the selected rung with its stats, and
 //! the selected one as CPU, GPU and difference heatmaps (linked zoom and pan),
 //! a numeric grid of the visible region, a row/column slice plot, jump to the
-//! worst element, and export.
+//! worst element, export, and the tensor's f16 headroom (`headroom.rs`).
 
 use egui::{Color32, Rect, RichText, pos2, vec2};
 use egui_plot::{Line, PlotPoints, VLine};
@@ -186,6 +186,10 @@ pub fn show(
     table(ui, rung, tensors, &t.name, cmds);
     ui.separator();
     selected(ui, st, rung, t, cmds);
+    // The tensor's f16 headroom, from its case in the rung's result.
+    let case = view.results.get(rung).and_then(|r| r.as_ref().ok()).and_then(|r| r.cases.iter().find(|c| c.name == t.name));
+    ui.separator();
+    super::headroom::headroom_plot(ui, case.and_then(|c| c.headroom.as_ref()));
 }
 
 /// Every tensor of the rung with its stats; a click selects it.

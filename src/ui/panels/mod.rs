@@ -10,6 +10,7 @@ pub mod drift;
 pub mod faults;
 pub mod gradient;
 pub mod gru;
+pub mod headroom;
 pub mod inspector;
 pub mod ladder;
 pub mod speed;
