@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use dualscope::ladder::inputs::{BatchChoice, ParamSource, ladder_batch, load_dataset, load_params};
 use dualscope::ladder::{self, Mode, Precision, Rung, Status};
 use dualscope::session::state::{ConfigName, State};
-use dualscope::vk::Context;
 use dualscope::ui::{App, LaunchOptions};
+use dualscope::vk::Context;
 use egui::Key;
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
@@ -27,14 +27,7 @@ fn ladder_long_row(test: &str, ctx: &Arc<Context>, len: usize, precision: Precis
     let ds = load_dataset(None).unwrap();
     let (batch, source) = ladder_batch(&ds, &cfg, BatchChoice::Row { offset: 0, len }).unwrap();
     assert_eq!((batch.rows, batch.t), (1, len), "{source}");
-    let setup = ladder::Setup {
-        cfg,
-        params,
-        batch,
-        opts: dualscope::cpu::StepOptions::default(),
-        mode,
-        precision,
-    };
+    let setup = ladder::Setup { cfg, params, batch, opts: dualscope::cpu::StepOptions::default(), mode, precision };
     let start = Instant::now();
     let report = ladder::run(ctx, ladder::LadderSpec::new(Rung::ALL.to_vec(), setup), |_| {}).unwrap();
     let worst = report
@@ -260,7 +253,12 @@ fn gui_frame_times_at_16k_positions() {
     let mut measure = |name: &str, times: Vec<Duration>| {
         let mut ms: Vec<f64> = times.iter().map(|d| d.as_secs_f64() * 1e3).collect();
         ms.sort_by(f64::total_cmp);
-        let line = format!("{name:<34} frames {:>4}  median {:>7.2} ms  max {:>7.2} ms", ms.len(), ms[ms.len() / 2], ms[ms.len() - 1]);
+        let line = format!(
+            "{name:<34} frames {:>4}  median {:>7.2} ms  max {:>7.2} ms",
+            ms.len(),
+            ms[ms.len() / 2],
+            ms[ms.len() - 1]
+        );
         eprintln!("{line}");
         report.push(line);
     };

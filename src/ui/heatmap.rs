@@ -481,5 +481,4 @@ mod texture_tests {
         assert!((drawn[0].1.max.y - 128.0).abs() < 1e-3);
         assert_eq!(h.builds(), 1);
     }
-
 }
