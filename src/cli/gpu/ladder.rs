@@ -81,14 +81,14 @@ fn ladder_inputs(
         (None, Some(_)) => return Err(CliError::Usage("--offset needs --len".into())),
         (None, None) => BatchChoice::Windows { seed: a.model.seed },
     };
-    // The CPU side runs in float64: its activations must fit before any row is cut.
+    // Both CPU traces, the GPU's values and the kept tensors must fit before any row is cut.
     let (rows, t, what) = match choice {
         BatchChoice::Row { len, .. } => (1, len, format!("--len {len}")),
         BatchChoice::Windows { .. } => {
             (cfg.batch, cfg.seq_len, format!("the config's batch {} × seq_len {}", cfg.batch, cfg.seq_len))
         }
     };
-    crate::engine::inputs::check_batch(&cfg, rows, t, 8, &what)?;
+    crate::engine::inputs::check_batch(&cfg, rows, t, crate::ladder::inputs::LADDER_BYTES_PER_VALUE, &what)?;
     let (batch, source) = ladder_batch(&ds, &cfg, choice)?;
     Ok((cfg, params, batch, source))
 }
