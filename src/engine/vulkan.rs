@@ -136,6 +136,24 @@ impl VulkanEngine {
         self.check_validation()
     }
 
+    /// The Vulkan engine starts every row from zero: its recurrence and
+    /// attention kernels have no carried state yet (docs/carry-state.md says
+    /// what they need), so carrying one is refused rather than ignored.
+    pub(super) fn set_carry(&mut self, carry: Option<crate::cpu::Carry<f32>>) -> Result<(), EngineError> {
+        match carry {
+            None => Ok(()),
+            Some(_) => Err(EngineError::Usage(
+                "a carried state (--carry-state) runs on --engine cpu; the GPU engine starts every row from zero \
+                 (docs/carry-state.md)"
+                    .into(),
+            )),
+        }
+    }
+
+    pub(super) fn final_state(&self) -> Option<&crate::cpu::Carry<f32>> {
+        None
+    }
+
     pub(super) fn set_fault(&mut self, fault: Option<crate::vk::engine::Fault>) {
         self.engine.set_fault(fault);
     }
