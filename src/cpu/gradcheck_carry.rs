@@ -169,7 +169,7 @@ fn chunked_equals_whole_in_f64() {
     let p = Params::<f64>::init(&cfg, 41);
     let mut rng = Rng::new(42);
     let row: Vec<u8> = (0..k * t + 1).map(|_| rng.below(256) as u8).collect();
-    let whole = forward(&cfg, &p, &Batch::from_rows(&[row.clone()]).unwrap()).unwrap();
+    let whole = forward(&cfg, &p, &Batch::from_rows(std::slice::from_ref(&row)).unwrap()).unwrap();
     let v = cfg.vocab;
     let mut carry: Option<Carry<f64>> = None;
     for c in 0..k {

@@ -224,7 +224,7 @@ pub fn train(plan: &TrainPlan, ds: &Dataset, obs: &mut dyn Observer) -> Result<T
     // The state the next step starts from: a resumed run in the middle of an
     // episode reads what its last step left.
     let mut carried = match (&walk, &resumed) {
-        (Some(w), Some(from)) if start % w.windows != 0 => {
+        (Some(w), Some(from)) if !start.is_multiple_of(w.windows) => {
             Some(load_carry(from.parent().unwrap_or(Path::new(".")), start, &cfg, rows)?)
         }
         _ => None,
@@ -249,7 +249,7 @@ pub fn train(plan: &TrainPlan, ds: &Dataset, obs: &mut dyn Observer) -> Result<T
     // none to keep: its next step starts from zero).
     let save_carried = |dir: &Path, step: u64, c: &Option<crate::cpu::Carry<f32>>| -> Result<(), TrainError> {
         match (c, &walk) {
-            (Some(c), Some(w)) if step % w.windows != 0 => save_carry(dir, step, c),
+            (Some(c), Some(w)) if !step.is_multiple_of(w.windows) => save_carry(dir, step, c),
             _ => Ok(()),
         }
     };
