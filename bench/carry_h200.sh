@@ -2,18 +2,20 @@
 # On the device host: `train --carry-state` against random windows from zero
 # on a real text file (the CPU reference on the host's 16 cores: the GPU
 # engine does not carry state yet, see docs/carry-state.md), at `small`,
-# B x T = 8 x 128, 400 steps each, the same seed; then `ladder --carry-check`
+# B = 8, T = 128 (stretches of 8 windows) and T = 32 (of 16), 400 steps each,
+# the same seed; then `ladder --carry-check`
 # at small and at bench width. Prints each run's final loss, the mean of its
 # last 50 losses and its wall time; the reports are OUT/NAME.json.
 # Usage: bench/carry_h200.sh BIN DATA OUT [STEPS]
 set -uo pipefail
 BIN=$1; DATA=$2; OUT=$3; STEPS=${4:-400}
 mkdir -p "$OUT"
-for name in carry zero; do
+for run in carry-128:8 zero-128:0 carry-32:16 zero-32:0; do
+  name=${run%%:*}; k=${run##*:}; t=${name##*-}
   extra=""
-  [ "$name" = carry ] && extra="--carry-state --carry-windows 8"
+  [ "$k" != 0 ] && extra="--carry-state --carry-windows $k"
   t0=$(date +%s.%N)
-  $BIN train --data "$DATA" --config small --batch 8 --seq-len 128 --steps "$STEPS" --seed 1 --json $extra \
+  $BIN train --data "$DATA" --config small --batch 8 --seq-len "$t" --steps "$STEPS" --seed 1 --json $extra \
     > "$OUT/$name.json" 2> "$OUT/$name.err"
   rc=$?
   t1=$(date +%s.%N)
