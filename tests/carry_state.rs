@@ -164,3 +164,52 @@ fn ladder_carry_check() {
     assert!(!v["not_run"].as_array().unwrap().is_empty());
     assert_eq!(run(&args).status.code(), Some(1));
 }
+
+/// The GPU engine carries the state as the CPU does: K = 3 chunks of T = 7,
+/// W = 4 (so the prefix reaches the first three positions of chunks 2 and 3),
+/// each chunk's loss equal to the whole pass's over its positions, the state
+/// after each chunk and the last chunk's gradients (from a non-zero state)
+/// equal to the CPU's within the ladder's f32 tolerances.
+#[test]
+fn gpu_carries_the_state_as_the_cpu() {
+    let Some(ctx) = common::vk::context("gpu_carries_the_state_as_the_cpu") else { return };
+    let ctx = std::sync::Arc::new(ctx);
+    let mut cfg = Config::tiny();
+    cfg.window = 4;
+    let (k, t) = (3, 7);
+    let params = Params::<f32>::init(&cfg, 5);
+    let mut rng = Rng::new(6);
+    let row: Vec<u8> = (0..k * t + 1).map(|_| rng.below(256) as u8).collect();
+    let whole = dualscope::cpu::forward(&cfg, &params.cast::<f64>(), &Batch::from_rows(&[&row]).unwrap()).unwrap();
+    let state = TrainState::fresh(&cfg, params.clone(), LossScale::fixed());
+    let opts = StepOptions::default();
+    let mut gpu = Engine::vulkan(&ctx, &cfg, &state, &opts, &Default::default()).unwrap();
+    let mut cur = Carry::zeros(&cfg, 1);
+    let rel = |a: &[f32], b: &[f32]| {
+        let d: f64 = a.iter().zip(b).map(|(x, y)| ((x - y) as f64).powi(2)).sum::<f64>().sqrt();
+        let n: f64 = b.iter().map(|y| (*y as f64).powi(2)).sum::<f64>().sqrt();
+        d / n.max(1e-30)
+    };
+    for c in 0..k {
+        let chunk = Batch::from_rows(&[&row[c * t..c * t + t + 1]]).unwrap();
+        let want = whole.token_loss[c * t..(c + 1) * t].iter().sum::<f64>() / t as f64;
+        gpu.set_carry(Some(cur.clone())).unwrap();
+        let g = gpu.grads(&chunk).unwrap();
+        assert!((g.loss - want).abs() <= 1e-5 * want, "chunk {c}: gpu {} vs the whole pass's {want}", g.loss);
+        let (cpu, next) = dualscope::cpu::grads_with(&cfg, &params, &chunk, None, Some(&cur)).unwrap();
+        let gnext = gpu.final_state().expect("carrying").clone();
+        assert_eq!(gnext.prefix_len, next.prefix_len);
+        for l in 0..cfg.layers {
+            assert!(rel(&gnext.h0[l], &next.h0[l]) < 2e-5, "chunk {c}: h0 of layer {l}");
+        }
+        assert!(rel(&gnext.prefix, &next.prefix) < 2e-5, "chunk {c}: prefix");
+        if c + 1 == k {
+            for ((name, a), b) in g.grads.named(&cfg).into_iter().zip(cpu.grads.tensors()) {
+                let r = rel(&a.data, &b.data);
+                assert!(r < 1e-4, "last chunk: {name} relative L2 {r:.3e}");
+            }
+        }
+        cur = next;
+    }
+    common::vk::assert_clean(&ctx, "gpu_carries_the_state_as_the_cpu");
+}
