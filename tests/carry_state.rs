@@ -1,7 +1,7 @@
 //! The state carried through time (docs/carry-state.md): chunked passes equal
 //! one whole pass through the engine type, `train --carry-state` trains and
-//! resumes exactly, `ladder --carry-check` passes, and what is not supported
-//! (the GPU engine, captures) is refused with one clear line.
+//! resumes exactly on both engines, `ladder --carry-check` passes, and what
+//! is not supported (captures) is refused with one clear line.
 
 mod common;
 
@@ -139,8 +139,6 @@ fn resuming_a_carried_run_continues_exactly() {
 fn unsupported_combinations_are_refused() {
     let d = tempfile::tempdir().unwrap();
     let data = text_file(d.path());
-    let gpu = run(&train_tiny(&data, &["--steps", "2", "--carry-state", "--engine", "gpu"]));
-    assert!(fails(&gpu, 2).contains("--carry-state runs on --engine cpu"));
     let out = d.path().join("o");
     let cap = run(&train_tiny(&data, &["--steps", "2", "--carry-state", "--capture-at", "1", "--out", s(&out)]));
     assert!(fails(&cap, 2).contains("--capture-at with --carry-state"));
@@ -212,4 +210,27 @@ fn gpu_carries_the_state_as_the_cpu() {
         cur = next;
     }
     common::vk::assert_clean(&ctx, "gpu_carries_the_state_as_the_cpu");
+}
+
+/// `train --carry-state --engine gpu` gives the CPU's losses (f32, the same
+/// batches and states) within the f32 contract over a few steps.
+#[test]
+fn gpu_train_carry_state_matches_the_cpu() {
+    if common::vk::context("gpu_train_carry_state_matches_the_cpu").is_none() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let data = text_file(d.path());
+    let args = ["--batch", "2", "--seq-len", "9", "--steps", "8", "--carry-state", "--carry-windows", "3", "--json"];
+    let losses = |engine: &str| -> Vec<f64> {
+        let mut a = train_tiny(&data, &args);
+        a.extend(["--engine", engine]);
+        let v = ok_json(&run(&a));
+        v["log"].as_array().unwrap().iter().map(|e| e["loss"].as_f64().unwrap()).collect()
+    };
+    let (cpu, gpu) = (losses("cpu"), losses("gpu"));
+    assert_eq!(cpu.len(), 8);
+    for (i, (c, g)) in cpu.iter().zip(&gpu).enumerate() {
+        assert!((c - g).abs() <= 1e-4 * c, "step {}: cpu {c} vs gpu {g}", i + 1);
+    }
 }

@@ -82,7 +82,7 @@ pub struct TrainArgs {
     #[command(flatten)]
     pub events: Box<EventArgs>,
     /// Carry each row's hidden state from one window to the next (truncated BPTT):
-    /// rows read stretches of --carry-windows windows in order (docs/carry-state.md). --engine cpu.
+    /// rows read stretches of --carry-windows windows in order (docs/carry-state.md). Both engines.
     #[arg(long)]
     pub carry_state: bool,
     /// With --carry-state: windows per stretch, after which every row starts afresh from zero.

@@ -98,13 +98,6 @@ impl TrainPlan {
             ));
         }
         if self.carry.is_some() {
-            if self.engine == EngineKind::Vulkan {
-                return Err(TrainError::Usage(
-                    "--carry-state runs on --engine cpu: the GPU engine starts every row from zero \
-                     (docs/carry-state.md)"
-                        .into(),
-                ));
-            }
             if !self.captures.at.is_empty() {
                 return Err(TrainError::Usage(
                     "--capture-at with --carry-state: a capture does not hold the carried state, so replay could \
