@@ -12,17 +12,24 @@
 //! rerun from zero must leave the whole pass's logits at their first `W − 1`
 //! positions by far more than the tolerance (the prefix matters).
 //!
-//! The Vulkan engine does not carry state yet (`engine::Engine::set_carry`
-//! refuses it), so the GPU side of the check is reported as not run.
+//! On the GPU (given a context) the same chunks run on the Vulkan engine
+//! carrying its own state: each chunk's logits against the whole pass in f64
+//! under the same tolerance, its loss under the loss gate, and the last
+//! chunk's gradients against the CPU's in f64 from the GPU's carried state
+//! under the backward rungs' 1e-4.
+
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use super::compare::{Comparison, compare};
 use super::rung::Rung;
 use super::tolerance::LOSS_TOLERANCE;
-use crate::cpu::{self, Carry, CpuError, forward, forward_with};
+use crate::cpu::{self, Carry, CpuError, LossScale, StepOptions, forward, forward_with};
 use crate::dataset::Batch;
+use crate::engine::{Engine, EngineError, TrainState, VulkanOptions};
 use crate::model::{Config, Params};
+use crate::vk::Context;
 
 /// One chunk against the whole pass's positions.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -44,6 +51,24 @@ pub struct GradCheck {
     pub cmp: Comparison,
 }
 
+/// One chunk on the GPU, its state carried by the GPU.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GpuChunk {
+    pub chunk: usize,
+    /// Its logits against the whole pass in f64.
+    pub logits: Comparison,
+    /// |loss − the whole pass's mean over the chunk's positions| / that mean.
+    pub loss_rel: f64,
+}
+
+/// The GPU side of the check.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GpuCarry {
+    pub per_chunk: Vec<GpuChunk>,
+    /// The last chunk's gradients against the CPU's in f64 from the GPU's state.
+    pub last_chunk_grads: Vec<GradCheck>,
+}
+
 /// The whole check.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CarryReport {
@@ -58,13 +83,23 @@ pub struct CarryReport {
     /// The whole pass's loss and the chunks' (their positions' mean).
     pub whole_loss: f64,
     pub chunked_loss: f64,
+    /// The GPU side (None: not run, `not_run` says why).
+    pub gpu: Option<GpuCarry>,
     pub passed: bool,
     /// What did not run, one line each (the GPU engine).
     pub not_run: Vec<String>,
 }
 
-/// Runs the check on `row` (`K·T + 1` tokens) with `params`.
-pub fn check(cfg: &Config, params: &Params<f32>, row: &[u8], k: usize, t: usize) -> Result<CarryReport, CpuError> {
+/// Runs the check on `row` (`K·T + 1` tokens) with `params`, on the GPU too
+/// where `gpu` is `Ok` (its `Err` is the line `not_run` gets).
+pub fn check(
+    cfg: &Config,
+    params: &Params<f32>,
+    row: &[u8],
+    k: usize,
+    t: usize,
+    gpu: Result<&Arc<Context>, String>,
+) -> Result<CarryReport, EngineError> {
     assert!(k >= 1 && t >= 1 && row.len() == k * t + 1, "carry check: a row of K·T + 1 tokens");
     let p64 = params.cast::<f64>();
     let whole = forward(cfg, &p64, &Batch::from_rows(&[row]).map_err(|_| CpuError::NoTargets)?)?;
@@ -101,10 +136,22 @@ pub fn check(cfg: &Config, params: &Params<f32>, row: &[u8], k: usize, t: usize)
         }
         carry32 = Some(f.final_state(cfg));
     }
+    let (gpu, not_run) = match gpu {
+        Ok(ctx) => (Some(gpu_side(ctx, cfg, params, row, k, t, &whole.logits, &whole.token_loss)?), Vec::new()),
+        Err(why) => (None, vec![format!("gpu: {why}")]),
+    };
     let ok = |c: &Comparison, tol: f64| c.new_non_finite == 0 && c.rel_l2 <= tol;
-    let passed = per_chunk.iter().all(|c| {
-        ok(&c.logits, lt) && ok(&c.token_loss, tt) && c.from_zero_head.as_ref().is_none_or(|z| z.rel_l2 > 100.0 * lt)
-    }) && grads.iter().all(|g| ok(&g.cmp, gt));
+    let gpu_ok = gpu.as_ref().is_none_or(|g| {
+        g.per_chunk.iter().all(|c| ok(&c.logits, lt) && c.loss_rel <= tt)
+            && g.last_chunk_grads.iter().all(|x| ok(&x.cmp, gt))
+    });
+    let passed = gpu_ok
+        && per_chunk.iter().all(|c| {
+            ok(&c.logits, lt)
+                && ok(&c.token_loss, tt)
+                && c.from_zero_head.as_ref().is_none_or(|z| z.rel_l2 > 100.0 * lt)
+        })
+        && grads.iter().all(|g| ok(&g.cmp, gt));
     Ok(CarryReport {
         chunks: k,
         t,
@@ -116,13 +163,52 @@ pub fn check(cfg: &Config, params: &Params<f32>, row: &[u8], k: usize, t: usize)
         last_chunk_grads: grads,
         whole_loss: whole.loss,
         chunked_loss: sum_loss / (k * t) as f64,
+        gpu,
         passed,
-        not_run: vec![
-            "gpu: the Vulkan engine does not carry state yet (its recurrence and attention kernels start every \
-             row from zero); docs/carry-state.md says what they need"
-                .into(),
-        ],
+        not_run,
     })
+}
+
+/// The chunks on the Vulkan engine, its own state carried.
+#[allow(clippy::too_many_arguments)]
+fn gpu_side(
+    ctx: &Arc<Context>,
+    cfg: &Config,
+    params: &Params<f32>,
+    row: &[u8],
+    k: usize,
+    t: usize,
+    whole_logits: &[f64],
+    whole_loss: &[f64],
+) -> Result<GpuCarry, EngineError> {
+    let state = TrainState::fresh(cfg, params.clone(), LossScale::fixed());
+    let mut e = Engine::vulkan(ctx, cfg, &state, &StepOptions::default(), &VulkanOptions::default())?;
+    let p64 = params.cast::<f64>();
+    let v = cfg.vocab;
+    let mut carry = Carry::<f32>::zeros(cfg, 1);
+    let mut per_chunk = Vec::with_capacity(k);
+    let mut last_chunk_grads = Vec::new();
+    for c in 0..k {
+        let chunk = Batch::from_rows(&[&row[c * t..c * t + t + 1]]).map_err(|_| CpuError::NoTargets)?;
+        e.set_carry(Some(carry.clone()))?;
+        let g = e.grads(&chunk)?;
+        let logits = e.as_vulkan().expect("a Vulkan engine").read_named(&["head.logits"])?.remove(0);
+        let want = whole_loss[c * t..(c + 1) * t].iter().sum::<f64>() / t as f64;
+        per_chunk.push(GpuChunk {
+            chunk: c,
+            logits: compare(&logits, &whole_logits[c * t * v..(c + 1) * t * v]),
+            loss_rel: (g.loss - want).abs() / want.abs().max(f64::MIN_POSITIVE),
+        });
+        if c + 1 == k {
+            let same = cpu::carry::cast::<f64>(&carry);
+            let (g64, _) = cpu::grads_with(cfg, &p64, &chunk, None, Some(&same))?;
+            for ((name, a), b) in g.grads.named(cfg).into_iter().zip(g64.grads.tensors()) {
+                last_chunk_grads.push(GradCheck { tensor: name, cmp: compare(&a.data, &b.data) });
+            }
+        }
+        carry = e.final_state().expect("carrying").clone();
+    }
+    Ok(GpuCarry { per_chunk, last_chunk_grads })
 }
 
 #[cfg(test)]
@@ -138,7 +224,7 @@ mod tests {
         let p = Params::<f32>::init(&cfg, 7);
         let mut rng = crate::rng::Rng::new(8);
         let row: Vec<u8> = (0..3 * 7 + 1).map(|_| rng.below(256) as u8).collect();
-        let r = check(&cfg, &p, &row, 3, 7).unwrap();
+        let r = check(&cfg, &p, &row, 3, 7, Err("not asked".into())).unwrap();
         assert!(r.passed, "{r:#?}");
         assert!((r.whole_loss - r.chunked_loss).abs() <= 1e-5 * r.whole_loss);
         for c in &r.per_chunk[1..] {

@@ -22,12 +22,15 @@ pub(super) fn run(a: &LadderArgs, k: usize) -> Result<i32, CliError> {
     crate::engine::inputs::check_batch(&cfg, 1, total - 1, 8, &format!("--carry-check {k} × --len {t}"))?;
     let offset = a.offset.unwrap_or(0);
     let row = ds.window(offset, total).map_err(|e| CliError::Usage(format!("--carry-check {k} --len {t}: {e}")))?;
-    let report = carry::check(&cfg, &params, &row, k, t).map_err(|e| CliError::Failed(e.to_string()))?;
+    // The GPU side runs where a device opens; otherwise it is reported as not run.
+    let ctx = crate::engine::open_context(a.gpu.device).map(std::sync::Arc::new).map_err(|e| e.to_string());
+    let report =
+        carry::check(&cfg, &params, &row, k, t, ctx.as_ref().map_err(|e| e.clone())).map_err(|e| CliError::Failed(e.to_string()))?;
     let value = serde_json::to_value(&report).expect("report serializes");
     write_report(&a.out, &value)?;
     emit(a.json, value, || {
         println!(
-            "carry check: {} chunks of T = {} (W = {}) against one pass of {} positions, CPU f32 vs f64",
+            "carry check: {} chunks of T = {} (W = {}) against one pass of {} positions in f64, CPU f32",
             k,
             t,
             cfg.window,
@@ -46,6 +49,15 @@ pub(super) fn run(a: &LadderArgs, k: usize) -> Result<i32, CliError> {
             "loss: whole {:.6}, chunked {:.6}; tolerances logits {:.0e}, loss {:.0e}, gradients {:.0e}",
             report.whole_loss, report.chunked_loss, report.logits_tolerance, report.loss_tolerance, report.grad_tolerance
         );
+        if let Some(g) = &report.gpu {
+            for c in &g.per_chunk {
+                println!("gpu chunk {}: logits {:.3e}, loss {:.3e}", c.chunk, c.logits.rel_l2, c.loss_rel);
+            }
+            let worst = g.last_chunk_grads.iter().max_by(|x, y| x.cmp.rel_l2.total_cmp(&y.cmp.rel_l2));
+            if let Some(w) = worst {
+                println!("gpu last chunk's gradients vs the CPU in f64: worst {} at {:.3e}", w.tensor, w.cmp.rel_l2);
+            }
+        }
         for n in &report.not_run {
             println!("not run: {n}");
         }
