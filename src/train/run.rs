@@ -97,14 +97,12 @@ impl TrainPlan {
                 "--capture-at without --out: captures are written to OUT/captures/; give --out".into(),
             ));
         }
-        if self.carry.is_some() {
-            if !self.captures.at.is_empty() {
-                return Err(TrainError::Usage(
-                    "--capture-at with --carry-state: a capture does not hold the carried state, so replay could \
-                     not reproduce the step; drop one of them"
-                        .into(),
-                ));
-            }
+        if self.carry.is_some() && !self.captures.at.is_empty() {
+            return Err(TrainError::Usage(
+                "--capture-at with --carry-state: a capture does not hold the carried state, so replay could \
+                 not reproduce the step; drop one of them"
+                    .into(),
+            ));
         }
         inject::check(&self.inject, self.engine, self.vulkan.precision)
     }
