@@ -153,7 +153,24 @@ pub fn forward_with<T: Real>(
     let loss = token_loss.iter().map(|x| x.f64()).sum::<f64>() / n_targets as f64;
 
     let carry = carry.cloned();
-    Ok(Forward { t: tt, b: bb, emb, gru, q, k, v: vv, attn, c, logits, token_loss, loss, n_targets, carry, k_pre, v_pre })
+    Ok(Forward {
+        t: tt,
+        b: bb,
+        emb,
+        gru,
+        q,
+        k,
+        v: vv,
+        attn,
+        c,
+        logits,
+        token_loss,
+        loss,
+        n_targets,
+        carry,
+        k_pre,
+        v_pre,
+    })
 }
 
 /// One GRU layer from `h_{-1} = 0` (the finite-difference checks).

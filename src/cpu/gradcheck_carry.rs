@@ -154,8 +154,8 @@ fn whole_model_from_carried_state() {
         });
     }
     // Without the prefix's share of dW_k and dW_v the gradient would be off.
-    let (plain, _) = grads_with(&cfg, &params, &batch, None, Some(&Carry { prefix: vec![], prefix_len: 0, ..carry }))
-        .unwrap();
+    let (plain, _) =
+        grads_with(&cfg, &params, &batch, None, Some(&Carry { prefix: vec![], prefix_len: 0, ..carry })).unwrap();
     assert_ne!(plain.grads.k, g.grads.k);
 }
 

@@ -82,8 +82,7 @@ impl CpuEngine {
     pub(super) fn step(&mut self, batch: &Batch) -> Result<StepReport, EngineError> {
         let c = &mut *self;
         let carry = c.carry.as_ref();
-        let (r, next) =
-            cpu::train_step_with(&c.cfg, &mut c.params, &mut c.state, &mut c.scale, batch, &c.opts, carry)?;
+        let (r, next) = cpu::train_step_with(&c.cfg, &mut c.params, &mut c.state, &mut c.scale, batch, &c.opts, carry)?;
         self.keep(next);
         Ok(r)
     }

@@ -24,8 +24,8 @@ pub(super) fn run(a: &LadderArgs, k: usize) -> Result<i32, CliError> {
     let row = ds.window(offset, total).map_err(|e| CliError::Usage(format!("--carry-check {k} --len {t}: {e}")))?;
     // The GPU side runs where a device opens; otherwise it is reported as not run.
     let ctx = crate::engine::open_context(a.gpu.device).map(std::sync::Arc::new).map_err(|e| e.to_string());
-    let report =
-        carry::check(&cfg, &params, &row, k, t, ctx.as_ref().map_err(|e| e.clone())).map_err(|e| CliError::Failed(e.to_string()))?;
+    let report = carry::check(&cfg, &params, &row, k, t, ctx.as_ref().map_err(|e| e.clone()))
+        .map_err(|e| CliError::Failed(e.to_string()))?;
     let value = serde_json::to_value(&report).expect("report serializes");
     write_report(&a.out, &value)?;
     emit(a.json, value, || {
@@ -43,11 +43,18 @@ pub(super) fn run(a: &LadderArgs, k: usize) -> Result<i32, CliError> {
         }
         let worst = report.last_chunk_grads.iter().max_by(|x, y| x.cmp.rel_l2.total_cmp(&y.cmp.rel_l2));
         if let Some(g) = worst {
-            println!("last chunk's gradients, f32 vs f64 from the same state: worst {} at {:.3e}", g.tensor, g.cmp.rel_l2);
+            println!(
+                "last chunk's gradients, f32 vs f64 from the same state: worst {} at {:.3e}",
+                g.tensor, g.cmp.rel_l2
+            );
         }
         println!(
             "loss: whole {:.6}, chunked {:.6}; tolerances logits {:.0e}, loss {:.0e}, gradients {:.0e}",
-            report.whole_loss, report.chunked_loss, report.logits_tolerance, report.loss_tolerance, report.grad_tolerance
+            report.whole_loss,
+            report.chunked_loss,
+            report.logits_tolerance,
+            report.loss_tolerance,
+            report.grad_tolerance
         );
         if let Some(g) = &report.gpu {
             for c in &g.per_chunk {
