@@ -10,6 +10,7 @@
 
 pub mod audit;
 mod bisect;
+pub mod carry;
 mod case;
 mod compare;
 mod coverage;

@@ -65,6 +65,10 @@ pub struct LadderArgs {
     /// in f32 and bf16, whose headroom is still measured at 2^16). See docs/headroom.md.
     #[arg(long, value_name = "S", value_parser = super::headroom::parse_loss_scale)]
     pub loss_scale: Option<f64>,
+    /// Instead of the rungs: one row of K·T positions (T = --len, default 2W+3, from --offset of
+    /// --data) passed whole against K chunks of T with the state carried (docs/carry-state.md).
+    #[arg(long, value_name = "K")]
+    pub carry_check: Option<usize>,
     #[arg(long)]
     pub json: bool,
 }
@@ -94,6 +98,9 @@ fn ladder_inputs(
 }
 
 pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
+    if let Some(k) = a.carry_check {
+        return super::carry_check::run(a, k);
+    }
     let rungs: Vec<String> = if a.rungs.is_empty() {
         ladder::ALL_RUNGS.iter().map(|s| s.to_string()).collect()
     } else {
