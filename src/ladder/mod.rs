@@ -44,7 +44,7 @@ pub use tolerance::{LOSS_TOLERANCE, MIXED_PRODUCT_BOUND, NORM_TOLERANCE, loss_to
 
 /// The precision the GPU side runs in (the CPU reference is f32 and f64):
 /// f32, or the mixed-precision step with f16 or bfloat16 products.
-pub use crate::vk::gemm::Precision;
+pub use crate::vk::gemm::{MapStage, Precision, PrecisionMap, StageKind};
 
 const fn ids<const N: usize>(rungs: [Rung; N]) -> [&'static str; N] {
     let mut out = [""; N];

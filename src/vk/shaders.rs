@@ -38,6 +38,17 @@ pub static GRU_BWD_SEQ: &[u8] = spirv!("gru_bwd_seq");
 pub static GRU_FWD_SEQ_WG256: &[u8] = spirv!("gru_fwd_seq_wg256");
 pub static GRU_BWD_SEQ_WG256: &[u8] = spirv!("gru_bwd_seq_wg256");
 pub static TRANSPOSE: &[u8] = spirv!("transpose");
+// A precision map's f16 and bf16 recurrence and embedding stages.
+pub static GRU_FWD_SEQ_F16: &[u8] = spirv!("gru_fwd_seq_f16");
+pub static GRU_FWD_SEQ_WG256_F16: &[u8] = spirv!("gru_fwd_seq_wg256_f16");
+pub static GRU_FWD_SEQ_BF16: &[u8] = spirv!("gru_fwd_seq_bf16");
+pub static GRU_FWD_SEQ_WG256_BF16: &[u8] = spirv!("gru_fwd_seq_wg256_bf16");
+pub static GRU_BWD_SEQ_F16: &[u8] = spirv!("gru_bwd_seq_f16");
+pub static GRU_BWD_SEQ_WG256_F16: &[u8] = spirv!("gru_bwd_seq_wg256_f16");
+pub static GRU_BWD_SEQ_BF16: &[u8] = spirv!("gru_bwd_seq_bf16");
+pub static GRU_BWD_SEQ_WG256_BF16: &[u8] = spirv!("gru_bwd_seq_wg256_bf16");
+pub static EMBED_FWD_F16: &[u8] = spirv!("embed_fwd_f16");
+pub static EMBED_FWD_BF16: &[u8] = spirv!("embed_fwd_bf16");
 pub static GRU_FWD_GRID: &[u8] = spirv!("gru_fwd_grid");
 pub static GRU_BWD_GRID: &[u8] = spirv!("gru_bwd_grid");
 pub static GRU_FWD_GRID_VEC4: &[u8] = spirv!("gru_fwd_grid_vec4");
