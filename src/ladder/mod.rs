@@ -40,7 +40,10 @@ pub use result::{CaseResult, Counts, KernelName, RungResult, Status};
 pub use run::{Corrupt, Corruption, Event, LadderReport, LadderSpec, OnError, RungError, Summary, run};
 pub use rung::Rung;
 pub use setup::{MIXED_SCALE, Mode, OPTIM_SCALE, Setup, backward_scale, default_batch, step_scale};
-pub use tolerance::{LOSS_TOLERANCE, MIXED_PRODUCT_BOUND, NORM_TOLERANCE, loss_tolerance, norm_tolerance};
+pub use tolerance::{
+    LOSS_TOLERANCE, MIXED_PRODUCT_BOUND, NORM_TOLERANCE, loss_tolerance, loss_tolerance_for, norm_tolerance,
+    norm_tolerance_for,
+};
 
 /// The precision the GPU side runs in (the CPU reference is f32 and f64):
 /// f32, or the mixed-precision step with f16 or bfloat16 products.
