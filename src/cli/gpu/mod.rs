@@ -79,7 +79,8 @@ fn parse_fault(name: &Option<String>) -> Result<Option<Fault>, CliError> {
         None => Ok(None),
         Some(n) => Fault::parse(n).map(Some).ok_or_else(|| {
             let all: Vec<&str> = Fault::ALL.iter().map(|f| f.name()).collect();
-            CliError::Usage(format!("--fault {n:?}: the faults are {}", all.join(", ")))
+            let stage = crate::vk::engine::STAGE_FAULT;
+            CliError::Usage(format!("--fault {n:?}: the faults are {}, {stage}=STAGE", all.join(", ")))
         }),
     }
 }

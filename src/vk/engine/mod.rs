@@ -35,11 +35,11 @@ mod run;
 mod workspace;
 
 pub use env::EngineEnv;
-pub use faults::Fault;
+pub use faults::{Fault, STAGE_FAULT};
 pub use kernels::{MAX_HIDDEN, ModelPush, st};
 pub use layout::{ParamEntry, ParamLayout};
 pub use policy::Recurrence;
-pub use precision::loss_scale_for;
+pub use precision::{default_map, loss_scale_for};
 pub use reduce::{col_sum_chunks, col_sum_scratch_len, record_col_sum};
 pub use run::{Plan, Replay};
 pub use workspace::{Workspace, scratch_len, scratch_len_for, step_products, workspace_bytes};

@@ -70,6 +70,18 @@ impl Recurrence {
     }
 }
 
+/// Whether grid recurrences of width `h` can take their products on
+/// cooperative matrices when the f16 products run on `f16_path` (see
+/// [`Engine::recurrence_on_coopmat`]).
+pub(super) fn coopmat_recurrence_capable(f16_path: crate::vk::gemm::GemmPath, env: &EngineEnv, h: usize) -> bool {
+    f16_path.coopmat()
+        && !env.recurrence_product_f32
+        && h.is_multiple_of(GRID_CM_TILE)
+        && h <= GRID_MAX_HIDDEN
+        && !GRU_FWD_GRID_CM.spirv.is_empty()
+        && !GRU_BWD_GRID_CM.spirv.is_empty()
+}
+
 impl Engine {
     /// Chooses how the GRU recurrences run (an error where the device or the width cannot).
     pub fn set_recurrence(&mut self, r: Recurrence) -> VkResult<()> {
@@ -113,13 +125,7 @@ impl Engine {
     /// [`GRID_MAX_HIDDEN`], the kernels built, and not switched off with
     /// `DUALSCOPE_RECURRENCE_PRODUCT=f32`.
     pub(super) fn coopmat_recurrence_capable(&self) -> bool {
-        let h = self.cfg.hidden;
-        self.f16_path.coopmat()
-            && !self.env.recurrence_product_f32
-            && h.is_multiple_of(GRID_CM_TILE)
-            && h <= GRID_MAX_HIDDEN
-            && !GRU_FWD_GRID_CM.spirv.is_empty()
-            && !GRU_BWD_GRID_CM.spirv.is_empty()
+        coopmat_recurrence_capable(self.f16_path, &self.env, self.cfg.hidden)
     }
 
     /// Workgroups of one layer's cooperative-matrix recurrence for `ws`'s

@@ -10,17 +10,34 @@
 use super::faults::Fault;
 use super::kernels::*;
 use super::policy::Recurrence;
-use super::{Engine, Workspace};
+use super::{Engine, EngineEnv, Workspace};
 use crate::cpu::LossScale;
 use crate::vk::gemm::{self, GemmChoice, GemmPath, MapStage, Precision, PrecisionMap, StageKind};
 use crate::vk::kernel::KernelSpec;
-use crate::vk::{VkError, VkResult};
+use crate::model::Config;
+use crate::vk::{Context, VkError, VkResult};
 
 /// The loss scale a step under `map` starts from: GradScaler's dynamic scale
 /// where a backward stage has f16 inputs ([`PrecisionMap::needs_loss_scale`]),
 /// else none (S = 1).
 pub fn loss_scale_for(map: &PrecisionMap) -> LossScale {
     if map.needs_loss_scale() { LossScale::dynamic() } else { LossScale::fixed() }
+}
+
+/// What each stage of today's step in `precision` runs in on `ctx` for
+/// `cfg` under `choice` (the map [`Engine::precision_map`] gives an engine
+/// built so, before its first batch): the base a `--precision-map` applies to.
+pub fn default_map(
+    ctx: &Context,
+    cfg: &Config,
+    precision: Precision,
+    choice: GemmChoice,
+) -> VkResult<PrecisionMap> {
+    let path = gemm::path_for(ctx, precision, choice)?;
+    let env = EngineEnv::from_env()?;
+    let cm = super::policy::coopmat_recurrence_capable(path, &env, cfg.hidden)
+        && env.recurrence_for(ctx, cfg.hidden)? != Recurrence::Seq;
+    Ok(PrecisionMap::default_for(precision, cfg.layers, cm))
 }
 
 impl Engine {

@@ -194,6 +194,21 @@ impl PrecisionMap {
         self.iter().any(|(s, p)| s.backward && p == Precision::F16)
     }
 
+    /// A short line for people: the stages below f32 by precision
+    /// (`f16: head, attn.bwd; the rest f32`), or `every stage f32`.
+    pub fn summary(&self) -> String {
+        let of = |want: Precision| {
+            self.iter().filter(|(_, p)| *p == want).map(|(s, _)| s.name()).collect::<Vec<_>>().join(", ")
+        };
+        let parts: Vec<String> = [Precision::F16, Precision::Bf16]
+            .into_iter()
+            .map(|p| (p, of(p)))
+            .filter(|(_, names)| !names.is_empty())
+            .map(|(p, names)| format!("{}: {names}", p.name()))
+            .collect();
+        if parts.is_empty() { "every stage f32".into() } else { format!("{}; the rest f32", parts.join("; ")) }
+    }
+
     /// Whether any stage is in f16 or bfloat16.
     pub fn is_mixed(&self) -> bool {
         self.entries.iter().any(|p| p.is_mixed())
