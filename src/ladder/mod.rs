@@ -17,6 +17,7 @@ mod end_to_end;
 mod gemm;
 pub mod inputs;
 mod model;
+pub mod precision_bisect;
 mod repeat;
 mod result;
 pub mod run;
@@ -34,7 +35,8 @@ pub use end_to_end::{Contributor, EndToEnd};
 pub use gemm::{
     GemmCase, RANGE_SCALE, bf16_tolerance, f16_tolerance, f32_tolerance, gemm_cases, gemm_cases_for, round_bf16,
 };
-pub use model::{ModelLadder, RungTensor};
+pub use model::{ModelLadder, RungTensor, scale_precision};
+pub use precision_bisect::{MapProbe, Outcome, PrecisionBisectReport, PrecisionBisectSpec, precision_bisect};
 pub use repeat::{RepeatReport, RunDiff, Side, TensorRepeat, diff_runs, repeat};
 pub use result::{CaseResult, Counts, KernelName, RungResult, Status};
 pub use run::{Corrupt, Corruption, Event, LadderReport, LadderSpec, OnError, RungError, Summary, run};
