@@ -11,6 +11,7 @@ mod gpu;
 mod grads;
 mod gui;
 mod init;
+mod precision_bisect;
 mod replay;
 mod scan;
 mod train;
@@ -60,6 +61,8 @@ pub enum Command {
     Drift(drift::DriftArgs),
     /// Every window of a dataset through forward and backward, ranked by risk; the riskiest kept as captures.
     Scan(scan::ScanArgs),
+    /// The fewest stages that must stay in f32 for the ladder and the loss gate to pass (exit 0: a passing map, 1: even all-f32 fails, 2: usage or device error).
+    PrecisionBisect(precision_bisect::PrecisionBisectArgs),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -166,5 +169,6 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         Some(Command::Replay(a)) => replay::run(&a),
         Some(Command::Drift(a)) => drift::run_drift(&a),
         Some(Command::Scan(a)) => scan::run(&a),
+        Some(Command::PrecisionBisect(a)) => precision_bisect::run(&a),
     }
 }

@@ -21,7 +21,7 @@ use super::common::CliError;
 use crate::ladder::inputs::{self, InputError, ParamSource};
 use crate::vk::engine::Fault;
 
-pub(super) use crate::ladder::inputs::Inputs;
+pub(in crate::cli) use crate::ladder::inputs::Inputs;
 
 impl From<InputError> for CliError {
     fn from(e: InputError) -> Self {
@@ -38,7 +38,7 @@ impl From<InputError> for CliError {
 /// What ladder, bisect and audit run on (`ladder::inputs::load`): a
 /// checkpoint, whose config wins, or a seeded init of `config`, and the
 /// dataset. Checks `out` against the inputs first.
-fn load_inputs(model: &ModelArgs, data: &Option<PathBuf>, out: &Option<PathBuf>) -> Result<Inputs, CliError> {
+pub(in crate::cli) fn load_inputs(model: &ModelArgs, data: &Option<PathBuf>, out: &Option<PathBuf>) -> Result<Inputs, CliError> {
     let ModelArgs { config, checkpoint, seed, trust } = model;
     let (config, seed) = (config.as_str(), *seed);
     if let Some(out) = out {
@@ -66,7 +66,7 @@ fn load_inputs(model: &ModelArgs, data: &Option<PathBuf>, out: &Option<PathBuf>)
 }
 
 /// Writes a JSON report atomically.
-fn write_report(out: &Option<PathBuf>, value: &serde_json::Value) -> Result<(), CliError> {
+pub(in crate::cli) fn write_report(out: &Option<PathBuf>, value: &serde_json::Value) -> Result<(), CliError> {
     if let Some(out) = out {
         let text = serde_json::to_string_pretty(value).expect("report serializes");
         crate::checkpoint::write_atomic(out, text.as_bytes())?;
@@ -74,7 +74,7 @@ fn write_report(out: &Option<PathBuf>, value: &serde_json::Value) -> Result<(), 
     Ok(())
 }
 
-fn parse_fault(name: &Option<String>) -> Result<Option<Fault>, CliError> {
+pub(in crate::cli) fn parse_fault(name: &Option<String>) -> Result<Option<Fault>, CliError> {
     match name {
         None => Ok(None),
         Some(n) => Fault::parse(n).map(Some).ok_or_else(|| {
