@@ -166,8 +166,8 @@ impl Engine {
         match self.fault {
             Some(Fault::GemmNoBounds) => return GemmPath::FaultNoBounds,
             Some(Fault::F16AccumNoScale) => return GemmPath::FaultF16Accum,
-            Some(Fault::F16StageAccum(t)) if t == s && self.stage_precision(s) != Precision::F32 => {
-                return GemmPath::FaultF16Accum;
+            Some(Fault::F16StageNoBounds(t)) if t == s && self.stage_precision(s) != Precision::F32 => {
+                return GemmPath::FaultNoBounds;
             }
             _ => {}
         }
