@@ -18,6 +18,12 @@ const VARIANTS: &[Variant] = &[
     // built, so that the tests can switch them on.
     ("gemm_f32_fault_no_bounds", "gemm_f32.comp", &[("DTYPE", "float"), ("FAULT_NO_BOUNDS", "1")]),
     ("gemm_f32_fault_f16_accum", "gemm_f32.comp", &[("DTYPE", "float"), ("FAULT_F16_ACCUM", "1")]),
+    // The precision fault `f16_stage_skip_slice=STAGE`: a stage's f16 kernel only.
+    (
+        "gemm_f16in_fault_skip_slice",
+        "gemm_f32.comp",
+        &[("DTYPE", "float"), ("ROUND_F16", "1"), ("FAULT_SKIP_FIRST_SLICE", "1")],
+    ),
     ("gru_fwd_seq", "gru_fwd_seq.comp", &[]),
     ("gru_fwd_seq_wg256", "gru_fwd_seq.comp", &[("WG_SIZE", "256")]),
     ("gru_bwd_seq", "gru_bwd_seq.comp", &[]),

@@ -18,7 +18,7 @@ fn spec(fault: Option<Fault>) -> PrecisionBisectSpec {
     }
 }
 
-/// With `f16_stage_no_bounds=X` planted, the bisect keeps exactly {X} in f32,
+/// With `f16_stage_skip_slice=X` planted, the bisect keeps exactly {X} in f32,
 /// for two stages X (a forward and a backward one); each probe's map keeps
 /// its listed stages in f32, and a probe fails exactly when X is in f16.
 #[test]
@@ -26,7 +26,7 @@ fn bisect_finds_the_planted_stage() {
     let (test, ctx) = common::vulkan!();
     for name in ["head.bwd", "gru.l0.input"] {
         let stage = MapStage::parse(name).unwrap();
-        let fault = Fault::parse(&format!("f16_stage_no_bounds={name}")).unwrap();
+        let fault = Fault::parse(&format!("f16_stage_skip_slice={name}")).unwrap();
         let r = ladder::precision_bisect(&ctx, &spec(Some(fault)), &AtomicBool::new(false), |p| {
             eprintln!("{name}: {} f32={:?} pass={} {:?} {:?}", p.phase, p.f32_stages, p.pass, p.rung, p.tensor)
         })

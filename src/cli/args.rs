@@ -73,10 +73,13 @@ pub struct PrecisionMapArg {
 impl PrecisionMapArg {
     /// The map: the flag's assignments over `base` (today's step of the
     /// precision); None without the flag. A bad token is a usage error naming it.
-    pub fn over(&self, base: impl FnOnce() -> Result<crate::vk::gemm::PrecisionMap, crate::cli::common::CliError>)
-    -> Result<Option<crate::vk::gemm::PrecisionMap>, crate::cli::common::CliError> {
+    pub fn over(
+        &self,
+        base: impl FnOnce() -> Result<crate::vk::gemm::PrecisionMap, crate::cli::common::CliError>,
+    ) -> Result<Option<crate::vk::gemm::PrecisionMap>, crate::cli::common::CliError> {
         let Some(text) = &self.precision_map else { return Ok(None) };
-        let map = base()?.with(text).map_err(|e| crate::cli::common::CliError::Usage(format!("--precision-map: {e}")))?;
+        let map =
+            base()?.with(text).map_err(|e| crate::cli::common::CliError::Usage(format!("--precision-map: {e}")))?;
         Ok(Some(map))
     }
 }

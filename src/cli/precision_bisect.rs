@@ -115,8 +115,14 @@ pub fn run(a: &PrecisionBisectArgs) -> Result<i32, CliError> {
     let report = ladder::precision_bisect(&ctx, &spec, &AtomicBool::new(false), |p| {
         if !quiet {
             let f32s = if p.f32_stages.is_empty() { "none".to_string() } else { p.f32_stages.join(", ") };
-            let at = p.rung.as_ref().map_or(String::new(), |r| format!(" at {r}: {}", p.tensor.as_deref().unwrap_or("")));
-            eprintln!("probe {:<9} f32: {f32s} → {}{at} ({:.0} ms)", p.phase, if p.pass { "pass" } else { "fail" }, p.ms);
+            let at =
+                p.rung.as_ref().map_or(String::new(), |r| format!(" at {r}: {}", p.tensor.as_deref().unwrap_or("")));
+            eprintln!(
+                "probe {:<9} f32: {f32s} → {}{at} ({:.0} ms)",
+                p.phase,
+                if p.pass { "pass" } else { "fail" },
+                p.ms
+            );
         }
     })
     .map_err(|e| match e {

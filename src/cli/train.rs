@@ -72,6 +72,8 @@ pub struct TrainArgs {
     /// mixed: f16 products with f32 accumulation; bf16). --engine gpu only.
     #[arg(long, value_enum, default_value_t = crate::ladder::Precision::F32)]
     pub precision: crate::ladder::Precision,
+    #[command(flatten)]
+    pub precision_map: super::args::PrecisionMapArg,
     /// GEMM kernel of the mixed step (default: DUALSCOPE_GEMM_PATH, else auto).
     #[arg(long, value_enum)]
     pub gemm_path: Option<crate::vk::gemm::GemmChoice>,
@@ -244,6 +246,7 @@ impl TrainArgs {
             seed: self.seed,
             engine: self.engine.kind(),
             vulkan,
+            precision_map: self.precision_map.precision_map.clone(),
             out: self.out.clone(),
             save_every: self.save_every,
             checkpoint_every: self.checkpoint_every,
@@ -382,6 +385,7 @@ pub fn demo(a: &DemoArgs) -> Result<i32, CliError> {
         seed: Some(0),
         engine: EngineKind::Cpu,
         vulkan: VulkanOptions::default(),
+        precision_map: None,
         out: None,
         save_every: 0,
         checkpoint_every: u64::MAX,

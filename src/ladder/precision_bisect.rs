@@ -264,7 +264,8 @@ impl Bisector<'_> {
             return Ok(Some(set.to_vec()));
         }
         let (a, b) = set.split_at(set.len() / 2);
-        let others = |half: &[MapStage]| self.candidates.iter().copied().filter(|s| !half.contains(s)).collect::<Vec<_>>();
+        let others =
+            |half: &[MapStage]| self.candidates.iter().copied().filter(|s| !half.contains(s)).collect::<Vec<_>>();
         let (keep_a, keep_b) = (others(a), others(b));
         let Some(a_ok) = self.passes(&keep_a, "halves", cancel, on_probe)? else { return Ok(None) };
         let Some(b_ok) = self.passes(&keep_b, "halves", cancel, on_probe)? else { return Ok(None) };

@@ -150,7 +150,13 @@ impl Rung {
                 with(before(with(forward(), Some(b(Head, 0)))), own.then_some(b(Attn, 0)))
             }
             Rung::GruBwd => gru_bwd(tensor, before(above_gru())),
-            Rung::EmbedBwd => if chained { all_bwd() } else { vec![b(Embed, 0)] },
+            Rung::EmbedBwd => {
+                if chained {
+                    all_bwd()
+                } else {
+                    vec![b(Embed, 0)]
+                }
+            }
             Rung::Optim if !chained => Vec::new(),
             Rung::Optim => {
                 let name = ["param.", "adam.m.", "adam.v."].iter().find_map(|p| tensor.strip_prefix(p));
@@ -168,7 +174,13 @@ impl Rung {
 
 /// The loss gate under `map` if one is given ([`loss_tolerance`] with the
 /// logits' bound of [`Rung::map_tolerance`]), else in `precision`.
-pub fn loss_tolerance_for(map: Option<&PrecisionMap>, precision: Precision, cfg: &Config, rms_logits: f64, loss: f64) -> f64 {
+pub fn loss_tolerance_for(
+    map: Option<&PrecisionMap>,
+    precision: Precision,
+    cfg: &Config,
+    rms_logits: f64,
+    loss: f64,
+) -> f64 {
     let Some(m) = map else { return loss_tolerance(precision, cfg, rms_logits, loss) };
     let logits = Rung::HeadFwd.map_tolerance(m, Mode::Chained, cfg, "head.logits");
     if logits == Rung::HeadFwd.tolerance("head.logits") {

@@ -27,6 +27,8 @@ pub enum Command {
     SetPrecision(crate::ladder::Precision),
     /// The per-token guard's cap (None: off).
     SetTokenCap(Option<f64>),
+    /// Each stage's precision for the ladder (None: the precision's step).
+    SetPrecisionMap(Option<crate::vk::gemm::PrecisionMap>),
     SetOffset(usize),
     SetLen(usize),
     OpenDatasetDialog,
@@ -104,6 +106,8 @@ impl Command {
             Command::SetSeed(_) => "Seed",
             Command::SetPrecision(_) => "Precision",
             Command::SetTokenCap(_) => "Per-token guard",
+            Command::SetPrecisionMap(None) => "Reset to mixed default",
+            Command::SetPrecisionMap(Some(_)) => "Precision map",
             Command::SetOffset(_) => "Offset",
             Command::SetLen(_) => "Length",
             Command::OpenDatasetDialog => "Open dataset…",
@@ -159,6 +163,9 @@ impl Command {
             Command::SetSeed(_) => "Seed of the parameter initialisation",
             Command::SetPrecision(_) => {
                 "Precision of the ladder and of the speedup run's GPU step: f32, or the mixed-precision step (f16/bf16 products with f32 accumulation, the rest f32; f16 with a loss scale), checked under its own tolerances"
+            }
+            Command::SetPrecisionMap(_) => {
+                "Each stage of the ladder's step in f32 or f16 (docs/precision.md); reset: the precision's own step"
             }
             Command::SetTokenCap(_) => {
                 "Cap each position's contribution to the W_ctx gradient at tau (MODEL.md's per-token guard); press Run"

@@ -56,6 +56,7 @@ pub static GRU_BWD_GRID_VEC4: &[u8] = spirv!("gru_bwd_grid_vec4");
 
 // The fault catalogue's planted bugs.
 pub static GEMM_F32_FAULT_NO_BOUNDS: &[u8] = spirv!("gemm_f32_fault_no_bounds");
+pub static GEMM_F16IN_FAULT_SKIP_SLICE: &[u8] = spirv!("gemm_f16in_fault_skip_slice");
 pub static GEMM_F32_FAULT_F16_ACCUM: &[u8] = spirv!("gemm_f32_fault_f16_accum");
 pub static GRU_FWD_SEQ_FAULT_NO_BARRIER: &[u8] = spirv!("gru_fwd_seq_fault_no_barrier");
 pub static GRU_FWD_SEQ_FAULT_RESET_BEFORE: &[u8] = spirv!("gru_fwd_seq_fault_reset_before");

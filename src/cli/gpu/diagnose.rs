@@ -183,7 +183,7 @@ pub struct FaultsArgs {
 /// `train --inject` (JSON: one list, each object with its `scope`).
 pub fn faults(a: &FaultsArgs) -> Result<i32, CliError> {
     // The stage fault, shown on its example stage `head` (the stage's rung catches it).
-    let stage = Fault::F16StageNoBounds(crate::vk::gemm::MapStage::fwd(crate::vk::gemm::StageKind::Head, 0));
+    let stage = Fault::F16StageSkipSlice(crate::vk::gemm::MapStage::fwd(crate::vk::gemm::StageKind::Head, 0));
     let precision = std::iter::once(json!({"scope": "precision", "name": format!("{}=STAGE", stage.name()),
         "expected_rung": stage.expected_rung(), "description": stage.description()}));
     let ladder = Fault::ALL.iter().map(|f| {

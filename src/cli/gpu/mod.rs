@@ -38,7 +38,11 @@ impl From<InputError> for CliError {
 /// What ladder, bisect and audit run on (`ladder::inputs::load`): a
 /// checkpoint, whose config wins, or a seeded init of `config`, and the
 /// dataset. Checks `out` against the inputs first.
-pub(in crate::cli) fn load_inputs(model: &ModelArgs, data: &Option<PathBuf>, out: &Option<PathBuf>) -> Result<Inputs, CliError> {
+pub(in crate::cli) fn load_inputs(
+    model: &ModelArgs,
+    data: &Option<PathBuf>,
+    out: &Option<PathBuf>,
+) -> Result<Inputs, CliError> {
     let ModelArgs { config, checkpoint, seed, trust } = model;
     let (config, seed) = (config.as_str(), *seed);
     if let Some(out) = out {

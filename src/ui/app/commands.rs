@@ -54,6 +54,7 @@ impl App {
                 self.state.seed = s;
             }
             Command::SetPrecision(p) => self.state.precision = p,
+            Command::SetPrecisionMap(m) => self.state.precision_map = m,
             Command::SetTokenCap(c) => self.state.token_cap = c.filter(|x| x.is_finite() && *x > 0.0),
             Command::SetOffset(o) => {
                 self.state.offset = o;

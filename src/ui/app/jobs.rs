@@ -89,6 +89,7 @@ impl App {
             tokens,
             engine_fault,
             precision: self.state.precision,
+            precision_map: self.state.precision_map.clone(),
             token_cap: self.state.token_cap,
             capture: capture.map(|c| c.capture.clone()),
         };

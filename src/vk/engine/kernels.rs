@@ -1,8 +1,8 @@
 //! The model's kernels (every shader but the GEMMs) and their shared
 //! push-constant block, `shaders/include/model.glsl`.
 
-use crate::vk::kernel::{Access, KernelSpec, PushConstants};
 use crate::vk::gemm::Precision;
+use crate::vk::kernel::{Access, KernelSpec, PushConstants};
 use crate::vk::shaders;
 
 /// The push-constant block of `model.glsl` (16 words).

@@ -12,9 +12,9 @@ use super::kernels::*;
 use super::policy::Recurrence;
 use super::{Engine, EngineEnv, Workspace};
 use crate::cpu::LossScale;
+use crate::model::Config;
 use crate::vk::gemm::{self, GemmChoice, GemmPath, MapStage, Precision, PrecisionMap, StageKind};
 use crate::vk::kernel::KernelSpec;
-use crate::model::Config;
 use crate::vk::{Context, VkError, VkResult};
 
 /// The loss scale a step under `map` starts from: GradScaler's dynamic scale
@@ -27,12 +27,7 @@ pub fn loss_scale_for(map: &PrecisionMap) -> LossScale {
 /// What each stage of today's step in `precision` runs in on `ctx` for
 /// `cfg` under `choice` (the map [`Engine::precision_map`] gives an engine
 /// built so, before its first batch): the base a `--precision-map` applies to.
-pub fn default_map(
-    ctx: &Context,
-    cfg: &Config,
-    precision: Precision,
-    choice: GemmChoice,
-) -> VkResult<PrecisionMap> {
+pub fn default_map(ctx: &Context, cfg: &Config, precision: Precision, choice: GemmChoice) -> VkResult<PrecisionMap> {
     let path = gemm::path_for(ctx, precision, choice)?;
     let env = EngineEnv::from_env()?;
     let cm = super::policy::coopmat_recurrence_capable(path, &env, cfg.hidden)
@@ -166,8 +161,8 @@ impl Engine {
         match self.fault {
             Some(Fault::GemmNoBounds) => return GemmPath::FaultNoBounds,
             Some(Fault::F16AccumNoScale) => return GemmPath::FaultF16Accum,
-            Some(Fault::F16StageNoBounds(t)) if t == s && self.stage_precision(s) != Precision::F32 => {
-                return GemmPath::FaultNoBounds;
+            Some(Fault::F16StageSkipSlice(t)) if t == s && self.stage_precision(s) != Precision::F32 => {
+                return GemmPath::FaultF16SkipSlice;
             }
             _ => {}
         }

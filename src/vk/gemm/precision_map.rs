@@ -269,9 +269,12 @@ impl PrecisionMap {
             return Ok(g);
         }
         match MapStage::parse(key) {
-            Some(s) if matches!(s.kind, StageKind::GruInput | StageKind::GruRec) && s.layer >= self.layers => Err(
-                format!("layer {} is out of range (the model has {} GRU layers: 0..{})", s.layer, self.layers, self.layers),
-            ),
+            Some(s) if matches!(s.kind, StageKind::GruInput | StageKind::GruRec) && s.layer >= self.layers => {
+                Err(format!(
+                    "layer {} is out of range (the model has {} GRU layers: 0..{})",
+                    s.layer, self.layers, self.layers
+                ))
+            }
             Some(s) => Ok(vec![s]),
             None => Err(format!(
                 "unknown stage {key:?} (the stages: {}; groups: {GROUPS})",
@@ -344,9 +347,15 @@ mod tests {
     #[test]
     fn groups_and_later_tokens_win() {
         let m = PrecisionMap::uniform(Precision::F32, 2).with("all=f16, bwd=f32 ,head.bwd=f16").unwrap();
-        assert!(m.iter().all(|(s, p)| p == if !s.backward || s.name() == "head.bwd" { Precision::F16 } else { Precision::F32 }));
+        assert!(
+            m.iter()
+                .all(|(s, p)| p == if !s.backward || s.name() == "head.bwd" { Precision::F16 } else { Precision::F32 })
+        );
         let r = PrecisionMap::uniform(Precision::F32, 3).with("gru.rec=f16").unwrap();
-        assert_eq!(r.low_stages().iter().map(|s| s.name()).collect::<Vec<_>>(), ["gru.l0.rec", "gru.l1.rec", "gru.l2.rec"]);
+        assert_eq!(
+            r.low_stages().iter().map(|s| s.name()).collect::<Vec<_>>(),
+            ["gru.l0.rec", "gru.l1.rec", "gru.l2.rec"]
+        );
     }
 
     #[test]
@@ -372,7 +381,16 @@ mod tests {
         let low: Vec<String> = lavapipe.low_stages().iter().map(|s| s.name()).collect();
         assert_eq!(
             low,
-            ["gru.l0.input", "gru.l1.input", "attn", "head", "head.bwd", "attn.bwd", "gru.l1.input.bwd", "gru.l0.input.bwd"]
+            [
+                "gru.l0.input",
+                "gru.l1.input",
+                "attn",
+                "head",
+                "head.bwd",
+                "attn.bwd",
+                "gru.l1.input.bwd",
+                "gru.l0.input.bwd"
+            ]
         );
         let gpu = PrecisionMap::default_for(Precision::F16, 2, true);
         assert_eq!(gpu.get(MapStage::bwd(StageKind::GruRec, 1)), Precision::F16);
