@@ -63,6 +63,8 @@ pub enum Command {
     SetFault(FaultTool, Option<EngineFault>),
     /// Bisect the sequence's row for the smallest failing length (on its own thread).
     RunBisect,
+    /// Find the fewest stages that must stay in f32 (precision bisect, on its own thread).
+    RunPrecisionBisect,
     SetBisectMaxLen(usize),
     /// Audit the CPU/GPU gradient contributions of the sequence (on its own thread).
     RunAudit,
@@ -134,6 +136,7 @@ impl Command {
             Command::SetGpuTrace(_) => "Compare with the GPU in the stepper",
             Command::SetFault(..) => "Fault",
             Command::RunBisect => "Run bisect",
+            Command::RunPrecisionBisect => "Precision bisect",
             Command::SetBisectMaxLen(_) => "Max length",
             Command::RunAudit => "Run audit",
             Command::SelectAuditTensor(_) => "Audit tensor",
@@ -208,6 +211,9 @@ impl Command {
                 "Run the same row through the Vulkan engine too and show its hidden states, gates and differences"
             }
             Command::SetFault(..) => "A bug from the fault catalogue planted in the Vulkan engine for this tool's runs",
+            Command::RunPrecisionBisect => {
+                "Rungs 2-11 and the loss gate on the sequence with every stage in f16, then halves of the stages in f32, down to the fewest that must stay in f32"
+            }
             Command::RunBisect => {
                 "Run rungs 2-11 on the row capped at 64, 128, ... positions, then bisect down to the smallest failing length"
             }

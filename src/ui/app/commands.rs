@@ -122,6 +122,7 @@ impl App {
             }
             Command::SetFault(tool, f) => self.state.set_fault(tool, f),
             Command::RunBisect => self.run_bisect(),
+            Command::RunPrecisionBisect => self.run_precision_bisect(),
             Command::SetBisectMaxLen(l) => self.state.bisect_max_len = l.clamp(1, MAX_LEN),
             Command::RunAudit => self.run_audit(),
             Command::SelectAuditTensor(i) => {

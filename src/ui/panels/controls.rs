@@ -20,6 +20,8 @@ pub struct Controls<'a> {
     pub checkpoint_path: &'a mut String,
     /// The settings differ from what was last computed.
     pub stale: bool,
+    /// The precision bisect, drawn with the precision map.
+    pub precision_bisect: &'a crate::ui::precision_bisect_run::PrecisionBisectRun,
 }
 
 pub fn show(ui: &mut egui::Ui, c: Controls<'_>, out: &mut Vec<Command>) {
@@ -32,6 +34,7 @@ pub fn show(ui: &mut egui::Ui, c: Controls<'_>, out: &mut Vec<Command>) {
         });
         ui.separator();
         sequence_section(ui, c.state, c.dataset, c.stale, out);
+        crate::ui::panels::precision_bisect::show(ui, c.precision_bisect, out);
         checkpoint_section(ui, c.state, checkpoint_path, out);
         ui.separator();
         engines_section(ui, c.state, out);

@@ -12,6 +12,7 @@ pub mod gradient;
 pub mod gru;
 pub mod inspector;
 pub mod ladder;
+pub mod precision_bisect;
 pub mod speed;
 pub mod status;
 pub mod stepper;
