@@ -53,9 +53,11 @@ fn run_map(ctx: &std::sync::Arc<dualscope::vk::Context>, map: PrecisionMap) -> l
 
 /// For every stage with an f16 kernel here: an all-f32 map with only that
 /// stage in f16, in isolated mode. The stage's rung passes (within the map's
-/// bound) with its largest error over twice max(its f32 tolerance, 2^-15)
-/// and over 100× the all-f32 map's error of that rung; every other rung keeps
-/// every tensor within its f32 tolerance.
+/// bound) with its largest error over 2^-15 (f16's level) and over 100× the
+/// all-f32 map's error of that rung (f32's level; the backward rungs' f32
+/// tolerance, 1e-4, lies within a few times f16's level at these widths, so
+/// the level, not the tolerance, is what it is measured against); every
+/// other rung keeps every tensor within its f32 tolerance.
 #[test]
 fn each_stage_flipped_moves_only_its_rung() {
     let (test, ctx) = common::vulkan!();
@@ -78,7 +80,7 @@ fn each_stage_flipped_moves_only_its_rung() {
                 let (err, name) = worst(r);
                 let over_tol = err / r.id.tolerance(&name).max(F16_LEVEL);
                 let f32_err = base.rungs.iter().find(|b| b.id == r.id).map(|b| worst(b).0).unwrap();
-                assert!(over_tol > 2.0, "{stage}: its rung {} stays near f32's tolerance ({name}: {over_tol:.1}×)", r.id);
+                assert!(err > F16_LEVEL, "{stage}: its rung {} stays below f16's level ({name}: {err:.2e})", r.id);
                 assert!(err > 100.0 * f32_err.max(1e-9), "{stage}: {} at {err:.2e}, f32's {f32_err:.2e}", r.id);
                 eprintln!("{stage}: {} {name} at {err:.2e} ({over_tol:.1}× its f32 tolerance; f32 map {f32_err:.1e})", r.id);
             } else {

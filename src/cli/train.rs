@@ -320,8 +320,12 @@ pub fn run(a: &TrainArgs) -> Result<i32, CliError> {
                 s.actions.len(),
                 s.controller.rollbacks
             );
-            if precision != "f32" {
-                println!("mixed-precision step: {precision} products on {gemm_path}, f32 everything else");
+            match &a.precision_map.precision_map {
+                Some(m) => println!("precision map {m:?} over --precision {precision}, f16 products on {gemm_path}"),
+                None if precision != "f32" => {
+                    println!("mixed-precision step: {precision} products on {gemm_path}, f32 everything else")
+                }
+                None => {}
             }
             if let Some(dir) = &s.out {
                 println!("checkpoints and logs in {}", dir.display());
