@@ -88,11 +88,11 @@ impl Engine {
         r.check(&self.ctx, self.cfg.hidden)?;
         let old = self.recurrence;
         self.recurrence = r;
-        if let Some(m) = self.pmap.clone() {
-            if let Err(e) = self.check_map(&m) {
-                self.recurrence = old;
-                return Err(e);
-            }
+        if let Some(m) = self.pmap.clone()
+            && let Err(e) = self.check_map(&m)
+        {
+            self.recurrence = old;
+            return Err(e);
         }
         self.forget_replay();
         self.recurrence_auto = false;

@@ -70,11 +70,11 @@ impl Engine {
         };
         let old = (self.f16_path, self.pmap.take());
         self.f16_path = f16_path;
-        if let Some(m) = &map {
-            if let Err(e) = self.check_map(m) {
-                (self.f16_path, self.pmap) = old;
-                return Err(e);
-            }
+        if let Some(m) = &map
+            && let Err(e) = self.check_map(m)
+        {
+            (self.f16_path, self.pmap) = old;
+            return Err(e);
         }
         if let Some(ws) = &self.ws {
             let has = ws.layers.iter().all(|lb| lb.h16.is_some());
