@@ -1355,6 +1355,7 @@ fn write_capture(dir: &Path, step: u64, planted: Option<&str>, row_len: usize) -
         planted: planted.map(str::to_string),
         lead_up: vec![],
         written_by: "tests/gui.rs".into(),
+        precision_map: None,
     };
     let c = cap::Capture { meta, config: cfg, state, batch, lead_up: vec![] };
     cap::write(&c, dir).unwrap()

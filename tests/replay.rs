@@ -70,6 +70,7 @@ fn capture_of(ds: &Dataset, state: TrainState, rows: &[Vec<u8>], origins: Vec<Ro
         planted: None,
         lead_up: vec![],
         written_by: "tests/replay.rs".into(),
+        precision_map: None,
     };
     Capture { meta, config: cfg, state, batch, lead_up: vec![] }
 }
@@ -129,7 +130,17 @@ fn clean_levels(ds: &Dataset, state: &TrainState) -> Vec<NormLevel> {
 }
 
 fn run(c: &Capture, ctx: &Arc<Context>, ladder: bool) -> ReplayReport {
-    let opts = ReplayOptions { top_k: 5, ladder, context: Some(ctx.clone()), device: None };
+    run_with(c, ctx, ladder, None)
+}
+
+fn run_with(c: &Capture, ctx: &Arc<Context>, ladder: bool, map: Option<&str>) -> ReplayReport {
+    let opts = ReplayOptions {
+        top_k: 5,
+        ladder,
+        context: Some(ctx.clone()),
+        device: None,
+        precision_map: map.map(str::to_string),
+    };
     let mut heard = Vec::new();
     let r = replay(c, &opts, &mut |m| heard.push(m.to_string())).unwrap();
     assert!(heard.iter().any(|m| m.contains("GPU")), "progress: {heard:?}");
@@ -255,6 +266,23 @@ fn an_f16_overflow_is_precision() {
     assert!(st.past_f16 > 0 || st.non_finite > 0, "{st:?}");
     assert!(st.largest_safe_scale.is_some_and(|s| s < 2f64.powi(40)), "{st:?}");
     assert!(ev.contains("2^40") && ev.contains(&st.stage), "{ev}");
+    assert_eq!(r.precision_map, None);
+
+    // The same step with the backward in f32 (`replay --precision-map bwd=f32`):
+    // at 2^40 the f32 gradients keep their range, so the mapped step holds
+    // its contract and the verdict is no longer precision.
+    let m = run_with(&c, &ctx, true, Some("bwd=f32"));
+    let ev = evidence(&m);
+    assert_ne!(m.verdict, Verdict::Precision, "{ev}");
+    assert!(m.runs[0].vs_f64.as_ref().unwrap().pass, "{ev}");
+    let shown = m.precision_map.as_deref().expect("the map is reported");
+    assert!(shown.contains("head.bwd=f32") && shown.contains("head=f16"), "{shown}");
+    assert!(ev.contains("precision map:"), "{ev}");
+    // A bad map is a usage error naming the token.
+    let opts =
+        ReplayOptions { precision_map: Some("nope=f16".into()), context: Some(ctx.clone()), ..Default::default() };
+    let err = replay(&c, &opts, &mut |_| {}).unwrap_err().to_string();
+    assert!(err.contains("--precision-map") && err.contains("nope"), "{err}");
     common::assert_clean(&ctx, test);
 }
 

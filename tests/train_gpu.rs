@@ -229,3 +229,23 @@ fn gpu_captures_hold_the_state_before_the_step() {
     assert_eq!((st["optim_step"].as_u64(), c3.state.optim.step), (Some(2), 2));
     assert_eq!(st["loss_scale"]["scale"].as_f64(), Some(65536.0), "put back after the overflow");
 }
+
+/// `train --precision-map` records the whole map in each capture, and
+/// `replay` runs the captured step with it (the map shows in its report).
+#[test]
+fn a_captured_step_keeps_its_precision_map() {
+    common::skip_without_vulkan!();
+    let dir = tempfile::tempdir().unwrap();
+    let data = docs_jsonl(dir.path(), 20, |i| format!("doc {i}: {}", "the cat sat on the mat ".repeat(i % 5 + 1)));
+    let out = dir.path().join("run");
+    let args = ["--batch", "2", "--seq-len", "16", "--steps", "2", "--engine", "gpu", "--precision", "f16"];
+    let more = ["--precision-map", "head=f32,attn.bwd=f32", "--capture-at", "2", "--out", s(&out), "--json"];
+    let v = train(&train_tiny(&data, &[&args[..], &more[..]].concat()));
+    assert_eq!(v["captures"].as_array().unwrap().len(), 1, "{v}");
+    let cap = out.join("captures/step_000002");
+    let c = capture::load(&cap).unwrap();
+    let map = c.meta.precision_map.clone().expect("the capture records the map");
+    assert!(map.contains("head=f32") && map.contains("attn.bwd=f32") && map.contains("head.bwd=f16"), "{map}");
+    let r = ok_json(&run(&["replay", s(&cap), "--no-ladder", "--json"]));
+    assert_eq!(r["precision_map"].as_str(), Some(map.as_str()), "{r}");
+}

@@ -150,6 +150,10 @@ pub struct CaptureMeta {
     pub lead_up: Vec<LeadUp>,
     /// The dualscope version that wrote it.
     pub written_by: String,
+    /// The precision map the step ran (`train --precision-map`, the whole
+    /// map as `STAGE=PREC,…`); absent for the precision's own step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision_map: Option<String>,
 }
 
 /// A capture in memory: its metadata, the model, the state before the step,

@@ -50,6 +50,7 @@ fn sample() -> (Capture, Dataset) {
         planted: None,
         lead_up: vec![],
         written_by: env!("CARGO_PKG_VERSION").into(),
+        precision_map: None,
     };
     (Capture { meta, config: cfg, state, batch, lead_up: vec![] }, ds)
 }

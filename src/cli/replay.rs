@@ -8,7 +8,7 @@
 use clap::Args;
 use std::path::{Path, PathBuf};
 
-use super::args::DeviceArg;
+use super::args::{DeviceArg, PrecisionMapArg};
 use super::common::{CliError, check_output, emit, show};
 use crate::capture::{self, BATCH_FILE, Capture, LEAD_UP_FILE, META_FILE, STATE_FILE};
 use crate::triage::replay::{ReplayOptions, ReplayReport, replay, show_scale};
@@ -28,6 +28,9 @@ pub struct ReplayArgs {
     pub no_ladder: bool,
     #[command(flatten)]
     pub gpu: DeviceArg,
+    /// Over the captured step's precision (a mixed-precision capture).
+    #[command(flatten)]
+    pub map: PrecisionMapArg,
     /// Print the report as one JSON object on stdout (the verdict, the runs, the evidence).
     #[arg(long)]
     pub json: bool,
@@ -51,7 +54,13 @@ pub fn run(a: &ReplayArgs) -> Result<i32, CliError> {
         let files = inputs(&a.capture, Some(&c));
         check_output("--out", out, &files.iter().map(PathBuf::as_path).collect::<Vec<_>>())?;
     }
-    let opts = ReplayOptions { top_k: a.top as usize, ladder: !a.no_ladder, context: None, device: a.gpu.device };
+    let opts = ReplayOptions {
+        top_k: a.top as usize,
+        ladder: !a.no_ladder,
+        context: None,
+        device: a.gpu.device,
+        precision_map: a.map.precision_map.clone(),
+    };
     let quiet = a.json;
     let report = replay(&c, &opts, &mut |what| {
         if !quiet {

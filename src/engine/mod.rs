@@ -371,6 +371,15 @@ impl Engine {
         }
     }
 
+    /// The precision map a Vulkan engine was given (`apply_precision_map`);
+    /// None on the CPU or without one.
+    pub fn precision_map(&self) -> Option<crate::vk::gemm::PrecisionMap> {
+        match self {
+            Engine::Cpu(_) => None,
+            Engine::Vulkan(g) => g.engine().precision_map_set().cloned(),
+        }
+    }
+
     /// The planted fault now (always `None` on the CPU).
     pub fn fault(&self) -> Option<crate::vk::engine::Fault> {
         self.as_vulkan().and_then(|e| e.fault())

@@ -125,6 +125,7 @@ impl Captures {
             planted: None,
             lead_up: Vec::new(),
             written_by: env!("CARGO_PKG_VERSION").into(),
+            precision_map: plan.precision_map.as_ref().and_then(|_| engine.precision_map()).map(|m| m.to_string()),
         };
         Ok(Captures {
             dir,

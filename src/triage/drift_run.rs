@@ -258,6 +258,7 @@ fn capture(
         planted: plan.planted.filter(|p| p.step <= s.step).map(|p| p.name()),
         lead_up: Vec::new(),
         written_by: env!("CARGO_PKG_VERSION").into(),
+        precision_map: None,
     };
     Capture { meta, config: plan.config.clone(), state, batch, lead_up: Vec::new() }
 }

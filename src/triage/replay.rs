@@ -30,6 +30,7 @@ use crate::ladder::{self, LadderReport, Precision, Status, norm_tolerance};
 use crate::train::ControllerConfig;
 use crate::vk::Context;
 use crate::vk::engine::Fault;
+use crate::vk::gemm::GemmChoice;
 
 /// How a replay runs.
 #[derive(Clone)]
@@ -43,11 +44,15 @@ pub struct ReplayOptions {
     pub context: Option<Arc<Context>>,
     /// The device index to open without `context` (`None`: `DUALSCOPE_VK_DEVICE`, else the best).
     pub device: Option<usize>,
+    /// Stages to run in another precision than the captured step's
+    /// (`STAGE=f16|f32,…` over its default map, docs/precision.md): the
+    /// captured-precision runs take it and are judged by its contract.
+    pub precision_map: Option<String>,
 }
 
 impl Default for ReplayOptions {
     fn default() -> Self {
-        ReplayOptions { top_k: 10, ladder: true, context: None, device: None }
+        ReplayOptions { top_k: 10, ladder: true, context: None, device: None, precision_map: None }
     }
 }
 
@@ -116,6 +121,9 @@ pub struct ReplayReport {
     pub dataset: String,
     /// One-line facts with numbers.
     pub evidence: Vec<String>,
+    /// The precision map the captured-precision runs took (`--precision-map`), if one was given.
+    #[serde(default)]
+    pub precision_map: Option<String>,
 }
 
 impl ReplayReport {
@@ -203,6 +211,24 @@ pub fn replay(c: &Capture, opts: &ReplayOptions, progress: &mut dyn FnMut(&str))
     let p = precision.name();
     let (mut engine, note) = runs::gpu_engine(&ctx, c, precision, &scale, fault)?;
     evidence.extend(note);
+    // The user's map, else the one the captured step ran.
+    let from_user = opts.precision_map.is_some();
+    let map = match opts.precision_map.as_ref().or(c.meta.precision_map.as_ref()) {
+        Some(_) if !precision.is_mixed() => {
+            return Err(TriageError::Usage(format!(
+                "--precision-map: the capture ran the {} step; a map applies to a mixed-precision capture",
+                precision.name()
+            )));
+        }
+        Some(text) => {
+            let m =
+                engine.precision_map().with(text).map_err(|e| TriageError::Usage(format!("--precision-map: {e}")))?;
+            engine.set_precision_map(Some(m.clone()), GemmChoice::Auto).map_err(EngineError::from)?;
+            evidence.push(format!("precision map: {m}"));
+            Some(m)
+        }
+        None => None,
+    };
     let gemm_path = engine.gemm_path_now().name().to_string();
     progress(&format!("GPU {p} run 1 of 2"));
     let a1 = runs::gpu_grads(&mut engine, c, &scale)?;
@@ -212,7 +238,9 @@ pub fn replay(c: &Capture, opts: &ReplayOptions, progress: &mut dyn FnMut(&str))
     drop(engine);
     let run = |name: &str, g: &crate::vk::engine::GpuGrads, prec: Precision, s: f64| {
         let mut r = runs::summarize(cfg, name, "gpu", prec.name(), s, g.loss, &g.grads);
-        r.vs_f64 = Some(runs::contract(cfg, prec, g.loss, &g.grads, &reference));
+        // The map is the captured-precision runs' (the f32 pair runs without it).
+        let m = map.as_ref().filter(|_| prec == precision);
+        r.vs_f64 = Some(runs::contract_for(cfg, m, prec, g.loss, &g.grads, &reference));
         r
     };
     let mut all = vec![run(&format!("gpu {p} #1"), &a1, precision, scale.scale)];
@@ -273,10 +301,17 @@ pub fn replay(c: &Capture, opts: &ReplayOptions, progress: &mut dyn FnMut(&str))
     }
     let recorded_run = if c.meta.engine == "cpu" { &all[all.len() - 2] } else { &all[0] };
     let rec_prec = if c.meta.engine == "cpu" { Precision::F32 } else { precision };
-    facts.recorded_differs = c.meta.recorded.as_ref().and_then(|rec| {
-        evidence.push(recorded_line(rec, recorded_run));
-        recorded_check(rec, recorded_run, cfg, rec_prec, &reference)
-    });
+    facts.recorded_differs = match &map {
+        // The user's map changes the step: what it recorded is not what ran here.
+        Some(_) if from_user => {
+            evidence.push("the recorded step is not compared: the precision map changes the step".into());
+            None
+        }
+        _ => c.meta.recorded.as_ref().and_then(|rec| {
+            evidence.push(recorded_line(rec, recorded_run));
+            recorded_check(rec, recorded_run, cfg, rec_prec, &reference)
+        }),
+    };
     let z_scores = z_scores(c, &reference.result);
     facts.large = large(&z_scores, &reference.result, &mut evidence);
     planted_line(c, fault, &mut evidence);
@@ -314,6 +349,7 @@ pub fn replay(c: &Capture, opts: &ReplayOptions, progress: &mut dyn FnMut(&str))
         ladder,
         dataset,
         evidence,
+        precision_map: map.map(|m| m.to_string()),
     })
 }
 

@@ -19,7 +19,7 @@ use crate::model::{Config, Params};
 use crate::tensor::Real;
 use crate::vk::Context;
 use crate::vk::engine::{Engine as VkEngine, Fault, GpuGrads};
-use crate::vk::gemm::{self, GemmChoice, GemmPath};
+use crate::vk::gemm::{self, GemmChoice, GemmPath, PrecisionMap};
 
 /// f16's largest finite value: a product input past it becomes infinite.
 pub const F16_MAX: f64 = 65504.0;
@@ -149,13 +149,31 @@ fn grad_rung(cfg: &Config, name: &str) -> Rung {
 /// rung's f32 tolerance, or the mixed bound of its product depth through the
 /// whole step (chained: the replay runs the step end to end).
 pub fn grad_tolerance(cfg: &Config, precision: Precision, name: &str) -> f64 {
+    grad_tolerance_for(cfg, None, precision, name)
+}
+
+/// [`grad_tolerance`] under a precision map (None: `precision`'s step):
+/// only the stages the map runs below f32 count.
+pub fn grad_tolerance_for(cfg: &Config, map: Option<&PrecisionMap>, precision: Precision, name: &str) -> f64 {
     let g = format!("grad.{name}");
-    grad_rung(cfg, name).tolerance_in(precision, Mode::Chained, cfg, &g)
+    grad_rung(cfg, name).tolerance_for(map, precision, Mode::Chained, cfg, &g)
 }
 
 /// `grads` and `loss` against the reference under `precision`'s contract:
 /// every gradient tensor's rel L2 and the loss (the ladder's end-to-end gate).
 pub(super) fn contract(cfg: &Config, precision: Precision, loss: f64, grads: &Params<f32>, r: &Reference) -> Contract {
+    contract_for(cfg, None, precision, loss, grads, r)
+}
+
+/// [`contract`] under a precision map (None: `precision`'s step).
+pub(super) fn contract_for(
+    cfg: &Config,
+    map: Option<&PrecisionMap>,
+    precision: Precision,
+    loss: f64,
+    grads: &Params<f32>,
+    r: &Reference,
+) -> Contract {
     let want = r.grads.named(cfg);
     let mut checks: Vec<TensorCheck> = grads
         .named(cfg)
@@ -164,7 +182,7 @@ pub(super) fn contract(cfg: &Config, precision: Precision, loss: f64, grads: &Pa
         .map(|((name, g), (_, w))| {
             let c = compare(&g.data, &w.data);
             TensorCheck {
-                tolerance: grad_tolerance(cfg, precision, &name),
+                tolerance: grad_tolerance_for(cfg, map, precision, &name),
                 tensor: name,
                 rel_l2: c.rel_l2,
                 new_non_finite: c.new_non_finite,
@@ -179,7 +197,7 @@ pub(super) fn contract(cfg: &Config, precision: Precision, loss: f64, grads: &Pa
     } else {
         (loss - r.loss).abs() / r.loss.abs().max(f64::MIN_POSITIVE)
     };
-    let loss_tolerance = crate::ladder::loss_tolerance(precision, cfg, r.rms_logits, r.loss);
+    let loss_tolerance = crate::ladder::loss_tolerance_for(map, precision, cfg, r.rms_logits, r.loss);
     let failing: Vec<TensorCheck> = checks.iter().filter(|t| t.fails()).cloned().collect();
     let pass = failing.is_empty() && loss_rel_err <= loss_tolerance;
     Contract { loss_rel_err, loss_tolerance, worst: checks.into_iter().next(), failing, pass }

@@ -254,6 +254,7 @@ pub(super) fn write_results(
             planted: None,
             lead_up: Vec::new(),
             written_by: env!("CARGO_PKG_VERSION").into(),
+            precision_map: None,
         };
         let state = TrainState::fresh(&model.config, model.params.clone(), scale.clone());
         let c = Capture { meta, config: model.config.clone(), state, batch, lead_up: Vec::new() };
