@@ -28,8 +28,8 @@ scale=${SCREENSHOT_SCALE:-1}
 # Seconds from the start to a settled window, per view (timed here, lavapipe, 2 cores).
 wait_for() {
   case "$1" in
-    headroom-inspector) echo 150 ;;
-    growth-panel-xvfb) echo 150 ;;
+    headroom-inspector) echo 90 ;;   # done at 49 s
+    growth-panel-xvfb) echo 90 ;;    # done at 41 s
     precision-map-bisect) echo 400 ;;
     sequence-16k) echo 150 ;;
     *) echo 120 ;;
