@@ -20,15 +20,24 @@ layout(std430, binding = 2) readonly buffer Ds { float ds[]; };
 layout(std430, binding = 3) readonly buffer Dc { float dc[]; };
 layout(std430, binding = 4) writeonly buffer Dk { float dk[]; };
 layout(std430, binding = 5) writeonly buffer Dv { float dv[]; };
+// With a carried prefix of P = pc.off2 positions (attn_fwd.comp: the extended
+// key axis), keys e < P are the prefix's: their gradients go to dk_pre, dv_pre
+// ([P, B, A]), and the engine dispatches blocks over P + T keys.
+layout(std430, binding = 6) writeonly buffer Dkp { float dk_pre[]; };
+layout(std430, binding = 7) writeonly buffer Dvp { float dv_pre[]; };
 
 void main() {
     uint l = gl_LocalInvocationIndex;
     uint g = l / 64u, x = l % 64u;
     uint b = gl_WorkGroupID.y, hd = gl_WorkGroupID.z;
+    uint P = pc.off2;
     uint j0 = gl_WorkGroupID.x * ATTN_QB;
-    uint j1 = min(j0 + ATTN_QB, pc.T);
-    uint te = min(j1 - 1u + pc.W, pc.T); // past the last query that sees the block
-    uint nqc = ceil_div(te - j0, ATTN_KC);
+    uint j1 = min(j0 + ATTN_QB, pc.T + P);
+    // Queries [qs, te) see the block: query t sees key e where t + P is in [e, e + W).
+    uint qs = j0 > P ? j0 - P : 0u;
+    uint te_e = min(j1 - 1u + pc.W, pc.T + P);
+    uint te = te_e > P ? te_e - P : 0u; // past the last query that sees the block
+    uint nqc = te > qs ? ceil_div(te - qs, ATTN_KC) : 0u;
     uint dh = pc.A / pc.NH;
     uint ndc = ceil_div(dh, ATTN_DC);
     uint col = hd * dh;
@@ -38,7 +47,7 @@ void main() {
             uint db = c * ATTN_DC, dn = min(ATTN_DC, dh - db);
             vec4 acc = vec4(0.0);
             for (uint qc = 0u; qc < nqc; ++qc) {
-                uint tb = j0 + qc * ATTN_KC;
+                uint tb = qs + qc * ATTN_KC;
                 uint tn = min(ATTN_KC, te - tb);
                 SYNC(); // the previous chunk's reads are done
                 // Weights: invocation l loads the slot of key j0 + l % 16 in the
@@ -48,8 +57,8 @@ void main() {
                 float w[4];
                 [[unroll]] for (uint i = 0u; i < 4u; ++i) {
                     uint t = tb + l / ATTN_QB + 16u * i;
-                    uint o = ((t * pc.B + b) * pc.NH + hd) * pc.W + j + pc.W - 1u - t;
-                    bool seen = t < tb + tn && j < j1 && t >= j && t + 1u <= j + pc.W;
+                    uint o = ((t * pc.B + b) * pc.NH + hd) * pc.W + j + pc.W - 1u - (t + P);
+                    bool seen = t < tb + tn && j < j1 && t + P >= j && t + P + 1u <= j + pc.W;
                     w[i] = seen ? (which == 0u ? ds[o] : attn[o]) : 0.0;
                 }
                 [[unroll]] for (uint i = 0u; i < 4u; ++i) {
@@ -65,12 +74,19 @@ void main() {
             }
             for (uint r = 0u; r < 4u; ++r) {
                 uint j = j0 + g + 4u * r;
-                if (j < j1 && x < dn) {
-                    uint o = (j * pc.B + b) * pc.A + col + db + x;
+                if (j < j1 && x < dn && j >= P) {
+                    uint o = ((j - P) * pc.B + b) * pc.A + col + db + x;
                     if (which == 0u) {
                         dk[o] = acc[r];
                     } else {
                         dv[o] = acc[r];
+                    }
+                } else if (j < j1 && x < dn) {
+                    uint o = (j * pc.B + b) * pc.A + col + db + x;
+                    if (which == 0u) {
+                        dk_pre[o] = acc[r];
+                    } else {
+                        dv_pre[o] = acc[r];
                     }
                 }
             }

@@ -24,8 +24,12 @@ layout(std430, binding = 2) readonly buffer Attn { float attn[]; };
 layout(std430, binding = 3) readonly buffer Dc { float dc[]; };
 layout(std430, binding = 4) buffer Ds { float ds[]; };
 layout(std430, binding = 5) writeonly buffer Dq { float dq[]; };
+// A carried prefix's keys and values, [P, B, A], P = pc.off2 (attn_fwd.comp:
+// the extended key axis).
+layout(std430, binding = 6) readonly buffer Kp { float k_pre[]; };
+layout(std430, binding = 7) readonly buffer Vp { float v_pre[]; };
 
-uint window_lo(uint t) { return t + 1u >= pc.W ? t + 1u - pc.W : 0u; }
+uint window_lo(uint t) { return t + pc.off2 + 1u >= pc.W ? t + pc.off2 + 1u - pc.W : 0u; }
 
 void main() {
     uint l = gl_LocalInvocationIndex;
@@ -34,8 +38,9 @@ void main() {
     uint t0 = gl_WorkGroupID.x * ATTN_QB;
     uint t1 = min(t0 + ATTN_QB, pc.T);
     uint dh = pc.A / pc.NH;
+    uint P = pc.off2;
     uint j0 = window_lo(t0);
-    uint nkc = ceil_div(t1 - j0, ATTN_KC);
+    uint nkc = ceil_div(t1 + P - j0, ATTN_KC);
     uint ndc = ceil_div(dh, ATTN_DC);
     uint col = hd * dh;
 
@@ -43,21 +48,21 @@ void main() {
     uvec4 lo, arow;
     for (uint r = 0u; r < 4u; ++r) {
         lo[r] = window_lo(tq[r]);
-        arow[r] = ((tq[r] * pc.B + b) * pc.NH + hd) * pc.W + pc.W - 1u - tq[r]; // + key = slot
+        arow[r] = ((tq[r] * pc.B + b) * pc.NH + hd) * pc.W + pc.W - 1u - (tq[r] + P); // + key = slot
     }
-#define VALID(r, j) (tq[r] < t1 && (j) >= lo[r] && (j) <= tq[r])
+#define VALID(r, j) (tq[r] < t1 && (j) >= lo[r] && (j) <= tq[r] + P)
 
     // 1. dp = dc · v, and Σ a·dp.
     vec4 sum = vec4(0.0);
     for (uint kc = 0u; kc < nkc; ++kc) {
         uint kb = j0 + kc * ATTN_KC;
-        uint kn = min(ATTN_KC, t1 - kb);
+        uint kn = min(ATTN_KC, t1 + P - kb);
         vec4 acc = vec4(0.0);
         for (uint c = 0u; c < ndc; ++c) {
             uint db = c * ATTN_DC, dn = min(ATTN_DC, dh - db);
             SYNC(); // the previous chunk's reads are done
             if (kc == 0u || ndc > 1u) STAGE_BLOCK(dc, t0, t1, db, dn);
-            STAGE_TILE(v, kb, kn, db, dn, ATTN_KPITCH);
+            STAGE_TILE_EXT(v, v_pre, P, kb, kn, db, dn, ATTN_KPITCH);
             SYNC();
             if (x < kn) acc = mac_rows(acc, g * ATTN_DC, 1u, x * ATTN_KPITCH, 1u, dn);
         }
@@ -85,7 +90,7 @@ void main() {
     }
     for (uint t = t0; t < t1; ++t) {
         uint row = ((t * pc.B + b) * pc.NH + hd) * pc.W;
-        uint first = pc.W - 1u + window_lo(t) - t; // slot of the first key
+        uint first = pc.W - 1u + window_lo(t) - (t + P); // slot of the first key
         for (uint w = l; w < first; w += 256u) ds[row + w] = 0.0;
     }
 
@@ -95,14 +100,14 @@ void main() {
         vec4 acc = vec4(0.0);
         for (uint kc = 0u; kc < nkc; ++kc) {
             uint kb = j0 + kc * ATTN_KC;
-            uint kn = min(ATTN_KC, t1 - kb);
+            uint kn = min(ATTN_KC, t1 + P - kb);
             SYNC(); // the previous chunk's reads are done
             vec4 p = vec4(0.0);
             for (uint r = 0u; r < 4u; ++r) {
                 if (VALID(r, kb + x)) p[r] = ds[arow[r] + kb + x];
             }
             rows4[g * ATTN_KC + x] = p;
-            STAGE_TILE(k, kb, kn, db, dn, ATTN_DC);
+            STAGE_TILE_EXT(k, k_pre, P, kb, kn, db, dn, ATTN_DC);
             SYNC();
             if (x < dn) acc = mac_rows(acc, g * ATTN_KC, 1u, x, ATTN_DC, kn);
         }

@@ -25,6 +25,8 @@ layout(std430, binding = 4) readonly buffer Dh { float d_h[]; };
 layout(std430, binding = 5) buffer DhTot { float dh_tot[]; };
 layout(std430, binding = 6) writeonly buffer Dgi { float d_gi[]; };
 layout(std430, binding = 7) buffer Dgh { float d_gh[]; };
+// h_{-1} of each row, [B, H], read where pc.flag & 1 (a carried state); else 0.
+layout(std430, binding = 8) readonly buffer H0 { float h0[]; };
 
 // d_gh of the row at the step just done, double-buffered: one barrier per step.
 shared float sdgh[2][3u * MAXH];
@@ -70,7 +72,7 @@ void main() {
             float r = gates[i];
             float z = gates[rh + i];
             float n = gates[2u * rh + i];
-            float hp = t > 0u ? h[i - pc.B * H] : 0.0;
+            float hp = t > 0u ? h[i - pc.B * H] : ((pc.flag & 1u) != 0u ? h0[b * H + j] : 0.0);
             float dn = dh * (1.0 - z);
             float dz = dh * (hp - n);
             float dan = dn * (1.0 - n * n);

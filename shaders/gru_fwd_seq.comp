@@ -25,6 +25,9 @@ layout(std430, binding = 2) writeonly buffer Gh { float gh[]; };
 layout(std430, binding = 3) writeonly buffer Gates { float gates[]; };
 layout(std430, binding = 4) buffer Hs { float h[]; };
 layout(std430, binding = 5) readonly buffer Wt { float wt[]; };
+// h_{-1} of each row, [B, H], read where pc.flag & 1 (a carried state,
+// docs/carry-state.md); else h_{-1} = 0.
+layout(std430, binding = 6) readonly buffer H0 { float h0[]; };
 
 shared float hs[2][MAXH];
 #ifdef FAULT_RESET_BEFORE
@@ -38,7 +41,9 @@ void main() {
     uint H3 = 3u * H;
     uint rh_len = pc.T * pc.B * H;
     // A chunk after the first starts from h of the step before it.
-    for (uint j = lid; j < H; j += WG) hs[0][j] = pc.t > 0u ? h[((pc.t - 1u) * pc.B + b) * H + j] : 0.0;
+    for (uint j = lid; j < H; j += WG) {
+        hs[0][j] = pc.t > 0u ? h[((pc.t - 1u) * pc.B + b) * H + j] : ((pc.flag & 1u) != 0u ? h0[b * H + j] : 0.0);
+    }
     memoryBarrierShared();
     barrier();
     uint t_end = min(pc.T, pc.t + pc.n);

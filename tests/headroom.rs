@@ -95,7 +95,11 @@ fn warnings_name_the_tensor_and_the_figure() {
     assert_eq!((tiny.gpu.subnormal, tiny.gpu.subnormal_share), (20, 0.02));
     let w = tiny.warnings("ctx.attn");
     assert_eq!(w.len(), 1, "{w:?}");
-    assert!(w[0].contains("ctx.attn") && w[0].contains("2.00% (GPU, 20)") && w[0].contains("0.00% (CPU, 0)"), "{}", w[0]);
+    assert!(
+        w[0].contains("ctx.attn") && w[0].contains("2.00% (GPU, 20)") && w[0].contains("0.00% (CPU, 0)"),
+        "{}",
+        w[0]
+    );
     // Over the share but fewer than MIN_SUBNORMAL values (one of 84): no warning.
     let mut q = vec![0.25f32; 84];
     q[7] = 3e-5;
@@ -196,7 +200,11 @@ fn ladder_json_carries_the_headroom() {
                 continue;
             }
             let notes = c["notes"].as_array().unwrap();
-            assert!(!notes.iter().any(|n| n.as_str().unwrap().starts_with("f16 headroom:")), "{}: {notes:?}", c["name"]);
+            assert!(
+                !notes.iter().any(|n| n.as_str().unwrap().starts_with("f16 headroom:")),
+                "{}: {notes:?}",
+                c["name"]
+            );
             for side in ["cpu", "gpu"] {
                 assert!(h[side]["max_over_f16_max"].as_f64().is_some(), "{} {}: {h}", r["id"], c["name"]);
                 assert!(h[side]["subnormal_share"].as_f64().is_some());
@@ -227,7 +235,8 @@ fn a_high_loss_scale_warns_without_failing_the_run() {
     assert!(!text.contains("        f16 headroom:"), "the long note is not repeated in the table: {text}");
     // In f32 the backward runs at that scale too (and is unscaled before the
     // comparison): the same figures, no warning, every rung passes.
-    let args = ["ladder", "--config", "tiny", "--precision", "f32", "--rungs", "loss,head_bwd", "--loss-scale", "131072"];
+    let args =
+        ["ladder", "--config", "tiny", "--precision", "f32", "--rungs", "loss,head_bwd", "--loss-scale", "131072"];
     let v = ok_json(&dualscope(&[&args[..], &["--json"]].concat(), &[]));
     assert_eq!((v["status"].as_str(), v["loss_scale"].as_f64()), (Some("pass"), Some(131072.0)));
     for r in v["rungs"].as_array().unwrap() {

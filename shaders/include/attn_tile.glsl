@@ -57,6 +57,24 @@ shared float red[ATTN_QB * 64u];
         [[unroll]] for (uint i_ = 0u; i_ < 16u; ++i_) tileb[(g + 4u * i_) * (PITCH) + x] = v_[i_]; \
     }
 
+// STAGE_TILE on the extended key axis of a carried prefix (docs/carry-state.md):
+// row e < P of the axis is row e of PRE ([P, B, A]), row e >= P is row e - P of
+// BUF. With P = 0 it is STAGE_TILE exactly.
+#define STAGE_TILE_EXT(BUF, PRE, P, base, n, db, dn, PITCH)                                  \
+    {                                                                                        \
+        float v_[16];                                                                        \
+        [[unroll]] for (uint i_ = 0u; i_ < 16u; ++i_) {                                      \
+            uint j_ = g + 4u * i_, e_ = (base) + j_;                                         \
+            float w_ = 0.0;                                                                  \
+            if (j_ < (n) && x < (dn)) {                                                      \
+                w_ = e_ < (P) ? PRE[(e_ * pc.B + b) * pc.A + col + (db) + x]                 \
+                              : BUF[((e_ - (P)) * pc.B + b) * pc.A + col + (db) + x];       \
+            }                                                                                \
+            v_[i_] = w_;                                                                     \
+        }                                                                                    \
+        [[unroll]] for (uint i_ = 0u; i_ < 16u; ++i_) tileb[(g + 4u * i_) * (PITCH) + x] = v_[i_]; \
+    }
+
 // rows4[g][d] = BUF rows t0 + g + 4i (i = 0..3; 0 from t1 on), dim db + d, for
 // d < 64 (0 past dn): the block's 16 rows, one vec4 per invocation.
 #define STAGE_BLOCK(BUF, t0, t1, db, dn)                                                     \

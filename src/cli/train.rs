@@ -81,6 +81,13 @@ pub struct TrainArgs {
     pub controller: ControllerArgs,
     #[command(flatten)]
     pub events: Box<EventArgs>,
+    /// Carry each row's hidden state from one window to the next (truncated BPTT):
+    /// rows read stretches of --carry-windows windows in order (docs/carry-state.md). Both engines.
+    #[arg(long)]
+    pub carry_state: bool,
+    /// With --carry-state: windows per stretch, after which every row starts afresh from zero.
+    #[arg(long, default_value_t = 8, value_name = "K")]
+    pub carry_windows: u64,
     #[arg(long)]
     pub json: bool,
 }
@@ -261,6 +268,7 @@ impl TrainArgs {
             },
             memory_check: MemoryCheck::Shape,
             load: self.trust.options(),
+            carry: self.carry_state.then_some(crate::train::CarryWalk { windows: self.carry_windows }),
         };
         plan.check()?;
         Ok(plan)
@@ -392,6 +400,7 @@ pub fn demo(a: &DemoArgs) -> Result<i32, CliError> {
         captures: CaptureOptions { max: 0, ..Default::default() },
         memory_check: MemoryCheck::FirstBatch,
         load: Default::default(),
+        carry: None,
     };
     // The plan's checks (no zero sizes, steps that fit in memory) come before the banner.
     plan.check()?;

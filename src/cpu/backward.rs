@@ -4,7 +4,7 @@
 
 use rayon::prelude::*;
 
-use super::attention::attention_backward;
+use super::attention::{Prefix, attention_backward_with};
 use super::forward::Forward;
 use super::math::dot;
 use super::profile;
@@ -137,12 +137,22 @@ pub fn backward<T: Real>(
     drop(sp);
     // Context stream.
     let sp = profile::span("attn_bwd");
-    let (d_q, d_k, d_v) = attention_backward(cfg, &fwd.q, &fwd.k, &fwd.v, &fwd.attn, &d_c, tt, bb);
+    let np = fwd.carry.as_ref().map_or(0, |c| c.prefix_len);
+    let pre = Prefix { k: &fwd.k_pre, v: &fwd.v_pre, len: np };
+    let ag = attention_backward_with(cfg, &fwd.q, &fwd.k, &fwd.v, &pre, &fwd.attn, &d_c, tt, bb);
+    let (d_q, d_k, d_v) = (ag.dq, ag.dk, ag.dv);
     drop(sp);
     let sp = profile::span("qkv_bwd");
     gemm(&mut grads.q.data, a, h, rows, &d_q, true, s, false, false);
     gemm(&mut grads.k.data, a, h, rows, &d_k, true, s, false, false);
     gemm(&mut grads.v.data, a, h, rows, &d_v, true, s, false, false);
+    // The prefix's keys and values are the current W_k, W_v times constant
+    // states: their gradients reach W_k and W_v (the chunk loss's exact
+    // gradient with the previous window held fixed); none reaches the states.
+    if let Some(c) = fwd.carry.as_ref().filter(|c| c.prefix_len > 0) {
+        gemm(&mut grads.k.data, a, h, np * bb, &ag.dk_pre, true, &c.prefix, false, true);
+        gemm(&mut grads.v.data, a, h, np * bb, &ag.dv_pre, true, &c.prefix, false, true);
+    }
     let mut d_s_ctx = vec![T::zero(); rows * h];
     gemm(&mut d_s_ctx, rows, h, a, &d_q, false, &p.q.data, false, false);
     gemm(&mut d_s_ctx, rows, h, a, &d_k, false, &p.k.data, false, true);
@@ -154,8 +164,9 @@ pub fn backward<T: Real>(
     let mut gru_bwd: Vec<GruBwd<T>> = Vec::with_capacity(cfg.layers);
     for l in (0..cfg.layers).rev() {
         let input = if l == 0 { &fwd.emb } else { &fwd.gru[l - 1].h };
-        let gb =
-            gru_layer_backward(&p.gru[l], &mut grads.gru[l], &fwd.gru[l], input, d_above, tt, bb, cfg.gru_in(l), h);
+        let h0 = fwd.carry.as_ref().map(|c| c.h0[l].as_slice());
+        let (layer, grad) = (&p.gru[l], &mut grads.gru[l]);
+        let gb = gru_layer_backward_from(layer, grad, &fwd.gru[l], input, h0, d_above, tt, bb, cfg.gru_in(l), h);
         d_above = gb.d_in.clone();
         gru_bwd.push(gb);
     }
@@ -176,6 +187,7 @@ pub fn backward<T: Real>(
 }
 
 /// Backpropagation through time for one layer.
+#[cfg(test)]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn gru_layer_backward<T: Real>(
     layer: &GruLayer<T>,
@@ -188,13 +200,30 @@ pub(crate) fn gru_layer_backward<T: Real>(
     n_in: usize,
     h: usize,
 ) -> GruBwd<T> {
+    gru_layer_backward_from(layer, grad, f, input, None, d_h, tt, bb, n_in, h)
+}
+
+/// [`gru_layer_backward`] of a forward that started from `h_{-1} = h0`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn gru_layer_backward_from<T: Real>(
+    layer: &GruLayer<T>,
+    grad: &mut GruLayer<T>,
+    f: &super::forward::GruFwd<T>,
+    input: &[T],
+    h0: Option<&[T]>,
+    d_h: Vec<T>,
+    tt: usize,
+    bb: usize,
+    n_in: usize,
+    h: usize,
+) -> GruBwd<T> {
     let rows = tt * bb;
     let g3 = 3 * h;
     let mut d_gi = vec![T::zero(); rows * g3];
     let mut d_gh = vec![T::zero(); rows * g3];
     let sp = profile::span("gru_bwd_recurrence");
     let fin = super::recurrence::RecurrenceIn { gh: &f.gh, r: &f.r, z: &f.z, n: &f.n, h: &f.h };
-    super::recurrence::backward(&layer.w_hh.data, fin, &d_h, tt, bb, h, &mut d_gi, &mut d_gh);
+    super::recurrence::backward(&layer.w_hh.data, fin, h0, &d_h, tt, bb, h, &mut d_gi, &mut d_gh);
     drop(sp);
     let _sp = profile::span("gru_bwd_weight_gemm");
     gemm(&mut grad.w_ih.data, g3, n_in, rows, &d_gi, true, input, false, false);
@@ -202,6 +231,10 @@ pub(crate) fn gru_layer_backward<T: Real>(
     if tt > 1 {
         let shifted = (tt - 1) * bb;
         gemm(&mut grad.w_hh.data, g3, h, shifted, &d_gh[bb * g3..], true, &f.h[..shifted * h], false, false);
+    }
+    if let Some(h0) = h0 {
+        // The t = 0 term, d_gh_0 · h0ᵀ (zero when h_{-1} = 0).
+        gemm(&mut grad.w_hh.data, g3, h, bb, &d_gh[..bb * g3], true, h0, false, true);
     }
     grad.b_hh.data = col_sum(&d_gh, g3);
     let mut d_in = vec![T::zero(); rows * n_in];

@@ -6,7 +6,8 @@
 
 use rayon::prelude::*;
 
-use super::attention::attention;
+use super::attention::{Prefix, attention_with};
+use super::carry::Carry;
 use super::{CpuError, profile};
 use crate::dataset::Batch;
 use crate::model::{Config, Params};
@@ -49,12 +50,22 @@ pub struct Forward<T> {
     pub loss: f64,
     /// N = Σ mask.
     pub n_targets: usize,
+    /// The carried state the pass started from (None: zeros, MODEL.md), with
+    /// the prefix's keys and values `W_k s_pre`, `W_v s_pre` (`[P, B, A]`).
+    pub carry: Option<Carry<T>>,
+    pub k_pre: Vec<T>,
+    pub v_pre: Vec<T>,
 }
 
 impl<T: Real> Forward<T> {
     /// The top layer's hidden states, `s_t`.
     pub fn s(&self) -> &[T] {
         &self.gru.last().expect("at least one layer").h
+    }
+
+    /// The state the next window of each row starts from.
+    pub fn final_state(&self, cfg: &Config) -> Carry<T> {
+        Carry::after(cfg, self, self.carry.as_ref())
     }
 }
 
@@ -66,6 +77,21 @@ pub(crate) fn add_bias<T: Real>(x: &mut [T], bias: &[T]) {
 }
 
 pub fn forward<T: Real>(cfg: &Config, p: &Params<T>, batch: &Batch) -> Result<Forward<T>, CpuError> {
+    forward_with(cfg, p, batch, None)
+}
+
+/// [`forward`] from a carried state (None, or an empty state: exactly
+/// [`forward`]). The state must fit (`Carry::check`); callers check it.
+pub fn forward_with<T: Real>(
+    cfg: &Config,
+    p: &Params<T>,
+    batch: &Batch,
+    carry: Option<&Carry<T>>,
+) -> Result<Forward<T>, CpuError> {
+    if let Some(c) = carry {
+        c.check(cfg, batch.rows).map_err(CpuError::Carry)?;
+    }
+    let carry = carry.filter(|c| !c.is_empty());
     let n_targets = batch.num_targets();
     if n_targets == 0 {
         return Err(CpuError::NoTargets);
@@ -88,7 +114,8 @@ pub fn forward<T: Real>(cfg: &Config, p: &Params<T>, batch: &Batch) -> Result<Fo
     let mut gru: Vec<GruFwd<T>> = Vec::with_capacity(cfg.layers);
     for (l, layer) in p.gru.iter().enumerate() {
         let input = if l == 0 { &emb } else { &gru[l - 1].h };
-        gru.push(gru_layer(layer, input, tt, bb, cfg.gru_in(l), h));
+        let h0 = carry.map(|c| c.h0[l].as_slice());
+        gru.push(gru_layer_from(layer, input, h0, tt, bb, cfg.gru_in(l), h));
     }
     let s = &gru.last().expect("layers >= 1").h;
 
@@ -100,9 +127,17 @@ pub fn forward<T: Real>(cfg: &Config, p: &Params<T>, batch: &Batch) -> Result<Fo
     gemm(&mut q, rows, a, h, s, false, &p.q.data, true, false);
     gemm(&mut k, rows, a, h, s, false, &p.k.data, true, false);
     gemm(&mut vv, rows, a, h, s, false, &p.v.data, true, false);
+    // The prefix's keys and values, recomputed with the current weights.
+    let np = carry.map_or(0, |c| c.prefix_len);
+    let (mut k_pre, mut v_pre) = (vec![T::zero(); np * bb * a], vec![T::zero(); np * bb * a]);
+    if let Some(c) = carry.filter(|c| c.prefix_len > 0) {
+        gemm(&mut k_pre, np * bb, a, h, &c.prefix, false, &p.k.data, true, false);
+        gemm(&mut v_pre, np * bb, a, h, &c.prefix, false, &p.v.data, true, false);
+    }
     drop(sp);
     let sp = profile::span("attn_fwd");
-    let (attn, c) = attention(cfg, &q, &k, &vv, tt, bb);
+    let pre = Prefix { k: &k_pre, v: &v_pre, len: np };
+    let (attn, c) = attention_with(cfg, &q, &k, &vv, &pre, tt, bb);
 
     drop(sp);
     // Classifier.
@@ -117,12 +152,45 @@ pub fn forward<T: Real>(cfg: &Config, p: &Params<T>, batch: &Batch) -> Result<Fo
     let token_loss = token_losses(&logits, batch, v);
     let loss = token_loss.iter().map(|x| x.f64()).sum::<f64>() / n_targets as f64;
 
-    Ok(Forward { t: tt, b: bb, emb, gru, q, k, v: vv, attn, c, logits, token_loss, loss, n_targets })
+    let carry = carry.cloned();
+    Ok(Forward {
+        t: tt,
+        b: bb,
+        emb,
+        gru,
+        q,
+        k,
+        v: vv,
+        attn,
+        c,
+        logits,
+        token_loss,
+        loss,
+        n_targets,
+        carry,
+        k_pre,
+        v_pre,
+    })
 }
 
+/// One GRU layer from `h_{-1} = 0` (the finite-difference checks).
+#[cfg(test)]
 pub(crate) fn gru_layer<T: Real>(
     layer: &crate::model::GruLayer<T>,
     input: &[T],
+    tt: usize,
+    bb: usize,
+    n_in: usize,
+    h: usize,
+) -> GruFwd<T> {
+    gru_layer_from(layer, input, None, tt, bb, n_in, h)
+}
+
+/// [`gru_layer`] from `h_{-1} = h0` (`[B, H]`; None: zeros).
+pub(crate) fn gru_layer_from<T: Real>(
+    layer: &crate::model::GruLayer<T>,
+    input: &[T],
+    h0: Option<&[T]>,
     tt: usize,
     bb: usize,
     n_in: usize,
@@ -146,6 +214,7 @@ pub(crate) fn gru_layer<T: Real>(
         &layer.w_hh.data,
         &layer.b_hh.data,
         &gi,
+        h0,
         tt,
         bb,
         h,

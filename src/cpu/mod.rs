@@ -3,6 +3,7 @@
 
 pub(crate) mod attention;
 mod backward;
+pub mod carry;
 pub(crate) mod forward;
 mod math;
 mod optim;
@@ -11,7 +12,8 @@ mod recurrence;
 mod trace;
 
 pub use backward::{Backward, GruBwd, backward};
-pub use forward::{Forward, GruFwd, forward};
+pub use carry::{Carry, CarryError};
+pub use forward::{Forward, GruFwd, forward, forward_with};
 pub use optim::{LossScale, OptimOutcome, OptimState, SkipReason, StepOptions, apply_step};
 pub use trace::Trace;
 
@@ -27,6 +29,8 @@ pub enum CpuError {
         "the batch is too large: {need_mib} MiB of activations, over the {limit_mib} MiB limit (use shorter or fewer rows)"
     )]
     TooLarge { need_mib: u64, limit_mib: u64 },
+    #[error("{0}")]
+    Carry(CarryError),
 }
 
 /// Bytes the forward and backward intermediates of one step take (an estimate
@@ -56,15 +60,28 @@ pub fn grads<T: Real>(
     batch: &Batch,
     token_cap: Option<f64>,
 ) -> Result<GradsResult<T>, CpuError> {
-    let f = forward(cfg, p, batch)?;
+    grads_with(cfg, p, batch, token_cap, None).map(|r| r.0)
+}
+
+/// [`grads`] from a carried state, with the state after the batch.
+pub fn grads_with<T: Real>(
+    cfg: &Config,
+    p: &Params<T>,
+    batch: &Batch,
+    token_cap: Option<f64>,
+    carry: Option<&Carry<T>>,
+) -> Result<(GradsResult<T>, Carry<T>), CpuError> {
+    let f = forward_with(cfg, p, batch, carry)?;
     let g = backward(cfg, p, batch, &f, 1.0, token_cap);
-    Ok(GradsResult {
+    let next = Carry::after(cfg, &f, carry);
+    let r = GradsResult {
         loss: f.loss,
         n_targets: f.n_targets,
         grad_norm: g.grads.norm_f64(),
         capped: g.capped,
         grads: g.grads,
-    })
+    };
+    Ok((r, next))
 }
 
 /// A forward pass, its backward pass, and the trace of both.
@@ -78,7 +95,19 @@ pub fn traced<T: Real>(
     loss_scale: f64,
     token_cap: Option<f64>,
 ) -> Result<Traced<T>, CpuError> {
-    let f = forward(cfg, p, batch)?;
+    traced_with(cfg, p, batch, loss_scale, token_cap, None)
+}
+
+/// [`traced`] from a carried state.
+pub fn traced_with<T: Real>(
+    cfg: &Config,
+    p: &Params<T>,
+    batch: &Batch,
+    loss_scale: f64,
+    token_cap: Option<f64>,
+    carry: Option<&Carry<T>>,
+) -> Result<Traced<T>, CpuError> {
+    let f = forward_with(cfg, p, batch, carry)?;
     let g = backward(cfg, p, batch, &f, loss_scale, token_cap);
     let mut tr = Trace::new();
     tr.record_forward(cfg, &f);
@@ -105,11 +134,28 @@ pub fn train_step<T: Real>(
     batch: &Batch,
     opts: &StepOptions,
 ) -> Result<StepReport, CpuError> {
-    let f = forward(cfg, params, batch)?;
+    train_step_with(cfg, params, state, scale, batch, opts, None).map(|r| r.0)
+}
+
+/// [`train_step`] from a carried state, with the state after the batch (the
+/// forward ran, so the state moves on even when the guard skips the update).
+pub fn train_step_with<T: Real>(
+    cfg: &Config,
+    params: &mut Params<T>,
+    state: &mut OptimState<T>,
+    scale: &mut LossScale,
+    batch: &Batch,
+    opts: &StepOptions,
+    carry: Option<&Carry<T>>,
+) -> Result<(StepReport, Carry<T>), CpuError> {
+    let f = forward_with(cfg, params, batch, carry)?;
     let mut g = backward(cfg, params, batch, &f, scale.scale, opts.token_cap);
+    let next = Carry::after(cfg, &f, carry);
     let optim = apply_step(cfg, params, &mut g.grads, state, scale, opts);
-    Ok(StepReport { loss: f.loss, n_targets: f.n_targets, capped_tokens: g.capped, optim })
+    Ok((StepReport { loss: f.loss, n_targets: f.n_targets, capped_tokens: g.capped, optim }, next))
 }
 
 #[cfg(test)]
 mod gradcheck;
+#[cfg(test)]
+mod gradcheck_carry;

@@ -125,16 +125,19 @@ pub(crate) struct RecurrenceOut<'a, T> {
 }
 
 /// `gi` is `W_ih u + b_ih` for every step; fills `gh`, the gates and `h`.
+/// `h0` is `h_{-1}`, `[B, H]` (None: zeros, MODEL.md's start).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn forward<T: Real>(
     w_hh: &[T],
     b_hh: &[T],
     gi: &[T],
+    h0: Option<&[T]>,
     tt: usize,
     bb: usize,
     h: usize,
     out: RecurrenceOut<T>,
 ) {
-    forward_on(team_size(bb, h), w_hh, b_hh, gi, tt, bb, h, out)
+    forward_on(team_size(bb, h), w_hh, b_hh, gi, h0, tt, bb, h, out)
 }
 
 /// `forward` on a team of `p` members.
@@ -144,6 +147,7 @@ fn forward_on<T: Real>(
     w_hh: &[T],
     b_hh: &[T],
     gi: &[T],
+    h0: Option<&[T]>,
     tt: usize,
     bb: usize,
     h: usize,
@@ -169,6 +173,8 @@ fn forward_on<T: Real>(
                 // SAFETY: step t − 1 of `h` is complete (barrier) and nobody writes it again.
                 let hprev = unsafe { hs.slice((t - 1) * bb * h, bb * h) };
                 gemm_serial(&mut loc, bb, 3 * u, h, hprev, false, &w, true, false);
+            } else if let Some(h0) = h0 {
+                gemm_serial(&mut loc, bb, 3 * u, h, h0, false, &w, true, false);
             }
             for b in 0..bb {
                 let row = t * bb + b;
@@ -182,7 +188,11 @@ fn forward_on<T: Real>(
                     let zj = sigmoid(gi_row[h + j] + ghz);
                     let nj = (gi_row[2 * h + j] + rj * ghn).tanh();
                     // SAFETY: t > 0 reads h[t − 1, b, j], complete since the last barrier.
-                    let hp = if t == 0 { T::zero() } else { unsafe { hs.slice(((t - 1) * bb + b) * h + j, 1)[0] } };
+                    let hp = match (t, h0) {
+                        (0, None) => T::zero(),
+                        (0, Some(h0)) => h0[b * h + j],
+                        _ => unsafe { hs.slice(((t - 1) * bb + b) * h + j, 1)[0] },
+                    };
                     // SAFETY: units j0..j1 of step t belong to this member alone.
                     unsafe {
                         gh.set(row * g3 + j, ghr);
@@ -210,11 +220,13 @@ pub(crate) struct RecurrenceIn<'a, T> {
 }
 
 /// Backpropagation through time: given `d_h` from above, fills `d_gi` and
-/// `d_gh` (each `[T, B, 3H]`).
+/// `d_gh` (each `[T, B, 3H]`). `h0` is the forward's `h_{-1}` (None: zeros);
+/// no gradient flows into it (truncated BPTT).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn backward<T: Real>(
     w_hh: &[T],
     f: RecurrenceIn<T>,
+    h0: Option<&[T]>,
     d_h: &[T],
     tt: usize,
     bb: usize,
@@ -222,7 +234,7 @@ pub(crate) fn backward<T: Real>(
     d_gi: &mut [T],
     d_gh: &mut [T],
 ) {
-    backward_on(team_size(bb, h), w_hh, f, d_h, tt, bb, h, d_gi, d_gh)
+    backward_on(team_size(bb, h), w_hh, f, h0, d_h, tt, bb, h, d_gi, d_gh)
 }
 
 /// `backward` on a team of `p` members.
@@ -231,6 +243,7 @@ fn backward_on<T: Real>(
     p: usize,
     w_hh: &[T],
     f: RecurrenceIn<T>,
+    h0: Option<&[T]>,
     d_h: &[T],
     tt: usize,
     bb: usize,
@@ -256,7 +269,11 @@ fn backward_on<T: Real>(
                 let row = t * bb + b;
                 for jj in 0..u {
                     let (j, i) = (j0 + jj, row * h + j0 + jj);
-                    let hp = if t == 0 { T::zero() } else { f.h[((t - 1) * bb + b) * h + j] };
+                    let hp = match (t, h0) {
+                        (0, None) => T::zero(),
+                        (0, Some(h0)) => h0[b * h + j],
+                        _ => f.h[((t - 1) * bb + b) * h + j],
+                    };
                     let dh = d_h[i] + dh_next[b * u + jj];
                     let (rj, zj, nj) = (f.r[i], f.z[i], f.n[i]);
                     let dn = dh * (one - zj);
@@ -299,6 +316,7 @@ mod tests {
         let mut rng = Rng::new(3);
         let mut rand = |n: usize| -> Vec<f64> { (0..n).map(|_| rng.normal() * 0.5).collect() };
         let (w, b, gi, d_h) = (rand(g3 * h), rand(g3), rand(tt * bb * g3), rand(tt * bb * h));
+        let h0 = rand(bb * h);
         let run = |p: usize| {
             let (mut gh, mut r, mut z, mut n, mut hs) = (
                 vec![0.0; tt * bb * g3],
@@ -312,6 +330,7 @@ mod tests {
                 &w,
                 &b,
                 &gi,
+                Some(&h0),
                 tt,
                 bb,
                 h,
@@ -322,6 +341,7 @@ mod tests {
                 p,
                 &w,
                 RecurrenceIn { gh: &gh, r: &r, z: &z, n: &n, h: &hs },
+                Some(&h0),
                 &d_h,
                 tt,
                 bb,

@@ -2,7 +2,7 @@
 //! training state and the step, the two-phase step and the gradients on it.
 
 use super::{EngineError, GradsOut, Pending, Poison, TrainState, norms_of, poison};
-use crate::cpu::{self, LossScale, OptimState, StepOptions, StepReport};
+use crate::cpu::{self, Carry, LossScale, OptimState, StepOptions, StepReport};
 use crate::dataset::Batch;
 use crate::model::{Config, Params};
 
@@ -13,11 +13,39 @@ pub struct CpuEngine {
     state: OptimState<f32>,
     scale: LossScale,
     opts: StepOptions,
+    /// The state the next batch starts from, and the one the last batch
+    /// left (both `None` unless the caller carries state).
+    carry: Option<Carry<f32>>,
+    last: Option<Carry<f32>>,
 }
 
 impl CpuEngine {
     pub(super) fn new(cfg: &Config, s: TrainState, opts: &StepOptions) -> Self {
-        CpuEngine { cfg: cfg.clone(), params: s.params, state: s.optim, scale: s.scale, opts: *opts }
+        CpuEngine {
+            cfg: cfg.clone(),
+            params: s.params,
+            state: s.optim,
+            scale: s.scale,
+            opts: *opts,
+            carry: None,
+            last: None,
+        }
+    }
+
+    pub(super) fn set_carry(&mut self, carry: Option<Carry<f32>>) {
+        self.carry = carry;
+        self.last = None;
+    }
+
+    pub(super) fn final_state(&self) -> Option<&Carry<f32>> {
+        self.last.as_ref()
+    }
+
+    /// Keeps the state a batch left when the caller carries state.
+    fn keep(&mut self, next: Carry<f32>) {
+        if self.carry.is_some() {
+            self.last = Some(next);
+        }
     }
 
     pub(super) fn config(&self) -> &Config {
@@ -45,18 +73,24 @@ impl CpuEngine {
     }
 
     /// Loss and gradients at loss scale 1.
-    pub(super) fn grads(&self, batch: &Batch) -> Result<GradsOut, EngineError> {
-        Ok(cpu::grads(&self.cfg, &self.params, batch, self.opts.token_cap)?.into())
+    pub(super) fn grads(&mut self, batch: &Batch) -> Result<GradsOut, EngineError> {
+        let (r, next) = cpu::grads_with(&self.cfg, &self.params, batch, self.opts.token_cap, self.carry.as_ref())?;
+        self.keep(next);
+        Ok(r.into())
     }
 
     pub(super) fn step(&mut self, batch: &Batch) -> Result<StepReport, EngineError> {
-        let c = self;
-        Ok(cpu::train_step(&c.cfg, &mut c.params, &mut c.state, &mut c.scale, batch, &c.opts)?)
+        let c = &mut *self;
+        let carry = c.carry.as_ref();
+        let (r, next) = cpu::train_step_with(&c.cfg, &mut c.params, &mut c.state, &mut c.scale, batch, &c.opts, carry)?;
+        self.keep(next);
+        Ok(r)
     }
 
-    pub(super) fn compute(&self, batch: &Batch, poison_it: Option<Poison>) -> Result<Pending, EngineError> {
-        let f = cpu::forward(&self.cfg, &self.params, batch)?;
+    pub(super) fn compute(&mut self, batch: &Batch, poison_it: Option<Poison>) -> Result<Pending, EngineError> {
+        let f = cpu::forward_with(&self.cfg, &self.params, batch, self.carry.as_ref())?;
         let g = cpu::backward(&self.cfg, &self.params, batch, &f, self.scale.scale, self.opts.token_cap);
+        self.keep(f.final_state(&self.cfg));
         let mut grads = g.grads;
         if let Some(kind) = poison_it {
             poison(&mut grads, kind, self.scale.scale);

@@ -22,7 +22,7 @@ pub use cpu_engine::CpuEngine;
 pub use error::EngineError;
 pub use vulkan::{VulkanEngine, open_context};
 
-use crate::cpu::{LossScale, OptimState, StepOptions, StepReport};
+use crate::cpu::{Carry, LossScale, OptimState, StepOptions, StepReport};
 use crate::dataset::Batch;
 use crate::model::{Config, Params};
 use crate::vk::gemm::{GemmChoice, Precision};
@@ -385,6 +385,32 @@ impl Engine {
         match self {
             Engine::Cpu(c) => Ok(Cow::Borrowed(c.params())),
             Engine::Vulkan(g) => g.params().map(Cow::Owned),
+        }
+    }
+
+    /// The state each row of the next batches starts from (`docs/carry-state.md`):
+    /// `Some` turns carrying on, and every step, `compute` or `grads` from
+    /// now on leaves the state it ends with in [`Engine::final_state`];
+    /// `None` (the default) is MODEL.md's start from zero. The state stays
+    /// what was set until it is set again.
+    pub fn set_carry(&mut self, carry: Option<Carry<f32>>) -> Result<(), EngineError> {
+        if let Some(c) = &carry {
+            c.check(self.config(), c.rows).map_err(crate::cpu::CpuError::Carry)?;
+        }
+        match self {
+            Engine::Cpu(c) => {
+                c.set_carry(carry);
+                Ok(())
+            }
+            Engine::Vulkan(g) => g.set_carry(carry),
+        }
+    }
+
+    /// The state the last batch ended with (while carrying; else `None`).
+    pub fn final_state(&self) -> Option<&Carry<f32>> {
+        match self {
+            Engine::Cpu(c) => c.final_state(),
+            Engine::Vulkan(g) => g.final_state(),
         }
     }
 

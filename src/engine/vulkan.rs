@@ -23,6 +23,8 @@ pub struct VulkanEngine {
     engine: Engine,
     /// The recurrence's fallback was reported (once per engine).
     told_fallback: bool,
+    /// The state the last batch left, while carrying one.
+    last: Option<crate::cpu::Carry<f32>>,
 }
 
 impl VulkanEngine {
@@ -38,7 +40,7 @@ impl VulkanEngine {
         let mut engine = Engine::new(ctx, cfg, &state.params, opts, &state.scale, path)?;
         engine.set_timing(vk.timing);
         engine.set_optim_state(&state.optim, &state.scale)?;
-        let g = VulkanEngine { ctx: ctx.clone(), engine, told_fallback: false };
+        let g = VulkanEngine { ctx: ctx.clone(), engine, told_fallback: false, last: None };
         g.check_validation()?;
         Ok(g)
     }
@@ -61,6 +63,7 @@ impl VulkanEngine {
 
     pub(super) fn grads(&mut self, batch: &Batch) -> Result<GradsOut, EngineError> {
         let r = self.engine.grads(batch)?;
+        self.last = self.engine.final_state()?;
         self.check_validation()?;
         Ok(GradsOut { loss: r.loss, grad_norm: r.grad_norm, n_targets: r.n_targets, capped: r.capped, grads: r.grads })
     }
@@ -70,6 +73,7 @@ impl VulkanEngine {
             Submit::Replay => self.engine.train_step(batch, Replay::Yes)?,
             Submit::Record => self.engine.train_step(batch, Replay::No)?,
         };
+        self.last = self.engine.final_state()?;
         self.check_validation()?;
         Ok((report, StepTimes { device_ms: timings.total_ms(), kernels: timings.per_kernel_ms() }))
     }
@@ -83,6 +87,7 @@ impl VulkanEngine {
     pub(super) fn compute(&mut self, batch: &Batch, poison_it: Option<Poison>) -> Result<Pending, EngineError> {
         let (scale, _, _) = self.engine.loss_scale_and_step()?;
         let r = self.engine.grads(batch)?;
+        self.last = self.engine.final_state()?;
         self.check_validation()?;
         let mut grads = r.grads;
         if let Some(kind) = poison_it {
@@ -134,6 +139,17 @@ impl VulkanEngine {
         let (_, step, skipped) = self.engine.loss_scale_and_step()?;
         self.engine.write_state(scale, step, skipped)?;
         self.check_validation()
+    }
+
+    /// The state the next batches start from (written with each batch).
+    pub(super) fn set_carry(&mut self, carry: Option<crate::cpu::Carry<f32>>) -> Result<(), EngineError> {
+        self.engine.set_carry(carry);
+        self.last = None;
+        Ok(())
+    }
+
+    pub(super) fn final_state(&self) -> Option<&crate::cpu::Carry<f32>> {
+        self.last.as_ref()
     }
 
     pub(super) fn set_fault(&mut self, fault: Option<crate::vk::engine::Fault>) {

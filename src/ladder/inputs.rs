@@ -67,6 +67,17 @@ pub fn load(source: ParamSource<'_>, data: Option<&Path>) -> Result<Inputs, Inpu
     Ok(Inputs { cfg, params, ds })
 }
 
+/// Bytes a ladder run holds at its peak per value of the batch's activations
+/// (`cpu::activation_bytes` at one byte a value), for its memory check: the
+/// CPU traces in f32 (4) and f64 (8), the GPU's values of every compared
+/// tensor from the chained step (4), and each rung's kept tensors for the
+/// inspector, CPU f32, GPU and f64 (4 + 4 + 8). Measured on lavapipe at
+/// `small`, B = 1, T = 4096: 880 MB peak for 25.2 M values, 29 bytes a value
+/// over the process's ~150 MB base (docs/long-rows.md). The check counted
+/// 8 (the f64 trace alone) before, so a long row could pass it and still be
+/// killed for memory.
+pub const LADDER_BYTES_PER_VALUE: usize = 32;
+
 /// Which batch the model rungs run on.
 #[derive(Clone, Copy, Debug)]
 pub enum BatchChoice {

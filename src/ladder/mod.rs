@@ -10,6 +10,7 @@
 
 pub mod audit;
 mod bisect;
+pub mod carry;
 mod case;
 mod compare;
 mod coverage;
@@ -32,10 +33,10 @@ use crate::vk::VkError;
 pub use bisect::{BisectReport, Probe, bisect, doubling};
 pub use compare::{Comparison, compare};
 pub use end_to_end::{Contributor, EndToEnd};
-pub use headroom::{Headroom, TensorHeadroom};
 pub use gemm::{
     GemmCase, RANGE_SCALE, bf16_tolerance, f16_tolerance, f32_tolerance, gemm_cases, gemm_cases_for, round_bf16,
 };
+pub use headroom::{Headroom, TensorHeadroom};
 pub use model::{ModelLadder, RungTensor};
 pub use repeat::{RepeatReport, RunDiff, Side, TensorRepeat, diff_runs, repeat};
 pub use result::{CaseResult, Counts, KernelName, RungResult, Status};

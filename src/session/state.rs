@@ -13,9 +13,10 @@ pub use super::config::ConfigName;
 /// The session file format this build writes and reads.
 pub const FORMAT_VERSION: u32 = 1;
 
-/// The longest sequence the GUI computes (tokens, one row). Heatmap textures
-/// hold one texel row per position, and GPUs allow at least 8192.
-pub const MAX_LEN: usize = 8192;
+/// The longest sequence the GUI computes (tokens, one row): 16384 positions
+/// and their last target. The heatmaps draw long rows in tiles of texture
+/// (docs/long-rows.md), so the texture size does not bound it.
+pub const MAX_LEN: usize = 16384 + 1;
 
 /// Which dataset the session looked at: a file, or the embedded default
 /// (`path: None`), with the content hash it had when saved.

@@ -4,6 +4,7 @@
 //! that the command line prints and the GUI could plot from the same loop.
 
 mod captures;
+pub mod carry;
 pub mod controller;
 pub mod inject;
 pub mod log;
@@ -12,6 +13,7 @@ mod start;
 pub mod state;
 
 pub use captures::{CaptureInfo, CaptureOptions};
+pub use carry::{CARRY_FILE, CarryWalk};
 pub use controller::{Action, ActionKind, Assessment, Controller, ControllerConfig, Ema, Outcome};
 pub use inject::{Inject, Injections};
 pub use log::{LogAction, LogEntry, LogStep, ReadAction, ReadLogError, TrainLog, read_train_log};

@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use super::TrainError;
 use super::captures::{self, CaptureInfo, CaptureOptions, Captures, StepCapture};
+use super::carry::{CarryWalk, load_carry, save_carry};
 use super::controller::{Action, ActionKind, Controller, ControllerConfig, Norms, Outcome};
 use super::inject::{self, Injections};
 use super::log::{CONTROLLER_FILE, JsonLog, LOG_FILE, LogEntry, keep_log_upto};
@@ -65,6 +66,9 @@ pub struct TrainPlan {
     pub memory_check: MemoryCheck,
     /// How `checkpoint` and `resume` are loaded (non-finite weights refused by default).
     pub load: LoadOptions,
+    /// `--carry-state`: rows walk stretches of the data with their state
+    /// carried (`train::carry`); `None`: random windows from zero.
+    pub carry: Option<CarryWalk>,
 }
 
 impl TrainPlan {
@@ -91,6 +95,13 @@ impl TrainPlan {
         if !self.captures.at.is_empty() && self.out.is_none() && self.resume.is_none() {
             return Err(TrainError::Usage(
                 "--capture-at without --out: captures are written to OUT/captures/; give --out".into(),
+            ));
+        }
+        if self.carry.is_some() && !self.captures.at.is_empty() {
+            return Err(TrainError::Usage(
+                "--capture-at with --carry-state: a capture does not hold the carried state, so replay could \
+                 not reproduce the step; drop one of them"
+                    .into(),
             ));
         }
         inject::check(&self.inject, self.engine, self.vulkan.precision)
@@ -193,7 +204,22 @@ pub fn train(plan: &TrainPlan, ds: &Dataset, obs: &mut dyn Observer) -> Result<T
     let base_lr = plan.optim.lr;
     let run_opts = StepOptions { lr: base_lr * ctl.lr_factor, ..plan.optim };
     let mut engine = Engine::open(plan.engine, &cfg, state.clone(), &run_opts, &plan.vulkan)?;
-    let mut caps = Captures::new(plan, out.as_deref(), ds, &cfg, seed, &engine)?;
+    // A carried-state run writes no captures (they could not be replayed
+    // without the state; see docs/carry-state.md).
+    let cap_out = out.as_deref().filter(|_| plan.carry.is_none());
+    let mut caps = Captures::new(plan, cap_out, ds, &cfg, seed, &engine)?;
+    let walk = plan.carry;
+    if let Some(w) = &walk {
+        w.check(ds, t)?;
+    }
+    // The state the next step starts from: a resumed run in the middle of an
+    // episode reads what its last step left.
+    let mut carried = match (&walk, &resumed) {
+        (Some(w), Some(from)) if !start.is_multiple_of(w.windows) => {
+            Some(load_carry(from.parent().unwrap_or(Path::new(".")), start, &cfg, rows)?)
+        }
+        _ => None,
+    };
     let save_state = |dir: &Path, g: &Good| -> Result<(), TrainError> {
         let rs = RunState {
             version: RUN_STATE_VERSION,
@@ -206,8 +232,17 @@ pub fn train(plan: &TrainPlan, ds: &Dataset, obs: &mut dyn Observer) -> Result<T
             seq_len: t,
             dataset: ds.name().to_string(),
             dataset_hash: ds.content_hash(),
+            carry: walk,
         };
         save_run(dir, &cfg, &g.state, &rs)
+    };
+    // The carried state beside the run state (a run at an episode's end has
+    // none to keep: its next step starts from zero).
+    let save_carried = |dir: &Path, step: u64, c: &Option<crate::cpu::Carry<f32>>| -> Result<(), TrainError> {
+        match (c, &walk) {
+            (Some(c), Some(w)) if !step.is_multiple_of(w.windows) => save_carry(dir, step, c),
+            _ => Ok(()),
+        }
     };
     let mut good = Good { step: start, state, controller: ctl.clone() };
     if let Some(dir) = &out {
@@ -229,6 +264,7 @@ pub fn train(plan: &TrainPlan, ds: &Dataset, obs: &mut dyn Observer) -> Result<T
         // A checkpoint from the start: a kill at any moment leaves one to resume.
         if resumed.is_none() || plan.out.is_some() {
             save_state(dir, &good)?;
+            save_carried(dir, start, &carried)?;
         }
     }
     let mut log = JsonLog::open(out.as_ref().map(|d| d.join(LOG_FILE)))?;
@@ -258,7 +294,15 @@ pub fn train(plan: &TrainPlan, ds: &Dataset, obs: &mut dyn Observer) -> Result<T
             engine.set_lr(lr)?;
             lr_now = lr;
         }
-        let (batch, origins) = batch_at(ds, seed, step, rows, t + 1, pad)?;
+        let (batch, origins) = match &walk {
+            None => batch_at(ds, seed, step, rows, t + 1, pad)?,
+            Some(w) => {
+                let (batch, origins, fresh) = w.batch_at(ds, seed, step, rows, t)?;
+                let from = if fresh { None } else { carried.take() };
+                engine.set_carry(Some(from.unwrap_or_else(|| crate::cpu::Carry::zeros(&cfg, rows))))?;
+                (batch, origins)
+            }
+        };
         if plan.memory_check == MemoryCheck::FirstBatch && step == start + 1 {
             check_memory(&cfg, &batch, 4)?;
         }
@@ -318,6 +362,10 @@ pub fn train(plan: &TrainPlan, ds: &Dataset, obs: &mut dyn Observer) -> Result<T
             }
             None => report.optim.next_scale,
         };
+        // The forward ran, so the state moves on even if the step was skipped.
+        if walk.is_some() {
+            carried = engine.final_state().cloned();
+        }
         let ms = t0.elapsed().as_secs_f64() * 1e3;
         let by_engine = report.optim.skipped.is_some();
         let skipped = report.optim.skipped.map(|s| s.to_string()).or(verdict.skip.clone());
@@ -427,6 +475,7 @@ pub fn train(plan: &TrainPlan, ds: &Dataset, obs: &mut dyn Observer) -> Result<T
                 log.sync();
                 clog.sync();
                 save_state(dir, &g)?;
+                save_carried(dir, step, &carried)?;
             }
             if good_now {
                 good = g;

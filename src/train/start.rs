@@ -117,6 +117,18 @@ pub(super) fn start(plan: &TrainPlan, ds: &Dataset) -> Result<Start, TrainError>
         (_, _, Some(l)) if l != rs.seq_len => return Err(clash("seq-len", l.to_string(), rs.seq_len.to_string())),
         _ => {}
     }
+    if plan.carry != rs.carry {
+        let name = |c: &Option<super::carry::CarryWalk>| match c {
+            Some(w) => format!("--carry-state --carry-windows {}", w.windows),
+            None => "random windows from zero (no --carry-state)".to_string(),
+        };
+        return Err(TrainError::Usage(format!(
+            "{}: the run being resumed trained with {}; resume it the same way (now {})",
+            path.display(),
+            name(&rs.carry),
+            name(&plan.carry)
+        )));
+    }
     if rs.dataset_hash != ds.content_hash() {
         return Err(TrainError::Usage(format!(
             "--data {}: the run being resumed trained on {} (content hash {}), this file differs",

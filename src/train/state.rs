@@ -36,6 +36,10 @@ pub struct RunState {
     pub seq_len: usize,
     pub dataset: String,
     pub dataset_hash: String,
+    /// `--carry-state`'s walk (absent: random windows from zero); the
+    /// carried state itself is `carry_state.safetensors` beside this file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub carry: Option<super::carry::CarryWalk>,
 }
 
 /// A saved run: its model config, training state and run state.

@@ -1,15 +1,22 @@
 //! A reusable heatmap: a colour-mapped texture of a [`Matrix`] (rows down,
 //! columns across) with a colour bar, the value under the pointer, zoom (scroll:
 //! rows; ctrl+scroll: columns), pan (drag), reset (double-click), and NaN/±Inf
-//! in their own colours. The texture is built once per data change (`key`), not
-//! per frame, so a 4096 × 128 tensor costs nothing while the cursor moves.
+//! in their own colours. The textures are built once per data change (`key`),
+//! not per frame: the data in tiles of rows at full resolution, and a pyramid
+//! of coarser levels (blocks of 2, 4, … rows pooled) for views that show more
+//! rows than pixels; a frame draws only the tiles of one level that the view
+//! reaches, so a 16384 × 128 tensor costs a few quads while the cursor moves
+//! (docs/long-rows.md). When the cursor row leaves the view, the view follows it.
 
 use std::sync::Arc;
 
-use egui::{Align2, Color32, FontId, Pos2, Rect, Sense, Stroke, TextureHandle, TextureOptions, Vec2, pos2, vec2};
+use egui::{Align2, Color32, FontId, Pos2, Rect, Sense, Stroke, Vec2, pos2, vec2};
 
 use super::colormap::{self, ColorMap};
 use super::computed::Matrix;
+
+mod tiles;
+use tiles::{Pyramid, TILE_ROWS, non_finite_runs, pool};
 
 /// The data a heatmap shows, its texture and its view. One per heatmap on screen.
 pub struct Heatmap {
@@ -17,12 +24,18 @@ pub struct Heatmap {
     colormap: ColorMap,
     key: Option<u64>,
     matrix: Option<Arc<Matrix>>,
-    texture: Option<TextureHandle>,
+    /// The textures: the data in tiles, and its coarser levels.
+    pyramid: Pyramid,
     range: (f32, f32),
-    /// Rows holding any non-finite value, marked beside the map (a row thinner
-    /// than a pixel would otherwise vanish when the map is zoomed out).
-    non_finite_rows: Vec<usize>,
+    /// The finite minimum and maximum of the data (for the summary line).
+    finite: (f32, f32),
+    /// Runs of rows holding any non-finite value (`start..end`), marked beside
+    /// the map (a row thinner than a pixel would otherwise vanish when the map
+    /// is zoomed out).
+    non_finite_runs: Vec<(usize, usize)>,
     counts: [usize; 3],
+    /// The cursor row of the last frame: when it moves out of the view, the view follows.
+    last_cursor: Option<usize>,
     /// The visible part, in cell units (x: columns, y: rows).
     view: Option<Rect>,
     builds: u64,
@@ -60,10 +73,12 @@ impl Heatmap {
             colormap,
             key: None,
             matrix: None,
-            texture: None,
+            pyramid: Pyramid::default(),
             range: (0.0, 0.0),
-            non_finite_rows: Vec::new(),
+            finite: (0.0, 0.0),
+            non_finite_runs: Vec::new(),
             counts: [0; 3],
+            last_cursor: None,
             view: None,
             builds: 0,
             saturated: false,
@@ -106,57 +121,41 @@ impl Heatmap {
         range: Option<(f32, f32)>,
         build: impl FnOnce() -> Arc<Matrix>,
     ) {
-        if self.key == Some(key) && self.texture.is_some() {
+        if self.key == Some(key) && !self.pyramid.is_empty() {
             return;
         }
         let m = build();
         let (lo, hi) = range.unwrap_or_else(|| colormap::robust_range(&m.data));
-        let mut counts = [0usize; 3];
-        let mut rows = Vec::new();
-        for r in 0..m.rows {
-            let mut bad = false;
-            for &v in &m.data[r * m.cols..(r + 1) * m.cols] {
-                if !v.is_finite() {
-                    bad = true;
-                    counts[if v.is_nan() {
-                        0
-                    } else if v > 0.0 {
-                        1
-                    } else {
-                        2
-                    }] += 1;
-                }
-            }
-            if bad {
-                rows.push(r);
-            }
-        }
-        // Larger than a texture may be: pool blocks of cells into one texel each.
+        let (counts, runs) = non_finite_runs(&m);
+        // Wider than a texture may be: pool blocks of columns into one texel each.
         let max_side = ctx.input(|i| i.max_texture_side).max(64);
-        let pooled = pool(&m, m.rows.div_ceil(max_side).max(1), m.cols.div_ceil(max_side).max(1));
-        let src = pooled.as_ref().unwrap_or(&m);
-        let pixels: Vec<Color32> = src.data.iter().map(|&v| self.colormap.color(v, lo, hi)).collect();
-        let size = [src.cols.max(1), src.rows.max(1)];
-        let mut pixels = pixels;
-        pixels.resize(size[0] * size[1], Color32::BLACK);
-        let image = egui::ColorImage::new(size, pixels);
-        let options = TextureOptions { magnification: egui::TextureFilter::Nearest, ..TextureOptions::LINEAR };
-        match &mut self.texture {
-            Some(t) => t.set(image, options),
-            None => self.texture = Some(ctx.load_texture(format!("heatmap:{}", self.name), image, options)),
-        }
+        let pooled = pool(&m, 1, m.cols.div_ceil(max_side).max(1));
+        let name = format!("heatmap:{}", self.name);
+        let tile_rows = max_side.min(TILE_ROWS);
+        self.pyramid.build(ctx, &name, self.colormap, pooled.as_ref().unwrap_or(&m), (lo, hi), tile_rows);
         let same_shape = self.matrix.as_ref().is_some_and(|old| old.rows == m.rows && old.cols == m.cols);
         if !same_shape {
             self.view = None;
         }
         self.key = Some(key);
+        self.finite = colormap::finite_range(&m.data);
         // Saturated when the 99.5th percentile cut off a visibly larger maximum.
-        self.saturated = colormap::finite_range(&m.data).1 > hi + 1e-3 * hi.abs();
+        self.saturated = self.finite.1 > hi + 1e-3 * hi.abs();
         self.matrix = Some(m);
         self.range = (lo, hi);
-        self.non_finite_rows = rows;
+        self.non_finite_runs = runs;
         self.counts = counts;
         self.builds += 1;
+    }
+
+    /// The level and the tiles a view draws ([`Pyramid::tiles_in_view`]).
+    pub fn tiles_in_view(&self, map: Rect, view: Rect, full: Rect) -> (usize, Vec<(usize, Rect, Rect)>) {
+        self.pyramid.tiles_in_view(map, view, full)
+    }
+
+    /// The textures of each level of the pyramid (for tests).
+    pub fn tiles_per_level(&self) -> Vec<usize> {
+        self.pyramid.tiles_per_level()
     }
 
     /// The visible part in cell units (x: columns, y: rows); `None` before the first frame.
@@ -179,7 +178,7 @@ impl Heatmap {
         let name = self.name.clone();
         response.widget_info(|| egui::WidgetInfo::labeled(egui::Role::Image, true, &name));
         let response = response.on_hover_text(self.hint);
-        let (Some(m), Some(tex)) = (self.matrix.clone(), self.texture.as_ref()) else {
+        let (Some(m), false) = (self.matrix.clone(), self.pyramid.is_empty()) else {
             ui.painter().text(outer.center(), Align2::CENTER_CENTER, "no data", FontId::default(), Color32::GRAY);
             return HeatmapResponse { clicked: None, response };
         };
@@ -187,6 +186,16 @@ impl Heatmap {
         let map = Rect::from_min_max(outer.min + vec2(GUTTER, 12.0), pos2(outer.max.x - BAR, outer.max.y));
         let full = Self::full_view(&m);
         let mut view = self.view.unwrap_or(full);
+        // A cursor moved out of the view brings the view to it (centred), once per move.
+        if let Some(r) = style.cursor_row
+            && self.last_cursor != Some(r)
+        {
+            self.last_cursor = Some(r);
+            let (top, bottom) = (r as f32, r as f32 + 1.0);
+            if top < view.min.y || bottom > view.max.y {
+                view = clamp_view(view.translate(vec2(0.0, (top + bottom) / 2.0 - view.center().y)), full);
+            }
+        }
 
         // Zoom around the pointer, pan by dragging, reset by double-clicking.
         if let Some(p) = response.hover_pos().filter(|p| map.contains(*p)) {
@@ -212,22 +221,25 @@ impl Heatmap {
         self.view = Some(view);
 
         let painter = ui.painter_at(outer);
-        let uv = Rect::from_min_max(
-            pos2(view.min.x / full.max.x, view.min.y / full.max.y),
-            pos2(view.max.x / full.max.x, view.max.y / full.max.y),
-        );
-        painter.image(tex.id(), map, uv, Color32::WHITE);
+        self.pyramid.paint(&painter, map, view, full);
         painter.rect_stroke(map, 0.0, Stroke::new(1.0, Color32::DARK_GRAY), egui::StrokeKind::Outside);
 
-        // Non-finite rows, marked in the gutter.
-        for &r in &self.non_finite_rows {
-            let y = to_screen_y(map, view, r as f32 + 0.5);
-            if y >= map.min.y && y <= map.max.y {
-                painter.line_segment(
-                    [pos2(map.min.x - 6.0, y), pos2(map.min.x - 1.0, y)],
-                    Stroke::new(2.0, colormap::NAN),
-                );
+        // Non-finite rows, marked in the gutter: the runs the view reaches,
+        // those less than a pixel apart drawn as one mark.
+        let first = self.non_finite_runs.partition_point(|&(_, end)| (end as f32) <= view.min.y);
+        let mut marks: Vec<(f32, f32)> = Vec::new();
+        for &(start, end) in self.non_finite_runs[first..].iter().take_while(|(s, _)| (*s as f32) < view.max.y) {
+            let y0 = to_screen_y(map, view, start as f32).max(map.min.y);
+            let y1 = to_screen_y(map, view, end as f32).min(map.max.y);
+            match marks.last_mut() {
+                Some(last) if y0 - last.1 < 1.0 => last.1 = last.1.max(y1),
+                _ => marks.push((y0, y1)),
             }
+        }
+        for (y0, y1) in marks {
+            let (y0, y1) = if y1 - y0 < 2.0 { ((y0 + y1) / 2.0 - 1.0, (y0 + y1) / 2.0 + 1.0) } else { (y0, y1) };
+            let mark = Rect::from_min_max(pos2(map.min.x - 6.0, y0), pos2(map.min.x - 1.0, y1));
+            painter.rect_filled(mark, 0.0, colormap::NAN);
         }
         // The cursor row.
         if let Some(r) = style.cursor_row {
@@ -301,7 +313,7 @@ impl Heatmap {
 
     fn summary(&self, m: &Matrix) -> String {
         let [nan, pinf, ninf] = self.counts;
-        let (lo, hi) = colormap::finite_range(&m.data);
+        let (lo, hi) = self.finite;
         let mut s = format!("{} × {}, range [{}, {}]", m.rows, m.cols, fmt_value(lo), fmt_value(hi));
         if self.saturated {
             s += &format!(", colours saturate at {}", fmt_short(self.range.1));
@@ -330,36 +342,6 @@ impl Heatmap {
         painter.text(bar.right_top() + vec2(3.0, 0.0), Align2::LEFT_TOP, top, font.clone(), text);
         painter.text(bar.right_bottom() + vec2(3.0, 0.0), Align2::LEFT_BOTTOM, fmt_short(lo), font.clone(), text);
     }
-}
-
-/// Pools `kr × kc` blocks into one cell each, keeping the value of largest
-/// magnitude, and any non-finite value over finite ones (so that a NaN stays
-/// visible however far the map is shrunk). `None` when there is nothing to pool.
-fn pool(m: &Matrix, kr: usize, kc: usize) -> Option<Matrix> {
-    if kr == 1 && kc == 1 {
-        return None;
-    }
-    let (rows, cols) = (m.rows.div_ceil(kr), m.cols.div_ceil(kc));
-    let rank = |v: f32| {
-        if v.is_nan() {
-            f32::INFINITY
-        } else if v.is_infinite() {
-            f32::MAX
-        } else {
-            v.abs()
-        }
-    };
-    let mut data = vec![0.0f32; rows * cols];
-    for r in 0..m.rows {
-        for c in 0..m.cols {
-            let v = m.get(r, c);
-            let slot = &mut data[(r / kr) * cols + c / kc];
-            if (r % kr == 0 && c % kc == 0) || rank(v) > rank(*slot) {
-                *slot = v;
-            }
-        }
-    }
-    Some(Matrix { rows, cols, data })
 }
 
 fn to_cell(map: Rect, view: Rect, p: Pos2) -> Pos2 {
@@ -451,21 +433,52 @@ mod texture_tests {
             h.set_data(&ctx, 1, || panic!("the same key must not rebuild"));
         }
         assert_eq!(h.builds(), 1);
-        assert_eq!(h.non_finite_rows, [5, 7]);
+        assert_eq!(h.non_finite_runs, [(5, 6), (7, 8)]);
         assert_eq!(h.counts, [1, 1, 1]);
         assert!(built.as_secs_f32() < 2.0, "building a 4096 × 128 texture took {built:?}");
         h.set_data(&ctx, 2, || m.clone());
         assert_eq!(h.builds(), 2);
     }
 
+    /// A 16384-row map: tiles at full resolution and a pyramid of pooled
+    /// levels, built once; a view draws the level of about one texel row per
+    /// pixel and only the tiles it reaches, mapped to the rows it shows.
     #[test]
-    fn pooling_keeps_the_largest_and_non_finite() {
-        let m = Matrix { rows: 4, cols: 3, data: vec![1., -5., 2., 0., 3., f32::NAN, 1., 1., 1., 9., 1., 1.] };
-        let p = pool(&m, 2, 2).unwrap();
-        assert_eq!((p.rows, p.cols), (2, 2));
-        assert_eq!(p.data[0], -5.0);
-        assert!(p.data[1].is_nan());
-        assert_eq!(&p.data[2..], &[9.0, 1.0]);
-        assert!(pool(&m, 1, 1).is_none());
+    fn long_maps_draw_only_the_visible_tiles() {
+        let ctx = egui::Context::default();
+        let side = ctx.input(|i| i.max_texture_side).min(TILE_ROWS);
+        let (rows, cols) = (16384, 32);
+        let mut data: Vec<f32> = (0..rows * cols).map(|i| (i / cols) as f32).collect();
+        data[(rows - 1) * cols] = f32::NAN;
+        let m = Arc::new(Matrix { rows, cols, data });
+        let mut h = Heatmap::new("long", ColorMap::Sequential);
+        h.set_data(&ctx, 1, || m.clone());
+        let tiles = h.tiles_per_level();
+        assert_eq!(tiles[0], rows.div_ceil(side));
+        assert_eq!(tiles.len(), 8, "16384 rows pool to 128 in 7 halvings: {tiles:?}");
+        assert_eq!(h.non_finite_runs, [(rows - 1, rows)]);
+        let full = Heatmap::full_view(&m);
+        let map = Rect::from_min_size(Pos2::ZERO, vec2(400.0, 256.0));
+        // The whole map in 256 pixels: 64 rows a pixel, level 6 (blocks of 64 rows).
+        let (l, drawn) = h.tiles_in_view(map, full, full);
+        assert_eq!(l, 6);
+        assert_eq!(drawn.len(), h.tiles_per_level()[6]);
+        // 100 rows at the end: level 0, the last tile only, its last 100 rows.
+        let end = Rect::from_min_max(pos2(0.0, (rows - 100) as f32), pos2(cols as f32, rows as f32));
+        let (l, drawn) = h.tiles_in_view(map, end, full);
+        assert_eq!(l, 0);
+        assert_eq!(drawn.len(), 1);
+        let (i, screen, uv) = drawn[0];
+        assert_eq!(i, tiles[0] - 1);
+        assert_eq!(screen, map);
+        let tile = (rows - i * side) as f32;
+        assert!((uv.min.y - (tile - 100.0) / tile).abs() < 1e-6 && uv.max.y == 1.0, "{uv:?}");
+        // A view across a tile boundary draws both tiles, meeting where the boundary is.
+        let across = Rect::from_min_max(pos2(0.0, side as f32 - 50.0), pos2(cols as f32, side as f32 + 50.0));
+        let (_, drawn) = h.tiles_in_view(map, across, full);
+        assert_eq!(drawn.iter().map(|d| d.0).collect::<Vec<_>>(), [0, 1]);
+        assert_eq!(drawn[0].1.max.y, drawn[1].1.min.y);
+        assert!((drawn[0].1.max.y - 128.0).abs() < 1e-3);
+        assert_eq!(h.builds(), 1);
     }
 }

@@ -120,6 +120,10 @@ fn compute(job: &Job, progress: &dyn Fn(&'static str)) -> Result<Computed, Strin
             (job.config.config(), job.config.initial_params(job.seed, job.checkpoint.as_deref())?)
         }
     };
+    // The forward, the backward and the trace in f32, and the GPU's copy of
+    // the per-position tensors: at most three times the activations.
+    let what = format!("a sequence of {} tokens", job.len);
+    crate::engine::inputs::check_batch(&cfg, 1, batch.t, 3 * 4, &what).map_err(|e| e.to_string())?;
     progress("forward and backward");
     let (_, bwd, trace) = cpu::traced(&cfg, &params, &batch, 1.0, job.token_cap).map_err(|e| e.to_string())?;
     progress("summarising");

@@ -43,10 +43,7 @@ pub fn print_headroom(results: &[RungResult]) {
         // The attention stress case's scores are made extreme on purpose (`ladder::stress`).
         .filter(|(_, c, _)| !c.name.contains("(stress:"))
         .collect();
-    let lowest = cases
-        .iter()
-        .filter_map(|(_, c, h)| low_bits(h).map(|b| (b, c)))
-        .min_by(|a, b| a.0.total_cmp(&b.0));
+    let lowest = cases.iter().filter_map(|(_, c, h)| low_bits(h).map(|b| (b, c))).min_by(|a, b| a.0.total_cmp(&b.0));
     let Some((bits, low)) = lowest else { return };
     let (share, high) = cases
         .iter()

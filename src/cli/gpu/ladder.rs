@@ -65,6 +65,10 @@ pub struct LadderArgs {
     /// in f32 and bf16, whose headroom is still measured at 2^16). See docs/headroom.md.
     #[arg(long, value_name = "S", value_parser = super::headroom::parse_loss_scale)]
     pub loss_scale: Option<f64>,
+    /// Instead of the rungs: one row of K·T positions (T = --len, default 2W+3, from --offset of
+    /// --data) passed whole against K chunks of T with the state carried (docs/carry-state.md).
+    #[arg(long, value_name = "K")]
+    pub carry_check: Option<usize>,
     #[arg(long)]
     pub json: bool,
 }
@@ -81,19 +85,22 @@ fn ladder_inputs(
         (None, Some(_)) => return Err(CliError::Usage("--offset needs --len".into())),
         (None, None) => BatchChoice::Windows { seed: a.model.seed },
     };
-    // The CPU side runs in float64: its activations must fit before any row is cut.
+    // Both CPU traces, the GPU's values and the kept tensors must fit before any row is cut.
     let (rows, t, what) = match choice {
         BatchChoice::Row { len, .. } => (1, len, format!("--len {len}")),
         BatchChoice::Windows { .. } => {
             (cfg.batch, cfg.seq_len, format!("the config's batch {} × seq_len {}", cfg.batch, cfg.seq_len))
         }
     };
-    crate::engine::inputs::check_batch(&cfg, rows, t, 8, &what)?;
+    crate::engine::inputs::check_batch(&cfg, rows, t, crate::ladder::inputs::LADDER_BYTES_PER_VALUE, &what)?;
     let (batch, source) = ladder_batch(&ds, &cfg, choice)?;
     Ok((cfg, params, batch, source))
 }
 
 pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
+    if let Some(k) = a.carry_check {
+        return super::carry_check::run(a, k);
+    }
     let rungs: Vec<String> = if a.rungs.is_empty() {
         ladder::ALL_RUNGS.iter().map(|s| s.to_string()).collect()
     } else {

@@ -3,6 +3,7 @@
 //! and what they share: loading the inputs, the fault flag, the JSON file.
 
 mod args;
+mod carry_check;
 mod diagnose;
 mod gemm_bench;
 mod headroom;

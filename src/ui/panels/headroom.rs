@@ -48,7 +48,8 @@ fn bars(label: &str, hist: &ExpHistogram, offset: f64, color: Color32) -> Vec<Ba
                 .fill(color)
         })
         .collect();
-    for (x, n, what) in [(UNDER_X, hist.underflow, "below 2^-24 (zero in f16)"), (OVER_X, hist.overflow, "2^16 or more (inf in f16)")]
+    for (x, n, what) in
+        [(UNDER_X, hist.underflow, "below 2^-24 (zero in f16)"), (OVER_X, hist.overflow, "2^16 or more (inf in f16)")]
     {
         if n > 0 {
             out.push(Bar::new(x + offset, n as f64).name(format!("{label} {what}: {n} values")).width(0.4).fill(color));
@@ -127,10 +128,13 @@ mod tests {
         let cpu = [70000.0f32, 1.0, 2f32.powi(-15), 0.0, -3.0, 1e-9];
         let gpu = [70001.0f32, 1.0, 2f32.powi(-15), 0.0, -3.0, f32::NAN];
         let h = TensorHeadroom::of(&cpu, &gpu, 1.0);
-        assert_eq!(bars("CPU", &h.cpu.histogram, -0.2, CPU).len(), 5, "three exponents, the underflow and the overflow bins");
-        let mut harness = Harness::builder()
-            .with_size(egui::vec2(900.0, 320.0))
-            .build_ui(move |ui| headroom_plot(ui, Some(&h)));
+        assert_eq!(
+            bars("CPU", &h.cpu.histogram, -0.2, CPU).len(),
+            5,
+            "three exponents, the underflow and the overflow bins"
+        );
+        let mut harness =
+            Harness::builder().with_size(egui::vec2(900.0, 320.0)).build_ui(move |ui| headroom_plot(ui, Some(&h)));
         harness.run();
         harness.get_by_label_contains("CPU: max |x·s| 7.000e4 = 1.069e0 of 65504 (-0.10 bits), subnormal 40.00%");
         harness.get_by_label_contains("GPU: max |x·s| 7.000e4");

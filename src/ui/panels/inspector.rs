@@ -190,7 +190,8 @@ pub fn show(
     ui.separator();
     selected(ui, st, rung, t, cmds);
     // The tensor's f16 headroom, from its case in the rung's result.
-    let case = view.results.get(rung).and_then(|r| r.as_ref().ok()).and_then(|r| r.cases.iter().find(|c| c.name == t.name));
+    let case =
+        view.results.get(rung).and_then(|r| r.as_ref().ok()).and_then(|r| r.cases.iter().find(|c| c.name == t.name));
     ui.separator();
     let plot = ui.scope(|ui| super::headroom::headroom_plot(ui, case.and_then(|c| c.headroom.as_ref()))).response;
     // A command file's `headroom` step: bring the plot into view once.

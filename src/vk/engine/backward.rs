@@ -40,14 +40,25 @@ impl Engine {
         let pb = &self.params;
         let gb = &self.grads;
         let s = &ws.layers.last().expect("layers >= 1").h;
-        let p = ModelPush { f0: (1.0 / (cfg.head_dim() as f64).sqrt()) as f32, ..base };
-        let bufs = [&ws.k, &ws.v, &ws.attn, &ws.d_c, &ws.ds, &ws.d_q];
+        let np = self.carry_prefix().unwrap_or(0);
+        let p = ModelPush { f0: (1.0 / (cfg.head_dim() as f64).sqrt()) as f32, off2: np as u32, ..base };
+        let bufs = [&ws.k, &ws.v, &ws.attn, &ws.d_c, &ws.ds, &ws.d_q, &ws.k_pre, &ws.v_pre];
         self.run_attn(seq, &ATTN_BWD_Q, &bufs, &p, "attn_bwd_q")?;
-        let bufs = [&ws.q, &ws.attn, &ws.ds, &ws.d_c, &ws.d_k, &ws.d_v];
-        self.run_attn(seq, &ATTN_BWD_KV, &bufs, &p, "attn_bwd_kv")?;
+        let bufs = [&ws.q, &ws.attn, &ws.ds, &ws.d_c, &ws.d_k, &ws.d_v, &ws.dk_pre, &ws.dv_pre];
+        // One block of keys per 16 on the extended axis (the prefix's too).
+        let kernel = self.ctx.kernel(&ATTN_BWD_KV)?;
+        seq.dispatch(&kernel, &bufs, &p, [(ws.t + np) as u64, ws.b as u64, cfg.heads as u64], "attn_bwd_kv")?;
         let parts = [("ctx.q.weight", &ws.d_q), ("ctx.k.weight", &ws.d_k), ("ctx.v.weight", &ws.d_v)];
         for (name, dx) in parts {
             self.mm(seq, (a, h, rows), (dx, 0, true), (s, 0, false), (gb, self.off(name)), false)?;
+        }
+        // The prefix's keys and values are the current W_k, W_v times
+        // constant states: their share of dW_k, dW_v (docs/carry-state.md).
+        if np > 0 {
+            for (name, dx) in [("ctx.k.weight", &ws.dk_pre), ("ctx.v.weight", &ws.dv_pre)] {
+                let pb_rows = np * ws.b;
+                self.mm(seq, (a, h, pb_rows), (dx, 0, true), (&ws.s_pre, 0, false), (gb, self.off(name)), true)?;
+            }
         }
         for (i, (name, dx)) in parts.into_iter().enumerate() {
             let w = self.off(name);
@@ -71,7 +82,8 @@ impl Engine {
         self.dispatch(seq, &ADD, &[&ws.d_s_head, &ws.d_s_ctx, top], &p, rows * h, "d_s")?;
         // Both layers' recurrences in one wavefront dispatch, which
         // also computes layer 0's gradient from above.
-        let wave = self.backward_wave();
+        let carrying = self.carry_prefix().is_some();
+        let wave = self.backward_wave() && !carrying;
         if wave {
             let (p, bufs, groups) = self.wave_bwd_args(ws)?;
             let intervals = (0..ws.t + BWD_WAVE_LAG).map(|t| (t, 1));
@@ -85,18 +97,18 @@ impl Engine {
             let label = format!("gru.l{l} bwd recurrence");
             if wave {
                 // Recorded above.
-            } else if self.recurrence != Recurrence::Seq {
+            } else if self.recurrence != Recurrence::Seq && !carrying {
                 let bufs = self.grid_bwd_bufs(ws, lb);
                 let steps = (0..ws.t).rev().map(|t| (t, 1));
                 let (_, spec, groups) = self.grid_kernels(ws);
                 self.record_grid(seq, (spec, groups), &bufs, &p, steps, &label)?;
             } else {
-                let bufs = [pb, &lb.gh, &lb.gates, &lb.h, &lb.d_h, &lb.dh_tot, &lb.d_gi, &lb.d_gh];
+                let bufs = [pb, &lb.gh, &lb.gates, &lb.h, &lb.d_h, &lb.dh_tot, &lb.d_gi, &lb.d_gh, &ws.carry_h0[l]];
                 let chunk = bwd_chunk(h);
                 let mut hi = ws.t;
                 while hi > 0 {
                     let n = chunk.min(hi);
-                    let p = ModelPush { t: (hi - 1) as u32, n: n as u32, ..p };
+                    let p = ModelPush { t: (hi - 1) as u32, n: n as u32, flag: carrying as u32, ..p };
                     let spec = if h <= 256 { &GRU_BWD_SEQ_WG256 } else { &GRU_BWD_SEQ };
                     self.dispatch(seq, spec, &bufs, &p, ws.b, &label)?;
                     hi -= n;
@@ -109,6 +121,11 @@ impl Engine {
             // dW_hh pairs d_gh at t with h at t-1 (nothing at t = 0).
             let shifted = rows - ws.b;
             self.mm(seq, (3 * h, h, shifted), (&lb.d_gh, ws.b * 3 * h, true), (&lb.h, 0, false), (gb, w_hh), false)?;
+            if carrying {
+                // The t = 0 term, d_gh_0 · h0ᵀ.
+                let h0 = &ws.carry_h0[l];
+                self.mm(seq, (3 * h, h, ws.b), (&lb.d_gh, 0, true), (h0, 0, false), (gb, w_hh), true)?;
+            }
             for (name, src) in [(format!("gru.bias_ih_l{l}"), &lb.d_gi), (format!("gru.bias_hh_l{l}"), &lb.d_gh)] {
                 self.col_sum(seq, src, (rows, 3 * h), self.off(&name), &format!("{name} grad"))?;
             }

@@ -28,7 +28,9 @@ impl Engine {
         let h = self.cfg.hidden;
         let pb = &self.params;
         let seq_fault = matches!(self.fault, Some(Fault::RecurrenceNoBarrier | Fault::ResetBeforeMatmul));
-        let wave = self.forward_wave() && !seq_fault;
+        // A carried state runs the per-row kernels, the ones that read h_{-1}.
+        let carrying = self.carry_prefix().is_some();
+        let wave = self.forward_wave() && !seq_fault && !carrying;
         for (l, lb) in ws.layers.iter().enumerate() {
             if wave && l > 0 {
                 // Layer 1 runs inside the wavefront with layer 0.
@@ -55,7 +57,7 @@ impl Engine {
                 self.record_grid(seq, (self.wave_spec(true), groups), &bufs, &p, intervals, label)?;
                 continue;
             }
-            if self.recurrence != Recurrence::Seq && !seq_fault {
+            if self.recurrence != Recurrence::Seq && !seq_fault && !carrying {
                 let p = ModelPush { off0: w_hh as u32, off1: b_hh, ..base };
                 let bufs = self.grid_fwd_bufs(ws, lb);
                 let (spec, _, groups) = self.grid_kernels(ws);
@@ -64,14 +66,14 @@ impl Engine {
             }
             let p = ModelPush { n: u(3 * h * h, "n")?, d: h as u32, off0: w_hh as u32, ..base };
             self.dispatch(seq, &TRANSPOSE, &[pb, &ws.wt], &p, 3 * h * h, &format!("gru.l{l} W_hh^T"))?;
-            let p = ModelPush { off1: b_hh, ..base };
+            let p = ModelPush { off1: b_hh, flag: carrying as u32, ..base };
             let spec = match self.fault {
                 Some(Fault::RecurrenceNoBarrier) => &GRU_FWD_SEQ_FAULT_NO_BARRIER,
                 Some(Fault::ResetBeforeMatmul) => &GRU_FWD_SEQ_FAULT_RESET_BEFORE,
                 _ if h <= 256 => &GRU_FWD_SEQ_WG256,
                 _ => &GRU_FWD_SEQ,
             };
-            let bufs = [pb, &lb.gi, &lb.gh, &lb.gates, &lb.h, &ws.wt];
+            let bufs = [pb, &lb.gi, &lb.gh, &lb.gates, &lb.h, &ws.wt, &ws.carry_h0[l]];
             let chunk = fwd_chunk(h, self.fault == Some(Fault::ResetBeforeMatmul));
             for t0 in (0..ws.t).step_by(chunk) {
                 let p = ModelPush { t: t0 as u32, n: chunk as u32, ..p };
@@ -92,8 +94,15 @@ impl Engine {
         for (name, out) in [("ctx.q.weight", &ws.q), ("ctx.k.weight", &ws.k), ("ctx.v.weight", &ws.v)] {
             self.mm(seq, (rows, a, h), (s, 0, false), (pb, self.off(name), true), (out, 0), false)?;
         }
-        let p = ModelPush { f0: (1.0 / (cfg.head_dim() as f64).sqrt()) as f32, ..base };
-        let bufs = [&ws.q, &ws.k, &ws.v, &ws.attn, &ws.c];
+        // A carried prefix's keys and values, from its states with the current weights.
+        let np = self.carry_prefix().unwrap_or(0);
+        if np > 0 {
+            for (name, out) in [("ctx.k.weight", &ws.k_pre), ("ctx.v.weight", &ws.v_pre)] {
+                self.mm(seq, (np * ws.b, a, h), (&ws.s_pre, 0, false), (pb, self.off(name), true), (out, 0), false)?;
+            }
+        }
+        let p = ModelPush { f0: (1.0 / (cfg.head_dim() as f64).sqrt()) as f32, off2: np as u32, ..base };
+        let bufs = [&ws.q, &ws.k, &ws.v, &ws.attn, &ws.c, &ws.k_pre, &ws.v_pre];
         let spec = match self.fault {
             Some(Fault::SoftmaxNoMax) => &ATTN_FWD_FAULT_NO_MAX,
             Some(Fault::WindowOffByOne) => &ATTN_FWD_FAULT_WINDOW,

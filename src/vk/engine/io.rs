@@ -208,6 +208,19 @@ impl Engine {
         }
         let ws = self.ws.as_mut().expect("set above");
         ws.write_batch(&self.cfg, batch)?;
+        if let Some(c) = &self.carry {
+            if c.rows != batch.rows || c.hidden != self.cfg.hidden || c.h0.len() != self.cfg.layers {
+                return Err(VkError::Invalid(format!(
+                    "the carried state is for {} rows; the batch has {}",
+                    c.rows, batch.rows
+                )));
+            }
+            let ws = self.ws()?;
+            for (buf, h0) in ws.carry_h0.iter().zip(&c.h0) {
+                self.upload(buf, 0, h0)?;
+            }
+            self.upload(&ws.s_pre, 0, &c.prefix)?;
+        }
         self.settle_recurrence()
     }
 

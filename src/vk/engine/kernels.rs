@@ -124,7 +124,7 @@ pub const MAX_HIDDEN: usize = 1024;
 pub static GRU_FWD_SEQ: KernelSpec = KernelSpec {
     name: "gru_fwd_seq",
     spirv: shaders::GRU_FWD_SEQ,
-    bindings: &[R, R, W, W, RW, R],
+    bindings: &[R, R, W, W, RW, R, R],
     push_size: 64,
     local_size: [1024, 1, 1],
     items_per_group: [1, 1, 1],
@@ -147,7 +147,7 @@ pub static GRU_FWD_SEQ_FAULT_RESET_BEFORE: KernelSpec = KernelSpec {
 pub static GRU_BWD_SEQ: KernelSpec = KernelSpec {
     name: "gru_bwd_seq",
     spirv: shaders::GRU_BWD_SEQ,
-    bindings: &[R, R, R, R, R, RW, W, RW],
+    bindings: &[R, R, R, R, R, RW, W, RW, R],
     push_size: 64,
     local_size: [1024, 1, 1],
     items_per_group: [1, 1, 1],
@@ -270,16 +270,16 @@ const ATTN_SHARED: u32 = (64 * 4 * 4 + 64 * 65 + 16 * 64) * 4;
 pub static ATTN_FWD: KernelSpec = KernelSpec {
     name: "attn_fwd",
     spirv: shaders::ATTN_FWD,
-    bindings: &[R, R, R, RW, W],
+    bindings: &[R, R, R, RW, W, R, R],
     push_size: 64,
     local_size: [256, 1, 1],
     items_per_group: [ATTN_BLOCK, 1, 1],
     shared_bytes: ATTN_SHARED,
 };
 pub static ATTN_BWD_Q: KernelSpec =
-    KernelSpec { name: "attn_bwd_q", spirv: shaders::ATTN_BWD_Q, bindings: &[R, R, R, R, RW, W], ..ATTN_FWD };
+    KernelSpec { name: "attn_bwd_q", spirv: shaders::ATTN_BWD_Q, bindings: &[R, R, R, R, RW, W, R, R], ..ATTN_FWD };
 pub static ATTN_BWD_KV: KernelSpec =
-    KernelSpec { name: "attn_bwd_kv", spirv: shaders::ATTN_BWD_KV, bindings: &[R, R, R, R, W, W], ..ATTN_FWD };
+    KernelSpec { name: "attn_bwd_kv", spirv: shaders::ATTN_BWD_KV, bindings: &[R, R, R, R, W, W, W, W], ..ATTN_FWD };
 pub static ATTN_FWD_FAULT_NO_MAX: KernelSpec =
     KernelSpec { name: "attn_fwd_fault_no_max", spirv: shaders::ATTN_FWD_FAULT_NO_MAX, ..ATTN_FWD };
 pub static ATTN_FWD_FAULT_WINDOW: KernelSpec =

@@ -146,6 +146,9 @@ pub struct Engine {
     /// isolated rungs upload theirs).
     host_written: Mutex<Vec<usize>>,
     ws: Option<Workspace>,
+    /// The state each row of the next batches starts from (docs/carry-state.md);
+    /// `None`: MODEL.md's start from zero, recorded exactly as before.
+    carry: Option<crate::cpu::Carry<f32>>,
 }
 
 /// Steps layer 0 runs behind layer 1 in the backward wavefront
@@ -238,6 +241,7 @@ impl Engine {
             poison: env.poison,
             host_written: Mutex::new(Vec::new()),
             ws: None,
+            carry: None,
         };
         let zeros = vec![0f32; n];
         e.write_flat(FlatBuf::Params, &e.layout.flatten(params))?;
@@ -330,6 +334,43 @@ impl Engine {
 
     /// Drops the recorded step of [`Engine::train_step`] with `Replay::Yes` (waiting for
     /// its work, if any is in flight).
+    /// Sets the carried state the next steps start from (written with each
+    /// batch); a change of whether one is carried, or of its prefix length,
+    /// records the step anew (the recurrence runs per row while carrying).
+    pub fn set_carry(&mut self, carry: Option<crate::cpu::Carry<f32>>) {
+        let shape = |c: &Option<crate::cpu::Carry<f32>>| c.as_ref().map(|c| c.prefix_len);
+        if shape(&carry) != shape(&self.carry) {
+            self.forget_replay();
+        }
+        self.carry = carry;
+    }
+
+    /// The carried prefix's length while carrying (None: no state).
+    pub(super) fn carry_prefix(&self) -> Option<usize> {
+        self.carry.as_ref().map(|c| c.prefix_len)
+    }
+
+    /// The state the last step left (while carrying): each layer's `h` at
+    /// the last position and the top layer's last states after the old prefix.
+    pub fn final_state(&self) -> VkResult<Option<crate::cpu::Carry<f32>>> {
+        let Some(prev) = &self.carry else { return Ok(None) };
+        let ws = self.ws()?;
+        let (t, b, h) = (ws.t, ws.b, self.cfg.hidden);
+        let bh = b * h;
+        let keep = self.cfg.window.saturating_sub(1).min(prev.prefix_len + t);
+        let (from_s, top) = (keep.min(t), &ws.layers.last().expect("layers >= 1").h);
+        let mut ranges: Vec<(&Buffer, usize, usize)> = ws.layers.iter().map(|l| (&l.h, (t - 1) * bh, bh)).collect();
+        if from_s > 0 {
+            ranges.push((top, (t - from_s) * bh, from_s * bh));
+        }
+        let mut got = self.download(&ranges)?;
+        let s_tail = if from_s > 0 { got.pop().expect("pushed") } else { Vec::new() };
+        let from_old = keep - from_s;
+        let mut prefix = prev.prefix[prev.prefix.len() - from_old * bh..].to_vec();
+        prefix.extend(s_tail);
+        Ok(Some(crate::cpu::Carry { rows: b, hidden: h, h0: got, prefix, prefix_len: keep }))
+    }
+
     fn forget_replay(&mut self) {
         *self.replay.get_mut().unwrap_or_else(|p| p.into_inner()) = None;
     }

@@ -77,6 +77,15 @@ pub struct Workspace {
     /// Scratch of the split-K products' partial sums and of the column sums'
     /// chunk sums ([`scratch_len`] values).
     pub scratch: Buffer,
+    /// A carried state (docs/carry-state.md): each layer's `h_{-1}`, `[B, H]`,
+    /// and the top layer's prefix states, `[W−1, B, H]` (both written by the
+    /// host), the prefix's keys and values and their gradients, `[W−1, B, A]`.
+    pub carry_h0: Vec<Buffer>,
+    pub s_pre: Buffer,
+    pub k_pre: Buffer,
+    pub v_pre: Buffer,
+    pub dk_pre: Buffer,
+    pub dv_pre: Buffer,
 }
 
 /// `(m, n, k)` of every matrix product `Engine::record_stage` records for
@@ -95,6 +104,10 @@ pub fn step_products(cfg: &Config, rows: usize, b: usize) -> Vec<(usize, usize, 
         (a, h, rows), // dW_q, dW_k, dW_v
         (rows, h, a), // d_s from the context stream
     ];
+    // A carried state's products: the prefix's keys and values, their
+    // weight gradients, and dW_hh's t = 0 term.
+    let pb = cfg.window.saturating_sub(1).max(1) * b;
+    p.extend([(pb, a, h), (a, h, pb), (g, h, b)]);
     for l in 0..cfg.layers {
         let n_in = cfg.gru_in(l);
         p.extend([
@@ -187,6 +200,10 @@ impl Workspace {
             &self.partials,
             &self.wt,
             &self.scratch,
+            &self.k_pre,
+            &self.v_pre,
+            &self.dk_pre,
+            &self.dv_pre,
         ]);
         v
     }
@@ -209,6 +226,8 @@ impl Workspace {
         super::kernels::check_loop_bounds(cfg, (t, b), guarded).map_err(VkError::Limit)?;
         let (d, h, a, v) = (cfg.d_embed, cfg.hidden, cfg.attn_dim, cfg.vocab);
         let dev = |name: &str, n: usize| Buffer::device_f32(ctx, name, n);
+        // Rows of a carried prefix's buffers: W − 1 positions of B rows.
+        let pre = cfg.window.saturating_sub(1).max(1) * b;
         let up = |name: &str, n: usize| Buffer::new(ctx, name, n as u64 * 4, MemoryKind::Upload);
         // `width` f16 values per row, rows + GRID_CM_TILE rows.
         let half = |name: String, width: usize| -> VkResult<Option<Buffer>> {
@@ -270,6 +289,12 @@ impl Workspace {
             wt: dev("gru.w_hh_t", 3 * h * h)?,
             sync: dev("grid.sync", GRID_MAX_GROUPS * GRID_FLAG_WORDS)?,
             scratch: dev("reduce.scratch", scratch_len_for(cfg, rows, b, path))?,
+            carry_h0: (0..cfg.layers).map(|l| dev(&format!("carry.h0_l{l}"), b * h)).collect::<VkResult<_>>()?,
+            s_pre: dev("carry.s_pre", pre * h)?,
+            k_pre: dev("carry.k_pre", pre * a)?,
+            v_pre: dev("carry.v_pre", pre * a)?,
+            dk_pre: dev("carry.dk_pre", pre * a)?,
+            dv_pre: dev("carry.dv_pre", pre * a)?,
         })
     }
 

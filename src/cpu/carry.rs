@@ -1,0 +1,109 @@
+//! The state a batch row carries from one window of its document to the next
+//! (truncated backpropagation through time, `docs/carry-state.md`): each GRU
+//! layer's last hidden state, used as `h_{-1}` of the next window, and the top
+//! layer's last `P ≤ W − 1` states, from which the next window's attention
+//! recomputes the keys and values of the positions before its start.
+//!
+//! Both are constants of the step that reads them: no gradient flows into the
+//! previous window. An absent state (`None` where a `&Carry` is asked for) is
+//! the model of MODEL.md exactly: `h_{-1} = 0` and an empty buffer.
+
+use super::forward::Forward;
+use crate::model::Config;
+use crate::tensor::Real;
+
+/// A batch's carried state.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Carry<T> {
+    pub rows: usize,
+    pub hidden: usize,
+    /// Per layer (bottom first), `h_{-1}` of each row: `[L][B, H]`.
+    pub h0: Vec<Vec<T>>,
+    /// The top layer's states of the `prefix_len` positions before the
+    /// window, oldest first, time-major like every activation: `[P, B, H]`.
+    pub prefix: Vec<T>,
+    pub prefix_len: usize,
+}
+
+/// Why a carried state does not fit a model or a batch.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CarryError {
+    #[error("the carried state has {got} layers; the model has {want}")]
+    Layers { got: usize, want: usize },
+    #[error("the carried state is for {got} rows of {got_h} units; the batch has {want} rows of {want_h}")]
+    Shape { got: usize, got_h: usize, want: usize, want_h: usize },
+    #[error("the carried prefix holds {got} positions; the window W = {window} allows at most {}", window - 1)]
+    PrefixTooLong { got: usize, window: usize },
+    #[error("the carried state's buffers have the wrong length ({what}: {got}, expected {want})")]
+    Length { what: &'static str, got: usize, want: usize },
+}
+
+impl<T: Real> Carry<T> {
+    /// A state of zeros with an empty prefix (the first window of a document).
+    pub fn zeros(cfg: &Config, rows: usize) -> Self {
+        let h = cfg.hidden;
+        Carry { rows, hidden: h, h0: vec![vec![T::zero(); rows * h]; cfg.layers], prefix: Vec::new(), prefix_len: 0 }
+    }
+
+    /// True where the state is all zeros with an empty prefix: such a state
+    /// changes nothing, and engines run today's step for it.
+    pub fn is_empty(&self) -> bool {
+        self.prefix_len == 0 && self.h0.iter().all(|l| l.iter().all(|&x| x == T::zero()))
+    }
+
+    /// Checks the state against the model and a batch of `rows` rows.
+    pub fn check(&self, cfg: &Config, rows: usize) -> Result<(), CarryError> {
+        if self.h0.len() != cfg.layers {
+            return Err(CarryError::Layers { got: self.h0.len(), want: cfg.layers });
+        }
+        if self.rows != rows || self.hidden != cfg.hidden {
+            return Err(CarryError::Shape { got: self.rows, got_h: self.hidden, want: rows, want_h: cfg.hidden });
+        }
+        if self.prefix_len >= cfg.window.max(1) {
+            return Err(CarryError::PrefixTooLong { got: self.prefix_len, window: cfg.window });
+        }
+        let bh = rows * cfg.hidden;
+        if let Some(l) = self.h0.iter().find(|l| l.len() != bh) {
+            return Err(CarryError::Length { what: "h0", got: l.len(), want: bh });
+        }
+        if self.prefix.len() != self.prefix_len * bh {
+            return Err(CarryError::Length { what: "prefix", got: self.prefix.len(), want: self.prefix_len * bh });
+        }
+        Ok(())
+    }
+
+    /// The state after a forward pass that started from `prev` (None: from
+    /// zero): each layer's `h` at the window's last position, and the last
+    /// `min(W − 1, P + T)` top-layer states of the old prefix followed by the
+    /// window's. A row shorter than the window ends its document; its state is
+    /// still returned (taken at the last position) and the caller resets it.
+    pub fn after(cfg: &Config, f: &Forward<T>, prev: Option<&Carry<T>>) -> Self {
+        let (tt, bb, h) = (f.t, f.b, cfg.hidden);
+        let bh = bb * h;
+        let h0 = f.gru.iter().map(|g| g.h[(tt - 1) * bh..tt * bh].to_vec()).collect();
+        let old: &[T] = prev.map(|c| c.prefix.as_slice()).unwrap_or(&[]);
+        let keep = (cfg.window.saturating_sub(1)).min(old.len() / bh.max(1) + tt);
+        let from_s = keep.min(tt);
+        let from_old = keep - from_s;
+        let mut prefix = Vec::with_capacity(keep * bh);
+        prefix.extend_from_slice(&old[old.len() - from_old * bh..]);
+        prefix.extend_from_slice(&f.s()[(tt - from_s) * bh..]);
+        Carry { rows: bb, hidden: h, h0, prefix, prefix_len: keep }
+    }
+
+    /// The same state with every value passed through `f` (a cast).
+    pub fn map<U: Real>(&self, f: impl Fn(T) -> U) -> Carry<U> {
+        Carry {
+            rows: self.rows,
+            hidden: self.hidden,
+            h0: self.h0.iter().map(|l| l.iter().map(|&x| f(x)).collect()).collect(),
+            prefix: self.prefix.iter().map(|&x| f(x)).collect(),
+            prefix_len: self.prefix_len,
+        }
+    }
+}
+
+/// The f32 state cast to `T` (the CPU reference in f64 reads the engines' f32 state).
+pub fn cast<T: Real>(c: &Carry<f32>) -> Carry<T> {
+    c.map(|x| T::of(x as f64))
+}
