@@ -31,7 +31,7 @@ wait_for() {
     headroom-inspector) echo 90 ;;   # done at 49 s
     growth-panel-xvfb) echo 90 ;;    # done at 41 s
     precision-map-bisect) echo 400 ;;
-    sequence-16k) echo 150 ;;
+    sequence-16k) echo 60 ;;         # done at 14 s
     *) echo 120 ;;
   esac
 }
