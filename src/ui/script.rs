@@ -162,7 +162,9 @@ fn parse_step(line: &str) -> Result<ScriptStep, String> {
         "sleep" => {
             let a = need("a number of seconds")?;
             return match a.parse::<f64>() {
-                Ok(s) if s.is_finite() && (0.0..=3600.0).contains(&s) => Ok(ScriptStep::Sleep(Duration::from_secs_f64(s))),
+                Ok(s) if s.is_finite() && (0.0..=3600.0).contains(&s) => {
+                    Ok(ScriptStep::Sleep(Duration::from_secs_f64(s)))
+                }
                 _ => Err(format!("sleep takes 0 to 3600 seconds, got {a:?}")),
             };
         }
@@ -261,8 +263,9 @@ mod tests {
 
     #[test]
     fn parses_steps_and_skips_comments() {
-        let lines = parse("# a comment\nconfig small\n\nlen 300  # tokens\nladder\nrung gru_fwd\nheadroom\nsleep 1.5\n")
-            .unwrap();
+        let lines =
+            parse("# a comment\nconfig small\n\nlen 300  # tokens\nladder\nrung gru_fwd\nheadroom\nsleep 1.5\n")
+                .unwrap();
         let steps: Vec<_> = lines.iter().map(|l| (l.number, l.step.clone())).collect();
         assert_eq!(
             steps,
