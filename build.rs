@@ -18,10 +18,29 @@ const VARIANTS: &[Variant] = &[
     // built, so that the tests can switch them on.
     ("gemm_f32_fault_no_bounds", "gemm_f32.comp", &[("DTYPE", "float"), ("FAULT_NO_BOUNDS", "1")]),
     ("gemm_f32_fault_f16_accum", "gemm_f32.comp", &[("DTYPE", "float"), ("FAULT_F16_ACCUM", "1")]),
+    // The precision fault `f16_stage_skip_slice=STAGE`: a stage's f16 kernel only.
+    (
+        "gemm_f16in_fault_skip_slice",
+        "gemm_f32.comp",
+        &[("DTYPE", "float"), ("ROUND_F16", "1"), ("FAULT_SKIP_FIRST_SLICE", "1")],
+    ),
     ("gru_fwd_seq", "gru_fwd_seq.comp", &[]),
     ("gru_fwd_seq_wg256", "gru_fwd_seq.comp", &[("WG_SIZE", "256")]),
     ("gru_bwd_seq", "gru_bwd_seq.comp", &[]),
     ("gru_bwd_seq_wg256", "gru_bwd_seq.comp", &[("WG_SIZE", "256")]),
+    // A precision map's recurrence (and embedding) stages in f16 or bf16
+    // (shaders/include/stage_round.glsl).
+    ("gru_fwd_seq_f16", "gru_fwd_seq.comp", &[("STAGE_F16", "1")]),
+    ("gru_fwd_seq_wg256_f16", "gru_fwd_seq.comp", &[("WG_SIZE", "256"), ("STAGE_F16", "1")]),
+    ("gru_fwd_seq_bf16", "gru_fwd_seq.comp", &[("STAGE_BF16", "1")]),
+    ("gru_fwd_seq_wg256_bf16", "gru_fwd_seq.comp", &[("WG_SIZE", "256"), ("STAGE_BF16", "1")]),
+    ("gru_bwd_seq_f16", "gru_bwd_seq.comp", &[("STAGE_F16", "1")]),
+    ("gru_bwd_seq_wg256_f16", "gru_bwd_seq.comp", &[("WG_SIZE", "256"), ("STAGE_F16", "1")]),
+    ("gru_bwd_seq_bf16", "gru_bwd_seq.comp", &[("STAGE_BF16", "1")]),
+    ("gru_bwd_seq_wg256_bf16", "gru_bwd_seq.comp", &[("WG_SIZE", "256"), ("STAGE_BF16", "1")]),
+    ("embed_fwd", "embed_fwd.comp", &[]),
+    ("embed_fwd_f16", "embed_fwd.comp", &[("STAGE_F16", "1")]),
+    ("embed_fwd_bf16", "embed_fwd.comp", &[("STAGE_BF16", "1")]),
     ("gru_fwd_seq_fault_no_barrier", "gru_fwd_seq.comp", &[("FAULT_NO_BARRIER", "1"), ("WG_SIZE", "256")]),
     ("gru_fwd_seq_fault_reset_before", "gru_fwd_seq.comp", &[("FAULT_RESET_BEFORE", "1"), ("WG_SIZE", "256")]),
     ("gru_fwd_grid", "gru_fwd_grid.comp", &[]),

@@ -273,8 +273,15 @@ void main() {
     const uint row0 = gl_WorkGroupID.y * BM;
     const uint col0 = gl_WorkGroupID.x * BN;
     const uint z = gl_WorkGroupID.z;
-    const uint k_begin = min(pc.k, z * pc.k_chunk);
-    const uint k_end = min(pc.k, k_begin + pc.k_chunk);
+    const uint k_range = min(pc.k, z * pc.k_chunk);
+    const uint k_end = min(pc.k, k_range + pc.k_chunk);
+#ifdef FAULT_SKIP_FIRST_SLICE
+    // FAULT_SKIP_FIRST_SLICE: the K loop starts one slice late (an off-by-one
+    // in its bounds): the first BK terms of each workgroup's K range are lost.
+    const uint k_begin = min(k_end, k_range + BK);
+#else
+    const uint k_begin = k_range;
+#endif
     const uint slices = (k_end - k_begin + BK - 1u) / BK;
 
     // acc[2·i + h]: row i of the micro-tile (4·ty + i, then 64 + 4·ty + i - 4),

@@ -7,7 +7,10 @@
 // writes the gate gradients of step t.
 //   p: W_hh [3H, H] at off0; gh [T,B,3H]; gates [3][T,B,H]; h [T,B,H];
 //   d_h [T,B,H] (from above); dh_tot [T,B,H]; d_gi, d_gh [T,B,3H].
+// STAGE_F16 / STAGE_BF16: the product d_gh[t+1] · W_hh with both operands
+// rounded to f16 (bfloat16) first (a precision map's `gru.l{l}.rec.bwd`).
 #include "model.glsl"
+#include "stage_round.glsl"
 #define MAXH 1024u
 // Invocations per workgroup: 1024 (every unit its own invocation up to H = 1024),
 // or 256 for narrow layers (build.rs's `_wg256` variants), where idle
@@ -58,10 +61,10 @@ void main() {
                 uint r = 0u;
                 for (; r + 4u <= H3; r += 4u) {
                     uint w = pc.off0 + r * H + j;
-                    acc += sdgh[cur][r] * p[w] + sdgh[cur][r + 1u] * p[w + H]
-                         + sdgh[cur][r + 2u] * p[w + 2u * H] + sdgh[cur][r + 3u] * p[w + 3u * H];
+                    acc += RND(sdgh[cur][r]) * RND(p[w]) + RND(sdgh[cur][r + 1u]) * RND(p[w + H])
+                         + RND(sdgh[cur][r + 2u]) * RND(p[w + 2u * H]) + RND(sdgh[cur][r + 3u]) * RND(p[w + 3u * H]);
                 }
-                for (; r < H3; ++r) acc += sdgh[cur][r] * p[pc.off0 + r * H + j];
+                for (; r < H3; ++r) acc += RND(sdgh[cur][r]) * RND(p[pc.off0 + r * H + j]);
                 carry[q] = dh_tot[next * H + j] * gates[rh + next * H + j] + acc;
             }
         }

@@ -10,6 +10,7 @@
 // FAULT_RESET_BEFORE: n = tanh(gi_n + W_hn (r ⊙ h_{t-1}) + b_hn), the reset
 // gate applied before the matmul (TensorFlow's convention; a planted bug).
 #include "model.glsl"
+#include "stage_round.glsl"
 #define MAXH 1024u
 // Invocations per workgroup: 1024 (every unit its own invocation up to H = 1024),
 // or 256 for narrow layers (build.rs's `_wg256` variants), where idle
@@ -68,25 +69,25 @@ void main() {
             // chunks for that).
             uint k = 0u;
             for (; k + 2u <= H; k += 2u) {
-                float x0 = hs[cur][k], x1 = hs[cur][k + 1u];
+                float x0 = RND(hs[cur][k]), x1 = RND(hs[cur][k + 1u]);
                 uint w = k * H3 + j;
-                ar += x0 * wt[w] + x1 * wt[w + H3];
-                az += x0 * wt[w + H] + x1 * wt[w + H3 + H];
+                ar += x0 * RND(wt[w]) + x1 * RND(wt[w + H3]);
+                az += x0 * RND(wt[w + H]) + x1 * RND(wt[w + H3 + H]);
 #ifdef FAULT_RESET_BEFORE
                 an += rh[k] * wt[w + 2u * H] + rh[k + 1u] * wt[w + H3 + 2u * H];
 #else
-                an += x0 * wt[w + 2u * H] + x1 * wt[w + H3 + 2u * H];
+                an += x0 * RND(wt[w + 2u * H]) + x1 * RND(wt[w + H3 + 2u * H]);
 #endif
             }
             for (; k < H; ++k) {
-                float x = hs[cur][k];
+                float x = RND(hs[cur][k]);
                 uint w = k * H3 + j;
-                ar += x * wt[w];
-                az += x * wt[w + H];
+                ar += x * RND(wt[w]);
+                az += x * RND(wt[w + H]);
 #ifdef FAULT_RESET_BEFORE
                 an += rh[k] * wt[w + 2u * H];
 #else
-                an += x * wt[w + 2u * H];
+                an += x * RND(wt[w + 2u * H]);
 #endif
             }
             float ghr = ar + p[pc.off1 + j];

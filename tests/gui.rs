@@ -970,6 +970,7 @@ fn generate_example_sessions() {
         tokens,
         engine_fault: None,
         precision: dualscope::ladder::Precision::F32,
+        precision_map: None,
         token_cap: None,
         capture: None,
     };

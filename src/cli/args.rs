@@ -59,6 +59,31 @@ pub struct RowArgs {
     pub offset: usize,
 }
 
+/// `--precision-map`: each stage's precision over `--precision`'s step
+/// (`ladder`, `train`, `bench`, `replay`, `precision-bisect`).
+#[derive(Args, Debug, Clone, Default)]
+pub struct PrecisionMapArg {
+    /// Each stage's precision, applied over --precision's step: STAGE=f16|f32|bf16,… with the stages
+    /// embed, gru.l{l}.input, gru.l{l}.rec, attn, head, each also with .bwd, and the groups all, fwd,
+    /// bwd, gru.input, gru.rec, gru.input.bwd, gru.rec.bwd; later ones win (docs/precision.md).
+    #[arg(long, value_name = "MAP")]
+    pub precision_map: Option<String>,
+}
+
+impl PrecisionMapArg {
+    /// The map: the flag's assignments over `base` (today's step of the
+    /// precision); None without the flag. A bad token is a usage error naming it.
+    pub fn over(
+        &self,
+        base: impl FnOnce() -> Result<crate::vk::gemm::PrecisionMap, crate::cli::common::CliError>,
+    ) -> Result<Option<crate::vk::gemm::PrecisionMap>, crate::cli::common::CliError> {
+        let Some(text) = &self.precision_map else { return Ok(None) };
+        let map =
+            base()?.with(text).map_err(|e| crate::cli::common::CliError::Usage(format!("--precision-map: {e}")))?;
+        Ok(Some(map))
+    }
+}
+
 /// A planted bug of the GPU engine (ladder, bisect, audit).
 #[derive(Args, Debug, Clone, Default)]
 pub struct FaultArg {

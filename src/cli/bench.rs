@@ -54,6 +54,8 @@ pub struct BenchArgs {
     /// bf16). The CPU engine always runs f32.
     #[arg(long, value_enum, default_value_t = crate::ladder::Precision::F32)]
     pub precision: crate::ladder::Precision,
+    #[command(flatten)]
+    pub precision_map: super::args::PrecisionMapArg,
     /// GEMM kernel of the mixed step (default: DUALSCOPE_GEMM_PATH, else auto).
     #[arg(long, value_enum)]
     pub gemm_path: Option<crate::vk::gemm::GemmChoice>,
@@ -102,7 +104,10 @@ fn bench_gpu(a: &BenchArgs, cfg: &Config, params: &Params<f32>, batch: &Batch) -
     let precision = a.precision;
     let choice = super::gpu::choice_for(a.gemm_path, precision)?;
     let n = BenchSteps { warmup: a.warmup, steps: a.steps };
-    bench::vulkan(n, &ctx, cfg, params, batch, precision, choice, &mut Bars::default()).map_err(gpu_error)
+    let map = a.precision_map.over(|| {
+        crate::vk::engine::default_map(&ctx, cfg, precision, choice).map_err(|e| CliError::Engine(e.to_string()))
+    })?;
+    bench::vulkan(n, &ctx, cfg, params, batch, precision, choice, map.as_ref(), &mut Bars::default()).map_err(gpu_error)
 }
 
 fn summary(engine: &str, t: &mut Timed, tokens: f64) -> serde_json::Value {

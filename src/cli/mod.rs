@@ -12,6 +12,7 @@ mod grads;
 mod growth;
 mod gui;
 mod init;
+mod precision_bisect;
 mod replay;
 mod scan;
 mod train;
@@ -63,6 +64,8 @@ pub enum Command {
     Scan(scan::ScanArgs),
     /// One long row: per position the GPU–CPU difference of each state and gradient against the rounding envelope (exit 0: none outside, 1: one, 2: usage or device error).
     Growth(growth::GrowthArgs),
+    /// The fewest stages that must stay in f32 for the ladder and the loss gate to pass (exit 0: a passing map, 1: even all-f32 fails, 2: usage or device error).
+    PrecisionBisect(precision_bisect::PrecisionBisectArgs),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -170,5 +173,6 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         Some(Command::Drift(a)) => drift::run_drift(&a),
         Some(Command::Scan(a)) => scan::run(&a),
         Some(Command::Growth(a)) => growth::run_growth(&a),
+        Some(Command::PrecisionBisect(a)) => precision_bisect::run(&a),
     }
 }

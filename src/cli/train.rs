@@ -72,6 +72,8 @@ pub struct TrainArgs {
     /// mixed: f16 products with f32 accumulation; bf16). --engine gpu only.
     #[arg(long, value_enum, default_value_t = crate::ladder::Precision::F32)]
     pub precision: crate::ladder::Precision,
+    #[command(flatten)]
+    pub precision_map: super::args::PrecisionMapArg,
     /// GEMM kernel of the mixed step (default: DUALSCOPE_GEMM_PATH, else auto).
     #[arg(long, value_enum)]
     pub gemm_path: Option<crate::vk::gemm::GemmChoice>,
@@ -251,6 +253,7 @@ impl TrainArgs {
             seed: self.seed,
             engine: self.engine.kind(),
             vulkan,
+            precision_map: self.precision_map.precision_map.clone(),
             out: self.out.clone(),
             save_every: self.save_every,
             checkpoint_every: self.checkpoint_every,
@@ -325,8 +328,12 @@ pub fn run(a: &TrainArgs) -> Result<i32, CliError> {
                 s.actions.len(),
                 s.controller.rollbacks
             );
-            if precision != "f32" {
-                println!("mixed-precision step: {precision} products on {gemm_path}, f32 everything else");
+            match &a.precision_map.precision_map {
+                Some(m) => println!("precision map {m:?} over --precision {precision}, f16 products on {gemm_path}"),
+                None if precision != "f32" => {
+                    println!("mixed-precision step: {precision} products on {gemm_path}, f32 everything else")
+                }
+                None => {}
             }
             if let Some(dir) = &s.out {
                 println!("checkpoints and logs in {}", dir.display());
@@ -390,6 +397,7 @@ pub fn demo(a: &DemoArgs) -> Result<i32, CliError> {
         seed: Some(0),
         engine: EngineKind::Cpu,
         vulkan: VulkanOptions::default(),
+        precision_map: None,
         out: None,
         save_every: 0,
         checkpoint_every: u64::MAX,

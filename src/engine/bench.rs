@@ -131,9 +131,14 @@ pub fn vulkan(
     batch: &Batch,
     precision: Precision,
     choice: GemmChoice,
+    map: Option<&crate::vk::gemm::PrecisionMap>,
     pb: &mut dyn Progress,
 ) -> Result<Timed, EngineError> {
-    let mut e = Engine::with_precision(ctx, cfg, params, &StepOptions::default(), precision, choice)?;
+    // Under a precision map, each stage in its own precision (from its loss scale).
+    let mut e = match map {
+        Some(m) => Engine::with_precision_map(ctx, cfg, params, &StepOptions::default(), m, choice)?,
+        None => Engine::with_precision(ctx, cfg, params, &StepOptions::default(), precision, choice)?,
+    };
     e.set_batch(batch)?;
     // Instrumented: every dispatch between timestamps, for the breakdowns.
     pb.start("benchmark gpu (per kernel)", (n.warmup + n.steps) as u64);

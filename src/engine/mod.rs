@@ -345,6 +345,32 @@ impl Engine {
         }
     }
 
+    /// Runs each stage in the precision of `text` (`STAGE=PREC,…`, see
+    /// docs/precision.md) applied over the engine's own map; before the first
+    /// batch. Returns the map. The CPU reference computes in f32 only: a map
+    /// with any stage below f32 is a usage error there.
+    pub fn apply_precision_map(
+        &mut self,
+        text: &str,
+        choice: GemmChoice,
+    ) -> Result<crate::vk::gemm::PrecisionMap, EngineError> {
+        let base = match self {
+            Engine::Cpu(_) => crate::vk::gemm::PrecisionMap::uniform(Precision::F32, self.config().layers),
+            Engine::Vulkan(g) => g.engine().precision_map(),
+        };
+        let map = base.with(text).map_err(|e| EngineError::Usage(format!("--precision-map: {e}")))?;
+        match self {
+            Engine::Cpu(_) if map.is_mixed() => Err(EngineError::Usage(
+                "--precision-map: stages below f32 run on --engine gpu; the CPU reference computes in f32".into(),
+            )),
+            Engine::Cpu(_) => Ok(map),
+            Engine::Vulkan(g) => {
+                g.set_precision_map(Some(map.clone()), choice)?;
+                Ok(map)
+            }
+        }
+    }
+
     /// The planted fault now (always `None` on the CPU).
     pub fn fault(&self) -> Option<crate::vk::engine::Fault> {
         self.as_vulkan().and_then(|e| e.fault())

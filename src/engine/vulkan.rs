@@ -152,6 +152,15 @@ impl VulkanEngine {
         self.last.as_ref()
     }
 
+    /// Each stage's precision (see `vk::engine::Engine::set_precision_map`).
+    pub(super) fn set_precision_map(
+        &mut self,
+        map: Option<crate::vk::gemm::PrecisionMap>,
+        choice: crate::vk::gemm::GemmChoice,
+    ) -> Result<(), EngineError> {
+        Ok(self.engine.set_precision_map(map, choice)?)
+    }
+
     pub(super) fn set_fault(&mut self, fault: Option<crate::vk::engine::Fault>) {
         self.engine.set_fault(fault);
     }

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{LadderError, ModelLadder, Status, loss_tolerance, norm_tolerance};
+use super::{LadderError, ModelLadder, Status, loss_tolerance_for, norm_tolerance_for};
 
 /// The end-to-end step: the loss is the hard gate; the gradient-norm
 /// difference is a diagnostic that names the tensors contributing most.
@@ -76,8 +76,9 @@ impl ModelLadder {
         let mut notes = Vec::new();
         let logits = &self.cpu32.get("head.logits").expect("traced").data;
         let rms_logits = (logits.iter().map(|&x| (x as f64).powi(2)).sum::<f64>() / logits.len().max(1) as f64).sqrt();
-        let p = self.setup.precision;
-        let (loss_tol, norm_tol) = (loss_tolerance(p, &cfg, rms_logits, loss_cpu), norm_tolerance(p, &cfg));
+        let (p, map) = (self.setup.precision, self.precision_map());
+        let loss_tol = loss_tolerance_for(map, p, &cfg, rms_logits, loss_cpu);
+        let norm_tol = norm_tolerance_for(map, p, &cfg);
         let status = if !(loss_rel_err <= loss_tol) {
             notes.push(format!("loss differs by {loss_rel_err:.3e} relative (gate {loss_tol:.1e})"));
             Status::Fail

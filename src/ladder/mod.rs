@@ -19,6 +19,7 @@ mod gemm;
 pub mod headroom;
 pub mod inputs;
 mod model;
+pub mod precision_bisect;
 mod repeat;
 mod result;
 pub mod run;
@@ -37,17 +38,21 @@ pub use gemm::{
     GemmCase, RANGE_SCALE, bf16_tolerance, f16_tolerance, f32_tolerance, gemm_cases, gemm_cases_for, round_bf16,
 };
 pub use headroom::{Headroom, TensorHeadroom};
-pub use model::{ModelLadder, RungTensor};
+pub use model::{ModelLadder, RungTensor, scale_precision};
+pub use precision_bisect::{MapProbe, Outcome, PrecisionBisectReport, PrecisionBisectSpec, precision_bisect};
 pub use repeat::{RepeatReport, RunDiff, Side, TensorRepeat, diff_runs, repeat};
 pub use result::{CaseResult, Counts, KernelName, RungResult, Status};
 pub use run::{Corrupt, Corruption, Event, LadderReport, LadderSpec, OnError, RungError, Summary, run};
 pub use rung::Rung;
 pub use setup::{MIXED_SCALE, Mode, OPTIM_SCALE, Setup, backward_scale, default_batch, step_scale};
-pub use tolerance::{LOSS_TOLERANCE, MIXED_PRODUCT_BOUND, NORM_TOLERANCE, loss_tolerance, norm_tolerance};
+pub use tolerance::{
+    LOSS_TOLERANCE, MIXED_PRODUCT_BOUND, NORM_TOLERANCE, loss_tolerance, loss_tolerance_for, norm_tolerance,
+    norm_tolerance_for,
+};
 
 /// The precision the GPU side runs in (the CPU reference is f32 and f64):
 /// f32, or the mixed-precision step with f16 or bfloat16 products.
-pub use crate::vk::gemm::Precision;
+pub use crate::vk::gemm::{MapStage, Precision, PrecisionMap, StageKind};
 
 const fn ids<const N: usize>(rungs: [Rung; N]) -> [&'static str; N] {
     let mut out = [""; N];

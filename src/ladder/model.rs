@@ -12,7 +12,10 @@ use std::sync::Arc;
 
 use super::case::case;
 use super::setup::{carries_scale, optim_scale, scaled};
-use super::{LadderError, MIXED_SCALE, Mode, Precision, Rung, RungResult, Setup, Status, backward_scale, step_scale};
+use super::{
+    LadderError, MIXED_SCALE, MapStage, Mode, Precision, PrecisionMap, Rung, RungResult, Setup, Status, backward_scale,
+    step_scale,
+};
 use crate::cpu::{self, LossScale, OptimState, Trace};
 use crate::model::Params;
 use crate::vk::Context;
@@ -52,6 +55,9 @@ pub struct ModelLadder {
     after64: (Params<f64>, OptimState<f64>, f64),
     /// The CPU's loss scale after that step (GradScaler's update in f16).
     after_scale: LossScale,
+    /// Each stage's precision, where the run gives a map (None: the
+    /// precision's step, `setup.precision`).
+    map: Option<PrecisionMap>,
     /// Chained mode: the GPU's tensors from one whole step, read once.
     chained: Option<Chained>,
     /// The tensors of the rungs run so far, by rung.
@@ -71,8 +77,23 @@ impl ModelLadder {
     /// The ladder of `setup`, its products on the kernel `choice` picks for
     /// the precision (f32: the f32 step; f16, bf16: the mixed-precision step).
     pub fn with_choice(ctx: &Arc<Context>, setup: Setup, choice: GemmChoice) -> Result<ModelLadder, LadderError> {
+        Self::with_map(ctx, setup, choice, None)
+    }
+
+    /// The ladder of `setup` with each stage in the precision `map` gives it
+    /// (None: [`ModelLadder::with_choice`]); the f16 stages on the kernel
+    /// `choice` picks. The tolerances count the map's f16 and bf16 stages
+    /// ([`Rung::map_tolerance`]); the backward runs at the mixed loss scale
+    /// where a backward stage is f16.
+    pub fn with_map(
+        ctx: &Arc<Context>,
+        setup: Setup,
+        choice: GemmChoice,
+        map: Option<PrecisionMap>,
+    ) -> Result<ModelLadder, LadderError> {
         let path = gemm::path_for(ctx, setup.precision, choice)?;
-        let step = step_scale(setup.precision);
+        let sp = scale_precision(setup.precision, map.as_ref());
+        let step = step_scale(sp);
         let cfg = &setup.cfg;
         let cpu_err = |e: cpu::CpuError| LadderError::Input(e.to_string());
         cpu::profile::enable(true);
@@ -87,7 +108,7 @@ impl ModelLadder {
         }
         // The rung's step carries a loss scale, so that unscaling is exercised.
         let (mut p1, mut g1, mut s1) = (setup.params.clone(), scaled(&g32, step), prior.clone());
-        let mut after_scale = optim_scale(setup.precision);
+        let mut after_scale = optim_scale(sp);
         let out = cpu::apply_step(cfg, &mut p1, &mut g1, &mut s1, &mut after_scale, &setup.opts);
         let cpu_ms = cpu::profile::take();
         cpu::profile::enable(false);
@@ -98,10 +119,11 @@ impl ModelLadder {
         let g64 = bwd64.grads;
         let mut s64 = OptimState::<f64> { m: prior.m.cast(), v: prior.v.cast(), step: prior.step };
         let (mut q64, mut gg64) = (p64, scaled(&g64, step));
-        let out64 = cpu::apply_step(cfg, &mut q64, &mut gg64, &mut s64, &mut optim_scale(setup.precision), &setup.opts);
+        let out64 = cpu::apply_step(cfg, &mut q64, &mut gg64, &mut s64, &mut optim_scale(sp), &setup.opts);
         let after64 = (q64, s64, out64.grad_norm);
 
-        let engine = Engine::new(ctx, cfg, &setup.params, &setup.opts, &LossScale::fixed(), path)?;
+        let mut engine = Engine::new(ctx, cfg, &setup.params, &setup.opts, &LossScale::fixed(), path)?;
+        engine.set_precision_map(map.clone(), choice)?;
         let mut l = ModelLadder {
             setup,
             engine,
@@ -112,6 +134,7 @@ impl ModelLadder {
             after,
             after64,
             after_scale,
+            map,
             chained: None,
             kept: Vec::new(),
             loss_scale: None,
@@ -133,7 +156,7 @@ impl ModelLadder {
 
     /// The loss scale the GPU's backward runs at.
     pub fn loss_scale_now(&self) -> f64 {
-        self.loss_scale.unwrap_or_else(|| backward_scale(self.setup.precision))
+        self.loss_scale.unwrap_or_else(|| backward_scale(self.scales()))
     }
 
     /// The scale the headroom of a backward tensor is measured at: the one an
@@ -142,6 +165,27 @@ impl ModelLadder {
     /// its tensors would fit in f16.
     pub fn headroom_scale(&self) -> f64 {
         self.loss_scale.unwrap_or(MIXED_SCALE)
+    }
+
+    /// The precision map the ladder runs (None: the precision's step).
+    pub fn precision_map(&self) -> Option<&PrecisionMap> {
+        self.map.as_ref()
+    }
+
+    /// The precision whose loss scales the ladder's backward and optimizer
+    /// steps take ([`scale_precision`]).
+    fn scales(&self) -> Precision {
+        scale_precision(self.setup.precision, self.map.as_ref())
+    }
+
+    /// Whether some stage runs below f32 (the mixed step's warnings).
+    pub(super) fn mixed(&self) -> bool {
+        self.map.as_ref().map_or(self.setup.precision.is_mixed(), PrecisionMap::is_mixed)
+    }
+
+    /// The precision stage `s` runs in (without a map, the products' precision).
+    pub(super) fn precision_of(&self, s: MapStage) -> Precision {
+        self.map.as_ref().map_or(self.setup.precision, |m| m.get(s))
     }
 
     pub fn engine(&self) -> &Engine {
@@ -162,7 +206,7 @@ impl ModelLadder {
     /// rung from; returns the GPU's parameters as they are, for [`Self::restore`]
     /// after the step changed them.
     fn reset_optimizer(&self) -> Result<Vec<f32>, LadderError> {
-        self.engine.set_optim_state(&self.prior, &optim_scale(self.setup.precision))?;
+        self.engine.set_optim_state(&self.prior, &optim_scale(self.scales()))?;
         Ok(self.engine.read_flat(FlatBuf::Params)?)
     }
 
@@ -304,7 +348,7 @@ impl ModelLadder {
             Mode::Isolated => {
                 // The backward's inputs carry the loss scale, as the GPU's own would.
                 let s = self.loss_scale_now();
-                if self.setup.precision.is_mixed() || s != 1.0 {
+                if self.scales().is_mixed() || s != 1.0 {
                     self.engine.write_state(&LossScale { scale: s, ..LossScale::fixed() }, self.prior.step, 0)?;
                 }
                 for input in rung.inputs(&cfg) {
@@ -317,7 +361,7 @@ impl ModelLadder {
                     }
                 }
                 let before = if st == Stage::Optim {
-                    let step = step_scale(self.setup.precision) as f32;
+                    let step = step_scale(self.scales()) as f32;
                     for (name, _) in crate::model::param_specs(&cfg) {
                         let g = format!("grad.{name}");
                         let data: Vec<f32> =
@@ -338,13 +382,14 @@ impl ModelLadder {
                 (got, t.total_ms().map(|_| ms))
             }
         };
-        let (precision, mode) = (self.setup.precision, self.setup.mode);
-        let tol_case = |n: &str| rung.tolerance_in(precision, mode, &cfg, n);
+        let (precision, mode, mixed) = (self.setup.precision, self.setup.mode, self.mixed());
+        let map = self.map.clone();
+        let tol_case = |n: &str| rung.tolerance_for(map.as_ref(), precision, mode, &cfg, n);
         let mut cases = Vec::new();
         let mut kept = Vec::new();
         for (name, got) in names.iter().zip(gpu) {
             let (want32, want64) = self.cpu_values(name);
-            cases.push(case(name, &got, &want32, &want64, tol_case(name), precision.is_mixed()));
+            cases.push(case(name, &got, &want32, &want64, tol_case(name), mixed));
             let shape = self.shape_of(name, got.len());
             kept.push(RungTensor { name: name.clone(), shape, cpu: want32, gpu: got, f64: want64 });
         }
@@ -380,7 +425,7 @@ impl ModelLadder {
                 ));
             }
             // The mixed step's dynamic scale: GradScaler's update after a good step.
-            if self.setup.precision == Precision::F16 {
+            if self.scales() == Precision::F16 {
                 let (gpu, _, _) = self.engine.loss_scale_and_step()?;
                 let want = &self.after_scale;
                 if (gpu.scale, gpu.growth_tracker) != (want.scale, want.growth_tracker) {
@@ -393,5 +438,17 @@ impl ModelLadder {
             }
         }
         Ok(r)
+    }
+}
+
+/// The precision whose loss scales ([`backward_scale`], [`step_scale`],
+/// `optim_scale`) a ladder in `precision` under `map` takes: f16's (the
+/// dynamic mixed scale) where the map has a backward stage in f16, else f32's
+/// (bf16 has f32's range); without a map, `precision`'s own.
+pub fn scale_precision(precision: Precision, map: Option<&PrecisionMap>) -> Precision {
+    match map {
+        None => precision,
+        Some(m) if m.needs_loss_scale() => Precision::F16,
+        Some(_) => Precision::F32,
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::result::{Counts, KernelName};
-use super::{EndToEnd, LadderError, ModelLadder, Rung, RungResult, RungTensor, Setup, Status};
+use super::{EndToEnd, LadderError, ModelLadder, PrecisionMap, Rung, RungResult, RungTensor, Setup, Status};
 use crate::vk::Context;
 use crate::vk::engine::Fault;
 use crate::vk::gemm::GemmChoice;
@@ -64,6 +64,9 @@ pub struct LadderSpec {
     /// The loss scale of the GPU's backward and of the f16 headroom figures
     /// (`--loss-scale`; `None`: the precision's, see `ModelLadder::set_loss_scale`).
     pub loss_scale: Option<f64>,
+    /// Each stage's precision for rungs 2–11 and the gate (None: the
+    /// setup's precision, today's step); `--precision-map`.
+    pub precision_map: Option<PrecisionMap>,
 }
 
 impl LadderSpec {
@@ -83,6 +86,7 @@ impl LadderSpec {
             on_error: OnError::Stop,
             gemm_tensors: false,
             loss_scale: None,
+            precision_map: None,
         }
     }
 }
@@ -122,6 +126,10 @@ pub struct LadderReport {
     #[serde(default, deserialize_with = "super::serde_compat::gemm_path")]
     pub gemm_path: Option<KernelName>,
     pub validation_errors: u64,
+    /// What each stage of the model rungs ran in: the map given, or the
+    /// precision's step on this device; absent where no model rung ran.
+    #[serde(default)]
+    pub precision_map: Option<PrecisionMap>,
     /// `fail` when a rung or the gate failed or could not run (an error), or
     /// the validation layers reported errors; else `not_run` when a rung, a
     /// case or the gate did not run here; else `pass`.
@@ -181,6 +189,7 @@ fn not_run(
         end_to_end_not_run: gate.then(|| why.to_string()),
         gemm_path: Some(path.name()),
         validation_errors: 0,
+        precision_map: spec.precision_map.clone(),
         status: Status::NotRun,
     }
 }
@@ -188,7 +197,8 @@ fn not_run(
 /// The model ladder of `spec`, the fault planted and the corruption made.
 /// The error says what went wrong in the GUI's words ([`OnError::Record`]).
 fn model_ladder(ctx: &Arc<Context>, spec: &LadderSpec) -> Result<ModelLadder, (LadderError, String)> {
-    let mut m = ModelLadder::with_choice(ctx, spec.setup.clone(), spec.gemm_choice).map_err(|e| {
+    let map = spec.precision_map.clone();
+    let mut m = ModelLadder::with_map(ctx, spec.setup.clone(), spec.gemm_choice, map).map_err(|e| {
         let why = format!("the model ladder: {e}");
         (e, why)
     })?;
@@ -314,6 +324,10 @@ pub fn run(
         Some(Ok(m)) => Some(m.engine().gemm_path_now().name()),
         _ => rungs.iter().find_map(|r| r.gemm_path),
     };
+    let precision_map = match &model {
+        Some(Ok(m)) => Some(m.engine().precision_map()),
+        _ => spec.precision_map.clone(),
+    };
     let validation_errors = ctx.validation_errors();
     let failed = rungs.iter().any(|r| r.status == Status::Fail)
         || end_to_end.as_ref().is_some_and(|e| e.status == Status::Fail)
@@ -329,6 +343,7 @@ pub fn run(
         end_to_end_not_run: None,
         gemm_path,
         validation_errors,
+        precision_map,
         status: if failed {
             Status::Fail
         } else if not_run {

@@ -39,9 +39,19 @@ pub mod precision {
 /// Every kernel, to find a name's `&'static str`.
 /// Not vk's serde of `GemmPath` by name: that refuses a kernel this build does
 /// not know, and a report of another build must still load.
-const GEMM_PATHS: [crate::vk::gemm::GemmPath; 8] = {
+const GEMM_PATHS: [crate::vk::gemm::GemmPath; 9] = {
     use crate::vk::gemm::GemmPath::*;
-    [TiledF32, TiledF16In, TiledBf16In, TiledF16, CoopMatF16, CoopMatF16Big, FaultNoBounds, FaultF16Accum]
+    [
+        TiledF32,
+        TiledF16In,
+        TiledBf16In,
+        TiledF16,
+        CoopMatF16,
+        CoopMatF16Big,
+        FaultNoBounds,
+        FaultF16Accum,
+        FaultF16SkipSlice,
+    ]
 };
 
 /// `deserialize_with` for `RungResult::gemm_path`: a known kernel's name

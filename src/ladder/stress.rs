@@ -59,9 +59,10 @@ impl ModelLadder {
         let top_score = m * (f as f64).powi(2);
         // The scores' rounding: f32's, or in the mixed step that of the f16
         // (bf16) inputs of q and k; the same bound with that unit roundoff.
-        let p = self.setup.precision;
+        let p = self.precision_of(crate::vk::gemm::MapStage::fwd(crate::vk::gemm::StageKind::Attn, 0));
         let u = if p.is_mixed() { p.unit_roundoff() } else { 2f64.powi(-24) };
-        let floor = Rung::AttnFwd.tolerance_in(p, Mode::Isolated, &cfg, "ctx.attn");
+        let map = self.precision_map();
+        let floor = Rung::AttnFwd.tolerance_for(map, p, Mode::Isolated, &cfg, "ctx.attn");
         let tol = (8.0 * u * top_score).max(floor);
         let mut cases = Vec::new();
         let mut kept = Vec::new();

@@ -180,6 +180,10 @@ pub struct State {
     pub train_log: Option<PathBuf>,
     /// The ladder's precision: f32, or the mixed-precision step (every rung).
     pub precision: Precision,
+    /// Each stage's precision for the ladder (docs/precision.md); None: the
+    /// precision's own step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision_map: Option<crate::vk::gemm::PrecisionMap>,
     /// The per-token guard's cap on the `W_ctx` gradient (MODEL.md); `None`: off.
     /// Applies to the traces and the ladder.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -245,6 +249,7 @@ impl Default for State {
             audit_fault: None,
             train_log: None,
             precision: Precision::F32,
+            precision_map: None,
             token_cap: None,
             capture: None,
         }

@@ -55,8 +55,12 @@ pub struct TrainPlan {
     pub save_every: u64,
     /// The resumable checkpoint every this many steps, and at the end.
     pub checkpoint_every: u64,
-    /// The loss scale of a fresh run (default: the precision's).
+    /// The loss scale of a fresh run (default: the precision's, or the
+    /// precision map's).
     pub loss_scale: Option<LossScale>,
+    /// `--precision-map`: each stage's precision over the precision's step
+    /// (docs/precision.md), as given.
+    pub precision_map: Option<String>,
     pub optim: StepOptions,
     pub controller: ControllerConfig,
     /// Testing aids: the planted events (`--inject`), one per step at most.
@@ -204,6 +208,13 @@ pub fn train(plan: &TrainPlan, ds: &Dataset, obs: &mut dyn Observer) -> Result<T
     let base_lr = plan.optim.lr;
     let run_opts = StepOptions { lr: base_lr * ctl.lr_factor, ..plan.optim };
     let mut engine = Engine::open(plan.engine, &cfg, state.clone(), &run_opts, &plan.vulkan)?;
+    if let Some(text) = &plan.precision_map {
+        let map = engine.apply_precision_map(text, plan.vulkan.gemm)?;
+        // A fresh run starts from the map's loss scale unless one was asked for.
+        if plan.loss_scale.is_none() && plan.resume.is_none() {
+            engine.set_loss_scale(&crate::vk::engine::loss_scale_for(&map))?;
+        }
+    }
     // A carried-state run writes no captures (they could not be replayed
     // without the state; see docs/carry-state.md).
     let cap_out = out.as_deref().filter(|_| plan.carry.is_none());

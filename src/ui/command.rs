@@ -27,6 +27,8 @@ pub enum Command {
     SetPrecision(crate::ladder::Precision),
     /// The per-token guard's cap (None: off).
     SetTokenCap(Option<f64>),
+    /// Each stage's precision for the ladder (None: the precision's step).
+    SetPrecisionMap(Option<crate::vk::gemm::PrecisionMap>),
     SetOffset(usize),
     SetLen(usize),
     OpenDatasetDialog,
@@ -61,6 +63,8 @@ pub enum Command {
     SetFault(FaultTool, Option<EngineFault>),
     /// Bisect the sequence's row for the smallest failing length (on its own thread).
     RunBisect,
+    /// Find the fewest stages that must stay in f32 (precision bisect, on its own thread).
+    RunPrecisionBisect,
     SetBisectMaxLen(usize),
     /// Audit the CPU/GPU gradient contributions of the sequence (on its own thread).
     RunAudit,
@@ -107,6 +111,8 @@ impl Command {
             Command::SetSeed(_) => "Seed",
             Command::SetPrecision(_) => "Precision",
             Command::SetTokenCap(_) => "Per-token guard",
+            Command::SetPrecisionMap(None) => "Reset to mixed default",
+            Command::SetPrecisionMap(Some(_)) => "Precision map",
             Command::SetOffset(_) => "Offset",
             Command::SetLen(_) => "Length",
             Command::OpenDatasetDialog => "Open dataset…",
@@ -133,6 +139,7 @@ impl Command {
             Command::SetGpuTrace(_) => "Compare with the GPU in the stepper",
             Command::SetFault(..) => "Fault",
             Command::RunBisect => "Run bisect",
+            Command::RunPrecisionBisect => "Precision bisect",
             Command::SetBisectMaxLen(_) => "Max length",
             Command::RunAudit => "Run audit",
             Command::SelectAuditTensor(_) => "Audit tensor",
@@ -163,6 +170,9 @@ impl Command {
             Command::SetSeed(_) => "Seed of the parameter initialisation",
             Command::SetPrecision(_) => {
                 "Precision of the ladder and of the speedup run's GPU step: f32, or the mixed-precision step (f16/bf16 products with f32 accumulation, the rest f32; f16 with a loss scale), checked under its own tolerances"
+            }
+            Command::SetPrecisionMap(_) => {
+                "Each stage of the ladder's step in f32 or f16 (docs/precision.md); reset: the precision's own step"
             }
             Command::SetTokenCap(_) => {
                 "Cap each position's contribution to the W_ctx gradient at tau (MODEL.md's per-token guard); press Run"
@@ -205,6 +215,9 @@ impl Command {
                 "Run the same row through the Vulkan engine too and show its hidden states, gates and differences"
             }
             Command::SetFault(..) => "A bug from the fault catalogue planted in the Vulkan engine for this tool's runs",
+            Command::RunPrecisionBisect => {
+                "Rungs 2-11 and the loss gate on the sequence with every stage in f16, then halves of the stages in f32, down to the fewest that must stay in f32"
+            }
             Command::RunBisect => {
                 "Run rungs 2-11 on the row capped at 64, 128, ... positions, then bisect down to the smallest failing length"
             }

@@ -60,7 +60,7 @@ pub struct RowJob {
 
 impl RowJob {
     /// The model the row runs through: the capture's, or the preset's.
-    fn model(&self) -> Result<(crate::model::Config, crate::model::Params<f32>), String> {
+    pub(crate) fn model(&self) -> Result<(crate::model::Config, crate::model::Params<f32>), String> {
         match &self.capture {
             Some(c) => Ok((c.config.clone(), c.state.params.clone())),
             None => Ok((self.config.config(), self.config.initial_params(self.seed, self.checkpoint.as_deref())?)),

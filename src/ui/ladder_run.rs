@@ -40,6 +40,9 @@ pub struct LadderJob {
     /// The ladder's precision: f32, or the mixed-precision step (f16/bf16
     /// products, f32 accumulation) for every rung.
     pub precision: Precision,
+    /// Each stage's precision for rungs 2-11 (None: the precision's step);
+    /// ignored where its layers are not the model's.
+    pub precision_map: Option<crate::vk::gemm::PrecisionMap>,
     /// The per-token guard's cap for rungs 2-11.
     pub token_cap: Option<f64>,
     /// An open capture: the ladder runs on its whole batch and its weights
@@ -100,8 +103,10 @@ pub fn run(job: &LadderJob, rungs: &[Rung], corruption: Option<Corruption>, send
         Ok(s) => s,
         Err(e) => return without_setup(&ctx, job, rungs, &e, send),
     };
+    let layers = setup.cfg.layers;
     let spec = LadderSpec {
         fault: job.engine_fault,
+        precision_map: job.precision_map.clone().filter(|m| m.layers() == layers),
         corruption,
         on_error: OnError::Record,
         ..LadderSpec::new(rungs.to_vec(), setup)

@@ -20,6 +20,7 @@ pub mod inspect;
 pub mod ladder_run;
 pub mod loader;
 pub mod panels;
+pub mod precision_bisect_run;
 pub mod script;
 pub mod session;
 pub mod speed;

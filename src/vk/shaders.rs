@@ -38,6 +38,17 @@ pub static GRU_BWD_SEQ: &[u8] = spirv!("gru_bwd_seq");
 pub static GRU_FWD_SEQ_WG256: &[u8] = spirv!("gru_fwd_seq_wg256");
 pub static GRU_BWD_SEQ_WG256: &[u8] = spirv!("gru_bwd_seq_wg256");
 pub static TRANSPOSE: &[u8] = spirv!("transpose");
+// A precision map's f16 and bf16 recurrence and embedding stages.
+pub static GRU_FWD_SEQ_F16: &[u8] = spirv!("gru_fwd_seq_f16");
+pub static GRU_FWD_SEQ_WG256_F16: &[u8] = spirv!("gru_fwd_seq_wg256_f16");
+pub static GRU_FWD_SEQ_BF16: &[u8] = spirv!("gru_fwd_seq_bf16");
+pub static GRU_FWD_SEQ_WG256_BF16: &[u8] = spirv!("gru_fwd_seq_wg256_bf16");
+pub static GRU_BWD_SEQ_F16: &[u8] = spirv!("gru_bwd_seq_f16");
+pub static GRU_BWD_SEQ_WG256_F16: &[u8] = spirv!("gru_bwd_seq_wg256_f16");
+pub static GRU_BWD_SEQ_BF16: &[u8] = spirv!("gru_bwd_seq_bf16");
+pub static GRU_BWD_SEQ_WG256_BF16: &[u8] = spirv!("gru_bwd_seq_wg256_bf16");
+pub static EMBED_FWD_F16: &[u8] = spirv!("embed_fwd_f16");
+pub static EMBED_FWD_BF16: &[u8] = spirv!("embed_fwd_bf16");
 pub static GRU_FWD_GRID: &[u8] = spirv!("gru_fwd_grid");
 pub static GRU_BWD_GRID: &[u8] = spirv!("gru_bwd_grid");
 pub static GRU_FWD_GRID_VEC4: &[u8] = spirv!("gru_fwd_grid_vec4");
@@ -45,6 +56,7 @@ pub static GRU_BWD_GRID_VEC4: &[u8] = spirv!("gru_bwd_grid_vec4");
 
 // The fault catalogue's planted bugs.
 pub static GEMM_F32_FAULT_NO_BOUNDS: &[u8] = spirv!("gemm_f32_fault_no_bounds");
+pub static GEMM_F16IN_FAULT_SKIP_SLICE: &[u8] = spirv!("gemm_f16in_fault_skip_slice");
 pub static GEMM_F32_FAULT_F16_ACCUM: &[u8] = spirv!("gemm_f32_fault_f16_accum");
 pub static GRU_FWD_SEQ_FAULT_NO_BARRIER: &[u8] = spirv!("gru_fwd_seq_fault_no_barrier");
 pub static GRU_FWD_SEQ_FAULT_RESET_BEFORE: &[u8] = spirv!("gru_fwd_seq_fault_reset_before");

@@ -182,6 +182,9 @@ pub struct FaultsArgs {
 /// The ladder's planted kernel faults, then the planted training events of
 /// `train --inject` (JSON: one list, each object with its `scope`).
 pub fn faults(a: &FaultsArgs) -> Result<i32, CliError> {
+    // The stage fault (printed only: the JSON list keeps its two scopes),
+    // shown on its example stage `head` (the stage's rung catches it).
+    let stage = Fault::F16StageSkipSlice(crate::vk::gemm::MapStage::fwd(crate::vk::gemm::StageKind::Head, 0));
     let ladder = Fault::ALL.iter().map(|f| {
         json!({"scope": "ladder", "name": f.name(), "expected_rung": f.expected_rung(), "description": f.description()})
     });
@@ -192,6 +195,9 @@ pub fn faults(a: &FaultsArgs) -> Result<i32, CliError> {
         for f in Fault::ALL {
             println!("{:<22} caught by {:<9} {}", f.name(), f.expected_rung(), f.description());
         }
+        println!();
+        println!("precision faults (only a stage's f16/bf16 run shows them; precision-bisect finds the stage):");
+        println!("{:<22} caught by STAGE's rung {}", format!("{}=STAGE", stage.name()), stage.description());
         println!();
         println!("training events (train --inject KIND@STEP):");
         for e in Inject::ALL {

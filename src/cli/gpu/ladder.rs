@@ -5,7 +5,7 @@ use clap::Args;
 use serde_json::json;
 
 use super::{Inputs, choice, load_inputs, parse_fault, write_report};
-use crate::cli::args::{DeviceArg, FaultArg, ModelArgs};
+use crate::cli::args::{DeviceArg, FaultArg, ModelArgs, PrecisionMapArg};
 use crate::cli::backend::open_context as open;
 use crate::cli::common::{CliError, emit};
 use crate::ladder::{self, RungResult};
@@ -22,6 +22,8 @@ pub struct LadderArgs {
     pub model: ModelArgs,
     #[arg(long, value_enum, default_value_t = Precision::F32)]
     pub precision: Precision,
+    #[command(flatten)]
+    pub precision_map: PrecisionMapArg,
     /// GEMM kernel for f16 precision, every rung (default: DUALSCOPE_GEMM_PATH, else auto).
     #[arg(long, value_enum)]
     pub gemm_path: Option<GemmChoice>,
@@ -116,6 +118,9 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
     let fault = parse_fault(&a.fault.fault)?;
     let (cfg, params, batch, source) = ladder_inputs(a)?;
     let ctx = std::sync::Arc::new(open(a.gpu.device)?);
+    let map = a.precision_map.over(|| {
+        crate::vk::engine::default_map(&ctx, &cfg, precision, choice).map_err(|e| CliError::Engine(e.to_string()))
+    })?;
     let engine_err = |e: ladder::LadderError| match e {
         ladder::LadderError::Vk(VkError::Unsupported(why) | VkError::Invalid(why)) => CliError::Engine(why),
         ladder::LadderError::Vk(e @ (VkError::Alloc { .. } | VkError::Limit(_))) => CliError::Engine(e.to_string()),
@@ -136,6 +141,7 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
         fault,
         poison: a.poison,
         loss_scale: a.loss_scale,
+        precision_map: map,
         ..ladder::LadderSpec::new(rungs, setup)
     };
     let (report, repeat) = match a.repeat {
@@ -151,12 +157,14 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
         gemm_path,
         validation_errors,
         status,
+        precision_map,
         ..
     } = report;
     let mut value = json!({
         "device": ctx.report().name,
         "config": cfg,
         "precision": precision,
+        "precision_map": precision_map,
         "gemm_path": gemm_path,
         "mode": mode,
         "fault": fault,
@@ -179,8 +187,11 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
         if let Some(p) = gemm_path {
             println!("products on: {p}");
         }
+        if let Some(m) = &precision_map {
+            println!("precision map: {}", m.summary());
+        }
         if let Some(f) = fault {
-            println!("fault planted: {} ({})", f.name(), f.description());
+            println!("fault planted: {f} ({})", f.description());
         }
         print_table(ctx.report(), &results, validation_errors);
         super::headroom::print_headroom(&results);

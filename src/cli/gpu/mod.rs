@@ -23,7 +23,7 @@ use super::common::CliError;
 use crate::ladder::inputs::{self, InputError, ParamSource};
 use crate::vk::engine::Fault;
 
-pub(super) use crate::ladder::inputs::Inputs;
+pub(in crate::cli) use crate::ladder::inputs::Inputs;
 
 impl From<InputError> for CliError {
     fn from(e: InputError) -> Self {
@@ -40,7 +40,11 @@ impl From<InputError> for CliError {
 /// What ladder, bisect and audit run on (`ladder::inputs::load`): a
 /// checkpoint, whose config wins, or a seeded init of `config`, and the
 /// dataset. Checks `out` against the inputs first.
-fn load_inputs(model: &ModelArgs, data: &Option<PathBuf>, out: &Option<PathBuf>) -> Result<Inputs, CliError> {
+pub(in crate::cli) fn load_inputs(
+    model: &ModelArgs,
+    data: &Option<PathBuf>,
+    out: &Option<PathBuf>,
+) -> Result<Inputs, CliError> {
     let ModelArgs { config, checkpoint, seed, trust } = model;
     let (config, seed) = (config.as_str(), *seed);
     if let Some(out) = out {
@@ -68,7 +72,7 @@ fn load_inputs(model: &ModelArgs, data: &Option<PathBuf>, out: &Option<PathBuf>)
 }
 
 /// Writes a JSON report atomically.
-fn write_report(out: &Option<PathBuf>, value: &serde_json::Value) -> Result<(), CliError> {
+pub(in crate::cli) fn write_report(out: &Option<PathBuf>, value: &serde_json::Value) -> Result<(), CliError> {
     if let Some(out) = out {
         let text = serde_json::to_string_pretty(value).expect("report serializes");
         crate::checkpoint::write_atomic(out, text.as_bytes())?;
@@ -76,12 +80,13 @@ fn write_report(out: &Option<PathBuf>, value: &serde_json::Value) -> Result<(), 
     Ok(())
 }
 
-fn parse_fault(name: &Option<String>) -> Result<Option<Fault>, CliError> {
+pub(in crate::cli) fn parse_fault(name: &Option<String>) -> Result<Option<Fault>, CliError> {
     match name {
         None => Ok(None),
         Some(n) => Fault::parse(n).map(Some).ok_or_else(|| {
             let all: Vec<&str> = Fault::ALL.iter().map(|f| f.name()).collect();
-            CliError::Usage(format!("--fault {n:?}: the faults are {}", all.join(", ")))
+            let stage = crate::vk::engine::STAGE_FAULT;
+            CliError::Usage(format!("--fault {n:?}: the faults are {}, {stage}=STAGE", all.join(", ")))
         }),
     }
 }

@@ -54,6 +54,7 @@ impl App {
                 self.state.seed = s;
             }
             Command::SetPrecision(p) => self.state.precision = p,
+            Command::SetPrecisionMap(m) => self.state.precision_map = m,
             Command::SetTokenCap(c) => self.state.token_cap = c.filter(|x| x.is_finite() && *x > 0.0),
             Command::SetOffset(o) => {
                 self.state.offset = o;
@@ -121,6 +122,7 @@ impl App {
             }
             Command::SetFault(tool, f) => self.state.set_fault(tool, f),
             Command::RunBisect => self.run_bisect(),
+            Command::RunPrecisionBisect => self.run_precision_bisect(),
             Command::SetBisectMaxLen(l) => self.state.bisect_max_len = l.clamp(1, MAX_LEN),
             Command::RunAudit => self.run_audit(),
             Command::SelectAuditTensor(i) => {

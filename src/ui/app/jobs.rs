@@ -89,6 +89,7 @@ impl App {
             tokens,
             engine_fault,
             precision: self.state.precision,
+            precision_map: self.state.precision_map.clone(),
             token_cap: self.state.token_cap,
             capture: capture.map(|c| c.capture.clone()),
         };
@@ -126,6 +127,20 @@ impl App {
         }
     }
 
+    /// A precision bisect on the sequence's row (the ladder's fault planted).
+    pub(super) fn run_precision_bisect(&mut self) {
+        if self.precision_bisect.is_busy() {
+            return;
+        }
+        let started = self
+            .row_job(self.state.len, FaultTool::Ladder)
+            .and_then(|job| self.precision_bisect.start(job, waker(&self.ctx_slot)));
+        match started {
+            Ok(()) => self.say(Level::Info, "Bisecting the stages' precisions…"),
+            Err(e) => self.say(Level::Error, format!("cannot run the precision bisect: {e}")),
+        }
+    }
+
     pub(super) fn run_audit(&mut self) {
         if self.audit.is_busy() {
             return;
@@ -153,6 +168,15 @@ impl App {
                 self.state.bisect = Some(r);
             }
             Some(Err(e)) => self.say(Level::Error, format!("the bisect failed: {e}")),
+            None => {}
+        }
+        match self.precision_bisect.poll() {
+            Some(Ok(())) => {
+                let r = self.precision_bisect.report.as_ref().expect("kept on success");
+                let keep = if r.keep_f32.is_empty() { "nothing".to_string() } else { r.keep_f32.join(", ") };
+                self.say(Level::Info, format!("Precision bisect: {:?}; keep in f32: {keep}", r.outcome));
+            }
+            Some(Err(e)) => self.say(Level::Error, format!("the precision bisect failed: {e}")),
             None => {}
         }
         match self.audit.poll() {

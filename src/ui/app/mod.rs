@@ -103,6 +103,7 @@ pub struct App {
     /// The side file of the session being loaded, read on a thread.
     side_file: Option<Job<(), SideFile>>,
     bisect: BisectRun,
+    precision_bisect: crate::ui::precision_bisect_run::PrecisionBisectRun,
     audit: AuditRun,
     train_log: TrainLogView,
     /// The path typed in the training-curves view's field.
@@ -145,6 +146,7 @@ impl App {
             exports: Vec::new(),
             side_file: None,
             bisect: BisectRun::default(),
+            precision_bisect: Default::default(),
             audit: AuditRun::default(),
             train_log: TrainLogView::default(),
             train_log_path: String::new(),
@@ -346,6 +348,7 @@ impl App {
                 session_path: &mut self.session_path,
                 checkpoint_path: &mut self.checkpoint_path,
                 stale,
+                precision_bisect: &self.precision_bisect,
             };
             panels::controls::show(ui, controls, &mut cmds);
         });

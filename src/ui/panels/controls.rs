@@ -20,6 +20,8 @@ pub struct Controls<'a> {
     pub checkpoint_path: &'a mut String,
     /// The settings differ from what was last computed.
     pub stale: bool,
+    /// The precision bisect, drawn with the precision map.
+    pub precision_bisect: &'a crate::ui::precision_bisect_run::PrecisionBisectRun,
 }
 
 pub fn show(ui: &mut egui::Ui, c: Controls<'_>, out: &mut Vec<Command>) {
@@ -32,6 +34,7 @@ pub fn show(ui: &mut egui::Ui, c: Controls<'_>, out: &mut Vec<Command>) {
         });
         ui.separator();
         sequence_section(ui, c.state, c.dataset, c.stale, out);
+        crate::ui::panels::precision_bisect::show(ui, c.precision_bisect, out);
         checkpoint_section(ui, c.state, checkpoint_path, out);
         ui.separator();
         engines_section(ui, c.state, out);
@@ -39,6 +42,40 @@ pub fn show(ui: &mut egui::Ui, c: Controls<'_>, out: &mut Vec<Command>) {
         panels_section(ui, c.state, out);
         ui.separator();
         session_section(ui, session_path, out);
+    });
+}
+
+/// The precision map: a collapsible grid, one row per stage with f32/f16
+/// radio buttons (the map starts from the precision's step, the recurrences
+/// as the per-row kernels run them), and a reset to that step.
+fn precision_map_editor(ui: &mut egui::Ui, s: &State, out: &mut Vec<Command>) {
+    use crate::vk::gemm::{PrecisionMap, StageKind};
+    let layers = s.config.config().layers;
+    let set = s.precision_map.as_ref().filter(|m| m.layers() == layers);
+    let title = match set {
+        Some(m) => format!("Precision map: {}", m.summary()),
+        None => "Precision map: the precision's step".to_string(),
+    };
+    egui::CollapsingHeader::new(title).id_salt("precision_map").show(ui, |ui| {
+        let map = set.cloned().unwrap_or_else(|| PrecisionMap::default_for(s.precision, layers, false));
+        egui::Grid::new("precision_map_grid").num_columns(3).striped(true).show(ui, |ui| {
+            for (stage, p) in map.iter() {
+                ui.label(stage.name());
+                for choice in [Precision::F32, Precision::F16] {
+                    let no_kernel = choice != Precision::F32 && stage.kind == StageKind::Embed && stage.backward;
+                    let r = ui
+                        .add_enabled(!no_kernel, egui::RadioButton::new(p == choice, choice.name()))
+                        .on_disabled_hover_text("no f16 kernel: the embedding's backward is a scatter-add");
+                    if r.clicked() && p != choice {
+                        let mut m = map.clone();
+                        m.set(stage, choice);
+                        out.push(Command::SetPrecisionMap(Some(m)));
+                    }
+                }
+                ui.end_row();
+            }
+        });
+        button(ui, Command::SetPrecisionMap(None), set.is_some(), out);
     });
 }
 
@@ -73,6 +110,7 @@ fn sequence_section(ui: &mut egui::Ui, s: &State, ds: &Dataset, stale: bool, out
         })
         .response
         .on_hover_text(Command::SetPrecision(s.precision).tooltip());
+    precision_map_editor(ui, s, out);
     ui.horizontal(|ui| {
         let mut on = s.token_cap.is_some();
         let r = ui.checkbox(&mut on, "Per-token guard").on_hover_text(Command::SetTokenCap(None).tooltip());

@@ -5,6 +5,7 @@
 use super::kernels::*;
 use super::policy::Recurrence;
 use super::{BWD_WAVE_LAG, Engine, Workspace, u, workspace};
+use crate::vk::gemm::{MapStage, StageKind};
 use crate::vk::{Sequence, VkResult};
 
 impl Engine {
@@ -23,11 +24,12 @@ impl Engine {
         let dl_ctx = if cap.is_some() { &ws.dl_ctx } else { &ws.dlogits };
         let tok = self.off("head.tok.weight");
         let ctxw = self.off("head.ctx.weight");
-        self.mm(seq, (v, h, rows), (&ws.dlogits, 0, true), (s, 0, false), (gb, tok), false)?;
-        self.mm(seq, (v, a, rows), (dl_ctx, 0, true), (&ws.c, 0, false), (gb, ctxw), false)?;
+        let st = MapStage::bwd(StageKind::Head, 0);
+        self.mm(seq, st, (v, h, rows), (&ws.dlogits, 0, true), (s, 0, false), (gb, tok), false)?;
+        self.mm(seq, st, (v, a, rows), (dl_ctx, 0, true), (&ws.c, 0, false), (gb, ctxw), false)?;
         self.col_sum(seq, &ws.dlogits, (rows, v), self.off("head.bias"), "head.bias grad")?;
-        self.mm(seq, (rows, h, v), (&ws.dlogits, 0, false), (pb, tok, false), (&ws.d_s_head, 0), false)?;
-        self.mm(seq, (rows, a, v), (&ws.dlogits, 0, false), (pb, ctxw, false), (&ws.d_c, 0), false)?;
+        self.mm(seq, st, (rows, h, v), (&ws.dlogits, 0, false), (pb, tok, false), (&ws.d_s_head, 0), false)?;
+        self.mm(seq, st, (rows, a, v), (&ws.dlogits, 0, false), (pb, ctxw, false), (&ws.d_c, 0), false)?;
         Ok(())
     }
 
@@ -49,20 +51,21 @@ impl Engine {
         let kernel = self.ctx.kernel(&ATTN_BWD_KV)?;
         seq.dispatch(&kernel, &bufs, &p, [(ws.t + np) as u64, ws.b as u64, cfg.heads as u64], "attn_bwd_kv")?;
         let parts = [("ctx.q.weight", &ws.d_q), ("ctx.k.weight", &ws.d_k), ("ctx.v.weight", &ws.d_v)];
+        let st = MapStage::bwd(StageKind::Attn, 0);
         for (name, dx) in parts {
-            self.mm(seq, (a, h, rows), (dx, 0, true), (s, 0, false), (gb, self.off(name)), false)?;
+            self.mm(seq, st, (a, h, rows), (dx, 0, true), (s, 0, false), (gb, self.off(name)), false)?;
         }
         // The prefix's keys and values are the current W_k, W_v times
         // constant states: their share of dW_k, dW_v (docs/carry-state.md).
         if np > 0 {
             for (name, dx) in [("ctx.k.weight", &ws.dk_pre), ("ctx.v.weight", &ws.dv_pre)] {
                 let pb_rows = np * ws.b;
-                self.mm(seq, (a, h, pb_rows), (dx, 0, true), (&ws.s_pre, 0, false), (gb, self.off(name)), true)?;
+                self.mm(seq, st, (a, h, pb_rows), (dx, 0, true), (&ws.s_pre, 0, false), (gb, self.off(name)), true)?;
             }
         }
         for (i, (name, dx)) in parts.into_iter().enumerate() {
             let w = self.off(name);
-            self.mm(seq, (rows, h, a), (dx, 0, false), (pb, w, false), (&ws.d_s_ctx, 0), i > 0)?;
+            self.mm(seq, st, (rows, h, a), (dx, 0, false), (pb, w, false), (&ws.d_s_ctx, 0), i > 0)?;
         }
         Ok(())
     }
@@ -98,9 +101,9 @@ impl Engine {
             if wave {
                 // Recorded above.
             } else if self.recurrence != Recurrence::Seq && !carrying {
-                let bufs = self.grid_bwd_bufs(ws, lb);
+                let bufs = self.grid_bwd_bufs(ws, lb, l);
                 let steps = (0..ws.t).rev().map(|t| (t, 1));
-                let (_, spec, groups) = self.grid_kernels(ws);
+                let (spec, groups) = self.grid_kernel(ws, l, true)?;
                 self.record_grid(seq, (spec, groups), &bufs, &p, steps, &label)?;
             } else {
                 let bufs = [pb, &lb.gh, &lb.gates, &lb.h, &lb.d_h, &lb.dh_tot, &lb.d_gi, &lb.d_gh, &ws.carry_h0[l]];
@@ -109,7 +112,7 @@ impl Engine {
                 while hi > 0 {
                     let n = chunk.min(hi);
                     let p = ModelPush { t: (hi - 1) as u32, n: n as u32, flag: carrying as u32, ..p };
-                    let spec = if h <= 256 { &GRU_BWD_SEQ_WG256 } else { &GRU_BWD_SEQ };
+                    let spec = self.seq_kernels(l).1;
                     self.dispatch(seq, spec, &bufs, &p, ws.b, &label)?;
                     hi -= n;
                 }
@@ -117,21 +120,23 @@ impl Engine {
             let input = if l == 0 { &ws.emb } else { &ws.layers[l - 1].h };
             let w_ih = self.off(&format!("gru.weight_ih_l{l}"));
             let w_hh = self.off(&format!("gru.weight_hh_l{l}"));
-            self.mm(seq, (3 * h, n_in, rows), (&lb.d_gi, 0, true), (input, 0, false), (gb, w_ih), false)?;
+            let st = MapStage::bwd(StageKind::GruInput, l);
+            self.mm(seq, st, (3 * h, n_in, rows), (&lb.d_gi, 0, true), (input, 0, false), (gb, w_ih), false)?;
             // dW_hh pairs d_gh at t with h at t-1 (nothing at t = 0).
             let shifted = rows - ws.b;
-            self.mm(seq, (3 * h, h, shifted), (&lb.d_gh, ws.b * 3 * h, true), (&lb.h, 0, false), (gb, w_hh), false)?;
+            let d_gh = (&lb.d_gh, ws.b * 3 * h, true);
+            self.mm(seq, st, (3 * h, h, shifted), d_gh, (&lb.h, 0, false), (gb, w_hh), false)?;
             if carrying {
                 // The t = 0 term, d_gh_0 · h0ᵀ.
                 let h0 = &ws.carry_h0[l];
-                self.mm(seq, (3 * h, h, ws.b), (&lb.d_gh, 0, true), (h0, 0, false), (gb, w_hh), true)?;
+                self.mm(seq, st, (3 * h, h, ws.b), (&lb.d_gh, 0, true), (h0, 0, false), (gb, w_hh), true)?;
             }
             for (name, src) in [(format!("gru.bias_ih_l{l}"), &lb.d_gi), (format!("gru.bias_hh_l{l}"), &lb.d_gh)] {
                 self.col_sum(seq, src, (rows, 3 * h), self.off(&name), &format!("{name} grad"))?;
             }
             let d_in = if l == 0 { &ws.d_emb } else { &ws.layers[l - 1].d_h };
             if !(wave && l > 0) {
-                self.mm(seq, (rows, n_in, 3 * h), (&lb.d_gi, 0, false), (pb, w_ih, false), (d_in, 0), false)?;
+                self.mm(seq, st, (rows, n_in, 3 * h), (&lb.d_gi, 0, false), (pb, w_ih, false), (d_in, 0), false)?;
             }
         }
         Ok(())

@@ -5,6 +5,8 @@
 
 use serde::Serialize;
 
+use crate::vk::gemm::{MapStage, StageKind};
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Fault {
@@ -17,7 +19,21 @@ pub enum Fault {
     MaskDropped,
     WindowOffByOne,
     LossNoClear,
+    /// `f16_stage_skip_slice=STAGE`: one precision-map stage's products run,
+    /// whenever that stage is in f16 or bf16, on an f16-input kernel whose K
+    /// loop starts one slice late (f32 runs of it take the right kernel): a
+    /// bug in one stage's low-precision kernel only, what `precision-bisect`
+    /// should find. Not in [`Fault::ALL`]
+    /// (the f32 ladder cannot catch it); listed by `dualscope faults`.
+    F16StageSkipSlice(#[serde(serialize_with = "stage_name")] MapStage),
 }
+
+fn stage_name<S: serde::Serializer>(s: &MapStage, ser: S) -> Result<S::Ok, S::Error> {
+    ser.serialize_str(&s.name())
+}
+
+/// The name of the stage fault, before its `=STAGE`.
+pub const STAGE_FAULT: &str = "f16_stage_skip_slice";
 
 impl Fault {
     pub const ALL: [Fault; 9] = [
@@ -43,10 +59,18 @@ impl Fault {
             Fault::MaskDropped => "mask_dropped",
             Fault::WindowOffByOne => "window_off_by_one",
             Fault::LossNoClear => "loss_no_clear",
+            Fault::F16StageSkipSlice(_) => STAGE_FAULT,
         }
     }
 
+    /// A fault by its name, or `f16_stage_skip_slice=STAGE` for a stage with
+    /// products (`gru.l{l}.input`, `attn`, `head`, each with `.bwd`).
     pub fn parse(s: &str) -> Option<Fault> {
+        if let Some(stage) = s.strip_prefix(STAGE_FAULT).and_then(|r| r.strip_prefix('=')) {
+            let st = MapStage::parse(stage.trim())?;
+            return matches!(st.kind, StageKind::GruInput | StageKind::Attn | StageKind::Head)
+                .then_some(Fault::F16StageSkipSlice(st));
+        }
         Fault::ALL.into_iter().find(|f| f.name() == s)
     }
 
@@ -78,6 +102,9 @@ impl Fault {
             Fault::WindowOffByOne => {
                 "the attention window drops its oldest key (J_t starts at t-W+2): only positions t ≥ W-1 are wrong"
             }
+            Fault::F16StageSkipSlice(_) => {
+                "=STAGE: whenever that precision-map stage runs in f16 or bf16, its products take an f16 kernel whose K loop starts one 16-wide slice late (an off-by-one: the first terms of every product are lost); in f32 it is right (STAGE: gru.l{l}.input, attn, head, each also .bwd)"
+            }
         }
     }
 
@@ -96,12 +123,23 @@ impl Fault {
             Fault::RecurrenceNoBarrier | Fault::ResetBeforeMatmul => "gru_fwd",
             Fault::NormBeforeUnscale => "optim",
             Fault::MaskDropped | Fault::LossNoClear => "loss",
+            Fault::F16StageSkipSlice(s) => match (s.kind, s.backward) {
+                (StageKind::Head, false) => "head_fwd",
+                (StageKind::Head, true) => "head_bwd",
+                (StageKind::Attn, false) => "attn_fwd",
+                (StageKind::Attn, true) => "attn_bwd",
+                (_, false) => "gru_fwd",
+                (_, true) => "gru_bwd",
+            },
         }
     }
 }
 
 impl std::fmt::Display for Fault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
+        match self {
+            Fault::F16StageSkipSlice(s) => write!(f, "{STAGE_FAULT}={s}"),
+            _ => f.write_str(self.name()),
+        }
     }
 }

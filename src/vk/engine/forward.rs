@@ -5,6 +5,7 @@ use super::faults::Fault;
 use super::kernels::*;
 use super::policy::Recurrence;
 use super::{Engine, Workspace, u};
+use crate::vk::gemm::{MapStage, StageKind};
 use crate::vk::{Sequence, VkResult};
 
 impl Engine {
@@ -15,7 +16,8 @@ impl Engine {
         let d = self.cfg.d_embed;
         let pb = &self.params;
         let p = ModelPush { n: u(rows * d, "n")?, off0: self.off("embed.weight") as u32, ..base };
-        self.dispatch(seq, &EMBED_FWD, &[&ws.tokens, pb, &ws.emb], &p, rows * d, "embed_fwd")?;
+        let spec = embed_spec(self.stage_precision(MapStage::fwd(StageKind::Embed, 0)));
+        self.dispatch(seq, spec, &[&ws.tokens, pb, &ws.emb], &p, rows * d, "embed_fwd")?;
         Ok(())
     }
 
@@ -39,7 +41,8 @@ impl Engine {
             let n_in = cfg.gru_in(l);
             let input = if l == 0 { &ws.emb } else { &ws.layers[l - 1].h };
             let w_ih = self.off(&format!("gru.weight_ih_l{l}"));
-            self.mm(seq, (rows, 3 * h, n_in), (input, 0, false), (pb, w_ih, true), (&lb.gi, 0), false)?;
+            let stage = MapStage::fwd(StageKind::GruInput, l);
+            self.mm(seq, stage, (rows, 3 * h, n_in), (input, 0, false), (pb, w_ih, true), (&lb.gi, 0), false)?;
             let p = ModelPush {
                 n: u(rows * 3 * h, "n")?,
                 d: (3 * h) as u32,
@@ -59,8 +62,8 @@ impl Engine {
             }
             if self.recurrence != Recurrence::Seq && !seq_fault && !carrying {
                 let p = ModelPush { off0: w_hh as u32, off1: b_hh, ..base };
-                let bufs = self.grid_fwd_bufs(ws, lb);
-                let (spec, _, groups) = self.grid_kernels(ws);
+                let bufs = self.grid_fwd_bufs(ws, lb, l);
+                let (spec, groups) = self.grid_kernel(ws, l, false)?;
                 self.record_grid(seq, (spec, groups), &bufs, &p, (0..ws.t).map(|t| (t, 1)), &label)?;
                 continue;
             }
@@ -70,8 +73,7 @@ impl Engine {
             let spec = match self.fault {
                 Some(Fault::RecurrenceNoBarrier) => &GRU_FWD_SEQ_FAULT_NO_BARRIER,
                 Some(Fault::ResetBeforeMatmul) => &GRU_FWD_SEQ_FAULT_RESET_BEFORE,
-                _ if h <= 256 => &GRU_FWD_SEQ_WG256,
-                _ => &GRU_FWD_SEQ,
+                _ => self.seq_kernels(l).0,
             };
             let bufs = [pb, &lb.gi, &lb.gh, &lb.gates, &lb.h, &ws.wt, &ws.carry_h0[l]];
             let chunk = fwd_chunk(h, self.fault == Some(Fault::ResetBeforeMatmul));
@@ -92,13 +94,15 @@ impl Engine {
         let pb = &self.params;
         let s = &ws.layers.last().expect("layers >= 1").h;
         for (name, out) in [("ctx.q.weight", &ws.q), ("ctx.k.weight", &ws.k), ("ctx.v.weight", &ws.v)] {
-            self.mm(seq, (rows, a, h), (s, 0, false), (pb, self.off(name), true), (out, 0), false)?;
+            let stage = MapStage::fwd(StageKind::Attn, 0);
+            self.mm(seq, stage, (rows, a, h), (s, 0, false), (pb, self.off(name), true), (out, 0), false)?;
         }
         // A carried prefix's keys and values, from its states with the current weights.
         let np = self.carry_prefix().unwrap_or(0);
         if np > 0 {
             for (name, out) in [("ctx.k.weight", &ws.k_pre), ("ctx.v.weight", &ws.v_pre)] {
-                self.mm(seq, (np * ws.b, a, h), (&ws.s_pre, 0, false), (pb, self.off(name), true), (out, 0), false)?;
+                let (stage, w) = (MapStage::fwd(StageKind::Attn, 0), (pb, self.off(name), true));
+                self.mm(seq, stage, (np * ws.b, a, h), (&ws.s_pre, 0, false), w, (out, 0), false)?;
             }
         }
         let p = ModelPush { f0: (1.0 / (cfg.head_dim() as f64).sqrt()) as f32, off2: np as u32, ..base };
@@ -121,8 +125,9 @@ impl Engine {
         let s = &ws.layers.last().expect("layers >= 1").h;
         let tok = self.off("head.tok.weight");
         let ctxw = self.off("head.ctx.weight");
-        self.mm(seq, (rows, v, h), (s, 0, false), (pb, tok, true), (&ws.logits, 0), false)?;
-        self.mm(seq, (rows, v, a), (&ws.c, 0, false), (pb, ctxw, true), (&ws.logits, 0), true)?;
+        let stage = MapStage::fwd(StageKind::Head, 0);
+        self.mm(seq, stage, (rows, v, h), (s, 0, false), (pb, tok, true), (&ws.logits, 0), false)?;
+        self.mm(seq, stage, (rows, v, a), (&ws.c, 0, false), (pb, ctxw, true), (&ws.logits, 0), true)?;
         let p = ModelPush { n: u(rows * v, "n")?, d: v as u32, off1: self.off("head.bias") as u32, ..base };
         self.dispatch(seq, &BIAS_ADD, &[pb, &ws.logits], &p, rows * v, "head bias")?;
         Ok(())

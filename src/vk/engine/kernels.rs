@@ -1,6 +1,7 @@
 //! The model's kernels (every shader but the GEMMs) and their shared
 //! push-constant block, `shaders/include/model.glsl`.
 
+use crate::vk::gemm::Precision;
 use crate::vk::kernel::{Access, KernelSpec, PushConstants};
 use crate::vk::shaders;
 
@@ -155,6 +156,57 @@ pub static GRU_BWD_SEQ: KernelSpec = KernelSpec {
 };
 pub static GRU_BWD_SEQ_WG256: KernelSpec =
     KernelSpec { name: "gru_bwd_seq_wg256", spirv: shaders::GRU_BWD_SEQ_WG256, local_size: [256, 1, 1], ..GRU_BWD_SEQ };
+/// The per-row recurrences with their products' operands rounded to f16 or
+/// bfloat16 (`STAGE_F16`, `STAGE_BF16`): a precision map's recurrence stage
+/// in that precision on the per-row kernels.
+macro_rules! seq_variant {
+    ($name:ident, $id:literal, $base:ident) => {
+        pub static $name: KernelSpec = KernelSpec { name: $id, spirv: shaders::$name, ..$base };
+    };
+}
+seq_variant!(GRU_FWD_SEQ_F16, "gru_fwd_seq_f16", GRU_FWD_SEQ);
+seq_variant!(GRU_FWD_SEQ_WG256_F16, "gru_fwd_seq_wg256_f16", GRU_FWD_SEQ_WG256);
+seq_variant!(GRU_FWD_SEQ_BF16, "gru_fwd_seq_bf16", GRU_FWD_SEQ);
+seq_variant!(GRU_FWD_SEQ_WG256_BF16, "gru_fwd_seq_wg256_bf16", GRU_FWD_SEQ_WG256);
+seq_variant!(GRU_BWD_SEQ_F16, "gru_bwd_seq_f16", GRU_BWD_SEQ);
+seq_variant!(GRU_BWD_SEQ_WG256_F16, "gru_bwd_seq_wg256_f16", GRU_BWD_SEQ_WG256);
+seq_variant!(GRU_BWD_SEQ_BF16, "gru_bwd_seq_bf16", GRU_BWD_SEQ);
+seq_variant!(GRU_BWD_SEQ_WG256_BF16, "gru_bwd_seq_wg256_bf16", GRU_BWD_SEQ_WG256);
+seq_variant!(EMBED_FWD_F16, "embed_fwd_f16", EMBED_FWD);
+seq_variant!(EMBED_FWD_BF16, "embed_fwd_bf16", EMBED_FWD);
+
+/// The per-row recurrence kernels (forward, backward) for layers of width
+/// `h` with their products in `fwd` and `bwd` precision.
+pub fn seq_specs(h: usize, fwd: Precision, bwd: Precision) -> (&'static KernelSpec, &'static KernelSpec) {
+    let narrow = h <= 256;
+    let f = match (fwd, narrow) {
+        (Precision::F32, true) => &GRU_FWD_SEQ_WG256,
+        (Precision::F32, false) => &GRU_FWD_SEQ,
+        (Precision::F16, true) => &GRU_FWD_SEQ_WG256_F16,
+        (Precision::F16, false) => &GRU_FWD_SEQ_F16,
+        (Precision::Bf16, true) => &GRU_FWD_SEQ_WG256_BF16,
+        (Precision::Bf16, false) => &GRU_FWD_SEQ_BF16,
+    };
+    let b = match (bwd, narrow) {
+        (Precision::F32, true) => &GRU_BWD_SEQ_WG256,
+        (Precision::F32, false) => &GRU_BWD_SEQ,
+        (Precision::F16, true) => &GRU_BWD_SEQ_WG256_F16,
+        (Precision::F16, false) => &GRU_BWD_SEQ_F16,
+        (Precision::Bf16, true) => &GRU_BWD_SEQ_WG256_BF16,
+        (Precision::Bf16, false) => &GRU_BWD_SEQ_BF16,
+    };
+    (f, b)
+}
+
+/// The embedding's gather with its rows in `p` (f32: copied as they are).
+pub fn embed_spec(p: Precision) -> &'static KernelSpec {
+    match p {
+        Precision::F32 => &EMBED_FWD,
+        Precision::F16 => &EMBED_FWD_F16,
+        Precision::Bf16 => &EMBED_FWD_BF16,
+    }
+}
+
 /// Hidden units one workgroup of the grid recurrence owns (`U` in the shaders).
 pub const GRID_UNITS: usize = 4;
 /// Widest layer the grid recurrence takes (its W_hh slice in shared memory).

@@ -27,6 +27,7 @@ mod kernels;
 mod layout;
 mod optim;
 mod policy;
+mod precision;
 mod probes;
 mod record;
 mod reduce;
@@ -34,10 +35,11 @@ mod run;
 mod workspace;
 
 pub use env::EngineEnv;
-pub use faults::Fault;
+pub use faults::{Fault, STAGE_FAULT};
 pub use kernels::{MAX_HIDDEN, ModelPush, st};
 pub use layout::{ParamEntry, ParamLayout};
 pub use policy::Recurrence;
+pub use precision::{default_map, loss_scale_for};
 pub use reduce::{col_sum_chunks, col_sum_scratch_len, record_col_sum};
 pub use run::{Plan, Replay};
 pub use workspace::{Workspace, scratch_len, scratch_len_for, step_products, workspace_bytes};
@@ -46,7 +48,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::cpu::{LossScale, StepOptions};
 use crate::model::{Config, Params};
-use crate::vk::gemm::{self, GemmChoice, GemmPath, Precision};
+use crate::vk::gemm::{self, GemmChoice, GemmPath, Precision, PrecisionMap};
 use crate::vk::recorder::Recording;
 use crate::vk::{Buffer, Context, Timing, Timings, VkError, VkResult};
 
@@ -122,6 +124,11 @@ pub struct Engine {
     decay_runs: Buffer,
     opts: StepOptions,
     path: GemmPath,
+    /// Each stage's precision (None: every product on `path`, today's step;
+    /// see `precision.rs`).
+    pmap: Option<PrecisionMap>,
+    /// The kernel of the map's f16 stages: `path` where it is an f16 path.
+    f16_path: GemmPath,
     recurrence: Recurrence,
     /// The recurrence was the default choice (not `DUALSCOPE_RECURRENCE`
     /// nor [`Engine::set_recurrence`]): a grid that cannot keep all its
@@ -231,6 +238,8 @@ impl Engine {
             layout,
             opts: *opts,
             path,
+            pmap: None,
+            f16_path: path,
             recurrence: env.recurrence_for(ctx, cfg.hidden)?,
             recurrence_auto: env.recurrence.is_none(),
             grid_checked: false,
@@ -271,6 +280,23 @@ impl Engine {
     ) -> VkResult<Engine> {
         let path = gemm::path_for(ctx, precision, choice)?;
         Engine::new(ctx, cfg, params, opts, &default_loss_scale(precision), path)
+    }
+
+    /// An engine for a step whose stages run in `map`'s precisions (the f16
+    /// ones on the kernel [`gemm::path_for`] picks under `choice`), starting
+    /// from [`loss_scale_for`] the map.
+    pub fn with_precision_map(
+        ctx: &Arc<Context>,
+        cfg: &Config,
+        params: &Params<f32>,
+        opts: &StepOptions,
+        map: &PrecisionMap,
+        choice: GemmChoice,
+    ) -> VkResult<Engine> {
+        let path = gemm::path_for(ctx, map.headline(), choice)?;
+        let mut e = Engine::new(ctx, cfg, params, opts, &loss_scale_for(map), path)?;
+        e.set_precision_map(Some(map.clone()), choice)?;
+        Ok(e)
     }
 
     pub fn context(&self) -> &Context {

@@ -70,12 +70,31 @@ impl Recurrence {
     }
 }
 
+/// Whether grid recurrences of width `h` can take their products on
+/// cooperative matrices when the f16 products run on `f16_path` (see
+/// [`Engine::recurrence_on_coopmat`]).
+pub(super) fn coopmat_recurrence_capable(f16_path: crate::vk::gemm::GemmPath, env: &EngineEnv, h: usize) -> bool {
+    f16_path.coopmat()
+        && !env.recurrence_product_f32
+        && h.is_multiple_of(GRID_CM_TILE)
+        && h <= GRID_MAX_HIDDEN
+        && !GRU_FWD_GRID_CM.spirv.is_empty()
+        && !GRU_BWD_GRID_CM.spirv.is_empty()
+}
+
 impl Engine {
     /// Chooses how the GRU recurrences run (an error where the device or the width cannot).
     pub fn set_recurrence(&mut self, r: Recurrence) -> VkResult<()> {
         r.check(&self.ctx, self.cfg.hidden)?;
-        self.forget_replay();
+        let old = self.recurrence;
         self.recurrence = r;
+        if let Some(m) = self.pmap.clone()
+            && let Err(e) = self.check_map(&m)
+        {
+            self.recurrence = old;
+            return Err(e);
+        }
+        self.forget_replay();
         self.recurrence_auto = false;
         Ok(())
     }
@@ -106,13 +125,7 @@ impl Engine {
     /// [`GRID_MAX_HIDDEN`], the kernels built, and not switched off with
     /// `DUALSCOPE_RECURRENCE_PRODUCT=f32`.
     pub(super) fn coopmat_recurrence_capable(&self) -> bool {
-        let h = self.cfg.hidden;
-        self.path.coopmat()
-            && !self.env.recurrence_product_f32
-            && h.is_multiple_of(GRID_CM_TILE)
-            && h <= GRID_MAX_HIDDEN
-            && !GRU_FWD_GRID_CM.spirv.is_empty()
-            && !GRU_BWD_GRID_CM.spirv.is_empty()
+        coopmat_recurrence_capable(self.f16_path, &self.env, self.cfg.hidden)
     }
 
     /// Workgroups of one layer's cooperative-matrix recurrence for `ws`'s
@@ -124,13 +137,10 @@ impl Engine {
     /// Whether the current batch's recurrences run on the cooperative-matrix
     /// grid kernels: where the device and shape allow cooperative-matrix recurrences, with the
     /// grid kernels (not `seq`), and at most `GRID_MAX_GROUPS` workgroups
-    /// of 16 rows × 16 units.
+    /// of 16 rows × 16 units; under a precision map, every layer's in both
+    /// directions (one layer's: [`Engine::layer_rec_cm`]).
     pub fn recurrence_on_coopmat(&self) -> bool {
-        let Some(ws) = self.ws.as_ref() else { return false };
-        self.coopmat_recurrence_capable()
-            && self.recurrence != Recurrence::Seq
-            && self.cm_groups(ws) <= GRID_MAX_GROUPS
-            && ws.layers.iter().all(|lb| lb.h16.is_some() && lb.d_gh16.is_some())
+        (0..self.cfg.layers).all(|l| self.layer_rec_cm(l, false) && self.layer_rec_cm(l, true))
     }
 
     /// Whether the current batch's forward runs both layers in one wavefront
@@ -138,12 +148,12 @@ impl Engine {
     /// most `GRID_MAX_GROUPS` workgroups for both, and not switched off
     /// with `DUALSCOPE_WAVE=0`.
     pub fn forward_wave(&self) -> bool {
-        self.wave_fits(&GRU_FWD_WAVE_CM)
+        self.wave_fits(&GRU_FWD_WAVE_CM, false)
     }
 
     /// The same for the backward (`gru_bwd_wave_cm`).
     pub fn backward_wave(&self) -> bool {
-        self.wave_fits(&GRU_BWD_WAVE_CM)
+        self.wave_fits(&GRU_BWD_WAVE_CM, true)
     }
 
     /// Whether the wavefront kernel of that direction runs and may read its
@@ -166,24 +176,17 @@ impl Engine {
         }
     }
 
-    pub(super) fn wave_fits(&self, spec: &KernelSpec) -> bool {
+    /// Whether the wavefront `spec` of that direction runs: both layers'
+    /// recurrences of the direction on cooperative matrices (a precision map
+    /// with the layers in different precisions runs them one grid each).
+    pub(super) fn wave_fits(&self, spec: &KernelSpec, backward: bool) -> bool {
         let Some(ws) = self.ws.as_ref() else { return false };
-        self.recurrence_on_coopmat()
+        (0..self.cfg.layers).all(|l| self.layer_rec_cm(l, backward))
             && self.cfg.layers == 2
             && 2 * self.cm_groups(ws) <= GRID_MAX_GROUPS
             && !spec.spirv.is_empty()
             && !self.env.wave_off
             && ws.layers.iter().all(|lb| lb.d_gi16.is_some())
-    }
-
-    /// The forward and backward grid kernels of the current batch and the
-    /// workgroups each dispatch takes.
-    pub(super) fn grid_kernels(&self, ws: &Workspace) -> (&'static KernelSpec, &'static KernelSpec, usize) {
-        if self.recurrence_on_coopmat() {
-            return (&GRU_FWD_GRID_CM, &GRU_BWD_GRID_CM, self.cm_groups(ws));
-        }
-        let (fwd, bwd) = grid_specs(self.cfg.hidden);
-        (fwd, bwd, self.cfg.hidden.div_ceil(GRID_UNITS))
     }
 
     /// Runs both grid kernels with their arithmetic switched off (a few
@@ -194,15 +197,17 @@ impl Engine {
         Recurrence::Grid.check(&self.ctx, self.cfg.hidden)?;
         let ws = self.ws()?;
         let lb = &ws.layers[0];
-        let (fwd, bwd, groups) = self.grid_kernels(ws);
+        let ((fwd, fwd_groups), (bwd, groups)) = (self.grid_kernel(ws, 0, false)?, self.grid_kernel(ws, 0, true)?);
         let f1 = grid_poll_budget(&self.ctx);
         let p = ModelPush { flag: 1, t: 0, n: 4, f1, ..self.push(ws) };
         let mut seq = Sequence::new(&self.ctx)?;
         self.record_begin(&mut seq)?;
         seq.fill(&ws.sync, 0)?;
-        self.dispatch(&mut seq, fwd, &self.grid_fwd_bufs(ws, lb), &p, groups, "grid residency (forward)")?;
+        let bufs = self.grid_fwd_bufs(ws, lb, 0);
+        self.dispatch(&mut seq, fwd, &bufs, &p, fwd_groups, "grid residency (forward)")?;
         seq.fill(&ws.sync, 0)?;
-        self.dispatch(&mut seq, bwd, &self.grid_bwd_bufs(ws, lb), &p, groups, "grid residency (backward)")?;
+        let bufs = self.grid_bwd_bufs(ws, lb, 0);
+        self.dispatch(&mut seq, bwd, &bufs, &p, groups, "grid residency (backward)")?;
         if self.forward_wave() {
             let (wp, bufs, groups) = self.wave_fwd_args(ws)?;
             let wp = ModelPush { flag: 1, t: 0, n: 4, f1, ..wp };

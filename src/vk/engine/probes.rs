@@ -37,9 +37,9 @@ impl Engine {
         };
         // The barrier alone on the kernel the step uses; the parts of a step
         // on the f32 kernel (the cooperative-matrix one has no such switches).
-        let bufs = self.grid_fwd_bufs(ws, lb);
-        let (spec, groups, bufs) = match self.grid_kernels(ws) {
-            (fwd, _, groups) if flag == 1 => (fwd, groups, &bufs[..]),
+        let bufs = self.grid_fwd_bufs(ws, lb, 0);
+        let (spec, groups, bufs) = match self.grid_kernel(ws, 0, false)? {
+            (fwd, groups) if flag == 1 => (fwd, groups, &bufs[..]),
             _ => {
                 let f32_kernel = grid_specs(self.cfg.hidden).0;
                 (f32_kernel, self.cfg.hidden.div_ceil(GRID_UNITS), &bufs[..f32_kernel.bindings.len()])

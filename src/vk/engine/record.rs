@@ -6,7 +6,7 @@ use super::kernels::*;
 use super::policy::Recurrence;
 use super::workspace::LayerBufs;
 use super::{Engine, Plan, Stage, Workspace, record_col_sum};
-use crate::vk::gemm::{self, GemmShape, MatRef};
+use crate::vk::gemm::{self, GemmShape, MapStage, MatRef};
 use crate::vk::kernel::KernelSpec;
 use crate::vk::{Buffer, Sequence, VkError, VkResult};
 
@@ -67,6 +67,7 @@ impl Engine {
     pub(super) fn mm<'a>(
         &'a self,
         seq: &mut Sequence<'a>,
+        stage: MapStage,
         (m, n, k): (usize, usize, usize),
         a: (&'a Buffer, usize, bool),
         b: (&'a Buffer, usize, bool),
@@ -74,7 +75,7 @@ impl Engine {
         accumulate: bool,
     ) -> VkResult<()> {
         let shape = GemmShape { m, n, k, ta: a.2, tb: b.2, accumulate };
-        let path = self.gemm_path_now();
+        let path = self.stage_path(stage);
         let scratch = &self.ws()?.scratch;
         debug_assert!(
             gemm::split_k_scratch_len(path, &shape) <= scratch.len_f32(),
@@ -314,17 +315,17 @@ impl Engine {
         Ok((p, bufs, 2 * self.cm_groups(ws)))
     }
 
-    /// The forward grid kernel's buffers for layer `lb`, in binding order
+    /// The forward grid kernel's buffers for layer `l` (`lb`), in binding order
     /// (the f16 copy of `h` last, for the cooperative-matrix kernel).
-    pub(super) fn grid_fwd_bufs<'a>(&'a self, ws: &'a Workspace, lb: &'a LayerBufs) -> Vec<&'a Buffer> {
+    pub(super) fn grid_fwd_bufs<'a>(&'a self, ws: &'a Workspace, lb: &'a LayerBufs, l: usize) -> Vec<&'a Buffer> {
         let mut bufs = vec![&self.params, &lb.gi, &lb.gh, &lb.gates, &lb.h, &self.state, &ws.sync];
-        bufs.extend(lb.h16.as_ref().filter(|_| self.recurrence_on_coopmat()));
+        bufs.extend(lb.h16.as_ref().filter(|_| self.layer_rec_cm(l, false)));
         bufs
     }
 
-    /// The backward grid kernel's buffers for layer `lb`, in binding order
+    /// The backward grid kernel's buffers for layer `l` (`lb`), in binding order
     /// (the f16 copy of `d_gh` last, for the cooperative-matrix kernel).
-    pub(super) fn grid_bwd_bufs<'a>(&'a self, ws: &'a Workspace, lb: &'a LayerBufs) -> Vec<&'a Buffer> {
+    pub(super) fn grid_bwd_bufs<'a>(&'a self, ws: &'a Workspace, lb: &'a LayerBufs, l: usize) -> Vec<&'a Buffer> {
         let mut bufs = vec![
             &self.params,
             &lb.gh,
@@ -337,7 +338,7 @@ impl Engine {
             &self.state,
             &ws.sync,
         ];
-        bufs.extend(lb.d_gh16.as_ref().filter(|_| self.recurrence_on_coopmat()));
+        bufs.extend(lb.d_gh16.as_ref().filter(|_| self.layer_rec_cm(l, true)));
         bufs
     }
 }

@@ -34,11 +34,14 @@ pub enum GemmPath {
     FaultNoBounds,
     /// Planted bug: f16 accumulation without a clamp (fault catalogue).
     FaultF16Accum,
+    /// Planted bug of one precision-map stage's f16 kernel: f16-rounded
+    /// inputs, the first K slice skipped (`f16_stage_skip_slice`).
+    FaultF16SkipSlice,
 }
 
 impl GemmPath {
     /// Every path, in declaration order.
-    pub const ALL: [GemmPath; 8] = [
+    pub const ALL: [GemmPath; 9] = [
         GemmPath::TiledF32,
         GemmPath::TiledF16In,
         GemmPath::TiledBf16In,
@@ -47,6 +50,7 @@ impl GemmPath {
         GemmPath::CoopMatF16Big,
         GemmPath::FaultNoBounds,
         GemmPath::FaultF16Accum,
+        GemmPath::FaultF16SkipSlice,
     ];
 
     /// The path whose [`GemmPath::name`] is `name`.
@@ -64,6 +68,7 @@ impl GemmPath {
             GemmPath::CoopMatF16Big => coopmat_big_spec(),
             GemmPath::FaultNoBounds => &GEMM_F32_FAULT_NO_BOUNDS,
             GemmPath::FaultF16Accum => &GEMM_F32_FAULT_F16_ACCUM,
+            GemmPath::FaultF16SkipSlice => &GEMM_F16IN_FAULT_SKIP_SLICE,
         }
     }
 
@@ -77,6 +82,7 @@ impl GemmPath {
             GemmPath::CoopMatF16Big => "coopmat f16 128x128",
             GemmPath::FaultNoBounds => "tiled f32, fault: no bounds check",
             GemmPath::FaultF16Accum => "tiled f32, fault: f16 accumulation",
+            GemmPath::FaultF16SkipSlice => "tiled f16-in, fault: first K slice skipped",
         }
     }
 
@@ -106,9 +112,11 @@ impl GemmPath {
         match self {
             GemmPath::TiledF32 | GemmPath::FaultNoBounds | GemmPath::FaultF16Accum => Precision::F32,
             GemmPath::TiledBf16In => Precision::Bf16,
-            GemmPath::TiledF16In | GemmPath::TiledF16 | GemmPath::CoopMatF16 | GemmPath::CoopMatF16Big => {
-                Precision::F16
-            }
+            GemmPath::TiledF16In
+            | GemmPath::TiledF16
+            | GemmPath::CoopMatF16
+            | GemmPath::CoopMatF16Big
+            | GemmPath::FaultF16SkipSlice => Precision::F16,
         }
     }
 }

@@ -144,6 +144,10 @@ pub static GEMM_F16_TILED: KernelSpec = KernelSpec {
 pub static GEMM_F32_FAULT_NO_BOUNDS: KernelSpec =
     KernelSpec { name: "gemm_f32_fault_no_bounds", spirv: shaders::GEMM_F32_FAULT_NO_BOUNDS, ..GEMM_F32 };
 
+/// The f16-input tiled kernel with the `f16_stage_skip_slice` fault planted.
+pub static GEMM_F16IN_FAULT_SKIP_SLICE: KernelSpec =
+    KernelSpec { name: "gemm_f16in_fault_skip_slice", spirv: shaders::GEMM_F16IN_FAULT_SKIP_SLICE, ..GEMM_F32 };
+
 /// The f32 kernel with the `f16_accum_no_scale` fault planted.
 pub static GEMM_F32_FAULT_F16_ACCUM: KernelSpec =
     KernelSpec { name: "gemm_f32_fault_f16_accum", spirv: shaders::GEMM_F32_FAULT_F16_ACCUM, ..GEMM_F32 };

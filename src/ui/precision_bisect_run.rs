@@ -1,0 +1,66 @@
+//! A precision bisect in the GUI (`ladder::precision_bisect` on a `Job`): the
+//! probes as they arrive, the report once it ended.
+
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
+
+use crate::ladder::{MapProbe, Mode, Precision, PrecisionBisectReport, PrecisionBisectSpec, Setup};
+use crate::session::gpu;
+use crate::session::job::{Job, Waker};
+use crate::ui::diagnose::RowJob;
+
+/// A precision bisect: its probes so far, the last report.
+#[derive(Default)]
+pub struct PrecisionBisectRun {
+    pub probes: Vec<MapProbe>,
+    pub report: Option<PrecisionBisectReport>,
+    pub started: Option<Instant>,
+    job: Option<Job<MapProbe, Result<PrecisionBisectReport, String>>>,
+}
+
+impl PrecisionBisectRun {
+    pub fn is_busy(&self) -> bool {
+        self.job.is_some()
+    }
+
+    /// Bisects the stages' precisions on `job`'s row (rungs 2-11 isolated and the gate).
+    pub fn start(&mut self, job: RowJob, wake: Waker) -> Result<(), String> {
+        if self.is_busy() {
+            return Err("a precision bisect is already running".into());
+        }
+        self.probes.clear();
+        let running = Job::spawn("precision-bisect", wake, move |r| {
+            let ctx = gpu::engine()?;
+            let (cfg, params) = job.model()?;
+            let batch = crate::dataset::Batch::from_rows(&[&job.tokens]).map_err(|e| e.to_string())?;
+            let opts = job.capture.as_ref().map_or_else(Default::default, |c| c.meta.optim);
+            let batch = job.capture.as_ref().map_or(batch, |c| c.batch.clone());
+            let setup = Setup { cfg, params, batch, opts, mode: Mode::Isolated, precision: Precision::F16 };
+            let spec = PrecisionBisectSpec { setup, gemm_choice: crate::vk::gemm::GemmChoice::Auto, fault: job.fault };
+            let cancel = AtomicBool::new(false);
+            crate::ladder::precision_bisect(&ctx, &spec, &cancel, |p| {
+                r.progress(p.clone());
+            })
+            .map_err(|e| e.to_string())
+        })
+        .map_err(|e| format!("cannot start the precision bisect thread: {e}"))?;
+        self.started = Some(running.started());
+        self.job = Some(running);
+        Ok(())
+    }
+
+    /// Takes the probes that arrived; the result once the bisect ended.
+    pub fn poll(&mut self) -> Option<Result<(), String>> {
+        let polled = self.job.as_mut()?.poll();
+        self.probes.extend(polled.progress);
+        let done = polled.done?;
+        self.job = None;
+        match done.map_err(|e| e.to_string()).and_then(|r| r) {
+            Ok(r) => {
+                self.report = Some(r);
+                Some(Ok(()))
+            }
+            Err(e) => Some(Err(e)),
+        }
+    }
+}
