@@ -67,9 +67,10 @@ fn a_bad_line_is_one_usage_error_naming_it() {
 fn a_command_file_drives_the_app_to_the_inspector() {
     init_env();
     let (_, _ctx) = common::vulkan!();
-    let text = "ladder\nrung gru_fwd\ntensor gru.l1.n\nheadroom\nview inspector\n";
+    let text = "ladder\nrung gru_fwd\ntensor gru.l1.n\nheadroom\nview inspector\n\
+                fault ladder f16_stage_skip_slice=attn.bwd\nprecision-map head=f32\n";
     let commands = script::parse(text).unwrap();
-    assert_eq!(commands.len(), 5);
+    assert_eq!(commands.len(), 7);
     assert_eq!(commands[3].step, ScriptStep::ScrollToHeadroom);
     let state = State { config: ConfigName::Tiny, len: 40, ..State::default() };
     let app = App::new(LaunchOptions { state: Some(state), commands, ..Default::default() });
@@ -94,4 +95,11 @@ fn a_command_file_drives_the_app_to_the_inspector() {
     assert_eq!(app.inspected().map(|t| t.name.as_str()), Some("gru.l1.n"));
     // The headroom scroll was taken (the flag is cleared once the plot is drawn).
     assert!(!app.inspector().scroll_to_headroom);
+    // The stage fault keeps its stage (the state stores the fault's full name).
+    let fault = app.state.fault(dualscope::session::state::FaultTool::Ladder);
+    assert_eq!(fault.map(|f| f.to_string()).as_deref(), Some("f16_stage_skip_slice=attn.bwd"));
+    // The precision map: tiny's default map with head in f32.
+    let map = app.state.precision_map.as_ref().expect("the map was set");
+    let head = map.iter().find(|(s, _)| s.name() == "head").map(|(_, p)| p);
+    assert_eq!(head, Some(dualscope::vk::gemm::Precision::F32));
 }

@@ -258,6 +258,7 @@ impl App {
             || self.capture.is_busy()
             || self.capture.replay.is_busy()
             || self.growth.is_busy()
+            || self.precision_bisect.is_busy()
             || !self.dialogs.is_empty())
     }
 
@@ -324,6 +325,13 @@ impl App {
         match self.script.next(self.is_idle() && self.pending.is_empty()) {
             Some(super::script::ScriptStep::Command(c)) => self.pending.push(c),
             Some(super::script::ScriptStep::ScrollToHeadroom) => self.inspector.scroll_to_headroom = true,
+            Some(super::script::ScriptStep::PrecisionMap(spec)) => {
+                match super::script::resolve_map(spec.as_deref(), self.state.config, self.state.precision) {
+                    Ok(m) => self.pending.push(Command::SetPrecisionMap(m)),
+                    Err(e) => self.say(Level::Error, e),
+                }
+            }
+            Some(super::script::ScriptStep::Open(section)) => super::script::request_open(&ctx, section),
             Some(super::script::ScriptStep::Sleep(_)) | None => {}
         }
         let mut cmds = std::mem::take(&mut self.pending);
