@@ -30,7 +30,7 @@ wait_for() {
   case "$1" in
     headroom-inspector) echo 90 ;;   # done at 49 s
     growth-panel-xvfb) echo 90 ;;    # done at 41 s
-    precision-map-bisect) echo 450 ;; # the CLI's same bisect: 408 s under load (docs/precision.md)
+    precision-map-bisect) echo 300 ;; # done at 188 s (11 probes)
     sequence-16k) echo 60 ;;         # done at 14 s
     *) echo 120 ;;
   esac

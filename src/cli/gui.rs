@@ -24,7 +24,8 @@ pub struct GuiArgs {
     /// (docs/gui-scripting.md). Steps: config tiny|small|bench · seed N ·
     /// data PATH · embedded · offset N · len N · precision f32|f16|bf16 ·
     /// gpu-trace on|off · token-cap X|off · fault ladder|bisect|audit NAME|none
-    /// · run · ladder · rung ID|none · tensor NAME · worst · headroom (scroll
+    /// · precision-map STAGE=PREC,…|default · open precision-map ·
+    /// precision-bisect · run · ladder · rung ID|none · tensor NAME · worst · headroom (scroll
     /// the inspector to the headroom plot) · growth · cursor
     /// N|first|last|worst-loss|worst-divergence|next-non-finite · bisect ·
     /// bisect-max-len N · audit · view
