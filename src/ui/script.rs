@@ -57,9 +57,7 @@ pub fn resolve_map(
 ) -> Result<Option<crate::vk::gemm::PrecisionMap>, String> {
     let Some(spec) = spec else { return Ok(None) };
     let layers = config.config().layers;
-    crate::vk::gemm::PrecisionMap::default_for(precision, layers, false)
-        .with(spec)
-        .map(Some)
+    crate::vk::gemm::PrecisionMap::default_for(precision, layers, false).with(spec).map(Some)
 }
 
 /// A parsed step with its line number (1-based) and text, for the log.
@@ -82,8 +80,7 @@ session PATH · capture PATH · sleep SECONDS";
 /// Reads and parses a command file: the first bad line is the error, naming
 /// the file and the line.
 pub fn read(path: &Path) -> Result<Vec<Line>, String> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| format!("--commands {}: {e}", path.display()))?;
+    let text = std::fs::read_to_string(path).map_err(|e| format!("--commands {}: {e}", path.display()))?;
     parse(&text).map_err(|e| format!("--commands {}: {e}", path.display()))
 }
 
@@ -109,18 +106,13 @@ pub fn parse(text: &str) -> Result<Vec<Line>, String> {
                 Ok(step)
             })
             .map_err(|e| format!("line {} `{body}`: {e}", i + 1))?;
-        out.push(Line {
-            number: i + 1,
-            text: body.to_string(),
-            step,
-        });
+        out.push(Line { number: i + 1, text: body.to_string(), step });
     }
     Ok(out)
 }
 
 fn number<T: std::str::FromStr>(what: &str, s: &str) -> Result<T, String> {
-    s.parse()
-        .map_err(|_| format!("{what} must be a whole number, got {s:?}"))
+    s.parse().map_err(|_| format!("{what} must be a whole number, got {s:?}"))
 }
 
 fn on_off(s: &str) -> Result<bool, String> {
@@ -137,26 +129,16 @@ fn parse_step(line: &str) -> Result<ScriptStep, String> {
         None => (line, ""),
     };
     let need = |what: &str| {
-        if arg.is_empty() {
-            Err(format!("`{word}` needs {what}"))
-        } else {
-            Ok(arg)
-        }
+        if arg.is_empty() { Err(format!("`{word}` needs {what}")) } else { Ok(arg) }
     };
     let none = || {
-        if arg.is_empty() {
-            Ok(())
-        } else {
-            Err(format!("`{word}` takes no argument, got {arg:?}"))
-        }
+        if arg.is_empty() { Ok(()) } else { Err(format!("`{word}` takes no argument, got {arg:?}")) }
     };
     let cmd = match word {
         "config" => {
             let a = need("a config (tiny, small or bench)")?;
             let c = ConfigName::ALL.into_iter().find(|c| c.label() == a);
-            Command::SetConfig(
-                c.ok_or_else(|| format!("unknown config {a:?}: expected tiny, small or bench"))?,
-            )
+            Command::SetConfig(c.ok_or_else(|| format!("unknown config {a:?}: expected tiny, small or bench"))?)
         }
         "seed" => Command::SetSeed(number("the seed", need("a seed")?)?),
         "data" => Command::OpenDataset(PathBuf::from(need("a dataset path")?)),
@@ -166,42 +148,31 @@ fn parse_step(line: &str) -> Result<ScriptStep, String> {
         }
         "offset" => Command::SetOffset(number("the offset", need("an offset")?)?),
         "len" => Command::SetLen(number("the length", need("a length")?)?),
-        "precision" => Command::SetPrecision(
-            Precision::parse(need("a precision")?).map_err(|e| e.to_string())?,
-        ),
+        "precision" => Command::SetPrecision(Precision::parse(need("a precision")?).map_err(|e| e.to_string())?),
         "gpu-trace" => Command::SetGpuTrace(on_off(need("on or off")?)?),
         "token-cap" => match need("a cap or off")? {
             "off" => Command::SetTokenCap(None),
             a => match a.parse::<f64>() {
                 Ok(x) if x.is_finite() && x > 0.0 => Command::SetTokenCap(Some(x)),
                 _ => {
-                    return Err(format!(
-                        "the cap must be a finite positive number or off, got {a:?}"
-                    ));
+                    return Err(format!("the cap must be a finite positive number or off, got {a:?}"));
                 }
             },
         },
         "fault" => {
             let a = need("a tool and a fault name (or none)")?;
-            let (tool, name) = a
-                .split_once(char::is_whitespace)
-                .ok_or("`fault` needs a tool and a fault name")?;
+            let (tool, name) = a.split_once(char::is_whitespace).ok_or("`fault` needs a tool and a fault name")?;
             let tool = match tool {
                 "ladder" => FaultTool::Ladder,
                 "bisect" => FaultTool::Bisect,
                 "audit" => FaultTool::Audit,
                 t => {
-                    return Err(format!(
-                        "unknown fault tool {t:?}: expected ladder, bisect or audit"
-                    ));
+                    return Err(format!("unknown fault tool {t:?}: expected ladder, bisect or audit"));
                 }
             };
             let fault = match name.trim() {
                 "none" => None,
-                n => Some(
-                    Fault::parse(n)
-                        .ok_or_else(|| format!("unknown fault {n:?} (see `dualscope faults`)"))?,
-                ),
+                n => Some(Fault::parse(n).ok_or_else(|| format!("unknown fault {n:?} (see `dualscope faults`)"))?),
             };
             Command::SetFault(tool, fault)
         }
@@ -218,36 +189,26 @@ fn parse_step(line: &str) -> Result<ScriptStep, String> {
                 .into_iter()
                 .find(|s| *s == a)
                 .map(ScriptStep::Open)
-                .ok_or_else(|| {
-                    format!(
-                        "unknown section {a:?}: expected one of {}",
-                        SECTIONS.join(", ")
-                    )
-                });
+                .ok_or_else(|| format!("unknown section {a:?}: expected one of {}", SECTIONS.join(", ")));
         }
         "run" => none().map(|_| Command::Run)?,
         "ladder" => none().map(|_| Command::RunLadder)?,
         "rung" => match need("a rung id or none")? {
             "none" => Command::SelectRung(None),
-            id => Command::SelectRung(Some(
-                Rung::parse(id).map_err(|e| e.to_string())?.id().to_string(),
-            )),
+            id => Command::SelectRung(Some(Rung::parse(id).map_err(|e| e.to_string())?.id().to_string())),
         },
         "tensor" => Command::SelectTensor(need("a tensor name")?.to_string()),
         "worst" => none().map(|_| Command::JumpToWorst)?,
         "headroom" => return none().map(|_| ScriptStep::ScrollToHeadroom),
         "growth" => none().map(|_| Command::RunGrowth)?,
-        "cursor" => {
-            match need("a position or first, last, worst-loss, worst-divergence, next-non-finite")?
-            {
-                "first" => Command::CursorFirst,
-                "last" => Command::CursorLast,
-                "worst-loss" => Command::WorstLoss,
-                "worst-divergence" => Command::WorstDivergence,
-                "next-non-finite" => Command::NextNonFinite,
-                p => Command::SetCursor(number("the position", p)?),
-            }
-        }
+        "cursor" => match need("a position or first, last, worst-loss, worst-divergence, next-non-finite")? {
+            "first" => Command::CursorFirst,
+            "last" => Command::CursorLast,
+            "worst-loss" => Command::WorstLoss,
+            "worst-divergence" => Command::WorstDivergence,
+            "next-non-finite" => Command::NextNonFinite,
+            p => Command::SetCursor(number("the position", p)?),
+        },
         "bisect" => none().map(|_| Command::RunBisect)?,
         "bisect-max-len" => Command::SetBisectMaxLen(number("the length", need("a length")?)?),
         "audit" => none().map(|_| Command::RunAudit)?,
@@ -322,11 +283,7 @@ pub struct Script {
 impl Script {
     pub fn new(lines: Vec<Line>) -> Script {
         let done = lines.is_empty();
-        Script {
-            lines,
-            done,
-            ..Default::default()
-        }
+        Script { lines, done, ..Default::default() }
     }
 
     /// True once every step ran (or there were none).
@@ -363,10 +320,7 @@ impl Script {
             return None;
         };
         self.next += 1;
-        eprintln!(
-            "dualscope: commands line {} `{}` at {t:.1} s",
-            line.number, line.text
-        );
+        eprintln!("dualscope: commands line {} `{}` at {t:.1} s", line.number, line.text);
         if let ScriptStep::Sleep(d) = line.step {
             self.sleep_until = Some(now + d);
         }
@@ -380,66 +334,38 @@ mod tests {
 
     #[test]
     fn parses_steps_and_skips_comments() {
-        let lines = parse("# a comment\nconfig small\n\nlen 300  # tokens\nladder\nrung gru_fwd\nheadroom\nsleep 1.5\n")
-            .unwrap();
+        let lines =
+            parse("# a comment\nconfig small\n\nlen 300  # tokens\nladder\nrung gru_fwd\nheadroom\nsleep 1.5\n")
+                .unwrap();
         let steps: Vec<_> = lines.iter().map(|l| (l.number, l.step.clone())).collect();
         assert_eq!(
             steps,
             vec![
-                (
-                    2,
-                    ScriptStep::Command(Command::SetConfig(ConfigName::Small))
-                ),
+                (2, ScriptStep::Command(Command::SetConfig(ConfigName::Small))),
                 (4, ScriptStep::Command(Command::SetLen(300))),
                 (5, ScriptStep::Command(Command::RunLadder)),
-                (
-                    6,
-                    ScriptStep::Command(Command::SelectRung(Some("gru_fwd".into())))
-                ),
+                (6, ScriptStep::Command(Command::SelectRung(Some("gru_fwd".into())))),
                 (7, ScriptStep::ScrollToHeadroom),
                 (8, ScriptStep::Sleep(Duration::from_millis(1500))),
             ]
         );
-        let lines =
-            parse("precision-map attn.bwd=f32,head=f16\nopen precision-map\nprecision-bisect\n")
-                .unwrap();
-        assert_eq!(
-            lines[0].step,
-            ScriptStep::PrecisionMap(Some("attn.bwd=f32,head=f16".into()))
-        );
+        let lines = parse("precision-map attn.bwd=f32,head=f16\nopen precision-map\nprecision-bisect\n").unwrap();
+        assert_eq!(lines[0].step, ScriptStep::PrecisionMap(Some("attn.bwd=f32,head=f16".into())));
         assert_eq!(lines[1].step, ScriptStep::Open("precision-map"));
-        assert_eq!(
-            lines[2].step,
-            ScriptStep::Command(Command::RunPrecisionBisect)
-        );
+        assert_eq!(lines[2].step, ScriptStep::Command(Command::RunPrecisionBisect));
     }
 
     #[test]
     fn a_bad_line_names_its_number() {
         for (text, want) in [
-            (
-                "run\nlen many\n",
-                "line 2 `len many`: the length must be a whole number",
-            ),
+            ("run\nlen many\n", "line 2 `len many`: the length must be a whole number"),
             ("ladder\nrung nope\n", "line 2 `rung nope`: unknown rung"),
-            (
-                "frobnicate\n",
-                "line 1 `frobnicate`: unknown step \"frobnicate\"",
-            ),
+            ("frobnicate\n", "line 1 `frobnicate`: unknown step \"frobnicate\""),
             ("run now\n", "line 1 `run now`: `run` takes no argument"),
             ("view nowhere\n", "line 1 `view nowhere`: unknown view"),
-            (
-                "config tiny\nprecision-map gru.l5.rec=f32\n",
-                "line 2 `precision-map gru.l5.rec=f32`: precision map:",
-            ),
-            (
-                "precision-map head\n",
-                "line 1 `precision-map head`: precision map:",
-            ),
-            (
-                "open everything\n",
-                "line 1 `open everything`: unknown section",
-            ),
+            ("config tiny\nprecision-map gru.l5.rec=f32\n", "line 2 `precision-map gru.l5.rec=f32`: precision map:"),
+            ("precision-map head\n", "line 1 `precision-map head`: precision map:"),
+            ("open everything\n", "line 1 `open everything`: unknown section"),
         ] {
             let e = parse(text).unwrap_err();
             assert!(e.starts_with(want), "{e}");
