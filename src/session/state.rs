@@ -214,7 +214,7 @@ impl State {
     }
 
     pub fn set_fault(&mut self, tool: FaultTool, f: Option<crate::vk::engine::Fault>) {
-        let name = f.map(|f| f.name().to_string());
+        let name = f.map(|f| f.to_string()); // with a stage fault's `=STAGE`
         match tool {
             FaultTool::Ladder => self.ladder_fault = name,
             FaultTool::Bisect => self.bisect_fault = name,

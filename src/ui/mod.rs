@@ -21,6 +21,7 @@ pub mod ladder_run;
 pub mod loader;
 pub mod panels;
 pub mod precision_bisect_run;
+pub mod script;
 pub mod session;
 pub mod speed;
 pub mod worker;

@@ -57,6 +57,8 @@ impl App {
         egui::CollapsingHeader::new("Error growth along the sequence")
             .id_salt("growth_section")
             .default_open(self.growth.report.is_some() || self.growth.is_busy())
+            // A run started without a click in it (a command file's `growth`) opens it too.
+            .open(self.growth.is_busy().then_some(true))
             .show(ui, |ui| panels::growth::show(ui, &self.growth, cursor, row.as_deref(), cmds));
     }
 }

@@ -49,6 +49,8 @@ pub struct LaunchOptions {
     pub capture: Option<PathBuf>,
     /// Initial settings (tests start on a tiny config); `None`: the defaults.
     pub state: Option<State>,
+    /// Steps of a command file (`--commands`), run in order once idle.
+    pub commands: Vec<super::script::Line>,
 }
 
 /// The trace the worker computes now.
@@ -108,6 +110,7 @@ pub struct App {
     pub train_log_path: String,
     capture: CaptureRun,
     growth: panels::growth::GrowthRun,
+    script: super::script::Script,
 }
 
 impl App {
@@ -149,6 +152,7 @@ impl App {
             train_log_path: String::new(),
             capture: CaptureRun::default(),
             growth: Default::default(),
+            script: super::script::Script::new(opts.commands),
         };
         if let Some(p) = &app.state.train_log {
             app.train_log_path = p.display().to_string();
@@ -243,6 +247,26 @@ impl App {
         self.running.is_some() || self.needs_run || self.loader.is_busy() || self.side_file.is_some()
     }
 
+    /// True when no job runs (trace, dataset, ladder, tools, exports, dialogs):
+    /// a command file's next step waits for this.
+    pub fn is_idle(&self) -> bool {
+        !(self.is_busy()
+            || self.ladder.is_busy()
+            || self.speed.is_running()
+            || self.is_exporting()
+            || self.diagnostics_busy()
+            || self.capture.is_busy()
+            || self.capture.replay.is_busy()
+            || self.growth.is_busy()
+            || self.precision_bisect.is_busy()
+            || !self.dialogs.is_empty())
+    }
+
+    /// True once every step of the command file ran (or there was none).
+    pub fn script_done(&self) -> bool {
+        self.script.is_done()
+    }
+
     /// The status bar's message.
     pub fn message(&self) -> Option<&Message> {
         self.message.as_ref()
@@ -298,6 +322,18 @@ impl App {
         }
         self.poll_diagnostics();
         self.poll_growth();
+        match self.script.next(self.is_idle() && self.pending.is_empty()) {
+            Some(super::script::ScriptStep::Command(c)) => self.pending.push(c),
+            Some(super::script::ScriptStep::ScrollToHeadroom) => self.inspector.scroll_to_headroom = true,
+            Some(super::script::ScriptStep::PrecisionMap(spec)) => {
+                match super::script::resolve_map(spec.as_deref(), self.state.config, self.state.precision) {
+                    Ok(m) => self.pending.push(Command::SetPrecisionMap(m)),
+                    Err(e) => self.say(Level::Error, e),
+                }
+            }
+            Some(super::script::ScriptStep::Open(section)) => super::script::request_open(&ctx, section),
+            Some(super::script::ScriptStep::Sleep(_)) | None => {}
+        }
         let mut cmds = std::mem::take(&mut self.pending);
         self.keyboard(&ctx, &mut cmds);
         self.dropped_files(&ctx, &mut cmds);
@@ -351,6 +387,7 @@ impl App {
             || self.capture.is_busy()
             || self.capture.replay.is_busy()
             || self.growth.is_busy()
+            || self.script.is_pending()
         {
             // The threads wake us when they report; this is a fallback.
             ctx.request_repaint_after(std::time::Duration::from_millis(100));

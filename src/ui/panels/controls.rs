@@ -56,7 +56,8 @@ fn precision_map_editor(ui: &mut egui::Ui, s: &State, out: &mut Vec<Command>) {
         Some(m) => format!("Precision map: {}", m.summary()),
         None => "Precision map: the precision's step".to_string(),
     };
-    egui::CollapsingHeader::new(title).id_salt("precision_map").show(ui, |ui| {
+    let open = crate::ui::script::take_open(ui.ctx(), "precision-map"); // a command file's `open precision-map`
+    egui::CollapsingHeader::new(title).id_salt("precision_map").open(open).show(ui, |ui| {
         let map = set.cloned().unwrap_or_else(|| PrecisionMap::default_for(s.precision, layers, false));
         egui::Grid::new("precision_map_grid").num_columns(3).striped(true).show(ui, |ui| {
             for (stage, p) in map.iter() {

@@ -62,6 +62,8 @@ pub struct InspectorUi {
     pub grid_side: Side,
     /// The path typed in the export field.
     pub export_path: String,
+    /// Scroll the headroom plot into view on the next frame (`--commands`' `headroom`).
+    pub scroll_to_headroom: bool,
 }
 
 impl Default for InspectorUi {
@@ -79,6 +81,7 @@ impl Default for InspectorUi {
             axis: Axis::Row,
             grid_side: Side::Diff,
             export_path: String::new(),
+            scroll_to_headroom: false,
         }
     }
 }
@@ -190,7 +193,11 @@ pub fn show(
     let case =
         view.results.get(rung).and_then(|r| r.as_ref().ok()).and_then(|r| r.cases.iter().find(|c| c.name == t.name));
     ui.separator();
-    super::headroom::headroom_plot(ui, case.and_then(|c| c.headroom.as_ref()));
+    let plot = ui.scope(|ui| super::headroom::headroom_plot(ui, case.and_then(|c| c.headroom.as_ref()))).response;
+    // A command file's `headroom` step: bring the plot into view once.
+    if std::mem::take(&mut st.scroll_to_headroom) {
+        plot.scroll_to_me(Some(egui::Align::Max));
+    }
 }
 
 /// Every tensor of the rung with its stats; a click selects it.
