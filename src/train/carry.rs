@@ -45,7 +45,17 @@ impl CarryWalk {
             return Err(TrainError::Usage("--carry-windows must be at least 1".into()));
         }
         let need = (self.windows as usize).saturating_mul(t).saturating_add(1);
-        if ds.len_tokens() < need {
+        if ds.kind() == DatasetKind::Jsonl {
+            if long_documents(ds, need)?.is_empty() {
+                let longest = (0..ds.num_documents()).filter_map(|i| ds.document_len(i).ok()).max().unwrap_or(0);
+                return Err(TrainError::Usage(format!(
+                    "--carry-state: a stretch of {} windows of --seq-len {t} needs {need} tokens of one document; \
+                     the longest document of {} has {longest} (lower --carry-windows or --seq-len)",
+                    self.windows,
+                    ds.name()
+                )));
+            }
+        } else if ds.len_tokens() < need {
             return Err(TrainError::Usage(format!(
                 "--carry-windows {}: a stretch of {} windows of --seq-len {t} needs {need} tokens; {} has {} \
                  (lower --carry-windows or --seq-len)",
@@ -71,14 +81,26 @@ impl CarryWalk {
     ) -> Result<(Batch, Vec<RowOrigin>, bool), TrainError> {
         let (episode, i) = self.place(step);
         let stretch = self.windows as usize * t + 1;
-        let room = (ds.len_tokens() - stretch + 1) as u64;
         let mut rng = Rng::new(Rng::new(seed ^ 0xca77_5747).next_u64() ^ episode);
         let mut cut = Vec::with_capacity(rows);
         let mut origins = Vec::with_capacity(rows);
+        // JSON lines: each row's stretch lies inside one document long enough
+        // to hold it, so no state is carried from one document into the next.
+        let long = if ds.kind() == DatasetKind::Jsonl { long_documents(ds, stretch)? } else { Vec::new() };
         for _ in 0..rows {
-            let offset = rng.below(room) as usize + i as usize * t;
-            cut.push(ds.window(offset, t + 1)?);
-            if ds.kind() == DatasetKind::Bytes {
+            if ds.kind() == DatasetKind::Jsonl {
+                let document = *long.get(rng.below(long.len() as u64) as usize).ok_or_else(|| {
+                    TrainError::Usage(format!("--carry-state: no document of {} holds {stretch} tokens", ds.name()))
+                })?;
+                let room = (ds.document_len(document)? - stretch + 1) as u64;
+                let offset = rng.below(room) as usize + i as usize * t;
+                let origin = RowOrigin { document, offset, len: t + 1 };
+                cut.push(ds.row_at(&origin)?);
+                origins.push(origin);
+            } else {
+                let room = (ds.len_tokens() - stretch + 1) as u64;
+                let offset = rng.below(room) as usize + i as usize * t;
+                cut.push(ds.window(offset, t + 1)?);
                 origins.push(RowOrigin { document: 0, offset, len: t + 1 });
             }
         }
@@ -87,6 +109,17 @@ impl CarryWalk {
 }
 
 /// Writes `carry` (after step `step`) as `dir/carry_state.safetensors`.
+/// The documents of a JSON-lines dataset with at least `need` tokens.
+fn long_documents(ds: &Dataset, need: usize) -> Result<Vec<usize>, TrainError> {
+    let mut v = Vec::new();
+    for i in 0..ds.num_documents() {
+        if ds.document_len(i)? >= need {
+            v.push(i);
+        }
+    }
+    Ok(v)
+}
+
 pub fn save_carry(dir: &Path, step: u64, carry: &Carry<f32>) -> Result<(), TrainError> {
     let (b, h) = (carry.rows, carry.hidden);
     let names: Vec<String> = (0..carry.h0.len()).map(|l| format!("h0_l{l}")).collect();
@@ -159,6 +192,40 @@ mod tests {
     }
 
     /// The saved state comes back bit for bit; one of another step is refused.
+    /// On JSON lines every row's windows follow each other inside one
+    /// document (never across a document boundary), with their origins.
+    #[test]
+    fn jsonl_stretches_stay_inside_one_document() {
+        let mut text = String::new();
+        for i in 0..12 {
+            // Short documents (never long enough) and long ones.
+            let body = if i % 3 == 0 { format!("doc {i} ").repeat(20) } else { format!("s{i}") };
+            text += &format!("{{\"text\": \"{body}\"}}\n");
+        }
+        let ds = Dataset::from_bytes("docs.jsonl", text.into_bytes()).unwrap();
+        assert_eq!(ds.kind(), DatasetKind::Jsonl);
+        let walk = CarryWalk { windows: 4 };
+        let t = 16;
+        walk.check(&ds, t).unwrap();
+        for step in 1..=8 {
+            let (b, o, _) = walk.batch_at(&ds, 3, step, 3, t).unwrap();
+            for r in 0..3 {
+                assert_eq!(o[r].document % 3, 0, "step {step} row {r}: a short document {o:?}");
+                let doc = ds.document(o[r].document).unwrap();
+                assert!(o[r].offset + t < doc.len(), "{o:?}");
+                assert_eq!(b.row(r), &doc[o[r].offset..o[r].offset + t + 1]);
+            }
+            if step % 4 != 1 {
+                let (_, prev, _) = walk.batch_at(&ds, 3, step - 1, 3, t).unwrap();
+                for r in 0..3 {
+                    assert_eq!((o[r].document, o[r].offset), (prev[r].document, prev[r].offset + t));
+                }
+            }
+        }
+        let e = CarryWalk { windows: 40 }.check(&ds, t).unwrap_err().to_string();
+        assert!(e.contains("one document") && e.contains("longest"), "{e}");
+    }
+
     #[test]
     fn carried_state_round_trips() {
         let cfg = Config::tiny();
