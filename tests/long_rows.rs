@@ -37,7 +37,9 @@ fn ladder_long_row(test: &str, ctx: &Arc<Context>, len: usize, precision: Precis
         .filter(|(x, ..)| x.is_finite())
         .max_by(|a, b| a.0.total_cmp(&b.0));
     eprintln!("{test}: {:?}, worst rel_l2 / tolerance {worst:?}", start.elapsed());
-    let failed: Vec<_> = report.rungs.iter().filter(|r| r.status != Status::Pass).map(|r| r.id).collect();
+    // A warning (f16 headroom, docs/headroom.md) is not a failure.
+    let failed: Vec<_> =
+        report.rungs.iter().filter(|r| !matches!(r.status, Status::Pass | Status::Warn)).map(|r| r.id).collect();
     assert!(failed.is_empty(), "{test}: rungs not passing: {failed:?}");
     assert_eq!(report.rungs.len(), Rung::ALL.len());
     let e2e = report.end_to_end.as_ref().expect("the end-to-end gate ran");
