@@ -6,7 +6,7 @@
 # Needs .device/vvl14.deb (Debian 13's vulkan-validationlayers 1.4.309, see ../shared/GPU.md).
 set -u
 bin=$1; mode=$2; out=$3; shift 3
-what=${*:-ladders long train triage}
+what=${*:-ladders long train triage pmap}
 mkdir -p /tmp/v14 "$out" && dpkg -x .device/vvl14.deb /tmp/v14
 export VK_LAYER_PATH=/tmp/v14/usr/share/vulkan/explicit_layer.d
 export LD_LIBRARY_PATH=/tmp/v14/usr/lib/x86_64-linux-gnu
@@ -33,4 +33,11 @@ for w in $what; do case $w in
     run drift-small-f32 drift --config small --data $text --steps 20 --json
     run drift-small-f16 drift --config small --precision f16 --data $text --steps 20 --json
     run scan-small-f16 scan --config small --engine gpu --precision f16 --data $text --seq-len 256 --max-windows 400 --out $r/scan --json ;;
+  pmap)
+    for m in all=f16,embed.bwd=f32 gru.rec=f32,attn.bwd=f32 embed=f32,gru.l0.input=f16,gru.l1.rec=f16,head=f32 all=f32,gru.l0.rec=f16; do
+      tag=$(echo "$m" | tr '=,.' '-__')
+      for md in isolated chained; do run ladder-bench-$tag-$md ladder --config bench --precision f16 --precision-map "$m" --mode $md --json; done
+    done
+    run train30-small-pmap train --config small --engine gpu --precision f16 --precision-map gru.rec=f32,head.bwd=f32 --data $text --steps 30 --out /tmp/run-pmap-$mode-$$
+    run pbisect-bench precision-bisect --config bench --data $text --len 1024 --json ;;
 esac; done
