@@ -144,6 +144,17 @@ impl From<crate::engine::inputs::SizeError> for CliError {
     }
 }
 
+impl From<crate::engine::inputs::ModelError> for CliError {
+    fn from(e: crate::engine::inputs::ModelError) -> Self {
+        use crate::engine::inputs::ModelError as M;
+        match e {
+            M::Checkpoint(e) => CliError::Checkpoint(e),
+            M::Config(e) => CliError::Config(e),
+            M::Size(e) => e.into(),
+        }
+    }
+}
+
 /// An engine error as the commands report it: Vulkan missing or unable is an
 /// engine error (exit 2), a failure once open exit 1, each named after the
 /// `--engine gpu` that asked for it.

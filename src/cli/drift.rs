@@ -13,6 +13,7 @@ use super::OptimArgs;
 use super::args::{DeviceArg, NonFiniteArg};
 use super::common::{CliError, data_error, log_line, progress, show};
 use crate::dataset::Dataset;
+use crate::engine::inputs::{ParamSource, load_model};
 use crate::model::{Config, Params};
 use crate::triage::TriageError;
 use crate::triage::drift::{DriftPlan, DriftReport, DriftStep, Observer, Planted, run};
@@ -155,13 +156,9 @@ impl DriftArgs {
             (Some(_), Some(_)) => {
                 Err(CliError::Usage("--config and --checkpoint: the checkpoint holds its config; give one".into()))
             }
-            (Some(p), None) => Ok(crate::checkpoint::load_params_opts(p, self.trust.options())?),
+            (Some(p), None) => Ok(load_model(ParamSource::Checkpoint(p, self.trust.options()), 12, 4)?),
             (None, c) => {
-                let name = c.as_deref().unwrap_or("small");
-                let cfg = Config::resolve(name)?;
-                crate::engine::inputs::check_params(&cfg, 12, 4, &format!("--config {name}"))?;
-                let params = Params::init(&cfg, self.seed);
-                Ok((cfg, params))
+                Ok(load_model(ParamSource::Init { config: c.as_deref().unwrap_or("small"), seed: self.seed }, 12, 4)?)
             }
         }
     }

@@ -11,6 +11,7 @@ use clap::Args;
 use super::args::{DeviceArg, NonFiniteArg};
 use super::common::{CliError, check_output, config_file, data_error, show};
 use crate::dataset::DatasetError;
+use crate::engine::inputs::{ParamSource, load_model};
 use crate::model::{Config, Params};
 use crate::triage::growth::{GrowthPlan, GrowthReport, check_len as growth_check_len, run};
 
@@ -67,13 +68,9 @@ impl GrowthArgs {
             (Some(_), Some(_)) => {
                 Err(CliError::Usage("--config and --checkpoint: the checkpoint holds its config; give one".into()))
             }
-            (Some(p), None) => Ok(crate::checkpoint::load_params_opts(p, self.trust.options())?),
+            (Some(p), None) => Ok(load_model(ParamSource::Checkpoint(p, self.trust.options()), 4, 8)?),
             (None, c) => {
-                let name = c.as_deref().unwrap_or("small");
-                let cfg = Config::resolve(name)?;
-                crate::engine::inputs::check_params(&cfg, 4, 8, &format!("--config {name}"))?;
-                let params = Params::init(&cfg, self.seed);
-                Ok((cfg, params))
+                Ok(load_model(ParamSource::Init { config: c.as_deref().unwrap_or("small"), seed: self.seed }, 4, 8)?)
             }
         }
     }

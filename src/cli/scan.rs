@@ -13,9 +13,8 @@ use serde_json::json;
 use super::EngineArg;
 use super::args::NonFiniteArg;
 use super::common::{CliError, data_error, emit, show};
-use crate::checkpoint::load_params_opts;
 use crate::dataset::Dataset;
-use crate::model::{Config, Params};
+use crate::engine::inputs::{ParamSource, load_model};
 use crate::triage::TriageError;
 use crate::triage::scan::{ModelId, Progress, Rank, ScanModel, ScanReport, ScanSpec, Shard, merge, scan, state};
 use crate::vk::gemm::Precision;
@@ -85,7 +84,7 @@ fn cli_error(e: TriageError) -> CliError {
 /// a seeded initialisation of a config.
 fn model(a: &ScanArgs) -> Result<ScanModel, CliError> {
     if let Some(p) = &a.checkpoint {
-        let (config, params) = load_params_opts(p, a.trust.options())?;
+        let (config, params) = load_model(ParamSource::Checkpoint(p, a.trust.options()), 4, 4)?;
         let path = std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
         let content_hash = state::file_hash(p).map_err(cli_error)?;
         return Ok(ScanModel {
@@ -95,9 +94,7 @@ fn model(a: &ScanArgs) -> Result<ScanModel, CliError> {
         });
     }
     let name = a.config.clone().unwrap_or_else(|| "small".into());
-    let config = Config::resolve(&name)?;
-    crate::engine::inputs::check_params(&config, 4, 4, &format!("--config {name}"))?;
-    let params = Params::init(&config, a.seed);
+    let (config, params) = load_model(ParamSource::Init { config: &name, seed: a.seed }, 4, 4)?;
     Ok(ScanModel { params, id: ModelId::Config { name, config: config.clone(), seed: a.seed }, config })
 }
 

@@ -10,9 +10,10 @@ use std::path::{Path, PathBuf};
 use crate::memory::memory_limit;
 pub use crate::memory::{SizeError, bytes_of, check_alloc};
 
+use crate::checkpoint::{CheckpointError, LoadOptions};
 use crate::cpu::CpuError;
 use crate::dataset::{Batch, BatchError, DatasetError};
-use crate::model::Config;
+use crate::model::{Config, ConfigError, Params};
 
 /// Why a batch of files was refused.
 #[derive(Debug, thiserror::Error)]
@@ -77,6 +78,42 @@ pub fn check_params(cfg: &Config, copies: u64, elem: u64, what: &str) -> Result<
         acc.checked_add(n)
     });
     check_alloc(&format!("{what}: the model's parameters"), count.and_then(|n| bytes_of(&[n, copies, elem])))
+}
+
+/// Where a command's weights come from.
+#[derive(Clone, Copy, Debug)]
+pub enum ParamSource<'a> {
+    /// A checkpoint, loaded with these options; its config is the run's.
+    Checkpoint(&'a Path, LoadOptions),
+    /// A seeded init of a config (`small`, `bench`, `tiny` or a JSON file).
+    Init { config: &'a str, seed: u64 },
+}
+
+/// Why a model could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Size(#[from] SizeError),
+}
+
+/// The config and parameters of `source`. A seeded init is first checked to
+/// fit `copies` sets of `elem`-byte parameters (weights, gradients, moments …)
+/// in memory, so a huge JSON config is refused naming `--config` before any
+/// allocation; a checkpoint's reader checks its own sizes.
+pub fn load_model(source: ParamSource<'_>, copies: u64, elem: u64) -> Result<(Config, Params<f32>), ModelError> {
+    match source {
+        ParamSource::Checkpoint(path, opts) => Ok(crate::checkpoint::load_params_opts(path, opts)?),
+        ParamSource::Init { config, seed } => {
+            let cfg = Config::resolve(config)?;
+            check_params(&cfg, copies, elem, &format!("--config {config}"))?;
+            let params = Params::init(&cfg, seed);
+            Ok((cfg, params))
+        }
+    }
 }
 
 /// Refuses a batch of `rows` rows of `t` positions whose activations (in

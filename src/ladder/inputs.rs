@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use super::{LadderError, default_batch};
-use crate::checkpoint::{CheckpointError, LoadOptions};
+use crate::checkpoint::CheckpointError;
 use crate::dataset::{Batch, BatchError, Dataset, DatasetError};
 use crate::model::{Config, ConfigError, Params};
 
@@ -19,30 +19,19 @@ pub enum InputError {
     Checkpoint(#[from] CheckpointError),
     #[error(transparent)]
     Config(#[from] ConfigError),
+    #[error(transparent)]
+    Model(#[from] crate::engine::inputs::ModelError),
     /// The default batch could not be drawn (too little data).
     #[error(transparent)]
     Ladder(#[from] LadderError),
 }
 
-/// Where the parameters come from.
-#[derive(Clone, Copy, Debug)]
-pub enum ParamSource<'a> {
-    /// A checkpoint, loaded with these options; its config is the run's.
-    Checkpoint(&'a Path, LoadOptions),
-    /// A seeded init of a config (`small`, `bench`, `tiny` or a JSON file).
-    Init { config: &'a str, seed: u64 },
-}
+pub use crate::engine::inputs::ParamSource;
 
-/// The config and the parameters of `source`.
+/// The config and the parameters of `source` (a seeded init checked to fit
+/// the ladder's four f32 copies first).
 pub fn load_params(source: ParamSource<'_>) -> Result<(Config, Params<f32>), InputError> {
-    Ok(match source {
-        ParamSource::Checkpoint(path, opts) => crate::checkpoint::load_params_opts(path, opts)?,
-        ParamSource::Init { config, seed } => {
-            let cfg = Config::resolve(config)?;
-            let p = Params::<f32>::init(&cfg, seed);
-            (cfg, p)
-        }
-    })
+    Ok(crate::engine::inputs::load_model(source, 4, 4)?)
 }
 
 /// The dataset at `data`, else the embedded one.

@@ -9,9 +9,10 @@ use super::TrainError;
 use super::controller::Controller;
 use super::run::TrainPlan;
 use super::state::{SavedRun, load_run, resume_file};
-use crate::checkpoint::{LoadOptions, load_params_opts};
+use crate::checkpoint::LoadOptions;
 use crate::dataset::{Batch, Dataset, RowOrigin};
 use crate::engine::TrainState;
+use crate::engine::inputs::{ModelError, ParamSource, load_model};
 use crate::model::{Config, Params};
 
 /// Refuses weights that are not all finite before they are written: an
@@ -87,18 +88,16 @@ pub(super) struct Start {
 pub(super) fn start(plan: &TrainPlan, ds: &Dataset) -> Result<Start, TrainError> {
     let Some(r) = &plan.resume else {
         let seed = plan.seed.unwrap_or(0);
-        let (config, params) = match &plan.checkpoint {
-            Some(p) => load_params_opts(p, plan.load)?,
-            None => {
-                let name = plan.config.as_deref().unwrap_or("small");
-                let cfg = Config::resolve(name)?;
-                // Weights, gradients and two moments, checked before the init allocates them.
-                crate::engine::inputs::check_params(&cfg, 4, 4, &format!("--config {name}"))
-                    .map_err(|e| TrainError::Failed(e.to_string()))?;
-                let params = Params::init(&cfg, seed);
-                (cfg, params)
-            }
+        let source = match &plan.checkpoint {
+            Some(p) => ParamSource::Checkpoint(p, plan.load),
+            None => ParamSource::Init { config: plan.config.as_deref().unwrap_or("small"), seed },
         };
+        // Weights, gradients and two moments, checked before the init allocates them.
+        let (config, params) = load_model(source, 4, 4).map_err(|e| match e {
+            ModelError::Checkpoint(e) => TrainError::Checkpoint(e),
+            ModelError::Config(e) => TrainError::Config(e),
+            ModelError::Size(e) => TrainError::Failed(e.to_string()),
+        })?;
         let scale =
             plan.loss_scale.clone().unwrap_or_else(|| crate::vk::engine::default_loss_scale(plan.vulkan.precision));
         let (rows, t) = (plan.batch.unwrap_or(config.batch), plan.seq_len.unwrap_or(config.seq_len));

@@ -33,6 +33,7 @@ impl From<InputError> for CliError {
             InputError::Checkpoint(e) => CliError::Checkpoint(e),
             InputError::Config(e) => CliError::Config(e),
             InputError::Ladder(e) => CliError::Usage(e.to_string()),
+            InputError::Model(e) => e.into(),
         }
     }
 }
