@@ -22,20 +22,22 @@ shared float red_hi[256];
 shared float red_lo[256];
 shared uint red_n[256];
 
+bool nonfinite(float v) {
+    return (floatBitsToUint(v) & 0x7f800000u) == 0x7f800000u;
+}
+
 // (hi, lo) + (b_hi, b_lo) as a float-float sum (Knuth's two-sum, then a
-// renormalisation); `precise` keeps the compiler from reassociating it.
+// renormalisation); `precise` keeps the compiler from reassociating it. A
+// non-finite sum is kept as it is (inf stays inf, NaN stays NaN).
 vec2 ff_add(vec2 a, vec2 b) {
     precise float s = a.x + b.x;
+    if (nonfinite(s)) return vec2(s, 0.0);
     precise float bb = s - a.x;
     precise float e = (a.x - (s - bb)) + (b.x - bb);
     precise float lo = e + (a.y + b.y);
     precise float hi = s + lo;
     precise float lo2 = lo - (hi - s);
     return vec2(hi, lo2);
-}
-
-bool nonfinite(float v) {
-    return (floatBitsToUint(v) & 0x7f800000u) == 0x7f800000u;
 }
 
 void main() {
@@ -68,7 +70,8 @@ void main() {
                 float v = x[off + i];
                 if (nonfinite(v)) bad += 1u;
                 precise float sq = v * v;
-                precise float err = fma(v, v, -sq);
+                // The square's rounding error (0 where the square is not finite).
+                precise float err = nonfinite(sq) ? 0.0 : fma(v, v, -sq);
                 acc = ff_add(acc, vec2(sq, err));
             }
         }

@@ -177,6 +177,14 @@ pub struct Pending {
     pub device_ms: Option<f64>,
 }
 
+impl Pending {
+    /// Whether the gradients stayed on the device (Vulkan's split step:
+    /// nothing but the norms was read back).
+    pub fn on_device(&self) -> bool {
+        self.grads.is_none()
+    }
+}
+
 /// Loss and gradients of one batch, from either engine.
 pub struct GradsOut {
     pub loss: f64,
@@ -309,6 +317,15 @@ impl Engine {
         match self {
             Engine::Cpu(c) => c.apply(p),
             Engine::Vulkan(g) => g.apply(p),
+        }
+    }
+
+    /// The device milliseconds of the last [`Engine::apply`] (Vulkan with
+    /// timestamps; `None` on the CPU).
+    pub fn last_apply_ms(&self) -> Option<f64> {
+        match self {
+            Engine::Cpu(_) => None,
+            Engine::Vulkan(g) => g.last_apply_ms(),
         }
     }
 
