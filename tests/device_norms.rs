@@ -158,3 +158,21 @@ fn train_split_step_matches_the_host_norms_path() {
     );
     assert_eq!((&ca.params, &ca.m, &ca.v), (&cb.params, &cb.m, &cb.v), "the same weights and moments bit for bit");
 }
+
+/// `bench --controller` times `train`'s default step beside the bare and the
+/// replayed one (timed, never asserted on speed); the CPU engine refuses it.
+#[test]
+fn bench_reports_the_controllers_path() {
+    common::skip_without_vulkan!();
+    let args = ["bench", "--engine", "gpu", "--config", "tiny", "--steps", "3", "--warmup", "1", "--json"];
+    let v = ok_json(&dualscope(&[&args[..], &["--controller"]].concat(), &[]));
+    let gpu = &v["engines"][0];
+    for k in ["median_ms", "replay_median_ms", "controller_median_ms"] {
+        assert!(gpu[k].as_f64().is_some_and(|ms| ms > 0.0), "{k}: {gpu}");
+    }
+    let plain = ok_json(&dualscope(&args, &[]));
+    assert!(plain["engines"][0]["controller_median_ms"].is_null(), "only when asked for");
+    let cpu = ["bench", "--engine", "cpu", "--config", "tiny", "--steps", "1", "--controller"];
+    let err = common::fails(&dualscope(&cpu, &[]), 2);
+    assert!(err.contains("--controller"), "{err}");
+}
