@@ -36,8 +36,8 @@ fn device_norms_match_the_host_norms_of_the_same_gradients() {
     let layout = dualscope::vk::engine::ParamLayout::new(&cfg);
     assert!(layout.entries.iter().filter(|e| e.len > NORM_CHUNK).count() >= 3, "several multi-chunk tensors");
     let params = Params::init(&cfg, 7);
-    let mut e = Engine::with_precision(&ctx, &cfg, &params, &StepOptions::default(), Precision::F32, GemmChoice::Auto)
-        .unwrap();
+    let mut e =
+        Engine::with_precision(&ctx, &cfg, &params, &StepOptions::default(), Precision::F32, GemmChoice::Auto).unwrap();
     let batch = random_batch(3, &[11, 7, 9]);
     let g = e.grads(&batch).unwrap();
     let names: Vec<String> = layout.entries.iter().map(|e| e.name.clone()).collect();
@@ -51,7 +51,11 @@ fn device_norms_match_the_host_norms_of_the_same_gradients() {
             assert_eq!(dev.nonfinite[i], bad, "{what}: {name}'s non-finite count");
             let got = dev.sumsq[i].sqrt();
             if want.is_finite() {
-                assert!(rel(got, *want) <= 1e-6, "{what}: {name}: device {got:e} host {want:e} (rel {:.2e})", rel(got, *want));
+                assert!(
+                    rel(got, *want) <= 1e-6,
+                    "{what}: {name}: device {got:e} host {want:e} (rel {:.2e})",
+                    rel(got, *want)
+                );
             } else {
                 assert_eq!((got.is_nan(), got.is_infinite()), (want.is_nan(), want.is_infinite()), "{what}: {name}");
             }
@@ -130,8 +134,25 @@ fn train_split_step_matches_the_host_norms_path() {
         let args = train_tiny(
             &data,
             &[
-                "--batch", "3", "--seq-len", "21", "--steps", "12", "--engine", "gpu", "--out", s(out),
-                "--loss-scale", "dynamic", "--inject-spike-at", "9", "--gn-warmup", "3", "--gn-spike-z", "6", "--json",
+                "--batch",
+                "3",
+                "--seq-len",
+                "21",
+                "--steps",
+                "12",
+                "--engine",
+                "gpu",
+                "--out",
+                s(out),
+                "--loss-scale",
+                "dynamic",
+                "--inject-spike-at",
+                "9",
+                "--gn-warmup",
+                "3",
+                "--gn-spike-z",
+                "6",
+                "--json",
             ],
         );
         ok_json(&dualscope(&args, env))

@@ -116,7 +116,18 @@ fn bench_gpu(a: &BenchArgs, cfg: &Config, params: &Params<f32>, batch: &Batch) -
         .map_err(gpu_error)?;
     if a.controller {
         let mut judge = controller_judge();
-        let path = bench::controller_path(n, &ctx, cfg, params, batch, precision, choice, map.as_ref(), &mut judge, &mut Bars::default());
+        let path = bench::controller_path(
+            n,
+            &ctx,
+            cfg,
+            params,
+            batch,
+            precision,
+            choice,
+            map.as_ref(),
+            &mut judge,
+            &mut Bars::default(),
+        );
         t.controller = Some(path.map_err(gpu_error)?);
     }
     Ok(t)
@@ -132,7 +143,14 @@ fn controller_judge() -> impl FnMut(&crate::engine::Norms) -> bool {
         step += 1;
         ctl.begin_step(step);
         let v = ctl.assess(norms);
-        let o = Outcome { norms, skipped: v.skip.clone(), by_engine: false, spike: v.spike, scale_before: 1.0, scale_after: 1.0 };
+        let o = Outcome {
+            norms,
+            skipped: v.skip.clone(),
+            by_engine: false,
+            spike: v.spike,
+            scale_before: 1.0,
+            scale_after: 1.0,
+        };
         ctl.record(step, &o);
         v.skip.is_some()
     }
@@ -227,8 +245,12 @@ fn print(v: &serde_json::Value, breakdown: bool) {
             println!("  {} replayed (recorded once): median {r:.3} ms/step{dev}", e["engine"].as_str().unwrap_or("?"));
         }
         if let Some(r) = e["controller_median_ms"].as_f64() {
-            let dev = e["controller_device_median_ms"].as_f64().map_or(String::new(), |d| format!(", device {d:.3} ms"));
-            println!("  {} with the controller (train's default step): median {r:.3} ms/step{dev}", e["engine"].as_str().unwrap_or("?"));
+            let dev =
+                e["controller_device_median_ms"].as_f64().map_or(String::new(), |d| format!(", device {d:.3} ms"));
+            println!(
+                "  {} with the controller (train's default step): median {r:.3} ms/step{dev}",
+                e["engine"].as_str().unwrap_or("?")
+            );
         }
         if let Some(r) = e["instrumented_median_ms"].as_f64() {
             let dev = e["instrumented_device_median_ms"]

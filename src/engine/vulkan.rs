@@ -4,7 +4,10 @@
 
 use std::sync::Arc;
 
-use super::{EngineError, GradsOut, Pending, Poison, StepTimes, Submit, TrainState, VulkanOptions, norms_from_sumsq, norms_of, poison};
+use super::{
+    EngineError, GradsOut, Pending, Poison, StepTimes, Submit, TrainState, VulkanOptions, norms_from_sumsq, norms_of,
+    poison,
+};
 use crate::cpu::{StepOptions, StepReport};
 use crate::dataset::Batch;
 use crate::model::{Config, Params};

@@ -233,7 +233,8 @@ impl Run<'_> {
         if let Err(why) = &gpu {
             r.progress(Report::NoGpu(why.clone()));
         }
-        let judge = || self.controller.then(|| crate::train::Controller::new(crate::train::ControllerConfig::default()));
+        let judge =
+            || self.controller.then(|| crate::train::Controller::new(crate::train::ControllerConfig::default()));
         let (mut cpu_ctl, mut gpu_ctl) = (judge(), judge());
         let mut step = 0u64;
         while !r.cancelled() {

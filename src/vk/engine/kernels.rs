@@ -119,11 +119,8 @@ pub static GRAD_NORMS: KernelSpec = KernelSpec {
 };
 
 /// Pass 2 (the same shader, flag 1): one invocation per tensor.
-pub static GRAD_NORMS_TENSORS: KernelSpec = KernelSpec {
-    name: "grad_norms_tensors",
-    items_per_group: [256, 1, 1],
-    ..GRAD_NORMS
-};
+pub static GRAD_NORMS_TENSORS: KernelSpec =
+    KernelSpec { name: "grad_norms_tensors", items_per_group: [256, 1, 1], ..GRAD_NORMS };
 
 /// Column sums, pass 1: a workgroup of 32 columns × 8 lanes per block of 32
 /// columns (x) and chunk of rows (y); see `reduce.rs`.

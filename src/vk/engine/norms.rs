@@ -14,8 +14,8 @@
 //! unscale included). Both are recorded once and replayed, as the whole step
 //! of [`super::Replay::Yes`].
 
-use super::kernels::{GRAD_NORMS, GRAD_NORMS_TENSORS, ModelPush, st};
 use super::io::state_words;
+use super::kernels::{GRAD_NORMS, GRAD_NORMS_TENSORS, ModelPush, st};
 use super::layout::ParamLayout;
 use super::{Engine, Stage};
 use crate::cpu::StepReport;
@@ -127,7 +127,13 @@ impl Engine {
     /// the results into their host-visible buffer.
     pub(super) fn record_grad_norms<'a>(&'a self, seq: &mut Sequence<'a>) -> VkResult<()> {
         let nb = &self.norms;
-        let p = ModelPush { n: nb.chunks as u32, t: nb.tensors as u32, off0: nb.tensors_at as u32, flag: 0, ..ModelPush::default() };
+        let p = ModelPush {
+            n: nb.chunks as u32,
+            t: nb.tensors as u32,
+            off0: nb.tensors_at as u32,
+            flag: 0,
+            ..ModelPush::default()
+        };
         let bufs = [&self.grads, &nb.table, &nb.part, &nb.out];
         self.dispatch(seq, &GRAD_NORMS, &bufs, &p, nb.chunks, "grad norms (chunks)")?;
         let p = ModelPush { flag: 1, ..p };
