@@ -1,12 +1,14 @@
 #!/bin/bash
 # Runs the ladders and a training run under the Khronos validation layer on the
 # device host. Usage: bench/validate_h200.sh BINARY MODE OUTDIR [what...]
-#   MODE: core | sync | gpu (DUALSCOPE_VK_VALIDATION); what: ladders, long, train, triage (default all)
+#   MODE: core | sync | gpu (DUALSCOPE_VK_VALIDATION); what: ladders, long, train, controller, triage, pmap (default all)
+#   train: the default step with the controller on (the split step and its device norms, grad_norms.comp)
+#   controller: bench --controller (the split step replayed) and the old host-norms path for contrast
 #   triage: a small f16 run with planted events and captures, replay of each capture, drift and scan
 # Needs .device/vvl14.deb (Debian 13's vulkan-validationlayers 1.4.309, see ../shared/GPU.md).
 set -u
 bin=$1; mode=$2; out=$3; shift 3
-what=${*:-ladders long train triage pmap}
+what=${*:-ladders long train controller triage pmap}
 mkdir -p /tmp/v14 "$out" && dpkg -x .device/vvl14.deb /tmp/v14
 export VK_LAYER_PATH=/tmp/v14/usr/share/vulkan/explicit_layer.d
 export LD_LIBRARY_PATH=/tmp/v14/usr/lib/x86_64-linux-gnu
@@ -25,6 +27,11 @@ for w in $what; do case $w in
   ladders) for p in f32 f16; do for c in small bench; do run ladder-$c-$p ladder --config $c --precision $p --json; done; done ;;
   long) for p in f32 f16; do run ladder-small-$p-T4096 ladder --config small --precision $p --data $text --len 4096 --json; done ;;
   train) for p in f32 f16; do run train50-small-$p train --config small --engine gpu --precision $p --data $text --steps 50 --out /tmp/run-$p-$mode-$$; done ;;
+  controller)
+    for p in f32 f16; do
+      run bench-controller-small-$p bench --engine gpu --config small --precision $p --controller --steps 5 --warmup 1 --json
+      DUALSCOPE_HOST_NORMS=1 run train20-hostnorms-small-$p train --config small --engine gpu --precision $p --data $text --steps 20 --out /tmp/run-host-$p-$mode-$$
+    done ;;
   triage)
     r=/tmp/triage-$mode-$$
     run train60-captures train --config small --engine gpu --precision f16 --data $text --steps 60 --out $r \

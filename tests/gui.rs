@@ -854,6 +854,33 @@ fn speedup_panel_runs_and_stops() {
     }
 }
 
+/// With "with the controller" ticked, the speedup run steps each engine as
+/// `train` does by default (compute, the controller's judgement, apply; on the
+/// GPU the split step): the label says so, and both engines' losses agree.
+#[test]
+fn speedup_panel_runs_the_controllers_path() {
+    let mut h = harness(tiny(20), (1400.0, 900.0));
+    wait_for_trace(&mut h);
+    h.get_by_label("Speedup").click();
+    h.run_steps(2);
+    h.get_by_label("with the controller").click();
+    h.run_steps(1);
+    assert!(h.state().speed().controller, "the checkbox sets the run's path");
+    let gpu = start_speedup(&mut h, 3);
+    h.get_by_label("Stop").click();
+    h.run_steps(2);
+    assert!(h.state().speed().label.contains("with the controller"), "{}", h.state().speed().label);
+    let s = &h.state().speed().samples;
+    assert!(s.iter().all(|x| x.wall_ms > 0.0 && x.loss.is_finite()));
+    if gpu {
+        for step in 0..3 {
+            let at = |e| s.iter().find(|x| x.engine == e && x.step == step).unwrap().loss;
+            let (c, g) = (at(dualscope::engine::EngineKind::Cpu), at(dualscope::engine::EngineKind::Vulkan));
+            assert!((c - g).abs() < 1e-4 * c.abs(), "step {step}: CPU loss {c}, GPU loss {g}");
+        }
+    }
+}
+
 /// With the precision control at f16, the speedup run's GPU step is the
 /// mixed-precision step (f16 products, f32 elsewhere, loss scale): the panel
 /// says so, and its first loss stays within the mixed step's reach of the

@@ -66,6 +66,11 @@ pub struct BenchArgs {
     /// Write the benchmark's initial checkpoint.
     #[arg(long)]
     pub save_checkpoint: Option<std::path::PathBuf>,
+    /// Also time `train`'s default step with the controller on (compute,
+    /// the controller's judgement, apply: the split step that reads back only
+    /// the per-tensor norms), GPU only.
+    #[arg(long)]
+    pub controller: bool,
     #[arg(long)]
     pub json: bool,
 }
@@ -107,7 +112,48 @@ fn bench_gpu(a: &BenchArgs, cfg: &Config, params: &Params<f32>, batch: &Batch) -
     let map = a.precision_map.over(|| {
         crate::vk::engine::default_map(&ctx, cfg, precision, choice).map_err(|e| CliError::Engine(e.to_string()))
     })?;
-    bench::vulkan(n, &ctx, cfg, params, batch, precision, choice, map.as_ref(), &mut Bars::default()).map_err(gpu_error)
+    let mut t = bench::vulkan(n, &ctx, cfg, params, batch, precision, choice, map.as_ref(), &mut Bars::default())
+        .map_err(gpu_error)?;
+    if a.controller {
+        let mut judge = controller_judge();
+        let path = bench::controller_path(
+            n,
+            &ctx,
+            cfg,
+            params,
+            batch,
+            precision,
+            choice,
+            map.as_ref(),
+            &mut judge,
+            &mut Bars::default(),
+        );
+        t.controller = Some(path.map_err(gpu_error)?);
+    }
+    Ok(t)
+}
+
+/// The training controller with its default thresholds, judging one step
+/// after another as `train` does (begin, assess, record): `true` skips.
+fn controller_judge() -> impl FnMut(&crate::engine::Norms) -> bool {
+    use crate::train::{Controller, ControllerConfig, Outcome};
+    let mut ctl = Controller::new(ControllerConfig::default());
+    let mut step = 0;
+    move |norms| {
+        step += 1;
+        ctl.begin_step(step);
+        let v = ctl.assess(norms);
+        let o = Outcome {
+            norms,
+            skipped: v.skip.clone(),
+            by_engine: false,
+            spike: v.spike,
+            scale_before: 1.0,
+            scale_after: 1.0,
+        };
+        ctl.record(step, &o);
+        v.skip.is_some()
+    }
 }
 
 fn summary(engine: &str, t: &mut Timed, tokens: f64) -> serde_json::Value {
@@ -122,6 +168,8 @@ fn summary(engine: &str, t: &mut Timed, tokens: f64) -> serde_json::Value {
         "recurrence": t.recurrence,
         "replay_median_ms": t.replay.as_mut().map(|r| percentiles(&mut r.0).0),
         "replay_device_median_ms": t.replay.as_mut().filter(|r| !r.1.is_empty()).map(|r| percentiles(&mut r.1).0),
+        "controller_median_ms": t.controller.as_mut().map(|r| percentiles(&mut r.0).0),
+        "controller_device_median_ms": t.controller.as_mut().filter(|r| !r.1.is_empty()).map(|r| percentiles(&mut r.1).0),
         "instrumented_median_ms": t.instrumented.as_mut().map(|r| percentiles(&mut r.0).0),
         "instrumented_device_median_ms": t.instrumented.as_mut().filter(|r| !r.1.is_empty()).map(|r| percentiles(&mut r.1).0),
     })
@@ -196,6 +244,14 @@ fn print(v: &serde_json::Value, breakdown: bool) {
             let dev = e["replay_device_median_ms"].as_f64().map_or(String::new(), |d| format!(", device {d:.3} ms"));
             println!("  {} replayed (recorded once): median {r:.3} ms/step{dev}", e["engine"].as_str().unwrap_or("?"));
         }
+        if let Some(r) = e["controller_median_ms"].as_f64() {
+            let dev =
+                e["controller_device_median_ms"].as_f64().map_or(String::new(), |d| format!(", device {d:.3} ms"));
+            println!(
+                "  {} with the controller (train's default step): median {r:.3} ms/step{dev}",
+                e["engine"].as_str().unwrap_or("?")
+            );
+        }
         if let Some(r) = e["instrumented_median_ms"].as_f64() {
             let dev = e["instrumented_device_median_ms"]
                 .as_f64()
@@ -266,6 +322,9 @@ pub fn run(a: &BenchArgs) -> Result<i32, CliError> {
         if let Some(out) = out {
             super::common::check_output(flag, out, &inputs)?;
         }
+    }
+    if a.engine == BenchEngine::Cpu && a.controller {
+        return Err(CliError::Usage("--controller applies only to --engine gpu or both".into()));
     }
     if a.engine == BenchEngine::Cpu && a.gemm_path.is_some() {
         return Err(CliError::Usage("--gemm-path applies only to --engine gpu or both".into()));

@@ -62,6 +62,10 @@ pub struct Timed {
     /// step with a timestamp pair around every dispatch, the run the
     /// breakdowns come from.
     pub instrumented: Option<(Vec<f64>, Vec<f64>)>,
+    /// GPU, when asked for ([`controller_path`]): wall and device
+    /// milliseconds of `train`'s default step (compute, the controller's
+    /// judgement, apply), step after step.
+    pub controller: Option<(Vec<f64>, Vec<f64>)>,
     /// What was timed: the step's precision and the kernel of its products.
     pub precision: &'static str,
     pub gemm_path: &'static str,
@@ -106,6 +110,7 @@ pub fn cpu(
         recurrence: None,
         replay: None,
         instrumented: None,
+        controller: None,
         precision: "f32",
         gemm_path: "cpu",
     })
@@ -208,9 +213,63 @@ pub fn vulkan(
         recurrence,
         replay,
         instrumented: Some((timed_wall, timed_device)),
+        controller: None,
         precision: precision.name(),
         gemm_path: e.gemm_path().name(),
     })
+}
+
+/// `train`'s default step with the controller on, `warmup + steps` times on
+/// the same batch: [`super::Engine::compute`] (on Vulkan the split step:
+/// forward, backward and the per-tensor norms in one submit), `assess` (the
+/// controller's judgement of the norms: `true` skips), then
+/// [`super::Engine::apply`] unless skipped. Wall milliseconds per step and
+/// device milliseconds (both submits) where timestamps exist.
+#[allow(clippy::too_many_arguments)]
+pub fn controller_path(
+    n: BenchSteps,
+    ctx: &Arc<Context>,
+    cfg: &Config,
+    params: &Params<f32>,
+    batch: &Batch,
+    precision: Precision,
+    choice: GemmChoice,
+    map: Option<&crate::vk::gemm::PrecisionMap>,
+    assess: &mut dyn FnMut(&super::Norms) -> bool,
+    pb: &mut dyn Progress,
+) -> Result<(Vec<f64>, Vec<f64>), EngineError> {
+    let scale = match map {
+        Some(m) => crate::vk::engine::loss_scale_for(m),
+        None => crate::vk::engine::default_loss_scale(precision),
+    };
+    let state = super::TrainState::fresh(cfg, params.clone(), scale);
+    let vk = super::VulkanOptions { precision, gemm: choice, timing: Timing::Span };
+    let mut g = super::VulkanEngine::new(ctx, cfg, &state, &StepOptions::default(), &vk)?;
+    if let Some(m) = map {
+        g.set_precision_map(Some(m.clone()), choice)?;
+    }
+    pb.start("benchmark gpu (controller's path)", (n.warmup + n.steps) as u64);
+    let (mut wall, mut device) = (Vec::new(), Vec::new());
+    for i in 0..n.warmup + n.steps {
+        let t0 = Instant::now();
+        let p = g.compute(batch, None)?;
+        let compute_ms = p.device_ms;
+        let skip = assess(&p.norms);
+        let apply_ms = if skip {
+            Some(0.0)
+        } else {
+            g.apply(p)?;
+            g.last_apply_ms()
+        };
+        let ms = t0.elapsed().as_secs_f64() * 1e3;
+        if i >= n.warmup {
+            wall.push(ms);
+            device.extend(compute_ms.zip(apply_ms).map(|(a, b)| a + b));
+        }
+        pb.inc();
+    }
+    pb.finish();
+    Ok((wall, device))
 }
 
 /// The same step recorded once, then replayed `warmup + steps` times: wall

@@ -101,16 +101,21 @@ impl CpuEngine {
             capped: g.capped,
             norms: norms_of(&self.cfg, &grads, self.scale.scale),
             scale: self.scale.scale,
-            grads,
+            grads: Some(grads),
             poisoned: poison_it.is_some(),
+            device_ms: None,
         })
     }
 
-    pub(super) fn apply(&mut self, p: Pending) -> StepReport {
-        let Pending { loss, n_targets, capped, mut grads, .. } = p;
+    pub(super) fn apply(&mut self, p: Pending) -> Result<StepReport, EngineError> {
+        let Pending { loss, n_targets, capped, grads, .. } = p;
+        // Only a GPU engine's split step leaves its gradients on the device.
+        let Some(mut grads) = grads else {
+            return Err(EngineError::Usage("apply: these gradients live on a GPU engine, not this CPU one".into()));
+        };
         let c = self;
         let optim = cpu::apply_step(&c.cfg, &mut c.params, &mut grads, &mut c.state, &mut c.scale, &c.opts);
-        StepReport { loss, n_targets, capped_tokens: capped, optim }
+        Ok(StepReport { loss, n_targets, capped_tokens: capped, optim })
     }
 
     pub(super) fn snapshot(&self) -> TrainState {

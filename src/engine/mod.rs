@@ -140,20 +140,49 @@ pub fn norms_of<T: crate::tensor::Real>(cfg: &Config, grads: &Params<T>, scale: 
     Norms { global: total.sqrt() / scale, tensors }
 }
 
+/// Per-tensor and global norms from each tensor's sum of squares `sumsq` of
+/// gradients that carry the loss scale `scale` (float64, canonical order: the
+/// global sum adds the tensors' as [`norms_of`] does).
+pub fn norms_from_sumsq(names: impl Iterator<Item = String>, sumsq: &[f64], scale: f64) -> Norms {
+    let mut total = 0.0;
+    let tensors = names
+        .zip(sumsq)
+        .map(|(name, &ss)| {
+            total += ss;
+            (name, ss.sqrt() / scale)
+        })
+        .collect();
+    Norms { global: total.sqrt() / scale, tensors }
+}
+
 /// One step's gradients, computed and not yet applied (see [`Engine::compute`]).
 pub struct Pending {
     pub loss: f64,
     pub n_targets: usize,
     pub capped: usize,
-    /// Unscaled, before clipping; computed in float64 on the host.
+    /// Unscaled, before clipping: on the host in float64 (the CPU, and
+    /// Vulkan's host-norms path), or from the device's per-tensor sums of
+    /// squares (float-float, see `vk::engine::DeviceNorms`).
     pub norms: Norms,
     /// The loss scale the gradients were computed with.
     pub scale: f64,
-    /// CPU: `∂(S·loss)/∂θ` as backward left it; Vulkan: the unscaled
-    /// gradients read back (still in the device's gradient buffer unless
-    /// `poisoned`).
-    grads: Params<f32>,
+    /// CPU: `∂(S·loss)/∂θ` as backward left it; Vulkan on the host-norms
+    /// path: the unscaled gradients read back (still in the device's gradient
+    /// buffer unless `poisoned`); `None`: Vulkan's split step, the gradients
+    /// only on the device (scaled, as backward left them).
+    grads: Option<Params<f32>>,
     poisoned: bool,
+    /// Vulkan: the device milliseconds of the submit that computed them
+    /// (with timestamps; `None` on the CPU).
+    pub device_ms: Option<f64>,
+}
+
+impl Pending {
+    /// Whether the gradients stayed on the device (Vulkan's split step:
+    /// nothing but the norms was read back).
+    pub fn on_device(&self) -> bool {
+        self.grads.is_none()
+    }
 }
 
 /// Loss and gradients of one batch, from either engine.
@@ -286,8 +315,17 @@ impl Engine {
     /// scale) on the gradients of `p`, as [`Engine::step`] would have done.
     pub fn apply(&mut self, p: Pending) -> Result<StepReport, EngineError> {
         match self {
-            Engine::Cpu(c) => Ok(c.apply(p)),
+            Engine::Cpu(c) => c.apply(p),
             Engine::Vulkan(g) => g.apply(p),
+        }
+    }
+
+    /// The device milliseconds of the last [`Engine::apply`] (Vulkan with
+    /// timestamps; `None` on the CPU).
+    pub fn last_apply_ms(&self) -> Option<f64> {
+        match self {
+            Engine::Cpu(_) => None,
+            Engine::Vulkan(g) => g.last_apply_ms(),
         }
     }
 

@@ -4,7 +4,10 @@
 
 use std::sync::Arc;
 
-use super::{EngineError, GradsOut, Pending, Poison, StepTimes, Submit, TrainState, VulkanOptions, norms_of, poison};
+use super::{
+    EngineError, GradsOut, Pending, Poison, StepTimes, Submit, TrainState, VulkanOptions, norms_from_sumsq, norms_of,
+    poison,
+};
 use crate::cpu::{StepOptions, StepReport};
 use crate::dataset::Batch;
 use crate::model::{Config, Params};
@@ -25,6 +28,8 @@ pub struct VulkanEngine {
     told_fallback: bool,
     /// The state the last batch left, while carrying one.
     last: Option<crate::cpu::Carry<f32>>,
+    /// The device milliseconds of the last `apply`.
+    last_apply_ms: Option<f64>,
 }
 
 impl VulkanEngine {
@@ -40,7 +45,7 @@ impl VulkanEngine {
         let mut engine = Engine::new(ctx, cfg, &state.params, opts, &state.scale, path)?;
         engine.set_timing(vk.timing);
         engine.set_optim_state(&state.optim, &state.scale)?;
-        let g = VulkanEngine { ctx: ctx.clone(), engine, told_fallback: false, last: None };
+        let g = VulkanEngine { ctx: ctx.clone(), engine, told_fallback: false, last: None, last_apply_ms: None };
         g.check_validation()?;
         Ok(g)
     }
@@ -85,6 +90,9 @@ impl VulkanEngine {
     }
 
     pub(super) fn compute(&mut self, batch: &Batch, poison_it: Option<Poison>) -> Result<Pending, EngineError> {
+        if poison_it.is_none() && self.engine.split_available() {
+            return self.compute_split(batch);
+        }
         let (scale, _, _) = self.engine.loss_scale_and_step()?;
         let r = self.engine.grads(batch)?;
         self.last = self.engine.final_state()?;
@@ -100,13 +108,41 @@ impl VulkanEngine {
             capped: r.capped,
             norms,
             scale: scale.scale,
-            grads,
+            grads: Some(grads),
             poisoned: poison_it.is_some(),
+            device_ms: None,
+        })
+    }
+
+    /// [`VulkanEngine::compute`] without gradient read-back: forward, backward
+    /// and the per-tensor norms in one submit; the norms from the device's
+    /// sums of squares, unscaled here.
+    fn compute_split(&mut self, batch: &Batch) -> Result<Pending, EngineError> {
+        let (c, timings) = self.engine.compute_split(batch)?;
+        self.last = self.engine.final_state()?;
+        self.check_validation()?;
+        let names = self.engine.layout().entries.iter().map(|e| e.name.clone());
+        Ok(Pending {
+            loss: c.loss,
+            n_targets: c.n_targets,
+            capped: c.capped,
+            norms: norms_from_sumsq(names, &c.norms.sumsq, c.scale),
+            scale: c.scale,
+            grads: None,
+            poisoned: false,
+            device_ms: timings.total_ms(),
         })
     }
 
     pub(super) fn apply(&mut self, p: Pending) -> Result<StepReport, EngineError> {
-        let Pending { loss, n_targets, capped, mut grads, poisoned, scale, .. } = p;
+        let Pending { loss, n_targets, capped, grads, poisoned, scale, .. } = p;
+        let Some(mut grads) = grads else {
+            // The split step: the gradients compute left are on the device.
+            let (report, timings) = self.engine.apply_split()?;
+            self.check_validation()?;
+            self.last_apply_ms = timings.total_ms();
+            return Ok(StepReport { loss, n_targets, capped_tokens: capped, optim: report.optim });
+        };
         // The device's gradient buffer holds the unscaled gradients of
         // `compute`; the optimizer stage unscales again, so they go back
         // scaled (S is a power of two: exact).
@@ -118,10 +154,16 @@ impl VulkanEngine {
             let flat = self.engine.layout().flatten(&grads);
             self.engine.write_flat(FlatBuf::Grads, &flat)?;
         }
-        self.engine.run(Plan::Stages(&[Stage::Optim]))?;
+        let (timings, _) = self.engine.run(Plan::Stages(&[Stage::Optim]))?;
         self.check_validation()?;
+        self.last_apply_ms = timings.total_ms();
         let optim = self.engine.report()?.optim;
         Ok(StepReport { loss, n_targets, capped_tokens: capped, optim })
+    }
+
+    /// The device milliseconds of the last `apply` (with timestamps).
+    pub(super) fn last_apply_ms(&self) -> Option<f64> {
+        self.last_apply_ms
     }
 
     pub(super) fn set_lr(&mut self, lr: f64) -> Result<(), EngineError> {

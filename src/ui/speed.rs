@@ -48,6 +48,10 @@ pub struct SpeedRun {
     pub error: Option<String>,
     /// The config and batch shape of the run: `small · 8 × 128`.
     pub label: String,
+    /// Step as `train` does with its controller on (compute, the
+    /// controller's judgement, apply) instead of the whole step at once; read
+    /// when a run starts.
+    pub controller: bool,
     job: Option<Job<Report, Result<(), String>>>,
 }
 
@@ -117,8 +121,12 @@ impl SpeedRun {
         if precision.is_mixed() {
             self.label += &format!(" · GPU step in mixed precision ({} products, f32 elsewhere)", precision.name());
         }
+        let controller = self.controller;
+        if controller {
+            self.label += " · with the controller (norms, judgement, optimizer)";
+        }
         let spawned = Job::spawn("speed", wake, move |r| {
-            Run { dataset: &dataset, config, seed, precision, len }.steps(checkpoint.as_deref(), r)
+            Run { dataset: &dataset, config, seed, precision, len, controller }.steps(checkpoint.as_deref(), r)
         });
         match spawned {
             Ok(job) => self.job = Some(job),
@@ -163,6 +171,50 @@ struct Run<'a> {
     seed: u64,
     precision: Precision,
     len: usize,
+    controller: bool,
+}
+
+/// One training step of `e` on `batch`: whole, or as `train` runs it with the
+/// controller on (`ctl` judges the norms of `compute` before `apply`, as
+/// step `step`). The report and the device milliseconds (the sum of both
+/// submits with the controller).
+fn one_step(
+    e: &mut engine::Engine,
+    batch: &crate::dataset::Batch,
+    ctl: Option<&mut crate::train::Controller>,
+    step: u64,
+) -> Result<(crate::cpu::StepReport, engine::StepTimes), engine::EngineError> {
+    let Some(ctl) = ctl else { return e.step_timed(batch, Submit::Record) };
+    ctl.begin_step(step);
+    let p = e.compute(batch, None)?;
+    let v = ctl.assess(&p.norms);
+    let (norms, compute_ms, scale) = (p.norms.clone(), p.device_ms, p.scale);
+    let (loss, n_targets, capped_tokens) = (p.loss, p.n_targets, p.capped);
+    let (rep, apply_ms) = match &v.skip {
+        None => (e.apply(p)?, e.last_apply_ms()),
+        Some(_) => {
+            let optim = crate::cpu::OptimOutcome {
+                grad_norm: norms.global,
+                clipped: false,
+                post_clip_norm: norms.global,
+                skipped: None,
+                scale,
+                next_scale: scale,
+            };
+            (crate::cpu::StepReport { loss, n_targets, capped_tokens, optim }, Some(0.0))
+        }
+    };
+    let outcome = crate::train::Outcome {
+        norms: &norms,
+        skipped: v.skip.clone(),
+        by_engine: rep.optim.skipped.is_some(),
+        spike: v.spike,
+        scale_before: scale,
+        scale_after: rep.optim.next_scale,
+    };
+    ctl.record(step, &outcome);
+    let device_ms = compute_ms.zip(apply_ms).map(|(a, b)| a + b);
+    Ok((rep, engine::StepTimes { device_ms, kernels: Vec::new() }))
 }
 
 impl Run<'_> {
@@ -181,12 +233,15 @@ impl Run<'_> {
         if let Err(why) = &gpu {
             r.progress(Report::NoGpu(why.clone()));
         }
+        let judge =
+            || self.controller.then(|| crate::train::Controller::new(crate::train::ControllerConfig::default()));
+        let (mut cpu_ctl, mut gpu_ctl) = (judge(), judge());
         let mut step = 0u64;
         while !r.cancelled() {
             let batch =
                 self.dataset.random_windows(self.seed ^ step, cfg.batch, self.len).map_err(|e| e.to_string())?;
             let t = Instant::now();
-            let rep = cpu.step(&batch).map_err(|e| e.to_string())?;
+            let rep = one_step(&mut cpu, &batch, cpu_ctl.as_mut(), step + 1).map_err(|e| e.to_string())?.0;
             let wall_ms = t.elapsed().as_secs_f64() * 1e3;
             if !r.progress(Report::Sample(Sample {
                 engine: EngineKind::Cpu,
@@ -202,7 +257,7 @@ impl Run<'_> {
             }
             if let Ok(g) = &mut gpu {
                 let t = Instant::now();
-                match g.step_timed(&batch, Submit::Record) {
+                match one_step(g, &batch, gpu_ctl.as_mut(), step + 1) {
                     Ok((rep, times)) => {
                         let s = Sample {
                             engine: EngineKind::Vulkan,

@@ -30,6 +30,7 @@ pub static ATTN_BWD_KV: &[u8] = spirv!("attn_bwd_kv");
 pub static LOSS: &[u8] = spirv!("loss");
 pub static TOKEN_GUARD: &[u8] = spirv!("token_guard");
 pub static SUMSQ: &[u8] = spirv!("sumsq");
+pub static GRAD_NORMS: &[u8] = spirv!("grad_norms");
 pub static STATE: &[u8] = spirv!("state");
 pub static SCALE_GRADS: &[u8] = spirv!("scale_grads");
 pub static ADAMW: &[u8] = spirv!("adamw");

@@ -37,7 +37,7 @@ impl App {
                     );
                 });
             }
-            View::Speedup => panels::speed::show(ui, &self.speed, cmds),
+            View::Speedup => panels::speed::show(ui, &mut self.speed, cmds),
             View::Bisect => {
                 egui::ScrollArea::vertical().id_salt("bisect_scroll").show(ui, |ui| {
                     panels::bisect::show(ui, &self.state, &self.bisect, cmds);

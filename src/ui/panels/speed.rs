@@ -11,7 +11,7 @@ use crate::ui::speed::{KERNEL_STEPS, SpeedRun, kernel_means, medians};
 /// Samples per engine the medians are taken over.
 const WINDOW: usize = 20;
 
-pub fn show(ui: &mut egui::Ui, run: &SpeedRun, cmds: &mut Vec<Command>) {
+pub fn show(ui: &mut egui::Ui, run: &mut SpeedRun, cmds: &mut Vec<Command>) {
     ui.heading("Speedup: time per training step");
     ui.label(
         RichText::new(
@@ -24,6 +24,13 @@ pub fn show(ui: &mut egui::Ui, run: &SpeedRun, cmds: &mut Vec<Command>) {
     ui.horizontal(|ui| {
         button(ui, Command::StartSpeed, !run.is_running(), cmds);
         button(ui, Command::StopSpeed, run.is_running(), cmds);
+        // Read when a run starts: each step as `train` runs it by default.
+        ui.add_enabled_ui(!run.is_running(), |ui| {
+            ui.checkbox(&mut run.controller, "with the controller").on_hover_text(
+                "Each engine's step as `train` runs it with the controller on: the gradients' per-tensor norms \
+                 (on the GPU computed on the device), the controller's judgement, then the optimizer.",
+            );
+        });
         if run.is_running() {
             ui.spinner();
         }
@@ -37,6 +44,7 @@ pub fn show(ui: &mut egui::Ui, run: &SpeedRun, cmds: &mut Vec<Command>) {
     if let Some(e) = &run.error {
         ui.colored_label(Color32::LIGHT_RED, format!("stopped: {e}"));
     }
+    let run = &*run;
     let n = |e: EngineKind| run.samples.iter().filter(|s| s.engine == e).count();
     let (cpu, gpu_wall, gpu_dev) = medians(&run.samples, WINDOW);
     let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2} ms"));

@@ -8,6 +8,7 @@
 //! | `DUALSCOPE_WAVE` | `0`: the layers' recurrences one after the other even where a wavefront kernel could run them together |
 //! | `DUALSCOPE_WAVE_COHERENT` | `1`: the wavefronts' operand loads stay `coherent` everywhere |
 //! | `DUALSCOPE_HOST_PROFILE` | set: print where the host's time goes in each step (stderr) |
+//! | `DUALSCOPE_HOST_NORMS` | `1`: the controller's step reads every gradient back and takes its norms on the host (the path before the device norms, kept for comparison) |
 //! | `DUALSCOPE_POISON` | `1`: fill every buffer a step writes with NaN before it runs (reads of unwritten values turn non-finite) |
 //!
 //! Read elsewhere, because they are not the engine's: `DUALSCOPE_GEMM_PATH`
@@ -34,6 +35,8 @@ pub struct EngineEnv {
     pub host_profile: bool,
     /// `DUALSCOPE_POISON=1`.
     pub poison: bool,
+    /// `DUALSCOPE_HOST_NORMS=1`.
+    pub host_norms: bool,
 }
 
 impl EngineEnv {
@@ -54,6 +57,7 @@ impl EngineEnv {
             wave_coherent: is("DUALSCOPE_WAVE_COHERENT", "1"),
             host_profile: std::env::var_os("DUALSCOPE_HOST_PROFILE").is_some(),
             poison: is("DUALSCOPE_POISON", "1"),
+            host_norms: is("DUALSCOPE_HOST_NORMS", "1"),
         })
     }
 

@@ -106,6 +106,22 @@ spec!(SUMSQ, "sumsq", SUMSQ, [R, W], 4096);
 // A single workgroup.
 spec!(STATE, "state", STATE, [RW, R], 1 << 30);
 
+/// Per-tensor gradient norms (`norms.rs`), pass 1: one workgroup per chunk of
+/// the gradients (grid-stride past the limit).
+pub static GRAD_NORMS: KernelSpec = KernelSpec {
+    name: "grad_norms",
+    spirv: shaders::GRAD_NORMS,
+    bindings: &[R, R, RW, W],
+    push_size: 64,
+    local_size: [256, 1, 1],
+    items_per_group: [1, 1, 1],
+    shared_bytes: 3 * 256 * 4,
+};
+
+/// Pass 2 (the same shader, flag 1): one invocation per tensor.
+pub static GRAD_NORMS_TENSORS: KernelSpec =
+    KernelSpec { name: "grad_norms_tensors", items_per_group: [256, 1, 1], ..GRAD_NORMS };
+
 /// Column sums, pass 1: a workgroup of 32 columns × 8 lanes per block of 32
 /// columns (x) and chunk of rows (y); see `reduce.rs`.
 pub static COL_SUM: KernelSpec = KernelSpec {

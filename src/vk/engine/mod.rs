@@ -16,7 +16,8 @@
 //! recurrences run), `record` (what every stage's recording shares),
 //! `forward`, `backward` and `optim` (each stage's commands), `io` (buffer
 //! I/O), `probes` (timing probes), `run` (the entry points: [`Engine::run`],
-//! [`Engine::grads`], [`Engine::train_step`], [`Engine::report`]).
+//! [`Engine::grads`], [`Engine::train_step`], [`Engine::report`]), `norms`
+//! (per-tensor gradient norms on the device and the split step around them).
 
 mod backward;
 mod env;
@@ -25,6 +26,7 @@ mod forward;
 mod io;
 mod kernels;
 mod layout;
+mod norms;
 mod optim;
 mod policy;
 mod precision;
@@ -38,6 +40,7 @@ pub use env::EngineEnv;
 pub use faults::{Fault, STAGE_FAULT};
 pub use kernels::{MAX_HIDDEN, ModelPush, st};
 pub use layout::{ParamEntry, ParamLayout};
+pub use norms::{Computed, DeviceNorms, NORM_CHUNK, norm_table};
 pub use policy::Recurrence;
 pub use precision::{default_map, loss_scale_for};
 pub use reduce::{col_sum_chunks, col_sum_scratch_len, record_col_sum};
@@ -107,6 +110,9 @@ pub struct Engine {
     /// drops it before anything it was recorded with changes (the workspace,
     /// the recurrence, the timing, a planted fault, the token cap).
     replay: Mutex<Option<Recording>>,
+    /// The split step's two halves (`norms.rs`), recorded once and replayed
+    /// like `replay`, dropped with it and before the buffers.
+    split: Mutex<norms::SplitRecordings>,
     ctx: Arc<Context>,
     cfg: Config,
     layout: ParamLayout,
@@ -122,6 +128,8 @@ pub struct Engine {
     /// The runs of the flat buffers that AdamW's weight decay applies to
     /// (`u32`: the count, then start and end of each; see adamw.comp).
     decay_runs: Buffer,
+    /// The per-tensor gradient norms' table, partial sums and results.
+    norms: norms::NormBufs,
     opts: StepOptions,
     path: GemmPath,
     /// Each stage's precision (None: every product on `path`, today's step;
@@ -226,6 +234,7 @@ impl Engine {
         let decay_runs = layout.decay_runs();
         let e = Engine {
             replay: Mutex::new(None),
+            split: Mutex::new(norms::SplitRecordings::default()),
             ctx: ctx.clone(),
             cfg: cfg.clone(),
             params: Buffer::device_f32(ctx, "params", n)?,
@@ -235,6 +244,7 @@ impl Engine {
             state: Buffer::device_f32(ctx, "step.state", st::WORDS)?,
             state_host: Buffer::readback_f32(ctx, "step.state.host", st::WORDS)?,
             decay_runs: Buffer::device_f32(ctx, "adamw.decay_runs", 1 + 2 * decay_runs.len())?,
+            norms: norms::NormBufs::new(ctx, &layout)?,
             layout,
             opts: *opts,
             path,
@@ -262,6 +272,7 @@ impl Engine {
             .chain(decay_runs.iter().flat_map(|r| [r.start as u32, r.end as u32]))
             .collect();
         e.upload(&e.decay_runs, 0, &words.iter().map(|&w| f32::from_bits(w)).collect::<Vec<_>>())?;
+        e.upload(e.norms.table(), 0, &norms::NormBufs::table_words(&e.layout))?;
         Ok(e)
     }
 
@@ -399,6 +410,7 @@ impl Engine {
 
     fn forget_replay(&mut self) {
         *self.replay.get_mut().unwrap_or_else(|p| p.into_inner()) = None;
+        *self.split.get_mut().unwrap_or_else(|p| p.into_inner()) = norms::SplitRecordings::default();
     }
 
     pub fn fault(&self) -> Option<Fault> {

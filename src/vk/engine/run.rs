@@ -144,7 +144,7 @@ impl Engine {
     }
 
     /// What a step did, from the state words `w` it left.
-    fn report_from(&self, w: &[u32; st::WORDS]) -> VkResult<StepReport> {
+    pub(super) fn report_from(&self, w: &[u32; st::WORDS]) -> VkResult<StepReport> {
         if w[st::GRID_FAIL] != 0 {
             return Err(VkError::Invalid(
                 "the grid recurrence's barrier gave up waiting: this device did not run all its workgroups at once; \
