@@ -4,6 +4,7 @@
 #   MODE: core | sync | gpu (DUALSCOPE_VK_VALIDATION); what: ladders, long, train, controller, triage, pmap (default all)
 #   train: the default step with the controller on (the split step and its device norms, grad_norms.comp)
 #   controller: bench --controller (the split step replayed) and the old host-norms path for contrast
+#   pmap: the precision map's paths (all-f16, mixed maps, one f16 recurrence) in both ladder modes, train and precision-bisect
 #   triage: a small f16 run with planted events and captures, replay of each capture, drift and scan
 # Needs .device/vvl14.deb (Debian 13's vulkan-validationlayers 1.4.309, see ../shared/GPU.md).
 set -u
