@@ -1356,8 +1356,11 @@ fn write_capture(dir: &Path, step: u64, planted: Option<&str>, row_len: usize) -
         lead_up: vec![],
         written_by: "tests/gui.rs".into(),
         precision_map: None,
+        carry: false,
+        carry_windows: None,
+        carry_prefix_len: None,
     };
-    let c = cap::Capture { meta, config: cfg, state, batch, lead_up: vec![] };
+    let c = cap::Capture { meta, config: cfg, state, batch, lead_up: vec![], carry: None };
     cap::write(&c, dir).unwrap()
 }
 

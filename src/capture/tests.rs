@@ -51,8 +51,11 @@ fn sample() -> (Capture, Dataset) {
         lead_up: vec![],
         written_by: env!("CARGO_PKG_VERSION").into(),
         precision_map: None,
+        carry: false,
+        carry_windows: None,
+        carry_prefix_len: None,
     };
-    (Capture { meta, config: cfg, state, batch, lead_up: vec![] }, ds)
+    (Capture { meta, config: cfg, state, batch, lead_up: vec![], carry: None }, ds)
 }
 
 fn tmp() -> tempfile::TempDir {

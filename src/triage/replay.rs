@@ -8,7 +8,8 @@
 //! the GPU engine again: it is part of the engine under test; the other
 //! planted events (nan, spike, transient, f16_overflow) were events of the
 //! run and are not (f16_overflow's effect is already in the captured loss
-//! scale). The rules of [`classify`] then pick the verdict; an *engine*
+//! scale). A step of `train --carry-state` starts every run (both engines,
+//! every precision) from the captured carried state. The rules of [`classify`] then pick the verdict; an *engine*
 //! verdict runs the ladder on the same weights and batch.
 
 // `!(err <= tol)` is deliberate: a NaN error must fail the check.
@@ -22,7 +23,7 @@ use super::TriageError;
 use super::replay_runs::{self as runs, Reference};
 pub use super::replay_runs::{Contract, F16_MAX, RunResult, StageFinding, TensorCheck, grad_tolerance, show_scale};
 pub use super::verdict::{Facts, Verdict, classify};
-use crate::capture::{Capture, META_FILE, Recorded, TokenGrad, dominant_positions, z_score};
+use crate::capture::{Capture, META_FILE, Recorded, TokenGrad, dominant_positions_with, z_score};
 use crate::cpu::LossScale;
 use crate::dataset::{Dataset, DatasetError, show_path};
 use crate::engine::EngineError;
@@ -197,11 +198,20 @@ pub fn replay(c: &Capture, opts: &ReplayOptions, progress: &mut dyn FnMut(&str))
     if bad_weights > 0 {
         evidence.push(format!("the weights before the step hold {bad_weights} non-finite values"));
     }
+    if let Some(k) = &c.carry {
+        evidence.push(format!(
+            "carried state: every run starts from the captured {} (h0 of {} layers, a prefix of {} positions)",
+            crate::capture::CARRY_FILE,
+            k.h0.len(),
+            k.prefix_len
+        ));
+    }
 
     progress("CPU f64 reference");
     let reference = runs::reference(c)?;
     progress("CPU f32");
-    let cpu32 = crate::cpu::grads::<f32>(cfg, &c.state.params, &c.batch, c.meta.optim.token_cap)?;
+    let cpu32 =
+        crate::cpu::grads_with::<f32>(cfg, &c.state.params, &c.batch, c.meta.optim.token_cap, c.carry.as_ref())?.0;
     let mut cpu32_run = runs::summarize(cfg, "cpu f32", "cpu", "f32", 1.0, cpu32.loss, &cpu32.grads);
     let cpu32_contract = runs::contract(cfg, Precision::F32, cpu32.loss, &cpu32.grads, &reference);
     cpu32_run.vs_f64 = Some(cpu32_contract.clone());
@@ -317,13 +327,18 @@ pub fn replay(c: &Capture, opts: &ReplayOptions, progress: &mut dyn FnMut(&str))
     planted_line(c, fault, &mut evidence);
 
     progress("dominant positions");
+    let carry64 = c.carry.as_ref().map(crate::cpu::carry::cast::<f64>);
+    let p64 = c.state.params.cast::<f64>();
     let (dominant, row_shares) =
-        dominant_positions(cfg, &c.state.params.cast::<f64>(), &c.batch, &c.meta.batch.origins, opts.top_k)?;
+        dominant_positions_with(cfg, &p64, &c.batch, &c.meta.batch.origins, opts.top_k, carry64.as_ref())?;
     share_lines(&row_shares, &dominant, &mut evidence);
 
     let (verdict, rule, reason) = classify(&facts);
     let ladder = if verdict == Verdict::Engine && opts.ladder {
         let f = run_ladder(&ctx, c, fault, progress)?;
+        if c.carry.is_some() {
+            evidence.push("the ladder ran the batch from a zero state (its rungs do not take a carried state)".into());
+        }
         evidence.push(ladder_line(&f));
         Some(f)
     } else {

@@ -107,7 +107,10 @@ pub(super) struct Reference {
 pub(super) fn reference(c: &Capture) -> Result<Reference, TriageError> {
     let cfg = &c.config;
     let p = c.state.params.cast::<f64>();
-    let f = cpu::forward(cfg, &p, &c.batch)?;
+    // A carried step starts from its captured state (cast to f64, as the
+    // ladder's reference reads the engines' f32 state).
+    let carry = c.carry.as_ref().map(cpu::carry::cast::<f64>);
+    let f = cpu::forward_with(cfg, &p, &c.batch, carry.as_ref())?;
     let g = cpu::backward(cfg, &p, &c.batch, &f, 1.0, c.meta.optim.token_cap);
     let rms_logits = (f.logits.iter().map(|x| x * x).sum::<f64>() / f.logits.len().max(1) as f64).sqrt();
     let result = summarize(cfg, "cpu f64", "cpu", "f64", 1.0, f.loss, &g.grads);
@@ -242,6 +245,7 @@ pub(super) fn gpu_engine(
     let (path, note) = pick_path(ctx, precision, captured)?;
     let mut e = VkEngine::new(ctx, &c.config, &c.state.params, &c.meta.optim, scale, path).map_err(vk)?;
     e.set_fault(fault);
+    e.set_carry(c.carry.clone());
     Ok((e, note))
 }
 
