@@ -20,14 +20,14 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::TriageError;
-use super::replay_runs::{self as runs, Reference};
+use super::replay_runs::{self as runs};
 pub use super::replay_runs::{Contract, F16_MAX, RunResult, StageFinding, TensorCheck, grad_tolerance, show_scale};
 pub use super::verdict::{Facts, Verdict, classify};
 use crate::capture::{Capture, META_FILE, Recorded, TokenGrad, dominant_positions_with, z_score};
 use crate::cpu::LossScale;
 use crate::dataset::{Dataset, DatasetError, show_path};
 use crate::engine::EngineError;
-use crate::ladder::{self, LadderReport, Precision, Status, norm_tolerance};
+use crate::ladder::{self, LadderReport, Precision, Status};
 use crate::train::ControllerConfig;
 use crate::vk::Context;
 use crate::vk::engine::Fault;
@@ -318,8 +318,8 @@ pub fn replay(c: &Capture, opts: &ReplayOptions, progress: &mut dyn FnMut(&str))
             None
         }
         _ => c.meta.recorded.as_ref().and_then(|rec| {
-            evidence.push(recorded_line(rec, recorded_run));
-            recorded_check(rec, recorded_run, cfg, rec_prec, &reference)
+            evidence.push(runs::recorded_line(rec, recorded_run));
+            runs::recorded_check(rec, recorded_run, cfg, rec_prec, &reference)
         }),
     };
     let z_scores = z_scores(c, &reference.result);
@@ -410,58 +410,6 @@ fn f32_verdict(gpu: &Contract, cpu: &Contract, evidence: &mut Vec<String>) -> Op
         parts.push(format!("{} more tensors", own.len() - 3));
     }
     Some(parts.join("; "))
-}
-
-/// `recorded: loss …, grad norm …; replayed (gpu f16 #1): …`.
-fn recorded_line(rec: &Recorded, r: &RunResult) -> String {
-    let skipped = rec.skipped.as_ref().map(|s| format!(" (skipped: {s})")).unwrap_or_default();
-    format!(
-        "recorded: loss {:.6}, grad norm {:.4e}{skipped}; replayed ({}): loss {:.6}, grad norm {:.4e}",
-        rec.loss, rec.grad_norm, r.name, r.loss, r.grad_norm
-    )
-}
-
-/// Rule 4's fact: the record non-finite where the replay is finite (or the
-/// other way round), or its loss or global norm off the replay's by more
-/// than twice the contract (each is within the contract of the reference,
-/// so two correct runs differ by at most twice it).
-fn recorded_check(
-    rec: &Recorded,
-    r: &RunResult,
-    cfg: &crate::model::Config,
-    precision: Precision,
-    reference: &Reference,
-) -> Option<String> {
-    let rec_finite = rec.loss.is_finite() && rec.grad_norm.is_finite();
-    let now_finite = r.loss.is_finite() && r.grad_norm.is_finite();
-    match (rec_finite, now_finite) {
-        (false, true) => {
-            return Some(format!(
-                "recorded loss {} and grad norm {}, replayed finite ({:.6}, {:.4e})",
-                rec.loss, rec.grad_norm, r.loss, r.grad_norm
-            ));
-        }
-        (true, false) => {
-            return Some(format!("recorded finite, replayed loss {} and grad norm {}", r.loss, r.grad_norm));
-        }
-        (false, false) => return None,
-        (true, true) => {}
-    }
-    let rel = |a: f64, b: f64| (a - b).abs() / b.abs().max(f64::MIN_POSITIVE);
-    let loss_tol = 2.0 * ladder::loss_tolerance(precision, cfg, reference.rms_logits, reference.loss);
-    let norm_tol = 2.0 * norm_tolerance(precision, cfg);
-    let (dl, dn) = (rel(rec.loss, r.loss), rel(rec.grad_norm, r.grad_norm));
-    let mut parts = Vec::new();
-    if !(dl <= loss_tol) {
-        parts.push(format!("loss recorded {:.6}, replayed {:.6} (rel {dl:.2e} > {loss_tol:.1e})", rec.loss, r.loss));
-    }
-    if !(dn <= norm_tol) {
-        parts.push(format!(
-            "grad norm recorded {:.4e}, replayed {:.4e} (rel {dn:.2e} > {norm_tol:.1e})",
-            rec.grad_norm, r.grad_norm
-        ));
-    }
-    (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 /// The reference's norms against the controller's levels, largest z first.
