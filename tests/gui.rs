@@ -1383,8 +1383,11 @@ fn write_capture(dir: &Path, step: u64, planted: Option<&str>, row_len: usize) -
         lead_up: vec![],
         written_by: "tests/gui.rs".into(),
         precision_map: None,
+        carry: false,
+        carry_windows: None,
+        carry_prefix_len: None,
     };
-    let c = cap::Capture { meta, config: cfg, state, batch, lead_up: vec![] };
+    let c = cap::Capture { meta, config: cfg, state, batch, lead_up: vec![], carry: None };
     cap::write(&c, dir).unwrap()
 }
 
@@ -1447,6 +1450,39 @@ fn capture_opens_from_the_launch_option() {
     h.run_steps(2);
     wait_for_trace(&mut h);
     assert_eq!((h.state().capture_row(), h.state().state.cursor), (Some(top.row), top.pos));
+}
+
+/// A capture of a carried step (`train --carry-state`) opens: its panel says
+/// the state was carried and that the stepper traces the row from zero, and
+/// its dominant positions are those from the carried state.
+#[test]
+fn a_carried_capture_opens_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_capture(dir.path(), 190, None, 17);
+    let mut c = cap::load(&path).unwrap();
+    let mut k = dualscope::cpu::Carry::<f32>::zeros(&c.config, c.batch.rows);
+    k.prefix_len = c.config.window - 1;
+    let n = k.prefix_len * c.batch.rows * c.config.hidden;
+    k.prefix = (0..n).map(|i| ((i % 13) as f32 - 6.0) * 0.1).collect();
+    k.h0.iter_mut().for_each(|l| l.iter_mut().enumerate().for_each(|(i, x)| *x = ((i % 7) as f32 - 3.0) * 0.2));
+    c.carry = Some(k.clone());
+    c.meta.carry_windows = Some(4);
+    let path = cap::write(&c, dir.path()).unwrap();
+    init_env();
+    let app = App::new(LaunchOptions { capture: Some(path.clone()), state: Some(tiny(40)), ..Default::default() });
+    let mut h = Harness::builder()
+        .with_size(egui::vec2(1600.0, 1000.0))
+        .wgpu()
+        .build_ui_state(|ui, app: &mut App| app.show(ui), app);
+    wait_for_capture(&mut h);
+    h.get_by_label("carried state");
+    h.get_by_label("traces the row from a zero state, not the carried one");
+    let open = h.state().capture().expect("the capture is open");
+    assert_eq!(open.capture.carry.as_ref(), Some(&k));
+    let b = &c.batch;
+    let (top, _) =
+        cap::dominant_positions_with(&c.config, &c.state.params, b, &c.meta.batch.origins, 3, Some(&k)).unwrap();
+    assert_eq!(open.top().map(|t| (t.row, t.pos)), Some((top[0].row, top[0].pos)));
 }
 
 #[test]

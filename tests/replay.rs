@@ -71,8 +71,11 @@ fn capture_of(ds: &Dataset, state: TrainState, rows: &[Vec<u8>], origins: Vec<Ro
         lead_up: vec![],
         written_by: "tests/replay.rs".into(),
         precision_map: None,
+        carry: false,
+        carry_windows: None,
+        carry_prefix_len: None,
     };
-    Capture { meta, config: cfg, state, batch, lead_up: vec![] }
+    Capture { meta, config: cfg, state, batch, lead_up: vec![], carry: None }
 }
 
 /// Written and read back, as `replay` would find it on disk.

@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::cpu::{CpuError, backward, forward};
+use crate::cpu::{CpuError, backward};
 use crate::dataset::{Batch, RowOrigin};
 use crate::model::{Config, Params};
 use crate::tensor::Real;
@@ -39,7 +39,19 @@ pub fn dominant_positions<T: Real>(
     origins: &[RowOrigin],
     k: usize,
 ) -> Result<(Vec<TokenGrad>, Vec<f64>), CpuError> {
-    let f = forward(cfg, params, batch)?;
+    dominant_positions_with(cfg, params, batch, origins, k, None)
+}
+
+/// [`dominant_positions`] from a carried state (a step of `train --carry-state`).
+pub fn dominant_positions_with<T: Real>(
+    cfg: &Config,
+    params: &Params<T>,
+    batch: &Batch,
+    origins: &[RowOrigin],
+    k: usize,
+    carry: Option<&crate::cpu::Carry<T>>,
+) -> Result<(Vec<TokenGrad>, Vec<f64>), CpuError> {
+    let f = crate::cpu::forward_with(cfg, params, batch, carry)?;
     let g = backward(cfg, params, batch, &f, 1.0, None);
     let (rows, d) = (batch.rows, cfg.d_embed);
     let mut all = Vec::new();

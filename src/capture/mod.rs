@@ -9,7 +9,10 @@
 //! - `state.safetensors`: the weights and AdamW moments before the step (a
 //!   training checkpoint, checksummed);
 //! - `batch.bin`: the batch's tokens, `rows × (t + 1)` bytes, row-major;
-//! - `lead_up.bin`: the tokens of the steps before it, when it has any.
+//! - `lead_up.bin`: the tokens of the steps before it, when it has any;
+//! - `carry.safetensors`: the carried state the step started from, for a step
+//!   of `train --carry-state` (`carry: true` in `capture.json`; see
+//!   docs/carry-state.md).
 //!
 //! A capture is written into a hidden temporary folder and renamed into
 //! place ([`write`]), so a half-written capture never exists under its name;
@@ -22,7 +25,7 @@ mod write;
 
 use serde::{Deserialize, Serialize};
 
-pub use evidence::{TokenGrad, context_around, dominant_positions};
+pub use evidence::{TokenGrad, context_around, dominant_positions, dominant_positions_with};
 pub use read::{CaptureError, list, load};
 pub use write::{dir_name, prune, remove_stale, write, write_hooked};
 
@@ -39,6 +42,7 @@ pub const META_FILE: &str = "capture.json";
 pub const STATE_FILE: &str = "state.safetensors";
 pub const BATCH_FILE: &str = "batch.bin";
 pub const LEAD_UP_FILE: &str = "lead_up.bin";
+pub const CARRY_FILE: &str = "carry.safetensors";
 /// The folder `train --out OUT` keeps its captures in: `OUT/captures/`.
 pub const CAPTURES_DIR: &str = "captures";
 
@@ -154,6 +158,16 @@ pub struct CaptureMeta {
     /// map as `STAGE=PREC,…`); absent for the precision's own step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub precision_map: Option<String>,
+    /// Whether the step started from a carried state (`train --carry-state`):
+    /// `carry.safetensors` then holds it. Absent: every row started from zero.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub carry: bool,
+    /// With `carry`: the run's `--carry-windows` K (the state restarts from
+    /// zero every K steps) and the carried prefix's length P.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub carry_windows: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub carry_prefix_len: Option<usize>,
 }
 
 /// A capture in memory: its metadata, the model, the state before the step,
@@ -166,6 +180,8 @@ pub struct Capture {
     pub batch: Batch,
     /// The batches of `meta.lead_up`, in the same order.
     pub lead_up: Vec<Batch>,
+    /// The carried state the step started from (`meta.carry`); `None`: from zero.
+    pub carry: Option<crate::cpu::Carry<f32>>,
 }
 
 impl Capture {

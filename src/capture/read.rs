@@ -5,7 +5,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use super::write::TEMP_PREFIX;
-use super::{BATCH_FILE, CAPTURE_FORMAT, Capture, CaptureMeta, LEAD_UP_FILE, META_FILE, STATE_FILE};
+use super::{BATCH_FILE, CAPTURE_FORMAT, CARRY_FILE, Capture, CaptureMeta, LEAD_UP_FILE, META_FILE, STATE_FILE};
 use crate::checkpoint::{CheckpointError, LoadOptions, load_train_checkpoint_with};
 use crate::cpu::{LossScale, OptimState};
 use crate::dataset::{Batch, Dataset, fnv1a64, open_input_file, show_path};
@@ -120,7 +120,30 @@ pub fn load(dir: &Path) -> Result<Capture, CaptureError> {
         optim: OptimState { m: ck.m, v: ck.v, step: side.optim_step },
         scale: side.loss_scale,
     };
-    Ok(Capture { meta, config: ck.config, state, batch, lead_up })
+    let carry = if meta.carry { Some(read_carry(dir, &ck.config, batch.rows, &meta)?) } else { None };
+    Ok(Capture { meta, config: ck.config, state, batch, lead_up, carry })
+}
+
+/// Reads `carry.safetensors` (the state a carried step started from) and
+/// checks it against the model, the batch's rows and `carry_prefix_len`.
+fn read_carry(
+    dir: &Path,
+    cfg: &crate::model::Config,
+    rows: usize,
+    meta: &CaptureMeta,
+) -> Result<crate::cpu::Carry<f32>, CaptureError> {
+    let path = dir.join(CARRY_FILE);
+    if !path.exists() {
+        return Err(CaptureError::Missing { file: path });
+    }
+    let invalid =
+        |field: &str, reason: String| CaptureError::Invalid { file: path.clone(), field: field.into(), reason };
+    let (tensors, _) = crate::checkpoint::load_named(&path)?;
+    let c = crate::cpu::Carry::from_named(&tensors, cfg, rows).map_err(|e| invalid("(state)", e))?;
+    if let Some(p) = meta.carry_prefix_len.filter(|&p| p != c.prefix_len) {
+        return Err(invalid("prefix", format!("{} positions, {META_FILE} says carry_prefix_len {p}", c.prefix_len)));
+    }
+    Ok(c)
 }
 
 /// Parses `capture.json`, its version first (so that a newer format says

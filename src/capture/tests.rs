@@ -51,8 +51,11 @@ fn sample() -> (Capture, Dataset) {
         lead_up: vec![],
         written_by: env!("CARGO_PKG_VERSION").into(),
         precision_map: None,
+        carry: false,
+        carry_windows: None,
+        carry_prefix_len: None,
     };
-    (Capture { meta, config: cfg, state, batch, lead_up: vec![] }, ds)
+    (Capture { meta, config: cfg, state, batch, lead_up: vec![], carry: None }, ds)
 }
 
 fn tmp() -> tempfile::TempDir {
@@ -209,4 +212,40 @@ fn dominant_positions_rank_the_embedding_gradient() {
     assert_eq!(t.offset, Some(c.meta.batch.origins[t.row].offset + t.pos));
     assert!(t.context.contains('['), "{}", t.context);
     assert_eq!(context_around(b"ab\ncd\xff", 3, 2), "b\\n[c]d\\xff");
+}
+
+/// A carried step's state comes back bit for bit (`carry: true` and the
+/// prefix length in capture.json); a missing or wrong-shaped carry.safetensors
+/// is refused naming the file.
+#[test]
+fn a_carried_state_round_trips_and_is_checked() {
+    let (mut c, _) = sample();
+    let mut k = crate::cpu::Carry::<f32>::zeros(&c.config, 3);
+    k.h0[1][5] = -0.75;
+    k.prefix_len = 2;
+    k.prefix = (0..2 * 3 * c.config.hidden).map(|i| i as f32 * 0.125).collect();
+    c.carry = Some(k.clone());
+    c.meta.carry_windows = Some(4);
+    let d = tmp();
+    let p = write(&c, d.path()).unwrap();
+    let back = load(&p).unwrap();
+    assert_eq!(back.carry.as_ref(), Some(&k));
+    assert!(back.meta.carry);
+    assert_eq!((back.meta.carry_windows, back.meta.carry_prefix_len), (Some(4), Some(2)));
+    let json = std::fs::read_to_string(p.join(META_FILE)).unwrap();
+    assert!(json.contains("\"carry\": true"), "{json}");
+    // A capture from zero says nothing of a carry.
+    let (plain, _) = sample();
+    let q = write(&plain, &d.path().join("plain")).unwrap();
+    assert!(!std::fs::read_to_string(q.join(META_FILE)).unwrap().contains("carry"));
+    assert!(!q.join(CARRY_FILE).exists() && load(&q).unwrap().carry.is_none());
+    // A state for another number of rows.
+    let wrong = crate::cpu::Carry::<f32>::zeros(&c.config, 2);
+    std::fs::remove_file(p.join(CARRY_FILE)).unwrap();
+    wrong.save(&p.join(CARRY_FILE), &Default::default()).unwrap();
+    let e = err_of(&p);
+    assert!(e.contains(CARRY_FILE) && e.contains("h0_l0") && e.contains("[3, "), "{e}");
+    std::fs::remove_file(p.join(CARRY_FILE)).unwrap();
+    let e = err_of(&p);
+    assert!(e.contains(CARRY_FILE) && e.contains("missing"), "{e}");
 }

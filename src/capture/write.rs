@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::read::{CaptureError, io_err, list};
-use super::{BATCH_FILE, CAPTURE_FORMAT, Capture, LEAD_UP_FILE, META_FILE, STATE_FILE};
+use super::{BATCH_FILE, CAPTURE_FORMAT, CARRY_FILE, Capture, LEAD_UP_FILE, META_FILE, STATE_FILE};
 use crate::checkpoint::{TrainCheckpoint, save_train_checkpoint};
 use crate::dataset::fnv1a64;
 
@@ -86,6 +86,21 @@ fn fill(c: &Capture, tmp: &Path) -> Result<(), CaptureError> {
     (meta.batch.rows, meta.batch.t, meta.batch.lens) = (c.batch.rows, c.batch.t, c.batch.lens.clone());
     meta.optim_step = c.state.optim.step;
     meta.loss_scale = c.state.scale.clone();
+    meta.carry = c.carry.is_some();
+    meta.carry_prefix_len = c.carry.as_ref().map(|k| k.prefix_len);
+    if meta.carry_prefix_len.is_none() {
+        meta.carry_windows = None;
+    }
+    if let Some(k) = &c.carry {
+        let path = tmp.join(CARRY_FILE);
+        k.check(&c.config, c.batch.rows).map_err(|e| CaptureError::Invalid {
+            file: path.clone(),
+            field: "(state)".into(),
+            reason: e.to_string(),
+        })?;
+        let side: crate::checkpoint::Metadata = [("step".to_string(), c.meta.step.to_string())].into_iter().collect();
+        k.save(&path, &side)?;
+    }
     put(&tmp.join(BATCH_FILE), &c.batch.tokens)?;
     if !c.lead_up.is_empty() {
         let bytes: Vec<u8> = c.lead_up.iter().flat_map(|b| b.tokens.iter().copied()).collect();

@@ -8,7 +8,11 @@
 //! previous window. An absent state (`None` where a `&Carry` is asked for) is
 //! the model of MODEL.md exactly: `h_{-1} = 0` and an empty buffer.
 
+use std::collections::BTreeMap;
+use std::path::Path;
+
 use super::forward::Forward;
+use crate::checkpoint::{CheckpointError, Metadata, NamedTensor, Values, ValuesRef, save_named};
 use crate::model::Config;
 use crate::tensor::Real;
 
@@ -100,6 +104,58 @@ impl<T: Real> Carry<T> {
             prefix: self.prefix.iter().map(|&x| f(x)).collect(),
             prefix_len: self.prefix_len,
         }
+    }
+}
+
+impl Carry<f32> {
+    /// Writes the state as the safetensors file `path`: `h0_l{l}` `[B, H]` per
+    /// layer and `prefix` `[P, B, H]`, with `meta` as the file's metadata (the
+    /// format of `carry_state.safetensors` and of a capture's `carry.safetensors`).
+    pub fn save(&self, path: &Path, meta: &Metadata) -> Result<(), CheckpointError> {
+        let (b, h) = (self.rows, self.hidden);
+        let names: Vec<String> = (0..self.h0.len()).map(|l| format!("h0_l{l}")).collect();
+        let shape_h = [b, h];
+        let shape_p = [self.prefix_len, b, h];
+        let mut tensors: Vec<(&str, &[usize], ValuesRef<'_>)> =
+            names.iter().zip(&self.h0).map(|(n, v)| (n.as_str(), &shape_h[..], ValuesRef::F32(v))).collect();
+        tensors.push(("prefix", &shape_p[..], ValuesRef::F32(&self.prefix)));
+        save_named(path, &tensors, meta)
+    }
+
+    /// The state held by the tensors of a file [`Carry::save`] wrote, checked
+    /// against the model and a batch of `rows` rows; the error names the
+    /// tensor at fault and the shape expected.
+    pub fn from_named(tensors: &BTreeMap<String, NamedTensor>, cfg: &Config, rows: usize) -> Result<Self, String> {
+        let take = |name: &str, want: &[usize]| -> Result<Vec<f32>, String> {
+            let t = tensors.get(name).ok_or_else(|| format!("no tensor {name}"))?;
+            let shape_ok =
+                t.shape.len() == want.len() && t.shape.iter().zip(want).all(|(&g, &w)| w == usize::MAX || g == w);
+            if !shape_ok {
+                let show = |s: &[usize]| {
+                    s.iter().map(|&d| if d == usize::MAX { "P".into() } else { d.to_string() }).collect::<Vec<_>>()
+                };
+                return Err(format!("{name} has shape {:?}, expected [{}]", t.shape, show(want).join(", ")));
+            }
+            match &t.values {
+                Values::F32(v) => Ok(v.clone()),
+                Values::F64(_) => Err(format!("{name} is f64, expected f32")),
+            }
+        };
+        let h = cfg.hidden;
+        let mut h0 = Vec::with_capacity(cfg.layers);
+        for l in 0..cfg.layers {
+            h0.push(take(&format!("h0_l{l}"), &[rows, h])?);
+        }
+        if let Some(extra) =
+            tensors.keys().find(|k| k.starts_with("h0_l") && !(0..cfg.layers).any(|l| **k == format!("h0_l{l}")))
+        {
+            return Err(format!("{extra}: the model has {} layers", cfg.layers));
+        }
+        let prefix = take("prefix", &[usize::MAX, rows, h])?;
+        let prefix_len = tensors.get("prefix").and_then(|t| t.shape.first().copied()).unwrap_or(0);
+        let c = Carry { rows, hidden: h, h0, prefix, prefix_len };
+        c.check(cfg, rows).map_err(|e| e.to_string())?;
+        Ok(c)
     }
 }
 

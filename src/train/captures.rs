@@ -61,6 +61,8 @@ pub(super) struct StepCapture<'a> {
     pub optim: StepOptions,
     pub recorded: Recorded,
     pub levels: Vec<NormLevel>,
+    /// The carried state the step started from (`--carry-state`).
+    pub carry: Option<crate::cpu::Carry<f32>>,
 }
 
 /// The run's captures: where they go, what every one of them shares, the
@@ -126,6 +128,9 @@ impl Captures {
             lead_up: Vec::new(),
             written_by: env!("CARGO_PKG_VERSION").into(),
             precision_map: plan.precision_map.as_ref().and_then(|_| engine.precision_map()).map(|m| m.to_string()),
+            carry: plan.carry.is_some(),
+            carry_windows: plan.carry.map(|w| w.windows),
+            carry_prefix_len: None,
         };
         Ok(Captures {
             dir,
@@ -207,7 +212,14 @@ impl Captures {
         let summary = summary(actions, &reasons);
         meta.triggers = triggers;
         meta.reasons = reasons;
-        let c = Capture { meta, config: self.config.clone(), state: s.state, batch: s.batch.clone(), lead_up };
+        let c = Capture {
+            meta,
+            config: self.config.clone(),
+            state: s.state,
+            batch: s.batch.clone(),
+            lead_up,
+            carry: s.carry,
+        };
         let fail = |e: capture::CaptureError| TrainError::Failed(format!("capture of step {}: {e}", s.step));
         let path = capture::write(&c, &dir).map_err(fail)?;
         obs.capture(&path, &summary);

@@ -16,7 +16,7 @@
 use std::path::Path;
 
 use super::TrainError;
-use crate::checkpoint::{Metadata, Values, ValuesRef, load_named, save_named};
+use crate::checkpoint::{Metadata, load_named};
 use crate::cpu::Carry;
 use crate::dataset::{Batch, Dataset, DatasetKind, RowOrigin};
 use crate::model::Config;
@@ -41,12 +41,21 @@ impl CarryWalk {
 
     /// Refuses a walk the dataset cannot hold: a stretch is `windows · T + 1` tokens.
     pub fn check(&self, ds: &Dataset, t: usize) -> Result<(), TrainError> {
+        self.open(ds, t).map(|_| ())
+    }
+
+    /// The walk over `ds` with windows of `t` positions, its documents long
+    /// enough to hold a stretch listed once (not at every step); refused as
+    /// [`CarryWalk::check`] says.
+    pub fn open(&self, ds: &Dataset, t: usize) -> Result<Walker, TrainError> {
         if self.windows == 0 {
             return Err(TrainError::Usage("--carry-windows must be at least 1".into()));
         }
         let need = (self.windows as usize).saturating_mul(t).saturating_add(1);
+        let mut long = Vec::new();
         if ds.kind() == DatasetKind::Jsonl {
-            if long_documents(ds, need)?.is_empty() {
+            long = long_documents(ds, need)?;
+            if long.is_empty() {
                 let longest = (0..ds.num_documents()).filter_map(|i| ds.document_len(i).ok()).max().unwrap_or(0);
                 return Err(TrainError::Usage(format!(
                     "--carry-state: a stretch of {} windows of --seq-len {t} needs {need} tokens of one document; \
@@ -65,12 +74,11 @@ impl CarryWalk {
                 ds.len_tokens()
             )));
         }
-        Ok(())
+        Ok(Walker { walk: *self, t, long })
     }
 
-    /// The batch of `step`, its rows' origins (exact for a byte dataset;
-    /// none for JSON lines, whose stretches may cross documents), and whether
-    /// it starts an episode (the state is then zero).
+    /// The batch of `step` (see [`Walker::batch_at`]); lists the long
+    /// documents anew, so a loop opens a [`Walker`] once instead.
     pub fn batch_at(
         &self,
         ds: &Dataset,
@@ -79,14 +87,38 @@ impl CarryWalk {
         rows: usize,
         t: usize,
     ) -> Result<(Batch, Vec<RowOrigin>, bool), TrainError> {
-        let (episode, i) = self.place(step);
-        let stretch = self.windows as usize * t + 1;
+        self.open(ds, t)?.batch_at(ds, seed, step, rows)
+    }
+}
+
+/// A [`CarryWalk`] opened on one dataset and window length.
+#[derive(Clone, Debug)]
+pub struct Walker {
+    pub walk: CarryWalk,
+    t: usize,
+    /// JSON lines: the documents holding a whole stretch (empty for a byte file).
+    long: Vec<usize>,
+}
+
+impl Walker {
+    /// The batch of `step`, its rows' origins (the document and the offset
+    /// in it), and whether it starts an episode (the state is then zero).
+    pub fn batch_at(
+        &self,
+        ds: &Dataset,
+        seed: u64,
+        step: u64,
+        rows: usize,
+    ) -> Result<(Batch, Vec<RowOrigin>, bool), TrainError> {
+        let t = self.t;
+        let (episode, i) = self.walk.place(step);
+        let stretch = self.walk.windows as usize * t + 1;
         let mut rng = Rng::new(Rng::new(seed ^ 0xca77_5747).next_u64() ^ episode);
         let mut cut = Vec::with_capacity(rows);
         let mut origins = Vec::with_capacity(rows);
         // JSON lines: each row's stretch lies inside one document long enough
         // to hold it, so no state is carried from one document into the next.
-        let long = if ds.kind() == DatasetKind::Jsonl { long_documents(ds, stretch)? } else { Vec::new() };
+        let long = &self.long;
         for _ in 0..rows {
             if ds.kind() == DatasetKind::Jsonl {
                 let document = *long.get(rng.below(long.len() as u64) as usize).ok_or_else(|| {
@@ -108,7 +140,6 @@ impl CarryWalk {
     }
 }
 
-/// Writes `carry` (after step `step`) as `dir/carry_state.safetensors`.
 /// The documents of a JSON-lines dataset with at least `need` tokens.
 fn long_documents(ds: &Dataset, need: usize) -> Result<Vec<usize>, TrainError> {
     let mut v = Vec::new();
@@ -120,16 +151,10 @@ fn long_documents(ds: &Dataset, need: usize) -> Result<Vec<usize>, TrainError> {
     Ok(v)
 }
 
+/// Writes `carry` (after step `step`) as `dir/carry_state.safetensors`.
 pub fn save_carry(dir: &Path, step: u64, carry: &Carry<f32>) -> Result<(), TrainError> {
-    let (b, h) = (carry.rows, carry.hidden);
-    let names: Vec<String> = (0..carry.h0.len()).map(|l| format!("h0_l{l}")).collect();
-    let shape_h = [b, h];
-    let shape_p = [carry.prefix_len, b, h];
-    let mut tensors: Vec<(&str, &[usize], ValuesRef<'_>)> =
-        names.iter().zip(&carry.h0).map(|(n, v)| (n.as_str(), &shape_h[..], ValuesRef::F32(v))).collect();
-    tensors.push(("prefix", &shape_p[..], ValuesRef::F32(&carry.prefix)));
     let meta: Metadata = [("step".to_string(), step.to_string())].into_iter().collect();
-    Ok(save_named(&dir.join(CARRY_FILE), &tensors, &meta)?)
+    Ok(carry.save(&dir.join(CARRY_FILE), &meta)?)
 }
 
 /// Reads the state a run left after step `step` from `dir`; a file from
@@ -146,23 +171,7 @@ pub fn load_carry(dir: &Path, step: u64, cfg: &Config, rows: usize) -> Result<Ca
             saved.map_or("?".to_string(), |s| s.to_string())
         )));
     }
-    let take = |name: &str| -> Result<(Vec<usize>, Vec<f32>), TrainError> {
-        match tensors.get(name) {
-            Some(t) => match &t.values {
-                Values::F32(v) => Ok((t.shape.clone(), v.clone())),
-                Values::F64(_) => Err(bad(format!("{name} is f64, expected f32"))),
-            },
-            None => Err(bad(format!("no tensor {name}"))),
-        }
-    };
-    let mut h0 = Vec::with_capacity(cfg.layers);
-    for l in 0..cfg.layers {
-        h0.push(take(&format!("h0_l{l}"))?.1);
-    }
-    let (shape, prefix) = take("prefix")?;
-    let carry = Carry { rows, hidden: cfg.hidden, h0, prefix, prefix_len: shape.first().copied().unwrap_or(0) };
-    carry.check(cfg, rows).map_err(|e| bad(e.to_string()))?;
-    Ok(carry)
+    Carry::from_named(&tensors, cfg, rows).map_err(bad)
 }
 
 #[cfg(test)]

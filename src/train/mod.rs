@@ -13,7 +13,7 @@ mod start;
 pub mod state;
 
 pub use captures::{CaptureInfo, CaptureOptions};
-pub use carry::{CARRY_FILE, CarryWalk};
+pub use carry::{CARRY_FILE, CarryWalk, Walker};
 pub use controller::{Action, ActionKind, Assessment, Controller, ControllerConfig, Ema, Outcome};
 pub use inject::{Inject, Injections};
 pub use log::{LogAction, LogEntry, LogStep, ReadAction, ReadLogError, TrainLog, read_train_log};

@@ -101,13 +101,6 @@ impl TrainPlan {
                 "--capture-at without --out: captures are written to OUT/captures/; give --out".into(),
             ));
         }
-        if self.carry.is_some() && !self.captures.at.is_empty() {
-            return Err(TrainError::Usage(
-                "--capture-at with --carry-state: a capture does not hold the carried state, so replay could \
-                 not reproduce the step; drop one of them"
-                    .into(),
-            ));
-        }
         inject::check(&self.inject, self.engine, self.vulkan.precision)
     }
 }
@@ -215,14 +208,11 @@ pub fn train(plan: &TrainPlan, ds: &Dataset, obs: &mut dyn Observer) -> Result<T
             engine.set_loss_scale(&crate::vk::engine::loss_scale_for(&map))?;
         }
     }
-    // A carried-state run writes no captures (they could not be replayed
-    // without the state; see docs/carry-state.md).
-    let cap_out = out.as_deref().filter(|_| plan.carry.is_none());
-    let mut caps = Captures::new(plan, cap_out, ds, &cfg, seed, &engine)?;
+    // A carried step's capture holds the state it started from (carry.safetensors).
+    let mut caps = Captures::new(plan, out.as_deref(), ds, &cfg, seed, &engine)?;
     let walk = plan.carry;
-    if let Some(w) = &walk {
-        w.check(ds, t)?;
-    }
+    // The walk opened once: its list of long documents is not rebuilt per step.
+    let walker = walk.map(|w| w.open(ds, t)).transpose()?;
     // The state the next step starts from: a resumed run in the middle of an
     // episode reads what its last step left.
     let mut carried = match (&walk, &resumed) {
@@ -305,12 +295,18 @@ pub fn train(plan: &TrainPlan, ds: &Dataset, obs: &mut dyn Observer) -> Result<T
             engine.set_lr(lr)?;
             lr_now = lr;
         }
-        let (batch, origins) = match &walk {
+        // The state this step starts from, kept for its capture.
+        let mut started: Option<crate::cpu::Carry<f32>> = None;
+        let (batch, origins) = match &walker {
             None => batch_at(ds, seed, step, rows, t + 1, pad)?,
             Some(w) => {
-                let (batch, origins, fresh) = w.batch_at(ds, seed, step, rows, t)?;
+                let (batch, origins, fresh) = w.batch_at(ds, seed, step, rows)?;
                 let from = if fresh { None } else { carried.take() };
-                engine.set_carry(Some(from.unwrap_or_else(|| crate::cpu::Carry::zeros(&cfg, rows))))?;
+                let from = from.unwrap_or_else(|| crate::cpu::Carry::zeros(&cfg, rows));
+                if caps.on() {
+                    started = Some(from.clone());
+                }
+                engine.set_carry(Some(from))?;
                 (batch, origins)
             }
         };
@@ -415,6 +411,7 @@ pub fn train(plan: &TrainPlan, ds: &Dataset, obs: &mut dyn Observer) -> Result<T
                 optim,
                 recorded: recorded.clone(),
                 levels,
+                carry: started.take(),
             });
         }
         pre = None;

@@ -259,8 +259,11 @@ fn capture(
         lead_up: Vec::new(),
         written_by: env!("CARGO_PKG_VERSION").into(),
         precision_map: None,
+        carry: false,
+        carry_windows: None,
+        carry_prefix_len: None,
     };
-    Capture { meta, config: plan.config.clone(), state, batch, lead_up: Vec::new() }
+    Capture { meta, config: plan.config.clone(), state, batch, lead_up: Vec::new(), carry: None }
 }
 
 #[cfg(test)]

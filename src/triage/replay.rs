@@ -8,7 +8,8 @@
 //! the GPU engine again: it is part of the engine under test; the other
 //! planted events (nan, spike, transient, f16_overflow) were events of the
 //! run and are not (f16_overflow's effect is already in the captured loss
-//! scale). The rules of [`classify`] then pick the verdict; an *engine*
+//! scale). A step of `train --carry-state` starts every run (both engines,
+//! every precision) from the captured carried state. The rules of [`classify`] then pick the verdict; an *engine*
 //! verdict runs the ladder on the same weights and batch.
 
 // `!(err <= tol)` is deliberate: a NaN error must fail the check.
@@ -19,14 +20,14 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::TriageError;
-use super::replay_runs::{self as runs, Reference};
+use super::replay_runs::{self as runs};
 pub use super::replay_runs::{Contract, F16_MAX, RunResult, StageFinding, TensorCheck, grad_tolerance, show_scale};
 pub use super::verdict::{Facts, Verdict, classify};
-use crate::capture::{Capture, META_FILE, Recorded, TokenGrad, dominant_positions, z_score};
+use crate::capture::{Capture, META_FILE, Recorded, TokenGrad, dominant_positions_with, z_score};
 use crate::cpu::LossScale;
 use crate::dataset::{Dataset, DatasetError, show_path};
 use crate::engine::EngineError;
-use crate::ladder::{self, LadderReport, Precision, Status, norm_tolerance};
+use crate::ladder::{self, LadderReport, Precision, Status};
 use crate::train::ControllerConfig;
 use crate::vk::Context;
 use crate::vk::engine::Fault;
@@ -197,11 +198,20 @@ pub fn replay(c: &Capture, opts: &ReplayOptions, progress: &mut dyn FnMut(&str))
     if bad_weights > 0 {
         evidence.push(format!("the weights before the step hold {bad_weights} non-finite values"));
     }
+    if let Some(k) = &c.carry {
+        evidence.push(format!(
+            "carried state: every run starts from the captured {} (h0 of {} layers, a prefix of {} positions)",
+            crate::capture::CARRY_FILE,
+            k.h0.len(),
+            k.prefix_len
+        ));
+    }
 
     progress("CPU f64 reference");
     let reference = runs::reference(c)?;
     progress("CPU f32");
-    let cpu32 = crate::cpu::grads::<f32>(cfg, &c.state.params, &c.batch, c.meta.optim.token_cap)?;
+    let cpu32 =
+        crate::cpu::grads_with::<f32>(cfg, &c.state.params, &c.batch, c.meta.optim.token_cap, c.carry.as_ref())?.0;
     let mut cpu32_run = runs::summarize(cfg, "cpu f32", "cpu", "f32", 1.0, cpu32.loss, &cpu32.grads);
     let cpu32_contract = runs::contract(cfg, Precision::F32, cpu32.loss, &cpu32.grads, &reference);
     cpu32_run.vs_f64 = Some(cpu32_contract.clone());
@@ -308,8 +318,8 @@ pub fn replay(c: &Capture, opts: &ReplayOptions, progress: &mut dyn FnMut(&str))
             None
         }
         _ => c.meta.recorded.as_ref().and_then(|rec| {
-            evidence.push(recorded_line(rec, recorded_run));
-            recorded_check(rec, recorded_run, cfg, rec_prec, &reference)
+            evidence.push(runs::recorded_line(rec, recorded_run));
+            runs::recorded_check(rec, recorded_run, cfg, rec_prec, &reference)
         }),
     };
     let z_scores = z_scores(c, &reference.result);
@@ -317,13 +327,18 @@ pub fn replay(c: &Capture, opts: &ReplayOptions, progress: &mut dyn FnMut(&str))
     planted_line(c, fault, &mut evidence);
 
     progress("dominant positions");
+    let carry64 = c.carry.as_ref().map(crate::cpu::carry::cast::<f64>);
+    let p64 = c.state.params.cast::<f64>();
     let (dominant, row_shares) =
-        dominant_positions(cfg, &c.state.params.cast::<f64>(), &c.batch, &c.meta.batch.origins, opts.top_k)?;
+        dominant_positions_with(cfg, &p64, &c.batch, &c.meta.batch.origins, opts.top_k, carry64.as_ref())?;
     share_lines(&row_shares, &dominant, &mut evidence);
 
     let (verdict, rule, reason) = classify(&facts);
     let ladder = if verdict == Verdict::Engine && opts.ladder {
         let f = run_ladder(&ctx, c, fault, progress)?;
+        if c.carry.is_some() {
+            evidence.push("the ladder ran the batch from a zero state (its rungs do not take a carried state)".into());
+        }
         evidence.push(ladder_line(&f));
         Some(f)
     } else {
@@ -395,58 +410,6 @@ fn f32_verdict(gpu: &Contract, cpu: &Contract, evidence: &mut Vec<String>) -> Op
         parts.push(format!("{} more tensors", own.len() - 3));
     }
     Some(parts.join("; "))
-}
-
-/// `recorded: loss …, grad norm …; replayed (gpu f16 #1): …`.
-fn recorded_line(rec: &Recorded, r: &RunResult) -> String {
-    let skipped = rec.skipped.as_ref().map(|s| format!(" (skipped: {s})")).unwrap_or_default();
-    format!(
-        "recorded: loss {:.6}, grad norm {:.4e}{skipped}; replayed ({}): loss {:.6}, grad norm {:.4e}",
-        rec.loss, rec.grad_norm, r.name, r.loss, r.grad_norm
-    )
-}
-
-/// Rule 4's fact: the record non-finite where the replay is finite (or the
-/// other way round), or its loss or global norm off the replay's by more
-/// than twice the contract (each is within the contract of the reference,
-/// so two correct runs differ by at most twice it).
-fn recorded_check(
-    rec: &Recorded,
-    r: &RunResult,
-    cfg: &crate::model::Config,
-    precision: Precision,
-    reference: &Reference,
-) -> Option<String> {
-    let rec_finite = rec.loss.is_finite() && rec.grad_norm.is_finite();
-    let now_finite = r.loss.is_finite() && r.grad_norm.is_finite();
-    match (rec_finite, now_finite) {
-        (false, true) => {
-            return Some(format!(
-                "recorded loss {} and grad norm {}, replayed finite ({:.6}, {:.4e})",
-                rec.loss, rec.grad_norm, r.loss, r.grad_norm
-            ));
-        }
-        (true, false) => {
-            return Some(format!("recorded finite, replayed loss {} and grad norm {}", r.loss, r.grad_norm));
-        }
-        (false, false) => return None,
-        (true, true) => {}
-    }
-    let rel = |a: f64, b: f64| (a - b).abs() / b.abs().max(f64::MIN_POSITIVE);
-    let loss_tol = 2.0 * ladder::loss_tolerance(precision, cfg, reference.rms_logits, reference.loss);
-    let norm_tol = 2.0 * norm_tolerance(precision, cfg);
-    let (dl, dn) = (rel(rec.loss, r.loss), rel(rec.grad_norm, r.grad_norm));
-    let mut parts = Vec::new();
-    if !(dl <= loss_tol) {
-        parts.push(format!("loss recorded {:.6}, replayed {:.6} (rel {dl:.2e} > {loss_tol:.1e})", rec.loss, r.loss));
-    }
-    if !(dn <= norm_tol) {
-        parts.push(format!(
-            "grad norm recorded {:.4e}, replayed {:.4e} (rel {dn:.2e} > {norm_tol:.1e})",
-            rec.grad_norm, r.grad_norm
-        ));
-    }
-    (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 /// The reference's norms against the controller's levels, largest z first.

@@ -11,10 +11,10 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::TriageError;
-use crate::capture::Capture;
+use crate::capture::{Capture, Recorded};
 use crate::cpu::{self, LossScale};
 use crate::engine::EngineError;
-use crate::ladder::{Mode, Precision, Rung, compare};
+use crate::ladder::{self, Mode, Precision, Rung, compare, norm_tolerance};
 use crate::model::{Config, Params};
 use crate::tensor::Real;
 use crate::vk::Context;
@@ -107,7 +107,10 @@ pub(super) struct Reference {
 pub(super) fn reference(c: &Capture) -> Result<Reference, TriageError> {
     let cfg = &c.config;
     let p = c.state.params.cast::<f64>();
-    let f = cpu::forward(cfg, &p, &c.batch)?;
+    // A carried step starts from its captured state (cast to f64, as the
+    // ladder's reference reads the engines' f32 state).
+    let carry = c.carry.as_ref().map(cpu::carry::cast::<f64>);
+    let f = cpu::forward_with(cfg, &p, &c.batch, carry.as_ref())?;
     let g = cpu::backward(cfg, &p, &c.batch, &f, 1.0, c.meta.optim.token_cap);
     let rms_logits = (f.logits.iter().map(|x| x * x).sum::<f64>() / f.logits.len().max(1) as f64).sqrt();
     let result = summarize(cfg, "cpu f64", "cpu", "f64", 1.0, f.loss, &g.grads);
@@ -242,6 +245,7 @@ pub(super) fn gpu_engine(
     let (path, note) = pick_path(ctx, precision, captured)?;
     let mut e = VkEngine::new(ctx, &c.config, &c.state.params, &c.meta.optim, scale, path).map_err(vk)?;
     e.set_fault(fault);
+    e.set_carry(c.carry.clone());
     Ok((e, note))
 }
 
@@ -396,4 +400,58 @@ pub(super) fn find_stage(
         }
     }
     Ok(None)
+}
+
+/// `recorded: loss …, grad norm …; replayed (gpu f16 #1): …`.
+pub(super) fn recorded_line(rec: &Recorded, r: &RunResult) -> String {
+    let skipped = rec.skipped.as_ref().map(|s| format!(" (skipped: {s})")).unwrap_or_default();
+    format!(
+        "recorded: loss {:.6}, grad norm {:.4e}{skipped}; replayed ({}): loss {:.6}, grad norm {:.4e}",
+        rec.loss, rec.grad_norm, r.name, r.loss, r.grad_norm
+    )
+}
+
+/// Rule 4's fact: the record non-finite where the replay is finite (or the
+/// other way round), or its loss or global norm off the replay's by more
+/// than twice the contract (each is within the contract of the reference,
+/// so two correct runs differ by at most twice it).
+// `!(err <= tol)` is deliberate: a NaN error must fail the check.
+#[allow(clippy::neg_cmp_op_on_partial_ord)]
+pub(super) fn recorded_check(
+    rec: &Recorded,
+    r: &RunResult,
+    cfg: &crate::model::Config,
+    precision: Precision,
+    reference: &Reference,
+) -> Option<String> {
+    let rec_finite = rec.loss.is_finite() && rec.grad_norm.is_finite();
+    let now_finite = r.loss.is_finite() && r.grad_norm.is_finite();
+    match (rec_finite, now_finite) {
+        (false, true) => {
+            return Some(format!(
+                "recorded loss {} and grad norm {}, replayed finite ({:.6}, {:.4e})",
+                rec.loss, rec.grad_norm, r.loss, r.grad_norm
+            ));
+        }
+        (true, false) => {
+            return Some(format!("recorded finite, replayed loss {} and grad norm {}", r.loss, r.grad_norm));
+        }
+        (false, false) => return None,
+        (true, true) => {}
+    }
+    let rel = |a: f64, b: f64| (a - b).abs() / b.abs().max(f64::MIN_POSITIVE);
+    let loss_tol = 2.0 * ladder::loss_tolerance(precision, cfg, reference.rms_logits, reference.loss);
+    let norm_tol = 2.0 * norm_tolerance(precision, cfg);
+    let (dl, dn) = (rel(rec.loss, r.loss), rel(rec.grad_norm, r.grad_norm));
+    let mut parts = Vec::new();
+    if !(dl <= loss_tol) {
+        parts.push(format!("loss recorded {:.6}, replayed {:.6} (rel {dl:.2e} > {loss_tol:.1e})", rec.loss, r.loss));
+    }
+    if !(dn <= norm_tol) {
+        parts.push(format!(
+            "grad norm recorded {:.4e}, replayed {:.4e} (rel {dn:.2e} > {norm_tol:.1e})",
+            rec.grad_norm, r.grad_norm
+        ));
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
 }

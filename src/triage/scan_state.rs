@@ -255,9 +255,12 @@ pub(super) fn write_results(
             lead_up: Vec::new(),
             written_by: env!("CARGO_PKG_VERSION").into(),
             precision_map: None,
+            carry: false,
+            carry_windows: None,
+            carry_prefix_len: None,
         };
         let state = TrainState::fresh(&model.config, model.params.clone(), scale.clone());
-        let c = Capture { meta, config: model.config.clone(), state, batch, lead_up: Vec::new() };
+        let c = Capture { meta, config: model.config.clone(), state, batch, lead_up: Vec::new(), carry: None };
         written.push(capture::write(&c, &caps)?);
     }
     let summary = serde_json::json!({

@@ -99,7 +99,8 @@ pub fn prepare(path: &Path) -> Result<OpenCapture, String> {
     let rows = Dataset::from_bytes(&name, bytes)
         .map_err(|e| one_line(&format!("cannot open the capture {}: its rows: {e}", dir.display())))?;
     let (dominant, shares) =
-        match capture::dominant_positions(&c.config, &c.state.params, &c.batch, &c.meta.batch.origins, TOP_K) {
+        // From the carried state a carried step started from, as replay runs it.
+        match capture::dominant_positions_with(&c.config, &c.state.params, &c.batch, &c.meta.batch.origins, TOP_K, c.carry.as_ref()) {
             Ok((d, s)) => (Ok(d), s),
             Err(e) => (Err(one_line(&e.to_string())), Vec::new()),
         };

@@ -67,6 +67,13 @@ fn facts(ui: &mut egui::Ui, meta: &CaptureMeta) {
         if let Some(p) = &meta.planted {
             row(ui, "planted", p.clone());
         }
+        if meta.carry {
+            let k = meta.carry_windows.map_or("?".to_string(), |k| k.to_string());
+            let p = meta.carry_prefix_len.unwrap_or(0);
+            row(ui, "carried state", format!("yes: h0 and a prefix of {p} (--carry-windows {k}); replay uses it"));
+            // The stepper's trace runs the row from zero (it takes no carried state).
+            row(ui, "stepper", "traces the row from a zero state, not the carried one".into());
+        }
         match &meta.recorded {
             Some(r) => {
                 row(ui, "recorded loss", format!("{:.5}", r.loss));
