@@ -3,7 +3,7 @@
 //! options and prints.
 
 use clap::Args;
-use indicatif::ProgressBar;
+use super::progress::Bar as ProgressBar;
 use serde_json::json;
 
 use super::args::DeviceArg;
