@@ -45,12 +45,11 @@ struct State {
 
 impl Bar {
     /// A bar for `what` over `total` items (`None`: a count without a bar),
-    /// drawn only when `on` (see [`shown`]).
+    /// drawn only when `on` (see [`shown`]), from its first update on (so
+    /// that [`Bar::hidden_if`] can still hide it before anything is drawn).
     pub fn new(what: &str, total: Option<u64>, on: bool) -> Bar {
         let state = State { what: what.into(), total, done: 0, note: String::new(), eta: None, last_draw: None, drawn: false };
-        let bar = Bar { on, start: Instant::now(), state: Mutex::new(state) };
-        bar.draw(true);
-        bar
+        Bar { on, start: Instant::now(), state: Mutex::new(state) }
     }
 
     /// This bar, hidden from now on when `hide` (for `--json` and `--quiet`).
@@ -246,6 +245,13 @@ mod tests {
         assert!(!b.on);
         assert!(!b.state.lock().unwrap().drawn);
         assert!(CLEAR.starts_with('\r') && CLEAR.ends_with("\x1b[2K"));
+        // A bar is drawn from its first update on, so hiding it at once
+        // (`--quiet`, `--json`) leaves nothing on the line.
+        let fresh = Bar::new("training", Some(3), true);
+        assert!(!fresh.state.lock().unwrap().drawn);
+        let fresh = fresh.hidden_if(true);
+        fresh.inc(1);
+        assert!(!fresh.state.lock().unwrap().drawn);
         // A shown bar, once finished, is no longer on the line.
         let shown = Bar::new("ladder", Some(3), true);
         shown.inc(3);
