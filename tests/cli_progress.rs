@@ -28,7 +28,8 @@ fn on_a_terminal(args: &[&str]) -> Option<(Option<i32>, String)> {
         println!("SKIPPED: no script(1) to give the binary a terminal");
         return None;
     }
-    let line = std::iter::once(env!("CARGO_BIN_EXE_dualscope")).chain(args.iter().copied()).collect::<Vec<_>>().join(" ");
+    let line =
+        std::iter::once(env!("CARGO_BIN_EXE_dualscope")).chain(args.iter().copied()).collect::<Vec<_>>().join(" ");
     let o = Command::new("script")
         .args(["-qec", &line, "/dev/null"])
         .env("RAYON_NUM_THREADS", "2")

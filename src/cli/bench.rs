@@ -2,8 +2,8 @@
 //! warm-up. The timing is [`crate::engine::bench`]; this file parses the
 //! options and prints.
 
-use clap::Args;
 use super::progress::Bar as ProgressBar;
+use clap::Args;
 use serde_json::json;
 
 use super::args::DeviceArg;
@@ -109,7 +109,8 @@ fn bench_gpu(a: &BenchArgs, cfg: &Config, params: &Params<f32>, batch: &Batch) -
     let map = a.precision_map.over(|| {
         crate::vk::engine::default_map(&ctx, cfg, precision, choice).map_err(|e| CliError::Engine(e.to_string()))
     })?;
-    bench::vulkan(n, &ctx, cfg, params, batch, precision, choice, map.as_ref(), &mut Bars(None, a.quiet || a.json)).map_err(gpu_error)
+    bench::vulkan(n, &ctx, cfg, params, batch, precision, choice, map.as_ref(), &mut Bars(None, a.quiet || a.json))
+        .map_err(gpu_error)
 }
 
 fn summary(engine: &str, t: &mut Timed, tokens: f64) -> serde_json::Value {
@@ -154,7 +155,8 @@ fn one(a: &BenchArgs, cfg: &Config, rows: usize, t: usize) -> Result<serde_json:
     // The GPU first: an engine error (no device) stops before the long CPU part.
     let gpu = if gpu_on { Some(bench_gpu(a, cfg, &params, &batch)?) } else { None };
     let n = BenchSteps { warmup: a.warmup, steps: a.steps };
-    let cpu = if cpu_on { Some(bench::cpu(n, cfg, &params, &batch, &mut Bars(None, a.quiet || a.json))?) } else { None };
+    let cpu =
+        if cpu_on { Some(bench::cpu(n, cfg, &params, &batch, &mut Bars(None, a.quiet || a.json))?) } else { None };
     let mut medians = (None, None);
     if let Some(mut c) = cpu {
         let s = summary("cpu", &mut c, tokens);

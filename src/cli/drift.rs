@@ -6,8 +6,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use clap::Args;
 use super::progress::Bar as ProgressBar;
+use clap::Args;
 
 use super::OptimArgs;
 use super::args::{DeviceArg, NonFiniteArg};

@@ -48,7 +48,8 @@ impl Bar {
     /// drawn only when `on` (see [`shown`]), from its first update on (so
     /// that [`Bar::hidden_if`] can still hide it before anything is drawn).
     pub fn new(what: &str, total: Option<u64>, on: bool) -> Bar {
-        let state = State { what: what.into(), total, done: 0, note: String::new(), eta: None, last_draw: None, drawn: false };
+        let state =
+            State { what: what.into(), total, done: 0, note: String::new(), eta: None, last_draw: None, drawn: false };
         Bar { on, start: Instant::now(), state: Mutex::new(state) }
     }
 
@@ -167,7 +168,11 @@ fn width() -> usize {
 /// `m:ss` (or `h:mm:ss`).
 fn clock(d: Duration) -> String {
     let s = d.as_secs();
-    if s >= 3600 { format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60) } else { format!("{}:{:02}", s / 60, s % 60) }
+    if s >= 3600 {
+        format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+    } else {
+        format!("{}:{:02}", s / 60, s % 60)
+    }
 }
 
 /// One bar line, at most `width - 1` characters (the last column left free
@@ -197,7 +202,8 @@ pub fn render(
                 None if done > 0 && done < t => Some(elapsed.mul_f64((t - done) as f64 / done as f64)),
                 None => None,
             };
-            let eta = if done < t { left.map_or(String::new(), |e| format!(" eta {}", clock(e))) } else { String::new() };
+            let eta =
+                if done < t { left.map_or(String::new(), |e| format!(" eta {}", clock(e))) } else { String::new() };
             format!("{what} [{cells}] {:>3}% {done}/{t} {}{eta}", (frac * 100.0).floor() as u64, clock(elapsed))
         }
         None => format!("{what} {done} done {}", clock(elapsed)),

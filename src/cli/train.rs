@@ -1,8 +1,8 @@
 //! `dualscope train` and `demo`: the options of the training loop
 //! ([`crate::train::train`]) and its printed lines.
 
-use clap::Args;
 use super::progress::Bar as ProgressBar;
+use clap::Args;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
