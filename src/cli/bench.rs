@@ -2,8 +2,8 @@
 //! warm-up. The timing is [`crate::engine::bench`]; this file parses the
 //! options and prints.
 
+use super::progress::Bar as ProgressBar;
 use clap::Args;
-use indicatif::ProgressBar;
 use serde_json::json;
 
 use super::args::DeviceArg;
@@ -73,15 +73,17 @@ pub struct BenchArgs {
     pub controller: bool,
     #[arg(long)]
     pub json: bool,
+    /// No progress bar (the result and errors stay).
+    #[arg(long)]
+    pub quiet: bool,
 }
 
-/// Progress bars for the benchmark's phases.
-#[derive(Default)]
-struct Bars(Option<ProgressBar>);
+/// Progress bars for the benchmark's phases; hidden when `.1` (`--json`, `--quiet`).
+struct Bars(Option<ProgressBar>, bool);
 
 impl Progress for Bars {
     fn start(&mut self, what: &str, len: u64) {
-        self.0 = Some(progress(len, what));
+        self.0 = Some(progress(len, what).hidden_if(self.1));
     }
     fn inc(&mut self) {
         if let Some(pb) = &self.0 {
@@ -112,7 +114,7 @@ fn bench_gpu(a: &BenchArgs, cfg: &Config, params: &Params<f32>, batch: &Batch) -
     let map = a.precision_map.over(|| {
         crate::vk::engine::default_map(&ctx, cfg, precision, choice).map_err(|e| CliError::Engine(e.to_string()))
     })?;
-    let mut t = bench::vulkan(n, &ctx, cfg, params, batch, precision, choice, map.as_ref(), &mut Bars::default())
+    let mut t = bench::vulkan(n, &ctx, cfg, params, batch, precision, choice, map.as_ref(), &mut Bars(None, a.quiet || a.json))
         .map_err(gpu_error)?;
     if a.controller {
         let mut judge = controller_judge();
@@ -126,7 +128,7 @@ fn bench_gpu(a: &BenchArgs, cfg: &Config, params: &Params<f32>, batch: &Batch) -
             choice,
             map.as_ref(),
             &mut judge,
-            &mut Bars::default(),
+            &mut Bars(None, a.quiet || a.json),
         );
         t.controller = Some(path.map_err(gpu_error)?);
     }
@@ -200,7 +202,8 @@ fn one(a: &BenchArgs, cfg: &Config, rows: usize, t: usize) -> Result<serde_json:
     // The GPU first: an engine error (no device) stops before the long CPU part.
     let gpu = if gpu_on { Some(bench_gpu(a, cfg, &params, &batch)?) } else { None };
     let n = BenchSteps { warmup: a.warmup, steps: a.steps };
-    let cpu = if cpu_on { Some(bench::cpu(n, cfg, &params, &batch, &mut Bars::default())?) } else { None };
+    let cpu =
+        if cpu_on { Some(bench::cpu(n, cfg, &params, &batch, &mut Bars(None, a.quiet || a.json))?) } else { None };
     let mut medians = (None, None);
     if let Some(mut c) = cpu {
         let s = summary("cpu", &mut c, tokens);

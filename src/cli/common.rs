@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use indicatif::{ProgressBar, ProgressStyle};
+use super::progress::Bar;
 
 use crate::checkpoint::CheckpointError;
 use crate::cpu::CpuError;
@@ -53,26 +53,16 @@ pub fn emit(json: bool, value: serde_json::Value, human: impl FnOnce()) {
     }
 }
 
-/// A progress bar on stderr (hidden when stderr is not a terminal).
-pub fn progress(len: u64, what: &str) -> ProgressBar {
-    let pb = ProgressBar::new(len);
-    pb.set_style(
-        ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} {elapsed_precise} eta {eta}")
-            .expect("valid template")
-            .progress_chars("=> "),
-    );
-    pb.set_message(what.to_string());
-    pb
+/// A progress bar on stderr over `len` items (hidden when stderr is not a
+/// terminal; `.hidden_if(quiet)` for `--json` and `--quiet`).
+pub fn progress(len: u64, what: &str) -> Bar {
+    Bar::new(what, Some(len), super::progress::shown(false, false))
 }
 
 /// Prints a log line above the progress bar, or plainly when the bar is hidden
 /// (stderr is not a terminal), so that logs survive redirection.
-pub fn log_line(pb: &ProgressBar, line: String) {
-    if pb.is_hidden() {
-        println!("{line}");
-    } else {
-        pb.println(line);
-    }
+pub fn log_line(pb: &Bar, line: String) {
+    pb.println(line);
 }
 
 /// Each `--data` file is one row made of all its bytes (see

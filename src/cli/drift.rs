@@ -6,8 +6,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use super::progress::Bar as ProgressBar;
 use clap::Args;
-use indicatif::ProgressBar;
 
 use super::OptimArgs;
 use super::args::{DeviceArg, NonFiniteArg};
@@ -65,11 +65,15 @@ pub struct DriftArgs {
     pub device: DeviceArg,
     #[arg(long)]
     pub json: bool,
+    /// No progress bar and none of the progress lines (the result and errors stay).
+    #[arg(long)]
+    pub quiet: bool,
 }
 
 /// The table: a row every `every` steps, at the first, the last and the
 /// first step outside.
 struct Printer {
+    /// `--json` or `--quiet`: no bar and no table.
     json: bool,
     every: u64,
     pb: Option<ProgressBar>,
@@ -85,7 +89,7 @@ impl Printer {
 
 impl Observer for Printer {
     fn begin(&mut self, r: &DriftReport) {
-        self.pb = Some(progress(r.steps_asked, "drift"));
+        self.pb = Some(progress(r.steps_asked, "drift").hidden_if(self.json));
         self.say(format!(
             "drift: GPU ({} on {}) vs CPU f32 vs CPU f64, {} steps of {}×{} on {}; envelope {} × max(reference, {:.1e}·√step) × {}",
             r.precision.name(),
@@ -194,7 +198,7 @@ pub fn run_drift(a: &DriftArgs) -> Result<i32, CliError> {
     plan.check().map_err(cli_error)?;
     let ds = Dataset::open(&a.data).map_err(data_error)?;
     let ctx = Arc::new(crate::engine::open_context(a.device.device)?);
-    let mut printer = Printer { json: a.json, every: a.log_every.max(1), pb: None };
+    let mut printer = Printer { json: a.json || a.quiet, every: a.log_every.max(1), pb: None };
     let result = run(&ctx, &plan, &ds, &mut printer);
     if let Some(pb) = &printer.pb {
         pb.finish_and_clear();

@@ -10,6 +10,7 @@ use clap::Args;
 
 use super::args::{DeviceArg, NonFiniteArg};
 use super::common::{CliError, check_output, config_file, data_error, show};
+use super::progress::{Bar, shown};
 use crate::dataset::DatasetError;
 use crate::engine::inputs::{ParamSource, load_model};
 use crate::model::{Config, Params};
@@ -59,6 +60,9 @@ pub struct GrowthArgs {
     pub device: DeviceArg,
     #[arg(long)]
     pub json: bool,
+    /// No progress bar and none of the progress lines (the result and errors stay).
+    #[arg(long)]
+    pub quiet: bool,
 }
 
 impl GrowthArgs {
@@ -209,13 +213,10 @@ pub fn run_growth(a: &GrowthArgs) -> Result<i32, CliError> {
         )));
     }
     let ctx = Arc::new(crate::engine::open_context(a.device.device)?);
-    // The stages on a terminal only: a failure stays one line in a log.
-    let quiet = a.json || !std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let r = run(&ctx, &plan, &mut |stage| {
-        if !quiet {
-            eprintln!("{stage}…");
-        }
-    })?;
+    // The stages on a terminal only (the bar's text): a failure stays one line in a log.
+    let bar = Bar::new("growth", None, shown(a.quiet, a.json));
+    let r = run(&ctx, &plan, &mut |stage| bar.set_message(&format!("{stage}…")))?;
+    bar.finish_and_clear();
     let text = |pretty: bool| {
         if pretty { serde_json::to_string_pretty(&r) } else { serde_json::to_string(&r) }
             .map_err(|e| CliError::Failed(e.to_string()))

@@ -30,10 +30,21 @@ pub struct GuiArgs {
     /// N|first|last|worst-loss|worst-divergence|next-non-finite · bisect ·
     /// bisect-max-len N · audit · view
     /// sequence|inspector|speedup|bisect|audit|training · panel NAME (toggle)
-    /// · session PATH · capture PATH · sleep SECONDS. A bad line: exit 2
+    /// · session PATH · save-session PATH · capture PATH · sleep SECONDS. A bad line: exit 2
     /// before the window opens.
     #[arg(long, value_name = "FILE")]
     pub commands: Option<PathBuf>,
+    /// The window's inner size in logical pixels, WIDTHxHEIGHT (default 1600x1000).
+    #[arg(long, value_name = "WxH", value_parser = parse_window_size)]
+    pub window_size: Option<[f32; 2]>,
+}
+
+/// `1280x800` → [1280, 800]; each side 200 to 16384.
+fn parse_window_size(s: &str) -> Result<[f32; 2], String> {
+    let bad = || format!("{s:?}: expected WIDTHxHEIGHT, each 200 to 16384 (for example 1280x800)");
+    let (w, h) = s.split_once(['x', 'X']).ok_or_else(bad)?;
+    let side = |v: &str| v.trim().parse::<u32>().ok().filter(|n| (200..=16384).contains(n)).ok_or_else(bad);
+    Ok([side(w)? as f32, side(h)? as f32])
 }
 
 pub fn run(a: &GuiArgs) -> Result<i32, CliError> {
@@ -48,6 +59,6 @@ pub fn run(a: &GuiArgs) -> Result<i32, CliError> {
         state: None,
         commands,
     };
-    ui::run(opts).map_err(CliError::Failed)?;
+    ui::run_sized(opts, a.window_size.unwrap_or(ui::DEFAULT_WINDOW_SIZE)).map_err(CliError::Failed)?;
     Ok(0)
 }

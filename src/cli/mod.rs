@@ -13,6 +13,7 @@ mod growth;
 mod gui;
 mod init;
 mod precision_bisect;
+pub(crate) mod progress;
 mod replay;
 mod scan;
 mod train;

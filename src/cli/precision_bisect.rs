@@ -14,6 +14,7 @@ use super::args::{DeviceArg, FaultArg, ModelArgs};
 use super::backend::open_context;
 use super::common::{CliError, emit};
 use super::gpu::{Inputs, choice, load_inputs, parse_fault, write_report};
+use super::progress::{Bar, shown};
 use crate::ladder::inputs::{BatchChoice, ladder_batch};
 use crate::ladder::{self, Mode, Outcome, Precision, PrecisionBisectReport, PrecisionBisectSpec, Setup};
 use crate::vk::VkError;
@@ -56,6 +57,9 @@ pub struct PrecisionBisectArgs {
     pub out: Option<PathBuf>,
     #[arg(long)]
     pub json: bool,
+    /// No progress bar and none of the progress lines (the result and errors stay).
+    #[arg(long)]
+    pub quiet: bool,
 }
 
 /// The setup and fault of the run: a capture's, or the flags'.
@@ -111,18 +115,20 @@ pub fn run(a: &PrecisionBisectArgs) -> Result<i32, CliError> {
     let gemm_choice = choice(a.gemm_path)?;
     let ctx = std::sync::Arc::new(open_context(a.gpu.device)?);
     let spec = PrecisionBisectSpec { setup, gemm_choice, fault };
-    let quiet = a.json;
+    let quiet = a.json || a.quiet;
+    let bar = Bar::new("precision-bisect probes", None, shown(a.quiet, a.json));
     let report = ladder::precision_bisect(&ctx, &spec, &AtomicBool::new(false), |p| {
+        bar.inc(1);
         if !quiet {
             let f32s = if p.f32_stages.is_empty() { "none".to_string() } else { p.f32_stages.join(", ") };
             let at =
                 p.rung.as_ref().map_or(String::new(), |r| format!(" at {r}: {}", p.tensor.as_deref().unwrap_or("")));
-            eprintln!(
+            bar.eprintln(format!(
                 "probe {:<9} f32: {f32s} → {}{at} ({:.0} ms)",
                 p.phase,
                 if p.pass { "pass" } else { "fail" },
                 p.ms
-            );
+            ));
         }
     })
     .map_err(|e| match e {
@@ -130,6 +136,7 @@ pub fn run(a: &PrecisionBisectArgs) -> Result<i32, CliError> {
         ladder::LadderError::Input(why) => CliError::Usage(why),
         e => CliError::Failed(e.to_string()),
     })?;
+    bar.finish_and_clear();
     let value = json!({
         "device": ctx.report().name,
         "batch": { "rows": spec.setup.batch.rows, "seq_len": spec.setup.batch.t, "source": source },

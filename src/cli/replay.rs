@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use super::args::{DeviceArg, PrecisionMapArg};
 use super::common::{CliError, check_output, emit, show};
+use super::progress::{Bar, shown};
 use crate::capture::{self, BATCH_FILE, Capture, LEAD_UP_FILE, META_FILE, STATE_FILE};
 use crate::triage::replay::{ReplayOptions, ReplayReport, replay, show_scale};
 
@@ -34,6 +35,9 @@ pub struct ReplayArgs {
     /// Print the report as one JSON object on stdout (the verdict, the runs, the evidence).
     #[arg(long)]
     pub json: bool,
+    /// No progress bar and none of the progress lines (the result and errors stay).
+    #[arg(long)]
+    pub quiet: bool,
 }
 
 /// The capture's files and its dataset: what `--out` may not replace.
@@ -61,12 +65,15 @@ pub fn run(a: &ReplayArgs) -> Result<i32, CliError> {
         device: a.gpu.device,
         precision_map: a.map.precision_map.clone(),
     };
-    let quiet = a.json;
+    // Each run's line (not with --quiet or --json) and a count of them.
+    let bar = Bar::new("replay runs", None, shown(a.quiet, a.json));
     let report = replay(&c, &opts, &mut |what| {
-        if !quiet {
-            eprintln!("replay: {what}");
+        bar.inc(1);
+        if !a.quiet && !a.json {
+            bar.eprintln(format!("replay: {what}"));
         }
     })?;
+    bar.finish_and_clear();
     let mut value = serde_json::to_value(&report).expect("the report serializes");
     if let Some(o) = value.as_object_mut() {
         o.insert("capture".into(), serde_json::json!(show(&a.capture)));

@@ -2,10 +2,9 @@
 //! backward pass, the riskiest kept as captures ([`crate::triage::scan`]);
 //! `scan --merge` joins the results of several shards.
 
-use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::Args;
 use serde_json::json;
@@ -13,6 +12,7 @@ use serde_json::json;
 use super::EngineArg;
 use super::args::NonFiniteArg;
 use super::common::{CliError, data_error, emit, show};
+use super::progress::{self, Bar};
 use crate::dataset::Dataset;
 use crate::engine::inputs::{ParamSource, load_model};
 use crate::triage::TriageError;
@@ -66,6 +66,9 @@ pub struct ScanArgs {
     pub trust: NonFiniteArg,
     #[arg(long)]
     pub json: bool,
+    /// No progress bar and none of the progress lines (the result and errors stay).
+    #[arg(long)]
+    pub quiet: bool,
 }
 
 /// A triage error as the command reports it.
@@ -96,36 +99,6 @@ fn model(a: &ScanArgs) -> Result<ScanModel, CliError> {
     let name = a.config.clone().unwrap_or_else(|| "small".into());
     let (config, params) = load_model(ParamSource::Init { config: &name, seed: a.seed }, 4, 4)?;
     Ok(ScanModel { params, id: ModelId::Config { name, config: config.clone(), seed: a.seed }, config })
-}
-
-/// One `\r` line on stderr, at most ten times a second, when it is a terminal.
-struct Bar {
-    on: bool,
-    last: Option<Instant>,
-}
-
-impl Bar {
-    fn show(&mut self, p: &Progress) {
-        if !self.on || self.last.is_some_and(|t| t.elapsed() < Duration::from_millis(100)) && p.done < p.total {
-            return;
-        }
-        self.last = Some(Instant::now());
-        let eta = p.eta_s.map_or("?".into(), |s| format!("{}:{:02}", s as u64 / 60, s as u64 % 60));
-        let pct = if p.total > 0 { 100.0 * p.done as f64 / p.total as f64 } else { 100.0 };
-        let mut err = std::io::stderr();
-        let _ = write!(
-            err,
-            "\rscan {}/{} windows ({pct:.1}%)  {:.0} tokens/s (engine {:.0})  eta {eta}\x1b[K",
-            p.done, p.total, p.tokens_per_s, p.engine_tokens_per_s
-        );
-        let _ = err.flush();
-    }
-
-    fn finish(&self) {
-        if self.on && self.last.is_some() {
-            eprint!("\r\x1b[K");
-        }
-    }
 }
 
 pub fn run(a: &ScanArgs) -> Result<i32, CliError> {
@@ -176,9 +149,12 @@ pub fn run(a: &ScanArgs) -> Result<i32, CliError> {
         4,
         &format!("--batch {} --seq-len {}", spec.batch, spec.t),
     )?;
-    let mut bar = Bar { on: std::io::stderr().is_terminal(), last: None };
-    let r = scan(&ds, &model, &spec, a.out.as_deref(), &mut |p| bar.show(p));
-    bar.finish();
+    let bar = Bar::new("scan windows", None, progress::shown(a.quiet, a.json));
+    let r = scan(&ds, &model, &spec, a.out.as_deref(), &mut |p: &Progress| {
+        let rate = format!("{:.0} tokens/s (engine {:.0})", p.tokens_per_s, p.engine_tokens_per_s);
+        bar.set_all(p.done, p.total, p.eta_s.map(Duration::from_secs_f64), &rate);
+    });
+    bar.finish_and_clear();
     let r = r.map_err(cli_error)?;
     print_report(a.json, &r, &ds.to_string(), a.out.as_deref());
     Ok(0)

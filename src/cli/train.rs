@@ -1,8 +1,8 @@
 //! `dualscope train` and `demo`: the options of the training loop
 //! ([`crate::train::train`]) and its printed lines.
 
+use super::progress::Bar as ProgressBar;
 use clap::Args;
-use indicatif::ProgressBar;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
@@ -92,6 +92,9 @@ pub struct TrainArgs {
     pub carry_windows: u64,
     #[arg(long)]
     pub json: bool,
+    /// No progress bar and none of the progress lines (the result and errors stay).
+    #[arg(long)]
+    pub quiet: bool,
 }
 
 /// `train`'s planted events and captures (boxed: they would make `TrainArgs`
@@ -149,6 +152,8 @@ impl Default for DemoArgs {
 /// (and at the first and every skipped step) and one per controller action.
 struct TrainPrinter {
     json: bool,
+    /// `--quiet`: no bar and no step lines.
+    quiet: bool,
     log_every: u64,
     token_cap: bool,
     pb: Option<ProgressBar>,
@@ -172,7 +177,7 @@ impl TrainPrinter {
 
 impl Observer for TrainPrinter {
     fn begin(&mut self, b: &Begin<'_>) {
-        self.pb = Some(progress(b.last_step + 1 - b.first_step, "training"));
+        self.pb = Some(progress(b.last_step + 1 - b.first_step, "training").hidden_if(self.json || self.quiet));
         if let Some(p) = b.resumed {
             self.say(format!(
                 "resumed {} at step {} (optimizer step {}, loss scale {}, lr × {})",
@@ -192,7 +197,7 @@ impl Observer for TrainPrinter {
     fn step(&mut self, s: &StepEvent<'_>) {
         let e = s.entry;
         self.window.push(e.loss);
-        if !self.json && (e.step.is_multiple_of(self.log_every) || s.first || e.skipped.is_some()) {
+        if !self.json && !self.quiet && (e.step.is_multiple_of(self.log_every) || s.first || e.skipped.is_some()) {
             let capped = if self.token_cap { format!("  capped {}", e.capped_tokens) } else { String::new() };
             let lr = e.lr;
             let lr_text = if s.lr_factor != 1.0 || lr != s.base_lr { format!("  lr {lr:.3e}") } else { String::new() };
@@ -286,6 +291,7 @@ pub fn run(a: &TrainArgs) -> Result<i32, CliError> {
     let ds = Dataset::open(&a.data).map_err(super::common::data_error)?;
     let mut printer = TrainPrinter {
         json: a.json,
+        quiet: a.quiet,
         log_every: a.log_every.max(1),
         token_cap: a.optim.token_cap.is_some(),
         pb: None,

@@ -112,10 +112,29 @@ pub fn audit(
     loss_scale: f64,
     fault: Option<Fault>,
 ) -> Result<AuditReport, LadderError> {
+    audit_with(ctx, cfg, params, row, loss_scale, fault, &mut |_| {})
+}
+
+/// The stages of an audit, in order, as [`audit_with`] reports them.
+pub const AUDIT_STAGES: [&str; 4] = ["CPU trace", "GPU gradients", "per-token norms", "CPU gradient norm"];
+
+/// [`audit`], calling `stage` with each of [`AUDIT_STAGES`] as it starts.
+#[allow(clippy::too_many_arguments)]
+pub fn audit_with(
+    ctx: &Arc<Context>,
+    cfg: &Config,
+    params: &Params<f32>,
+    row: &[u8],
+    loss_scale: f64,
+    fault: Option<Fault>,
+    stage: &mut dyn FnMut(&str),
+) -> Result<AuditReport, LadderError> {
     let batch = Batch::from_rows(&[row]).map_err(|e| LadderError::Input(e.to_string()))?;
+    stage(AUDIT_STAGES[0]);
     let t = batch.t;
     let (_, _, cpu_tr) = cpu::traced(cfg, params, &batch, 1.0, None).map_err(|e| LadderError::Input(e.to_string()))?;
     let scale = LossScale { scale: loss_scale, ..LossScale::fixed() };
+    stage(AUDIT_STAGES[1]);
     let mut e = Engine::new(ctx, cfg, params, &StepOptions::default(), &scale, GemmPath::TiledF32)?;
     e.set_fault(fault);
     let g = e.grads(&batch)?;
@@ -132,6 +151,7 @@ pub fn audit(
     let gpu: Vec<Vec<f32>> = e.read_named(&refs)?;
     let gpu_of = |n: &str| &gpu[names.iter().position(|k| k == n).expect("read above")];
     let cpu_of = |n: &str| &cpu_tr.get(n).expect("traced").data;
+    stage(AUDIT_STAGES[2]);
     let mut tensors = Vec::new();
     for (tensor, d, x, shifted) in fs {
         let (dc, dg) = (cpu_of(&d), gpu_of(&d));
@@ -167,6 +187,7 @@ pub fn audit(
         classify(&mut a);
         tensors.push(a);
     }
+    stage(AUDIT_STAGES[3]);
     Ok(AuditReport {
         len: t,
         loss_scale,

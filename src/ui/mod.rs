@@ -28,12 +28,20 @@ pub mod worker;
 
 pub use app::{App, LaunchOptions};
 
+/// The window's size when none is asked for.
+pub const DEFAULT_WINDOW_SIZE: [f32; 2] = [1600.0, 1000.0];
+
 /// Opens the window and runs until it is closed.
 pub fn run(opts: LaunchOptions) -> Result<(), String> {
+    run_sized(opts, DEFAULT_WINDOW_SIZE)
+}
+
+/// [`run`] with the window's inner size in logical pixels (`gui --window-size`).
+pub fn run_sized(opts: LaunchOptions, size: [f32; 2]) -> Result<(), String> {
     let native = eframe::NativeOptions {
         viewport: egui::ViewportBuilder::default()
             .with_title("dualscope")
-            .with_inner_size([1600.0, 1000.0])
+            .with_inner_size(size)
             .with_drag_and_drop(true),
         ..Default::default()
     };

@@ -75,7 +75,7 @@ precision-map STAGE=PREC,…|default · open precision-map · precision-bisect �
 run · ladder · rung ID|none · tensor NAME · worst · headroom · growth · \
 cursor N|first|last|worst-loss|worst-divergence|next-non-finite · bisect · bisect-max-len N · audit · \
 view sequence|inspector|speedup|bisect|audit|training · panel stepper|gru|attention-rows|attention-heatmap|gradient-heatmap · \
-session PATH · capture PATH · sleep SECONDS";
+session PATH · save-session PATH · capture PATH · sleep SECONDS";
 
 /// Reads and parses a command file: the first bad line is the error, naming
 /// the file and the line.
@@ -229,6 +229,7 @@ fn parse_step(line: &str) -> Result<ScriptStep, String> {
             })?)
         }
         "session" => Command::LoadSession(PathBuf::from(need("a session path")?)),
+        "save-session" => Command::SaveSession(PathBuf::from(need("a session path")?)),
         "capture" => Command::OpenCapture(PathBuf::from(need("a capture path")?)),
         "sleep" => {
             let a = need("a number of seconds")?;
@@ -353,6 +354,9 @@ mod tests {
         assert_eq!(lines[0].step, ScriptStep::PrecisionMap(Some("attn.bwd=f32,head=f16".into())));
         assert_eq!(lines[1].step, ScriptStep::Open("precision-map"));
         assert_eq!(lines[2].step, ScriptStep::Command(Command::RunPrecisionBisect));
+        let lines = parse("save-session target/tour.ron\n").unwrap();
+        assert_eq!(lines[0].step, ScriptStep::Command(Command::SaveSession(PathBuf::from("target/tour.ron"))));
+        assert!(parse("save-session\n").is_err());
     }
 
     #[test]

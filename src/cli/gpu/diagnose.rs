@@ -9,6 +9,7 @@ use super::{Inputs, load_inputs, parse_fault, write_report};
 use crate::cli::args::{DeviceArg, FaultArg, ModelArgs, RowArgs};
 use crate::cli::backend::open_context as open;
 use crate::cli::common::{CliError, emit, show};
+use crate::cli::progress::{self, Bar};
 use crate::ladder;
 use crate::train::Inject;
 use crate::vk::engine::Fault;
@@ -31,6 +32,9 @@ pub struct BisectArgs {
     pub out: Option<std::path::PathBuf>,
     #[arg(long)]
     pub json: bool,
+    /// No progress bar and none of the progress lines (the result and errors stay).
+    #[arg(long)]
+    pub quiet: bool,
 }
 
 pub fn bisect(a: &BisectArgs) -> Result<i32, CliError> {
@@ -52,11 +56,14 @@ pub fn bisect(a: &BisectArgs) -> Result<i32, CliError> {
     let row = ds.window(a.row.offset, max_len + 1)?;
     let ctx = std::sync::Arc::new(open(a.gpu.device)?);
     let json = a.json;
+    // Each probe's line (not with --quiet) and a count of the probes.
+    let bar = Bar::new("bisect probes", None, progress::shown(a.quiet, json));
     let report = ladder::bisect(&ctx, &cfg, &params, &row, max_len, fault, |p| {
-        if !json {
+        bar.inc(1);
+        if !json && !a.quiet {
             match (&p.rung, &p.tensor) {
-                (Some(r), Some(t)) => println!("len {:>6}: FAIL at {r} ({t})", p.len),
-                _ => println!("len {:>6}: pass", p.len),
+                (Some(r), Some(t)) => bar.println(format!("len {:>6}: FAIL at {r} ({t})", p.len)),
+                _ => bar.println(format!("len {:>6}: pass", p.len)),
             }
         }
     })
@@ -64,6 +71,7 @@ pub fn bisect(a: &BisectArgs) -> Result<i32, CliError> {
         ladder::LadderError::Input(why) => CliError::Usage(why),
         e => CliError::Engine(e.to_string()),
     })?;
+    bar.finish_and_clear();
     let value = serde_json::to_value(&report).expect("report serializes");
     write_report(&a.out, &value)?;
     emit(json, value, || match (&report.smallest_failing, &report.failure) {
@@ -108,6 +116,9 @@ pub struct AuditArgs {
     pub out: Option<std::path::PathBuf>,
     #[arg(long)]
     pub json: bool,
+    /// No progress bar and none of the progress lines (the result and errors stay).
+    #[arg(long)]
+    pub quiet: bool,
 }
 
 pub fn audit(a: &AuditArgs) -> Result<i32, CliError> {
@@ -145,10 +156,19 @@ pub fn audit(a: &AuditArgs) -> Result<i32, CliError> {
         )));
     }
     let ctx = std::sync::Arc::new(open(a.gpu.device)?);
-    let report = crate::ladder::audit::audit(&ctx, &cfg, &params, &row, a.loss_scale, fault).map_err(|e| match e {
-        ladder::LadderError::Input(why) => CliError::Usage(why),
-        e => CliError::Engine(e.to_string()),
-    })?;
+    let stages = crate::ladder::audit::AUDIT_STAGES.len() as u64;
+    let bar = Bar::new("audit", Some(stages), progress::shown(a.quiet, a.json));
+    let mut started = 0;
+    let mut on_stage = |s: &str| {
+        bar.set(started, s);
+        started += 1;
+    };
+    let report = crate::ladder::audit::audit_with(&ctx, &cfg, &params, &row, a.loss_scale, fault, &mut on_stage)
+        .map_err(|e| match e {
+            ladder::LadderError::Input(why) => CliError::Usage(why),
+            e => CliError::Engine(e.to_string()),
+        })?;
+    bar.finish_and_clear();
     let value = serde_json::to_value(&report).expect("report serializes");
     write_report(&a.out, &value)?;
     let bad = report.tensors.iter().any(|t| matches!(t.verdict, Verdict::RealError | Verdict::MissingUnscale));

@@ -8,6 +8,7 @@ use super::{Inputs, choice, load_inputs, parse_fault, write_report};
 use crate::cli::args::{DeviceArg, FaultArg, ModelArgs, PrecisionMapArg};
 use crate::cli::backend::open_context as open;
 use crate::cli::common::{CliError, emit};
+use crate::cli::progress::{self, Bar};
 use crate::ladder::{self, RungResult};
 use crate::ladder::{Mode, Precision};
 use crate::vk::gemm::GemmChoice;
@@ -73,6 +74,9 @@ pub struct LadderArgs {
     pub carry_check: Option<usize>,
     #[arg(long)]
     pub json: bool,
+    /// No progress bar and none of the progress lines (the result and errors stay).
+    #[arg(long)]
+    pub quiet: bool,
 }
 
 /// The parameters and the batch the model rungs run on.
@@ -144,11 +148,20 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
         precision_map: map,
         ..ladder::LadderSpec::new(rungs, setup)
     };
+    // The bar counts the rungs and the end-to-end gate of every run.
+    let per_run = spec.rungs.len() as u64 + u64::from(spec.end_to_end);
+    let runs = a.repeat.map_or(1, u64::from);
+    let bar = Bar::new("ladder", Some(per_run * runs), progress::shown(a.quiet, a.json));
+    let on_event = |e: ladder::Event<'_>| match e {
+        ladder::Event::Started(r) => bar.set_message(r.id()),
+        ladder::Event::Finished(..) | ladder::Event::EndToEnd(_) => bar.inc(1),
+    };
     let (report, repeat) = match a.repeat {
-        Some(n) => ladder::repeat(&ctx, spec, n as usize, |_, _| {}).map(|(r, rep)| (r, Some(rep))),
-        None => ladder::run(&ctx, spec, |_| {}).map(|r| (r, None)),
+        Some(n) => ladder::repeat(&ctx, spec, n as usize, |_, e| on_event(e)).map(|(r, rep)| (r, Some(rep))),
+        None => ladder::run(&ctx, spec, on_event).map(|r| (r, None)),
     }
     .map_err(engine_err)?;
+    bar.finish_and_clear();
     let summary = report.summary();
     let ladder::LadderReport {
         rungs: results,
