@@ -272,3 +272,95 @@ fn the_headroom_plot_snapshot() {
     harness.run_steps(2);
     harness.snapshot("headroom_plot");
 }
+
+/// Which compared tensors may warn under a map (`headroom::passes_f16`):
+/// none under an all-f32 map; under the cooperative-matrix default (the
+/// H200's step, every product and recurrence in f16) every tensor of rungs
+/// 2–10, as before maps; under lavapipe's default (recurrences in f32) all
+/// but the recurrences' own gates; under `head.bwd=f16` alone only the
+/// tensors the head's backward products read or write.
+#[test]
+fn warnings_follow_the_precision_map() {
+    use dualscope::ladder::headroom::passes_f16;
+    use dualscope::ladder::{MapStage, PrecisionMap, StageKind};
+    let cfg = Config::tiny();
+    let names: Vec<String> = Rung::ALL[1..10].iter().flat_map(|r| r.outputs(&cfg)).collect();
+    let f32_map = PrecisionMap::uniform(Precision::F32, cfg.layers);
+    assert!(names.iter().all(|n| !passes_f16(&f32_map, &cfg, n)));
+    let cm = PrecisionMap::default_for(Precision::F16, cfg.layers, true);
+    let missing: Vec<&String> = names.iter().filter(|n| !passes_f16(&cm, &cfg, n)).collect();
+    assert!(missing.is_empty(), "{missing:?}");
+    let seq = PrecisionMap::default_for(Precision::F16, cfg.layers, false);
+    let quiet: Vec<&str> = names.iter().filter(|n| !passes_f16(&seq, &cfg, n)).map(|s| s.as_str()).collect();
+    let gates: Vec<String> =
+        (0..2).flat_map(|l| ["gh", "r", "z", "n"].map(|f| format!("gru.l{l}.{f}"))).collect();
+    assert_eq!(quiet, gates.iter().map(|s| s.as_str()).collect::<Vec<_>>());
+    let mut head = f32_map.clone();
+    head.set(MapStage::bwd(StageKind::Head, 0), Precision::F16);
+    let mut warned: Vec<&str> = names.iter().filter(|n| passes_f16(&head, &cfg, n)).map(|s| s.as_str()).collect();
+    warned.sort();
+    let mut want = vec![
+        "ctx.c",
+        "ctx.token_norm",
+        "grad.head.bias",
+        "grad.head.ctx.weight",
+        "grad.head.tok.weight",
+        "gru.l1.d_h",
+        "gru.l1.h",
+        "head.d_c",
+        "head.d_s",
+        "loss.dlogits",
+    ];
+    want.sort();
+    assert_eq!(warned, want);
+    // The optimizer's state never warns; a name this does not know warns as
+    // before maps (whenever a stage is in f16).
+    assert!(!passes_f16(&cm, &cfg, "adam.m.head.bias") && !passes_f16(&cm, &cfg, "grad_norm"));
+    assert!(passes_f16(&head, &cfg, "something.new") && !passes_f16(&f32_map, &cfg, "something.new"));
+}
+
+/// On the GPU at a loss scale that puts `grad.head.bias` under the margin:
+/// the default f16 map warns on it; an all-f32 map with `--precision f16`
+/// warns on nothing (its figures still there); `head.bwd=f16` alone warns on
+/// it and only on tensors of that stage.
+#[test]
+fn the_ladder_warns_only_through_f16_stages() {
+    use dualscope::ladder::headroom::passes_f16;
+    use dualscope::ladder::{MapStage, PrecisionMap, StageKind};
+    use dualscope::vk::gemm::GemmChoice;
+    let (_test, ctx) = common::vulkan!(validation_from_env);
+    let cfg = Config::tiny();
+    let setup = || ladder_setup(&cfg, Mode::Isolated, &[9, 6], 5, Precision::F16);
+    let rungs = [Rung::Loss, Rung::HeadBwd, Rung::AttnBwd, Rung::GruBwd];
+    let mut l = ModelLadder::new(&ctx, setup()).unwrap();
+    let r = l.run(Rung::HeadBwd).unwrap();
+    let bias = r.cases.iter().find(|c| c.name == "grad.head.bias").unwrap().headroom.clone().unwrap();
+    let high = F16_MAX / (bias.cpu.max_abs / bias.scale) / 2f64.sqrt();
+    let warned = |map: Option<PrecisionMap>| -> Vec<String> {
+        let mut l = ModelLadder::with_map(&ctx, setup(), GemmChoice::Auto, map).unwrap();
+        l.set_loss_scale(Some(high)).unwrap();
+        let mut out = Vec::new();
+        for &id in &rungs {
+            let r = l.run(id).unwrap();
+            assert_ne!(r.status, Status::Fail, "{id}: {:#?}", r.cases);
+            for c in &r.cases {
+                assert!(c.headroom.is_some(), "{}", c.name);
+                if c.notes.iter().any(|n| n.starts_with("f16 headroom:")) {
+                    assert_eq!(c.status, Status::Warn);
+                    out.push(c.name.clone());
+                }
+            }
+        }
+        out
+    };
+    let default = warned(None);
+    assert!(default.contains(&"grad.head.bias".to_string()), "{default:?}");
+    let none = warned(Some(PrecisionMap::uniform(Precision::F32, cfg.layers)));
+    assert!(none.is_empty(), "an all-f32 map warned: {none:?}");
+    let mut head = PrecisionMap::uniform(Precision::F32, cfg.layers);
+    head.set(MapStage::bwd(StageKind::Head, 0), Precision::F16);
+    let only = warned(Some(head.clone()));
+    assert!(only.contains(&"grad.head.bias".to_string()), "{only:?}");
+    assert!(only.iter().all(|n| passes_f16(&head, &cfg, n)), "{only:?}");
+    common::assert_clean(&ctx, "the_ladder_warns_only_through_f16_stages");
+}

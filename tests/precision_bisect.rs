@@ -15,6 +15,7 @@ fn spec(fault: Option<Fault>) -> PrecisionBisectSpec {
         setup: ladder_setup(&odd(), Mode::Isolated, &[9, 5], 7, Precision::F16),
         gemm_choice: GemmChoice::Auto,
         fault,
+        loss_scale: None,
     }
 }
 
@@ -76,4 +77,33 @@ fn bisect_of_a_non_precision_bug_says_so() {
     assert!(r.probes.iter().all(|p| !p.pass && p.rung.as_deref() == Some("loss")));
     assert!(r.map.is_none());
     assert_clean(&ctx, test);
+}
+
+/// `--capture DIR`: the probes run at the loss scale the capture's step ran
+/// (here 1, a CPU f32 run's fixed scale, not the 2^16 the ladder takes for
+/// an f16 backward), and the report says so, for every probe too.
+#[test]
+fn bisect_of_a_capture_runs_at_its_loss_scale() {
+    common::skip_without_vulkan!();
+    let dir = common::Dir::new();
+    let data = dir.file("corpus.txt", &dualscope::dataset::corpus(11, 6000));
+    let out = dir.path("run");
+    let args = common::train_tiny(&data, &["--steps", "2", "--capture-at", "1", "--out", common::s(&out)]);
+    let o = common::run(&args);
+    assert!(o.status.success(), "{}", common::text(&o.stderr));
+    let cap = out.join("captures").join("step_000001");
+    let want = dualscope::capture::load(&cap).unwrap().meta.loss_scale.scale;
+    assert_eq!(want, 1.0);
+    let o = common::run(&["precision-bisect", "--capture", common::s(&cap), "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {}{}", common::text(&o.stdout), common::text(&o.stderr));
+    });
+    assert_eq!(v["loss_scale"].as_f64(), Some(want), "{v}");
+    assert_eq!(v["report"]["loss_scale"].as_f64(), Some(want));
+    let probes = v["report"]["probes"].as_array().unwrap();
+    assert!(!probes.is_empty());
+    assert!(probes.iter().all(|p| p["loss_scale"].as_f64() == Some(want)), "{probes:?}");
+    let o = common::run(&["precision-bisect", "--capture", common::s(&cap)]);
+    let t = common::text(&o.stdout);
+    assert!(t.contains("loss scale: 1 (the capture's"), "{t}");
 }

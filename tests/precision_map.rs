@@ -178,3 +178,43 @@ fn the_loss_scale_follows_the_backward() {
     let default = PrecisionMap::default_for(Precision::F16, 2, false);
     assert!(loss_scale_for(&default).dynamic);
 }
+
+/// Without a map the ladder judges each tensor by the engine's default map,
+/// exactly as with that map spelled out: the same tolerance for every case
+/// of every rung, in both modes (and the same gate).
+#[test]
+fn no_map_and_the_default_map_spelled_out_give_the_same_tolerances() {
+    let (_test, ctx) = common::vulkan!(validation_from_env);
+    let cfg = dualscope::model::Config::tiny();
+    for mode in [Mode::Isolated, Mode::Chained] {
+        let setup = || ladder_setup(&cfg, mode, &[9, 6], 5, Precision::F16);
+        let mut plain = ladder::ModelLadder::new(&ctx, setup()).unwrap();
+        let spelled = PrecisionMap::parse_full(&plain.engine().precision_map().to_string()).unwrap();
+        let mut mapped = ladder::ModelLadder::with_map(&ctx, setup(), GemmChoice::Auto, Some(spelled)).unwrap();
+        for &id in &Rung::ALL[1..] {
+            let (a, b) = (plain.run(id).unwrap(), mapped.run(id).unwrap());
+            assert_eq!(a.cases.len(), b.cases.len(), "{id}");
+            for (x, y) in a.cases.iter().zip(&b.cases) {
+                assert_eq!((&x.name, x.tolerance), (&y.name, y.tolerance), "{id} {mode:?}");
+            }
+        }
+        let (a, b) = (plain.end_to_end().unwrap(), mapped.end_to_end().unwrap());
+        assert_eq!((a.loss_tolerance, a.grad_norm_tolerance), (b.loss_tolerance, b.grad_norm_tolerance));
+    }
+    common::assert_clean(&ctx, "no_map_and_the_default_map_spelled_out_give_the_same_tolerances");
+}
+
+/// On cooperative matrices (the H200) today's step runs the recurrences in
+/// f16: the default map's gru_bwd tolerances count `gru.l*.rec.bwd`, above
+/// the products-only count the ladder used without a map before.
+#[test]
+fn the_cooperative_matrix_default_counts_the_recurrences_backward() {
+    let cfg = dualscope::model::Config::tiny();
+    let cm = PrecisionMap::default_for(Precision::F16, cfg.layers, true);
+    let seq = PrecisionMap::default_for(Precision::F16, cfg.layers, false);
+    for t in ["gru.l0.d_h", "gru.l1.d_gh", "grad.gru.weight_hh_l0"] {
+        let products = Rung::GruBwd.mixed_tolerance(Precision::F16, Mode::Isolated, &cfg, t);
+        assert_eq!(Rung::GruBwd.map_tolerance(&seq, Mode::Isolated, &cfg, t), products, "{t}");
+        assert!(Rung::GruBwd.map_tolerance(&cm, Mode::Isolated, &cfg, t) > products, "{t}");
+    }
+}

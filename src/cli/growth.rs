@@ -159,11 +159,12 @@ impl GrowthArgs {
     }
 }
 
-/// The envelope's references in words: `f32 ` or `f32 and f16-weights `.
+/// The envelope's references in words: `f32 ` or `f32 and f16-operands `.
 fn reference_words(r: &GrowthReport) -> String {
     match r.envelope.operands {
         crate::vk::gemm::Precision::F32 => "f32 ".into(),
-        p => format!("f32 and {}-weights ", p.name()),
+        _ if r.rounded_stages.is_empty() => "f32 ".into(),
+        p => format!("f32 and {}-operands ", p.name()),
     }
 }
 
@@ -186,6 +187,9 @@ fn print_summary(r: &GrowthReport) {
     }
     for n in &r.notes {
         println!("note: {n}");
+    }
+    if !r.rounded_stages.is_empty() {
+        println!("reference rounds the operands of: {}", r.rounded_stages.join(" "));
     }
     for line in r.series_lines() {
         println!("{line}");

@@ -62,8 +62,12 @@ pub struct PrecisionBisectArgs {
     pub quiet: bool,
 }
 
-/// The setup and fault of the run: a capture's, or the flags'.
-fn setup(a: &PrecisionBisectArgs) -> Result<(Setup, Option<crate::vk::engine::Fault>, String), CliError> {
+/// The setup, fault and loss scale of the run: a capture's (the scale its
+/// step ran), or the flags' (None: the ladder's for each map).
+#[allow(clippy::type_complexity)]
+fn setup(
+    a: &PrecisionBisectArgs,
+) -> Result<(Setup, Option<crate::vk::engine::Fault>, Option<f64>, String), CliError> {
     let setup = |cfg, params, batch| Setup {
         cfg,
         params,
@@ -82,7 +86,11 @@ fn setup(a: &PrecisionBisectArgs) -> Result<(Setup, Option<crate::vk::engine::Fa
         };
         let what = format!("capture {} (step {})", dir.display(), c.meta.step);
         let s = Setup { opts: c.meta.optim, ..setup(c.config.clone(), c.state.params.clone(), c.batch.clone()) };
-        return Ok((s, fault, what));
+        let scale = c.meta.loss_scale.scale;
+        if !(scale.is_finite() && scale > 0.0) {
+            return Err(CliError::Failed(format!("--capture {}: its loss scale {scale} is not finite and positive", dir.display())));
+        }
+        return Ok((s, fault, Some(scale), what));
     }
     let fault = parse_fault(&a.fault.fault)?;
     let Inputs { mut cfg, params, ds } = load_inputs(&a.model, &a.data, &a.out)?;
@@ -107,14 +115,14 @@ fn setup(a: &PrecisionBisectArgs) -> Result<(Setup, Option<crate::vk::engine::Fa
     }
     crate::engine::inputs::check_batch(&cfg, rows, t, 8, &format!("a batch of {rows} × {t}"))?;
     let (batch, source) = ladder_batch(&ds, &cfg, choice)?;
-    Ok((setup(cfg, params, batch), fault, source))
+    Ok((setup(cfg, params, batch), fault, None, source))
 }
 
 pub fn run(a: &PrecisionBisectArgs) -> Result<i32, CliError> {
-    let (setup, fault, source) = setup(a)?;
+    let (setup, fault, loss_scale, source) = setup(a)?;
     let gemm_choice = choice(a.gemm_path)?;
     let ctx = std::sync::Arc::new(open_context(a.gpu.device)?);
-    let spec = PrecisionBisectSpec { setup, gemm_choice, fault };
+    let spec = PrecisionBisectSpec { setup, gemm_choice, fault, loss_scale };
     let quiet = a.json || a.quiet;
     let bar = Bar::new("precision-bisect probes", None, shown(a.quiet, a.json));
     let report = ladder::precision_bisect(&ctx, &spec, &AtomicBool::new(false), |p| {
@@ -141,6 +149,7 @@ pub fn run(a: &PrecisionBisectArgs) -> Result<i32, CliError> {
         "device": ctx.report().name,
         "batch": { "rows": spec.setup.batch.rows, "seq_len": spec.setup.batch.t, "source": source },
         "mode": spec.setup.mode,
+        "loss_scale": spec.loss_scale,
         "report": report,
     });
     write_report(&a.out, &value)?;
@@ -153,6 +162,10 @@ pub fn run(a: &PrecisionBisectArgs) -> Result<i32, CliError> {
 
 fn print(r: &PrecisionBisectReport, source: &str) {
     println!("batch: {source}");
+    match r.loss_scale {
+        Some(s) => println!("loss scale: {s} (the capture's: every probe's backward runs at it)"),
+        None => println!("loss scale: the ladder's for each map (2^16 with an f16 backward stage, else 1)"),
+    }
     if let Some(f) = &r.fault {
         println!("fault planted: {f}");
     }

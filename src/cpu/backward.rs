@@ -8,6 +8,7 @@ use super::attention::{Prefix, attention_backward_with};
 use super::forward::Forward;
 use super::math::dot;
 use super::profile;
+use super::rounding::{Round, Rounding};
 use crate::dataset::Batch;
 use crate::model::{Config, GruLayer, Params};
 use crate::tensor::{Real, gemm};
@@ -94,6 +95,21 @@ pub fn backward<T: Real>(
     loss_scale: f64,
     token_cap: Option<f64>,
 ) -> Backward<T> {
+    backward_rounded(cfg, p, batch, fwd, loss_scale, token_cap, &Rounding::exact())
+}
+
+/// [`backward`] with each product's operands rounded as `rd` says (the
+/// gradients at the loss scale S, as a kernel sees them); `Rounding::exact()`:
+/// exactly [`backward`].
+pub fn backward_rounded<T: Real>(
+    cfg: &Config,
+    p: &Params<T>,
+    batch: &Batch,
+    fwd: &Forward<T>,
+    loss_scale: f64,
+    token_cap: Option<f64>,
+    rd: &Rounding,
+) -> Backward<T> {
     let (tt, bb) = (fwd.t, fwd.b);
     let rows = tt * bb;
     let (d, h, a, v) = (cfg.d_embed, cfg.hidden, cfg.attn_dim, cfg.vocab);
@@ -107,7 +123,9 @@ pub fn backward<T: Real>(
     drop(sp);
     // Classifier.
     let sp = profile::span("head_bwd");
-    gemm(&mut grads.head_tok.data, v, h, rows, &dlogits, true, s, false, false);
+    let rh = rd.head_bwd;
+    let (dl_r, s_r, c_r) = (rh.slice(&dlogits), rh.slice(s), rh.slice(&fwd.c));
+    gemm(&mut grads.head_tok.data, v, h, rows, &dl_r, true, &s_r, false, false);
     grads.head_bias.data = col_sum(&dlogits, v);
     let unscale = 1.0 / loss_scale;
     let ctx_token_norm: Vec<T> = dlogits
@@ -125,14 +143,15 @@ pub fn backward<T: Real>(
             capped = factors.iter().filter(|&&f| f != T::one()).count();
             let mut guarded = dlogits.clone();
             guarded.par_chunks_mut(v).zip(&factors).for_each(|(g, &f)| g.iter_mut().for_each(|x| *x *= f));
-            gemm(&mut grads.head_ctx.data, v, a, rows, &guarded, true, &fwd.c, false, false);
+            gemm(&mut grads.head_ctx.data, v, a, rows, &rh.slice(&guarded), true, &c_r, false, false);
         }
-        None => gemm(&mut grads.head_ctx.data, v, a, rows, &dlogits, true, &fwd.c, false, false),
+        None => gemm(&mut grads.head_ctx.data, v, a, rows, &dl_r, true, &c_r, false, false),
     }
     let mut d_s_head = vec![T::zero(); rows * h];
-    gemm(&mut d_s_head, rows, h, v, &dlogits, false, &p.head_tok.data, false, false);
+    gemm(&mut d_s_head, rows, h, v, &dl_r, false, &rh.slice(&p.head_tok.data), false, false);
     let mut d_c = vec![T::zero(); rows * a];
-    gemm(&mut d_c, rows, a, v, &dlogits, false, &p.head_ctx.data, false, false);
+    gemm(&mut d_c, rows, a, v, &dl_r, false, &rh.slice(&p.head_ctx.data), false, false);
+    drop((dl_r, s_r, c_r));
 
     drop(sp);
     // Context stream.
@@ -143,20 +162,24 @@ pub fn backward<T: Real>(
     let (d_q, d_k, d_v) = (ag.dq, ag.dk, ag.dv);
     drop(sp);
     let sp = profile::span("qkv_bwd");
-    gemm(&mut grads.q.data, a, h, rows, &d_q, true, s, false, false);
-    gemm(&mut grads.k.data, a, h, rows, &d_k, true, s, false, false);
-    gemm(&mut grads.v.data, a, h, rows, &d_v, true, s, false, false);
+    let ra = rd.attn_bwd;
+    let (dq_r, dk_r, dv_r, s_r) = (ra.slice(&d_q), ra.slice(&d_k), ra.slice(&d_v), ra.slice(s));
+    gemm(&mut grads.q.data, a, h, rows, &dq_r, true, &s_r, false, false);
+    gemm(&mut grads.k.data, a, h, rows, &dk_r, true, &s_r, false, false);
+    gemm(&mut grads.v.data, a, h, rows, &dv_r, true, &s_r, false, false);
     // The prefix's keys and values are the current W_k, W_v times constant
     // states: their gradients reach W_k and W_v (the chunk loss's exact
     // gradient with the previous window held fixed); none reaches the states.
     if let Some(c) = fwd.carry.as_ref().filter(|c| c.prefix_len > 0) {
-        gemm(&mut grads.k.data, a, h, np * bb, &ag.dk_pre, true, &c.prefix, false, true);
-        gemm(&mut grads.v.data, a, h, np * bb, &ag.dv_pre, true, &c.prefix, false, true);
+        let pre = ra.slice(&c.prefix);
+        gemm(&mut grads.k.data, a, h, np * bb, &ra.slice(&ag.dk_pre), true, &pre, false, true);
+        gemm(&mut grads.v.data, a, h, np * bb, &ra.slice(&ag.dv_pre), true, &pre, false, true);
     }
     let mut d_s_ctx = vec![T::zero(); rows * h];
-    gemm(&mut d_s_ctx, rows, h, a, &d_q, false, &p.q.data, false, false);
-    gemm(&mut d_s_ctx, rows, h, a, &d_k, false, &p.k.data, false, true);
-    gemm(&mut d_s_ctx, rows, h, a, &d_v, false, &p.v.data, false, true);
+    gemm(&mut d_s_ctx, rows, h, a, &dq_r, false, &ra.slice(&p.q.data), false, false);
+    gemm(&mut d_s_ctx, rows, h, a, &dk_r, false, &ra.slice(&p.k.data), false, true);
+    gemm(&mut d_s_ctx, rows, h, a, &dv_r, false, &ra.slice(&p.v.data), false, true);
+    drop((dq_r, dk_r, dv_r, s_r));
 
     drop(sp);
     // GRU layers, top to bottom.
@@ -166,7 +189,9 @@ pub fn backward<T: Real>(
         let input = if l == 0 { &fwd.emb } else { &fwd.gru[l - 1].h };
         let h0 = fwd.carry.as_ref().map(|c| c.h0[l].as_slice());
         let (layer, grad) = (&p.gru[l], &mut grads.gru[l]);
-        let gb = gru_layer_backward_from(layer, grad, &fwd.gru[l], input, h0, d_above, tt, bb, cfg.gru_in(l), h);
+        let round = (rd.input(l, true), rd.rec(l, true));
+        let (f, n_in) = (&fwd.gru[l], cfg.gru_in(l));
+        let gb = gru_layer_backward_rounded(layer, grad, f, input, h0, d_above, tt, bb, n_in, h, round);
         d_above = gb.d_in.clone();
         gru_bwd.push(gb);
     }
@@ -204,6 +229,7 @@ pub(crate) fn gru_layer_backward<T: Real>(
 }
 
 /// [`gru_layer_backward`] of a forward that started from `h_{-1} = h0`.
+#[cfg(test)]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn gru_layer_backward_from<T: Real>(
     layer: &GruLayer<T>,
@@ -217,27 +243,52 @@ pub(crate) fn gru_layer_backward_from<T: Real>(
     n_in: usize,
     h: usize,
 ) -> GruBwd<T> {
+    gru_layer_backward_rounded(layer, grad, f, input, h0, d_h, tt, bb, n_in, h, (Round::Exact, Round::Exact))
+}
+
+/// [`gru_layer_backward_from`] with the input products' and the
+/// recurrence's operands rounded as `round` (input, recurrence) says.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn gru_layer_backward_rounded<T: Real>(
+    layer: &GruLayer<T>,
+    grad: &mut GruLayer<T>,
+    f: &super::forward::GruFwd<T>,
+    input: &[T],
+    h0: Option<&[T]>,
+    d_h: Vec<T>,
+    tt: usize,
+    bb: usize,
+    n_in: usize,
+    h: usize,
+    round: (Round, Round),
+) -> GruBwd<T> {
     let rows = tt * bb;
     let g3 = 3 * h;
     let mut d_gi = vec![T::zero(); rows * g3];
     let mut d_gh = vec![T::zero(); rows * g3];
     let sp = profile::span("gru_bwd_recurrence");
     let fin = super::recurrence::RecurrenceIn { gh: &f.gh, r: &f.r, z: &f.z, n: &f.n, h: &f.h };
-    super::recurrence::backward(&layer.w_hh.data, fin, h0, &d_h, tt, bb, h, &mut d_gi, &mut d_gh);
+    super::recurrence::backward(round.1, &layer.w_hh.data, fin, h0, &d_h, tt, bb, h, &mut d_gi, &mut d_gh);
     drop(sp);
     let _sp = profile::span("gru_bwd_weight_gemm");
-    gemm(&mut grad.w_ih.data, g3, n_in, rows, &d_gi, true, input, false, false);
+    // The weight gradients' and the input gradient's products belong to the
+    // input stage's backward (as on the GPU).
+    let ri = round.0;
+    let (dgi_r, dgh_r) = (ri.slice(&d_gi), ri.slice(&d_gh));
+    gemm(&mut grad.w_ih.data, g3, n_in, rows, &dgi_r, true, &ri.slice(input), false, false);
     grad.b_ih.data = col_sum(&d_gi, g3);
     if tt > 1 {
         let shifted = (tt - 1) * bb;
-        gemm(&mut grad.w_hh.data, g3, h, shifted, &d_gh[bb * g3..], true, &f.h[..shifted * h], false, false);
+        let hs = ri.slice(&f.h[..shifted * h]);
+        gemm(&mut grad.w_hh.data, g3, h, shifted, &dgh_r[bb * g3..], true, &hs, false, false);
     }
     if let Some(h0) = h0 {
         // The t = 0 term, d_gh_0 · h0ᵀ (zero when h_{-1} = 0).
-        gemm(&mut grad.w_hh.data, g3, h, bb, &d_gh[..bb * g3], true, h0, false, true);
+        gemm(&mut grad.w_hh.data, g3, h, bb, &dgh_r[..bb * g3], true, &ri.slice(h0), false, true);
     }
     grad.b_hh.data = col_sum(&d_gh, g3);
     let mut d_in = vec![T::zero(); rows * n_in];
-    gemm(&mut d_in, rows, n_in, g3, &d_gi, false, &layer.w_ih.data, false, false);
+    gemm(&mut d_in, rows, n_in, g3, &dgi_r, false, &ri.slice(&layer.w_ih.data), false, false);
+    drop((dgi_r, dgh_r));
     GruBwd { d_h, d_gi, d_gh, d_in }
 }

@@ -8,6 +8,7 @@ use rayon::prelude::*;
 
 use super::attention::{Prefix, attention_with};
 use super::carry::Carry;
+use super::rounding::{Round, Rounding};
 use super::{CpuError, profile};
 use crate::dataset::Batch;
 use crate::model::{Config, Params};
@@ -88,6 +89,18 @@ pub fn forward_with<T: Real>(
     batch: &Batch,
     carry: Option<&Carry<T>>,
 ) -> Result<Forward<T>, CpuError> {
+    forward_rounded(cfg, p, batch, carry, &Rounding::exact())
+}
+
+/// [`forward_with`] with each product's operands rounded as `rd` says
+/// (`Rounding::exact()`: exactly [`forward_with`]).
+pub fn forward_rounded<T: Real>(
+    cfg: &Config,
+    p: &Params<T>,
+    batch: &Batch,
+    carry: Option<&Carry<T>>,
+    rd: &Rounding,
+) -> Result<Forward<T>, CpuError> {
     if let Some(c) = carry {
         c.check(cfg, batch.rows).map_err(CpuError::Carry)?;
     }
@@ -108,6 +121,9 @@ pub fn forward_with<T: Real>(
         let x = batch.input(b, t) as usize;
         row.copy_from_slice(&p.embed.data[x * d..(x + 1) * d]);
     });
+    if !rd.embed.is_exact() {
+        emb.iter_mut().for_each(|x| *x = rd.embed.value(*x));
+    }
 
     drop(sp);
     // Stacked GRU.
@@ -115,7 +131,8 @@ pub fn forward_with<T: Real>(
     for (l, layer) in p.gru.iter().enumerate() {
         let input = if l == 0 { &emb } else { &gru[l - 1].h };
         let h0 = carry.map(|c| c.h0[l].as_slice());
-        gru.push(gru_layer_from(layer, input, h0, tt, bb, cfg.gru_in(l), h));
+        let round = (rd.input(l, false), rd.rec(l, false));
+        gru.push(gru_layer_rounded(layer, input, h0, tt, bb, cfg.gru_in(l), h, round));
     }
     let s = &gru.last().expect("layers >= 1").h;
 
@@ -124,15 +141,19 @@ pub fn forward_with<T: Real>(
     let mut q = vec![T::zero(); rows * a];
     let mut k = vec![T::zero(); rows * a];
     let mut vv = vec![T::zero(); rows * a];
-    gemm(&mut q, rows, a, h, s, false, &p.q.data, true, false);
-    gemm(&mut k, rows, a, h, s, false, &p.k.data, true, false);
-    gemm(&mut vv, rows, a, h, s, false, &p.v.data, true, false);
+    let ra = rd.attn;
+    let s_r = ra.slice(s);
+    gemm(&mut q, rows, a, h, &s_r, false, &ra.slice(&p.q.data), true, false);
+    gemm(&mut k, rows, a, h, &s_r, false, &ra.slice(&p.k.data), true, false);
+    gemm(&mut vv, rows, a, h, &s_r, false, &ra.slice(&p.v.data), true, false);
+    drop(s_r);
     // The prefix's keys and values, recomputed with the current weights.
     let np = carry.map_or(0, |c| c.prefix_len);
     let (mut k_pre, mut v_pre) = (vec![T::zero(); np * bb * a], vec![T::zero(); np * bb * a]);
     if let Some(c) = carry.filter(|c| c.prefix_len > 0) {
-        gemm(&mut k_pre, np * bb, a, h, &c.prefix, false, &p.k.data, true, false);
-        gemm(&mut v_pre, np * bb, a, h, &c.prefix, false, &p.v.data, true, false);
+        let pre = ra.slice(&c.prefix);
+        gemm(&mut k_pre, np * bb, a, h, &pre, false, &ra.slice(&p.k.data), true, false);
+        gemm(&mut v_pre, np * bb, a, h, &pre, false, &ra.slice(&p.v.data), true, false);
     }
     drop(sp);
     let sp = profile::span("attn_fwd");
@@ -143,8 +164,9 @@ pub fn forward_with<T: Real>(
     // Classifier.
     let sp = profile::span("head_fwd");
     let mut logits = vec![T::zero(); rows * v];
-    gemm(&mut logits, rows, v, h, s, false, &p.head_tok.data, true, false);
-    gemm(&mut logits, rows, v, a, &c, false, &p.head_ctx.data, true, true);
+    let rh = rd.head;
+    gemm(&mut logits, rows, v, h, &rh.slice(s), false, &rh.slice(&p.head_tok.data), true, false);
+    gemm(&mut logits, rows, v, a, &rh.slice(&c), false, &rh.slice(&p.head_ctx.data), true, true);
     add_bias(&mut logits, &p.head_bias.data);
 
     drop(sp);
@@ -187,6 +209,7 @@ pub(crate) fn gru_layer<T: Real>(
 }
 
 /// [`gru_layer`] from `h_{-1} = h0` (`[B, H]`; None: zeros).
+#[cfg(test)]
 pub(crate) fn gru_layer_from<T: Real>(
     layer: &crate::model::GruLayer<T>,
     input: &[T],
@@ -196,11 +219,28 @@ pub(crate) fn gru_layer_from<T: Real>(
     n_in: usize,
     h: usize,
 ) -> GruFwd<T> {
+    gru_layer_rounded(layer, input, h0, tt, bb, n_in, h, (Round::Exact, Round::Exact))
+}
+
+/// [`gru_layer_from`] with the input product's and the recurrence's
+/// operands rounded as `round` (input, recurrence) says.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn gru_layer_rounded<T: Real>(
+    layer: &crate::model::GruLayer<T>,
+    input: &[T],
+    h0: Option<&[T]>,
+    tt: usize,
+    bb: usize,
+    n_in: usize,
+    h: usize,
+    round: (Round, Round),
+) -> GruFwd<T> {
     let rows = tt * bb;
     let g3 = 3 * h;
     let sp = profile::span("gru_fwd_input_gemm");
     let mut gi = vec![T::zero(); rows * g3];
-    gemm(&mut gi, rows, g3, n_in, input, false, &layer.w_ih.data, true, false);
+    let ri = round.0;
+    gemm(&mut gi, rows, g3, n_in, &ri.slice(input), false, &ri.slice(&layer.w_ih.data), true, false);
     add_bias(&mut gi, &layer.b_ih.data);
 
     let mut gh = vec![T::zero(); rows * g3];
@@ -211,6 +251,7 @@ pub(crate) fn gru_layer_from<T: Real>(
     drop(sp);
     let _sp = profile::span("gru_fwd_recurrence");
     super::recurrence::forward(
+        round.1,
         &layer.w_hh.data,
         &layer.b_hh.data,
         &gi,

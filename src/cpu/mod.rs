@@ -9,11 +9,13 @@ mod math;
 mod optim;
 pub mod profile;
 mod recurrence;
+pub mod rounding;
 mod trace;
 
-pub use backward::{Backward, GruBwd, backward};
+pub use backward::{Backward, GruBwd, backward, backward_rounded};
 pub use carry::{Carry, CarryError};
-pub use forward::{Forward, GruFwd, forward, forward_with};
+pub use forward::{Forward, GruFwd, forward, forward_rounded, forward_with};
+pub use rounding::{Round, Rounding};
 pub use optim::{LossScale, OptimOutcome, OptimState, SkipReason, StepOptions, apply_step};
 pub use trace::Trace;
 
@@ -109,6 +111,24 @@ pub fn traced_with<T: Real>(
 ) -> Result<Traced<T>, CpuError> {
     let f = forward_with(cfg, p, batch, carry)?;
     let g = backward(cfg, p, batch, &f, loss_scale, token_cap);
+    let mut tr = Trace::new();
+    tr.record_forward(cfg, &f);
+    tr.record_backward(cfg, &f, &g);
+    Ok((f, g, tr))
+}
+
+/// [`traced`] with each product's operands rounded as `rd` says (the
+/// backward's at the loss scale `loss_scale`); `Rounding::exact()`: exactly
+/// [`traced`]. The trace's gradients are those of `loss_scale · loss`.
+pub fn traced_rounded<T: Real>(
+    cfg: &Config,
+    p: &Params<T>,
+    batch: &Batch,
+    loss_scale: f64,
+    rd: &Rounding,
+) -> Result<Traced<T>, CpuError> {
+    let f = forward_rounded(cfg, p, batch, None, rd)?;
+    let g = backward_rounded(cfg, p, batch, &f, loss_scale, None, rd);
     let mut tr = Trace::new();
     tr.record_forward(cfg, &f);
     tr.record_backward(cfg, &f, &g);

@@ -14,6 +14,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::math::sigmoid;
+use super::rounding::Round;
 use crate::tensor::{Real, gemm_serial};
 
 /// Multiply-adds per step below which one more member does not pay for itself.
@@ -125,9 +126,11 @@ pub(crate) struct RecurrenceOut<'a, T> {
 }
 
 /// `gi` is `W_ih u + b_ih` for every step; fills `gh`, the gates and `h`.
-/// `h0` is `h_{-1}`, `[B, H]` (None: zeros, MODEL.md's start).
+/// `h0` is `h_{-1}`, `[B, H]` (None: zeros, MODEL.md's start). `round`
+/// rounds the product's operands, `W_hh` and `h_{t−1}` (Exact: none).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn forward<T: Real>(
+    round: Round,
     w_hh: &[T],
     b_hh: &[T],
     gi: &[T],
@@ -137,13 +140,14 @@ pub(crate) fn forward<T: Real>(
     h: usize,
     out: RecurrenceOut<T>,
 ) {
-    forward_on(team_size(bb, h), w_hh, b_hh, gi, h0, tt, bb, h, out)
+    forward_on(team_size(bb, h), round, w_hh, b_hh, gi, h0, tt, bb, h, out)
 }
 
 /// `forward` on a team of `p` members.
 #[allow(clippy::too_many_arguments)]
 fn forward_on<T: Real>(
     p: usize,
+    round: Round,
     w_hh: &[T],
     b_hh: &[T],
     gi: &[T],
@@ -167,14 +171,17 @@ fn forward_on<T: Real>(
             w.extend_from_slice(&w_hh[(g * h + j0) * h..(g * h + j1) * h]);
             bias.extend_from_slice(&b_hh[g * h + j0..g * h + j1]);
         }
+        if !round.is_exact() {
+            w.iter_mut().for_each(|x| *x = round.value(*x));
+        }
         let mut loc = vec![T::zero(); bb * 3 * u];
         for t in 0..tt {
             if t > 0 {
                 // SAFETY: step t − 1 of `h` is complete (barrier) and nobody writes it again.
                 let hprev = unsafe { hs.slice((t - 1) * bb * h, bb * h) };
-                gemm_serial(&mut loc, bb, 3 * u, h, hprev, false, &w, true, false);
+                gemm_serial(&mut loc, bb, 3 * u, h, &round.slice(hprev), false, &w, true, false);
             } else if let Some(h0) = h0 {
-                gemm_serial(&mut loc, bb, 3 * u, h, h0, false, &w, true, false);
+                gemm_serial(&mut loc, bb, 3 * u, h, &round.slice(h0), false, &w, true, false);
             }
             for b in 0..bb {
                 let row = t * bb + b;
@@ -221,9 +228,11 @@ pub(crate) struct RecurrenceIn<'a, T> {
 
 /// Backpropagation through time: given `d_h` from above, fills `d_gi` and
 /// `d_gh` (each `[T, B, 3H]`). `h0` is the forward's `h_{-1}` (None: zeros);
-/// no gradient flows into it (truncated BPTT).
+/// no gradient flows into it (truncated BPTT). `round` rounds the product's
+/// operands, `d_gh[t]` and `W_hh` (Exact: none).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn backward<T: Real>(
+    round: Round,
     w_hh: &[T],
     f: RecurrenceIn<T>,
     h0: Option<&[T]>,
@@ -234,13 +243,14 @@ pub(crate) fn backward<T: Real>(
     d_gi: &mut [T],
     d_gh: &mut [T],
 ) {
-    backward_on(team_size(bb, h), w_hh, f, h0, d_h, tt, bb, h, d_gi, d_gh)
+    backward_on(team_size(bb, h), round, w_hh, f, h0, d_h, tt, bb, h, d_gi, d_gh)
 }
 
 /// `backward` on a team of `p` members.
 #[allow(clippy::too_many_arguments)]
 fn backward_on<T: Real>(
     p: usize,
+    round: Round,
     w_hh: &[T],
     f: RecurrenceIn<T>,
     h0: Option<&[T]>,
@@ -262,6 +272,9 @@ fn backward_on<T: Real>(
         let mut w = Vec::with_capacity(g3 * u);
         for row in 0..g3 {
             w.extend_from_slice(&w_hh[row * h + j0..row * h + j1]);
+        }
+        if !round.is_exact() {
+            w.iter_mut().for_each(|x| *x = round.value(*x));
         }
         let mut dh_next = vec![T::zero(); bb * u];
         for t in (0..tt).rev() {
@@ -297,7 +310,7 @@ fn backward_on<T: Real>(
             if t > 0 {
                 // SAFETY: step t of d_gh is complete (barrier) and nobody writes it again.
                 let dgh_t = unsafe { dgh.slice(t * bb * g3, bb * g3) };
-                gemm_serial(&mut dh_next, bb, u, g3, dgh_t, false, &w, false, true);
+                gemm_serial(&mut dh_next, bb, u, g3, &round.slice(dgh_t), false, &w, false, true);
             }
         }
     });
@@ -327,6 +340,7 @@ mod tests {
             );
             forward_on(
                 p,
+                Round::Exact,
                 &w,
                 &b,
                 &gi,
@@ -339,6 +353,7 @@ mod tests {
             let (mut dgi, mut dgh) = (vec![0.0; tt * bb * g3], vec![0.0; tt * bb * g3]);
             backward_on(
                 p,
+                Round::Exact,
                 &w,
                 RecurrenceIn { gh: &gh, r: &r, z: &z, n: &n, h: &hs },
                 Some(&h0),

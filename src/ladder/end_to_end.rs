@@ -76,9 +76,9 @@ impl ModelLadder {
         let mut notes = Vec::new();
         let logits = &self.cpu32.get("head.logits").expect("traced").data;
         let rms_logits = (logits.iter().map(|&x| (x as f64).powi(2)).sum::<f64>() / logits.len().max(1) as f64).sqrt();
-        let (p, map) = (self.setup.precision, self.precision_map());
-        let loss_tol = loss_tolerance_for(map, p, &cfg, rms_logits, loss_cpu);
-        let norm_tol = norm_tolerance_for(map, p, &cfg);
+        let (p, map) = (self.setup.precision, self.stage_map());
+        let loss_tol = loss_tolerance_for(Some(&map), p, &cfg, rms_logits, loss_cpu);
+        let norm_tol = norm_tolerance_for(Some(&map), p, &cfg);
         let status = if !(loss_rel_err <= loss_tol) {
             notes.push(format!("loss differs by {loss_rel_err:.3e} relative (gate {loss_tol:.1e})"));
             Status::Fail

@@ -6,7 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{CaseResult, RungTensor, Status};
+use super::{CaseResult, MapStage, Precision, PrecisionMap, RungTensor, StageKind, Status};
+use crate::model::Config;
 
 /// f16's largest finite value, (2 − 2^-10)·2^15.
 pub const F16_MAX: f64 = 65504.0;
@@ -194,14 +195,86 @@ impl TensorHeadroom {
     }
 }
 
+/// The precision-map stages whose kernels hold `tensor`'s values (a compared
+/// tensor of rungs 2–10): the stage that writes it and each stage whose
+/// products read it as an operand. Forward: `embed.out` is written by
+/// `embed` and read by `gru.l0.input`; layer `l`'s `h` by `gru.l{l}.rec`,
+/// read by the same recurrence (`h_{t−1}`), `gru.l{l+1}.input` (or, on top,
+/// `attn` and `head`) and their backward weight products; `ctx.c` by `attn`,
+/// read by `head` and `head.bwd`. Backward: a gradient belongs to the
+/// `.bwd` stage that makes it and those whose products read it (`d_gi`,
+/// `d_gh`: `gru.l{l}.rec.bwd` and `gru.l{l}.input.bwd`; the top `d_h`:
+/// `head.bwd` and `attn.bwd`). The optimizer's tensors run in f32 alone
+/// (empty); a name this does not know gives every stage (today's rule: it
+/// warns whenever a stage is in f16).
+pub fn tensor_stages(cfg: &Config, tensor: &str) -> Vec<MapStage> {
+    use StageKind::*;
+    let (f, b) = (MapStage::fwd, MapStage::bwd);
+    let layers = cfg.layers;
+    let top = layers - 1;
+    let digits = |s: &str| s.chars().take_while(|c| c.is_ascii_digit()).collect::<String>().parse::<usize>().ok();
+    // The layer of `gru.l{l}.x` or `grad.gru.x_l{l}`, and the field.
+    let gru = tensor
+        .strip_prefix("gru.l")
+        .and_then(|r| Some((digits(r)?, r.split_once('.')?.1)))
+        .or_else(|| tensor.strip_prefix("grad.gru.").and_then(|r| Some((digits(r.rsplit("_l").next()?)?, "grad"))));
+    // The stages reading layer l's h as an operand.
+    let h_readers = |l: usize| -> Vec<MapStage> {
+        let mut v = vec![f(GruRec, l), b(GruInput, l)];
+        if l < top {
+            v.extend([f(GruInput, l + 1), b(GruInput, l + 1)]);
+        } else {
+            v.extend([f(Attn, 0), f(Head, 0), b(Attn, 0), b(Head, 0)]);
+        }
+        v
+    };
+    if let Some((l, field)) = gru.filter(|(l, _)| *l < layers) {
+        return match field {
+            "gi" => vec![f(GruInput, l)],
+            "gh" | "r" | "z" | "n" => vec![f(GruRec, l)],
+            "h" => h_readers(l),
+            "d_h" if l == top => vec![b(Head, 0), b(Attn, 0), b(GruRec, l)],
+            "d_h" => vec![b(GruInput, l + 1), b(GruRec, l)],
+            "d_gi" | "d_gh" => vec![b(GruRec, l), b(GruInput, l)],
+            "d_in" | "grad" => vec![b(GruInput, l)],
+            _ => PrecisionMap::stages(layers),
+        };
+    }
+    match tensor {
+        "embed.out" => vec![f(Embed, 0), f(GruInput, 0), b(GruInput, 0)],
+        "ctx.q" | "ctx.k" | "ctx.v" | "ctx.attn" => vec![f(Attn, 0)],
+        "ctx.c" => vec![f(Attn, 0), f(Head, 0), b(Head, 0)],
+        "head.logits" | "loss.value" | "loss.token" => vec![f(Head, 0)],
+        "loss.dlogits" | "head.d_s" | "head.d_c" | "ctx.token_norm" => vec![b(Head, 0)],
+        t if t.starts_with("grad.head.") => vec![b(Head, 0)],
+        "ctx.d_q" | "ctx.d_k" | "ctx.d_v" | "ctx.d_s" => vec![b(Attn, 0)],
+        t if t.starts_with("grad.ctx.") => vec![b(Attn, 0)],
+        "grad.embed.weight" => vec![b(Embed, 0), b(GruInput, 0)],
+        "grad_norm" => Vec::new(),
+        t if ["param.", "adam.m.", "adam.v."].iter().any(|p| t.starts_with(p)) => Vec::new(),
+        _ => PrecisionMap::stages(layers),
+    }
+}
+
+/// Whether `tensor`'s values pass through a stage that `map` runs in f16
+/// ([`tensor_stages`]): the tensors whose f16 headroom can warn.
+pub fn passes_f16(map: &PrecisionMap, cfg: &Config, tensor: &str) -> bool {
+    tensor_stages(cfg, tensor).into_iter().any(|s| map.get(s) == Precision::F16)
+}
+
 /// Gives every case of `cases` with a kept tensor of the same name its
-/// headroom at `scale_of(name)`; with `warn`, a case that passed and is under
-/// a margin becomes a warning with the note (a failure stays a failure).
-pub(super) fn attach(cases: &mut [CaseResult], kept: &[RungTensor], scale_of: impl Fn(&str) -> f64, warn: bool) {
+/// headroom at `scale_of(name)`; where `warn(name)`, a case that passed and
+/// is under a margin becomes a warning with the note (a failure stays a failure).
+pub(super) fn attach(
+    cases: &mut [CaseResult],
+    kept: &[RungTensor],
+    scale_of: impl Fn(&str) -> f64,
+    warn: impl Fn(&str) -> bool,
+) {
     for c in cases.iter_mut() {
         let Some(t) = kept.iter().find(|t| t.name == c.name) else { continue };
         let h = TensorHeadroom::of(&t.cpu, &t.gpu, scale_of(&c.name));
-        if warn {
+        if warn(&c.name) {
             let notes = h.warnings(&c.name);
             if !notes.is_empty() && c.status == Status::Pass {
                 c.status = Status::Warn;

@@ -172,6 +172,15 @@ impl ModelLadder {
         self.map.as_ref()
     }
 
+    /// What each stage runs in: the map given, else the engine's default for
+    /// the precision ([`Engine::precision_map`]: today's step, the
+    /// recurrences in f16 where they run on cooperative matrices). Every
+    /// tolerance and headroom warning is judged from it, so a run without a
+    /// map and one with the default map spelled out are judged alike.
+    pub fn stage_map(&self) -> PrecisionMap {
+        self.map.clone().unwrap_or_else(|| self.engine.precision_map())
+    }
+
     /// The precision whose loss scales the ladder's backward and optimizer
     /// steps take ([`scale_precision`]).
     fn scales(&self) -> Precision {
@@ -382,9 +391,9 @@ impl ModelLadder {
                 (got, t.total_ms().map(|_| ms))
             }
         };
-        let (precision, mode, mixed) = (self.setup.precision, self.setup.mode, self.mixed());
-        let map = self.map.clone();
-        let tol_case = |n: &str| rung.tolerance_for(map.as_ref(), precision, mode, &cfg, n);
+        let (mode, mixed) = (self.setup.mode, self.mixed());
+        let map = self.stage_map();
+        let tol_case = |n: &str| rung.map_tolerance(&map, mode, &cfg, n);
         let mut cases = Vec::new();
         let mut kept = Vec::new();
         for (name, got) in names.iter().zip(gpu) {
@@ -394,18 +403,19 @@ impl ModelLadder {
             kept.push(RungTensor { name: name.clone(), shape, cpu: want32, gpu: got, f64: want64 });
         }
         // Every compared tensor's f16 headroom; a warning only where the
-        // products run in f16 and the tensor is not the optimizer's f32 state
-        // (nor the attention stress case below, whose scores are made extreme).
+        // tensor's values pass through a stage the map runs in f16
+        // (`headroom::passes_f16`; never the optimizer's f32 state, nor the
+        // attention stress case below, whose scores are made extreme).
         let hs = self.headroom_scale();
         let scale_of = |n: &str| if carries_scale(n) { hs } else { 1.0 };
-        let warn = precision == Precision::F16 && rung != Rung::Optim;
+        let warn = |n: &str| rung != Rung::Optim && super::headroom::passes_f16(&map, &cfg, n);
         super::headroom::attach(&mut cases, &kept, scale_of, warn);
         self.kept.retain(|(r, _)| *r != rung);
         self.kept.push((rung, kept));
         let cpu_ms = self.cpu_ms.iter().filter(|(n, _)| rung.cpu_phases().contains(n)).map(|(_, ms)| ms).sum();
         if rung == Rung::AttnFwd && self.setup.mode == Mode::Isolated {
             let (mut c, k) = self.attention_stress()?;
-            super::headroom::attach(&mut c, &k, |_| 1.0, false);
+            super::headroom::attach(&mut c, &k, |_| 1.0, |_| false);
             cases.extend(c);
             self.kept.last_mut().expect("pushed above").1.extend(k);
         }

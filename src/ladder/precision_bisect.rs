@@ -26,6 +26,11 @@ pub struct PrecisionBisectSpec {
     pub setup: Setup,
     pub gemm_choice: GemmChoice,
     pub fault: Option<Fault>,
+    /// The loss scale every probe's backward runs at (and its headroom is
+    /// measured at): a capture's, the scale its step ran (`--capture`);
+    /// None: the ladder's for each probe's map (2^16 where a backward stage
+    /// is f16, else 1).
+    pub loss_scale: Option<f64>,
 }
 
 /// One map tried.
@@ -42,6 +47,10 @@ pub struct MapProbe {
     /// Its first failing tensor (or the gate's or the error's note).
     pub tensor: Option<String>,
     pub ms: f64,
+    /// The loss scale its ladder's backward ran at (the spec's, else the
+    /// ladder's for the map, `ModelLadder::loss_scale_now`).
+    #[serde(default)]
+    pub loss_scale: f64,
 }
 
 /// How the bisect ended.
@@ -72,6 +81,10 @@ pub struct PrecisionBisectReport {
     /// The passing map with the fewest f32 stages (None: none passes).
     pub map: Option<PrecisionMap>,
     pub total_ms: f64,
+    /// The loss scale the probes ran at ([`PrecisionBisectSpec::loss_scale`];
+    /// None: the ladder's for each map).
+    #[serde(default)]
+    pub loss_scale: Option<f64>,
 }
 
 /// Runs the bisect, calling `on_probe` after each probe; stops early (with
@@ -95,6 +108,7 @@ pub fn precision_bisect(
         keep_f32: Vec::new(),
         map: None,
         total_ms: 0.0,
+        loss_scale: spec.loss_scale,
     };
     let outcome = b.search(cancel, &mut on_probe);
     report.probes = b.probes.clone();
@@ -188,6 +202,7 @@ impl Bisector<'_> {
             fault: self.spec.fault,
             stop_at_failure: true,
             end_to_end: true,
+            loss_scale: self.spec.loss_scale,
             precision_map: Some(map.clone()),
             ..LadderSpec::new(Rung::MODEL.to_vec(), Setup { precision: Precision::F16, ..self.spec.setup.clone() })
         };
@@ -198,8 +213,12 @@ impl Bisector<'_> {
         };
         let mut f32_stages: Vec<String> = keep.iter().map(|s| s.name()).collect();
         f32_stages.sort_by_key(|n| self.candidates.iter().position(|s| s.name() == *n));
-        let probe =
-            MapProbe { phase: phase.into(), f32_stages, map, pass, rung, tensor, ms: t0.elapsed().as_secs_f64() * 1e3 };
+        let ms = t0.elapsed().as_secs_f64() * 1e3;
+        let loss_scale = self
+            .spec
+            .loss_scale
+            .unwrap_or_else(|| super::backward_scale(super::scale_precision(Precision::F16, Some(&map))));
+        let probe = MapProbe { phase: phase.into(), f32_stages, map, pass, rung, tensor, ms, loss_scale };
         on_probe(&probe);
         self.seen.insert(probe.map.to_string(), pass);
         self.probes.push(probe);

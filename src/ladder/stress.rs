@@ -61,8 +61,7 @@ impl ModelLadder {
         // (bf16) inputs of q and k; the same bound with that unit roundoff.
         let p = self.precision_of(crate::vk::gemm::MapStage::fwd(crate::vk::gemm::StageKind::Attn, 0));
         let u = if p.is_mixed() { p.unit_roundoff() } else { 2f64.powi(-24) };
-        let map = self.precision_map();
-        let floor = Rung::AttnFwd.tolerance_for(map, p, Mode::Isolated, &cfg, "ctx.attn");
+        let floor = Rung::AttnFwd.map_tolerance(&self.stage_map(), Mode::Isolated, &cfg, "ctx.attn");
         let tol = (8.0 * u * top_score).max(floor);
         let mut cases = Vec::new();
         let mut kept = Vec::new();

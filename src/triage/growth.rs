@@ -10,8 +10,9 @@
 //! [`Envelope`] (derived in docs/growth.md) bounds the difference by
 //! `K × max(ref*_t, floor)`, where `ref*` is the reference's running
 //! maximum over `±window` positions; in the mixed step the reference is
-//! also measured with the products' weights rounded to f16 (or bf16) on the
-//! CPU, and the larger one counts. The runs are in `growth_run.rs` ([`run`]).
+//! also measured on the CPU with every product's operands rounded where the
+//! GPU's kernels round them (`growth_run::kernel_rounding`), and the larger
+//! one counts. The runs are in `growth_run.rs` ([`run`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -20,7 +21,7 @@ use crate::capture::float;
 use crate::model::Config;
 use crate::vk::gemm::Precision;
 
-pub use super::growth_run::{GrowthPlan, check_len, plant, rounded_weights, run};
+pub use super::growth_run::{GrowthPlan, check_len, kernel_rounding, plant, rounded_weights, run};
 
 /// The version of the report this code writes.
 pub const GROWTH_FORMAT: u32 = 1;
@@ -154,7 +155,7 @@ pub struct Series {
     #[serde(with = "f32_list")]
     pub reference: Vec<f64>,
     /// The mixed step only: the same for the f32 CPU with the products'
-    /// weights rounded to the GPU's operand precision (empty otherwise).
+    /// operands rounded as the GPU's kernels round them (empty otherwise).
     #[serde(with = "f32_list", default)]
     pub reference_rounded: Vec<f64>,
     #[serde(with = "f32_list")]
@@ -279,6 +280,10 @@ pub struct GrowthReport {
     pub first_outside: Option<Outside>,
     /// Engine notes (a recurrence fallback).
     pub notes: Vec<String>,
+    /// The mixed step only: the stages whose products' operands the
+    /// reference run rounds (`gru.l0.rec=f16`, …), those the GPU ran below f32.
+    #[serde(default)]
+    pub rounded_stages: Vec<String>,
 }
 
 impl GrowthReport {
@@ -309,6 +314,7 @@ impl GrowthReport {
             series,
             first_outside: None,
             notes: Vec::new(),
+            rounded_stages: Vec::new(),
         };
         r.first_outside = r.find_first_outside();
         r

@@ -7,12 +7,12 @@ use std::sync::Arc;
 
 use super::TriageError;
 use super::growth::{Envelope, GrowthReport, Series, series_names};
-use crate::cpu::{self, LossScale, StepOptions, Trace};
+use crate::cpu::{self, LossScale, Round, Rounding, StepOptions, Trace};
 use crate::dataset::Batch;
 use crate::engine::{Engine, TrainState, VulkanOptions};
 use crate::model::{Config, Params};
 use crate::tensor::Real;
-use crate::vk::gemm::{GemmChoice, Precision};
+use crate::vk::gemm::{GemmChoice, MapStage, Precision, PrecisionMap, StageKind};
 use crate::vk::{Context, Timing};
 
 /// What to run: the model, one row of `T + 1` tokens, the GPU's step.
@@ -70,9 +70,9 @@ pub fn plant(row: &[u8], at: usize) -> Vec<u8> {
 }
 
 /// `p` with the products' weights (every matrix but the embedding, a
-/// gather) rounded to `precision` as the mixed step rounds its operands:
-/// the CPU run with them is a measured realisation of what that rounding
-/// does along the row (the envelope's reference in the mixed step).
+/// gather) rounded to `precision`: the first version of the mixed step's
+/// reference, which rounded the weights alone (the reference now rounds
+/// every operand, [`kernel_rounding`]; kept to compare the two).
 pub fn rounded_weights(p: &Params<f32>, precision: Precision) -> Params<f32> {
     let round = |v: f32| match precision {
         Precision::F32 => v,
@@ -87,6 +87,67 @@ pub fn rounded_weights(p: &Params<f32>, precision: Precision) -> Params<f32> {
     }
     q.embed = p.embed.clone();
     q
+}
+
+/// The operand rounding of the kernels an engine ran under `map`, stage by
+/// stage (`rec_on_coopmat`: its recurrences ran on the cooperative-matrix
+/// kernels): an f16 product (a GEMM, tiled or on cooperative matrices, and
+/// the cooperative-matrix recurrences' f16 copies of `h_{t−1}` and `d_gh`)
+/// rounds both operands to IEEE f16; the per-row recurrence kernels' and the
+/// embedding's f16 variants round to f16's mantissa in f32's range
+/// (`stage_round.glsl`); bf16 stages to bfloat16. With the names of the
+/// stages it rounds, as `stage=f16`.
+pub fn kernel_rounding(map: &PrecisionMap, rec_on_coopmat: bool) -> (Rounding, Vec<String>) {
+    let layers = map.layers();
+    let mut rd = Rounding {
+        gru_input: vec![Round::Exact; layers],
+        gru_input_bwd: vec![Round::Exact; layers],
+        gru_rec: vec![Round::Exact; layers],
+        gru_rec_bwd: vec![Round::Exact; layers],
+        ..Rounding::exact()
+    };
+    let mut names = Vec::new();
+    for (s, p) in map.iter() {
+        let round = match p {
+            Precision::F32 => continue,
+            Precision::Bf16 => Round::Bf16,
+            Precision::F16 => match s.kind {
+                StageKind::Embed => Round::F16Mantissa,
+                StageKind::GruRec if !rec_on_coopmat => Round::F16Mantissa,
+                _ => Round::F16,
+            },
+        };
+        names.push(format!("{s}={}", p.name()));
+        let MapStage { kind, layer: l, backward } = s;
+        match (kind, backward) {
+            (StageKind::Embed, false) => rd.embed = round,
+            (StageKind::Embed, true) => {}
+            (StageKind::GruInput, false) => rd.gru_input[l] = round,
+            (StageKind::GruInput, true) => rd.gru_input_bwd[l] = round,
+            (StageKind::GruRec, false) => rd.gru_rec[l] = round,
+            (StageKind::GruRec, true) => rd.gru_rec_bwd[l] = round,
+            (StageKind::Attn, false) => rd.attn = round,
+            (StageKind::Attn, true) => rd.attn_bwd = round,
+            (StageKind::Head, false) => rd.head = round,
+            (StageKind::Head, true) => rd.head_bwd = round,
+        }
+    }
+    (rd, names)
+}
+
+/// The series' values from a trace, in the order of `names`, gradients
+/// (`.d_` series) divided by `scale`.
+fn keep_unscaled(trace: &Trace<f32>, names: &[&str], scale: f64) -> Result<Vec<Vec<f32>>, TriageError> {
+    let mut v = keep(trace, names)?;
+    if scale != 1.0 {
+        let inv = (1.0 / scale) as f32;
+        for (x, n) in v.iter_mut().zip(names) {
+            if n.contains(".d_") {
+                x.iter_mut().for_each(|y| *y *= inv);
+            }
+        }
+    }
+    Ok(v)
 }
 
 /// The series' values from a trace, in the order of `names`.
@@ -107,6 +168,10 @@ struct GpuSide {
     path: String,
     scale: f64,
     notes: Vec<String>,
+    /// What each stage ran in, and whether the recurrences ran on the
+    /// cooperative-matrix kernels (the operand rounding the reference copies).
+    map: PrecisionMap,
+    rec_on_coopmat: bool,
 }
 
 fn gpu_side(ctx: &Arc<Context>, plan: &GrowthPlan, batch: &Batch, names: &[&str]) -> Result<GpuSide, TriageError> {
@@ -124,6 +189,7 @@ fn gpu_side(ctx: &Arc<Context>, plan: &GrowthPlan, batch: &Batch, names: &[&str]
     }
     let path = engine.precision_and_path().1.to_string();
     let vk_engine = engine.as_vulkan().expect("Engine::vulkan is the Vulkan engine");
+    let (map, rec_on_coopmat) = (vk_engine.precision_map(), vk_engine.recurrence_on_coopmat());
     let mut values = vk_engine.read_named(names).map_err(crate::engine::EngineError::from)?;
     if ctx.validation_errors() > 0 {
         return Err(crate::engine::EngineError::Validation(ctx.validation_errors()).into());
@@ -136,7 +202,7 @@ fn gpu_side(ctx: &Arc<Context>, plan: &GrowthPlan, batch: &Batch, names: &[&str]
             }
         }
     }
-    Ok(GpuSide { values, loss: out.loss, path, scale, notes })
+    Ok(GpuSide { values, loss: out.loss, path, scale, notes, map, rec_on_coopmat })
 }
 
 /// Runs the row on the three sides and compares them position by position;
@@ -172,22 +238,26 @@ pub fn run(ctx: &Arc<Context>, plan: &GrowthPlan, progress: &mut dyn FnMut(&str)
     let cpu32 = keep(&tr32, &names)?;
     drop(tr32);
 
-    // The mixed step's reference: the f32 CPU with the products' weights
-    // rounded to the GPU's operand precision.
-    let rounded = if plan.precision.is_mixed() {
-        progress("CPU forward and backward in f32, weights rounded to the GPU's operands");
-        let (_, _, tr) = cpu::traced(cfg, &rounded_weights(&plan.params, plan.precision), &batch, 1.0, None)?;
-        Some(keep(&tr, &names)?)
-    } else {
-        None
-    };
-
     progress("GPU forward and backward");
     let gpu_batch = match plan.plant_token_at {
         Some(p) => Batch::from_rows(&[plant(&plan.row, p)])?,
-        None => batch,
+        None => batch.clone(),
     };
     let gpu = gpu_side(ctx, plan, &gpu_batch, &names)?;
+    drop(gpu_batch);
+
+    // The mixed step's reference: the f32 CPU with every product's operands
+    // rounded where the GPU's kernels rounded them (weights, activations,
+    // the recurrences' carried state and the gradients at the GPU's loss
+    // scale), from the stages the GPU ran.
+    let (rounding, rounded_stages) = kernel_rounding(&gpu.map, gpu.rec_on_coopmat);
+    let rounded = if plan.precision.is_mixed() && !rounding.is_exact() {
+        progress("CPU forward and backward in f32, operands rounded as the GPU's kernels round them");
+        let (_, _, tr) = cpu::traced_rounded(cfg, &plan.params, &batch, gpu.scale, &rounding)?;
+        Some(keep_unscaled(&tr, &names, gpu.scale)?)
+    } else {
+        None
+    };
 
     progress("comparing");
     let env = Envelope::new(plan.precision);
@@ -208,5 +278,6 @@ pub fn run(ctx: &Arc<Context>, plan: &GrowthPlan, progress: &mut dyn FnMut(&str)
     r.loss_cpu64 = loss_cpu64;
     r.planted_at = plan.plant_token_at;
     r.notes = gpu.notes;
+    r.rounded_stages = if rounded.is_some() { rounded_stages } else { Vec::new() };
     Ok(r)
 }

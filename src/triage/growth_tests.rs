@@ -1,4 +1,5 @@
 use super::*;
+use crate::vk::gemm::{MapStage, PrecisionMap, StageKind};
 
 #[test]
 fn running_maximum_over_a_window() {
@@ -123,4 +124,88 @@ fn planting_changes_one_token() {
 fn the_series_of_a_two_layer_model() {
     let names: Vec<String> = series_names(&Config::tiny()).into_iter().map(|(n, _)| n).collect();
     assert_eq!(names, ["gru.l0.h", "gru.l1.h", "ctx.c", "gru.l0.d_h", "gru.l1.d_h", "embed.d_out"]);
+}
+
+/// A tiny model and one row of `t + 1` tokens for the CPU runs below.
+fn tiny_row(t: usize) -> (Config, crate::model::Params<f32>, crate::dataset::Batch) {
+    let cfg = Config::tiny();
+    let p = crate::model::Params::<f32>::init(&cfg, 5);
+    let row: Vec<u8> = crate::dataset::corpus(3, 4 * t).into_iter().take(t + 1).collect();
+    (cfg, p, crate::dataset::Batch::from_rows(&[&row]).unwrap())
+}
+
+/// Each series of a trace (the growth report's), gradients divided by `scale`.
+fn series_of(tr: &crate::cpu::Trace<f32>, cfg: &Config, scale: f32) -> Vec<(String, Vec<f32>)> {
+    series_names(cfg)
+        .into_iter()
+        .map(|(n, _)| {
+            let mut v = tr.get(&n).unwrap().data.clone();
+            if n.contains(".d_") {
+                v.iter_mut().for_each(|x| *x /= scale);
+            }
+            (n, v)
+        })
+        .collect()
+}
+
+#[test]
+fn operand_rounding_off_is_the_plain_run_bit_for_bit() {
+    let (cfg, p, batch) = tiny_row(48);
+    let (_, _, plain) = crate::cpu::traced(&cfg, &p, &batch, 1.0, None).unwrap();
+    let (_, _, off) = crate::cpu::traced_rounded(&cfg, &p, &batch, 1.0, &crate::cpu::Rounding::exact()).unwrap();
+    // An f32 map rounds nothing either.
+    let (rd, names) = kernel_rounding(&PrecisionMap::uniform(Precision::F32, cfg.layers), true);
+    assert!(rd.is_exact() && names.is_empty());
+    for ((n, a), (_, b)) in series_of(&plain, &cfg, 1.0).iter().zip(series_of(&off, &cfg, 1.0)) {
+        assert!(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()), "{n} moved");
+    }
+}
+
+#[test]
+fn operand_rounding_rounds_more_than_the_weights() {
+    let (cfg, p, batch) = tiny_row(48);
+    let scale = 65536.0;
+    let (_, _, weights_only) =
+        crate::cpu::traced(&cfg, &rounded_weights(&p, Precision::F16), &batch, 1.0, None).unwrap();
+    let map = PrecisionMap::default_for(Precision::F16, cfg.layers, true);
+    let (rd, names) = kernel_rounding(&map, true);
+    assert!(names.contains(&"gru.l0.rec=f16".to_string()) && names.contains(&"gru.l0.rec.bwd=f16".to_string()));
+    let (_, _, operands) = crate::cpu::traced_rounded(&cfg, &p, &batch, scale as f64, &rd).unwrap();
+    let (w, o) = (series_of(&weights_only, &cfg, 1.0), series_of(&operands, &cfg, scale));
+    for ((n, a), (_, b)) in w.iter().zip(&o) {
+        // The activations' rounding is of f16's size (2^-11 relative), not
+        // an f32 ulp, and not a different model.
+        let den: Vec<f64> = a.iter().map(|&x| x as f64).collect();
+        let rel = per_position(a, b, &den, a.len())[0];
+        assert!(rel > 1e-5 && rel < 3e-2, "{n}: operand- vs weights-only rounding differ by {rel:e}");
+    }
+    // The recurrence's hook alone does something: h_{t−1} rounded moves h.
+    let mut only_rec = PrecisionMap::uniform(Precision::F32, cfg.layers);
+    only_rec.set(MapStage { kind: StageKind::GruRec, layer: 0, backward: false }, Precision::F16);
+    let (rd, names) = kernel_rounding(&only_rec, true);
+    assert_eq!(names, ["gru.l0.rec=f16"]);
+    assert_eq!((rd.gru_rec[0], rd.gru_input[0]), (crate::cpu::Round::F16, crate::cpu::Round::Exact));
+    let (_, _, rec) = crate::cpu::traced_rounded(&cfg, &p, &batch, 1.0, &rd).unwrap();
+    let (_, _, plain) = crate::cpu::traced(&cfg, &p, &batch, 1.0, None).unwrap();
+    let (a, b) = (&rec.get("gru.l0.h").unwrap().data, &plain.get("gru.l0.h").unwrap().data);
+    assert_eq!(a[..cfg.hidden], b[..cfg.hidden], "h_0 has no product with h_{{-1}} = 0");
+    assert_ne!(a[cfg.hidden..], b[cfg.hidden..]);
+}
+
+#[test]
+fn kernel_rounding_follows_the_kernels() {
+    use crate::cpu::Round;
+    // Per-row recurrences (not on cooperative matrices): their f16 variant
+    // and the embedding's round to f16's mantissa in f32's range.
+    let mut m = PrecisionMap::uniform(Precision::F16, 2);
+    m.set(MapStage { kind: StageKind::Embed, layer: 0, backward: true }, Precision::F32);
+    let (rd, _) = kernel_rounding(&m, false);
+    assert_eq!((rd.embed, rd.gru_rec[1], rd.gru_rec_bwd[0]), (Round::F16Mantissa, Round::F16Mantissa, Round::F16Mantissa));
+    assert_eq!((rd.gru_input[1], rd.attn_bwd, rd.head), (Round::F16, Round::F16, Round::F16));
+    let (rd, _) = kernel_rounding(&m, true);
+    assert_eq!(rd.gru_rec_bwd[1], Round::F16);
+    // Today's mixed step off cooperative matrices: the recurrences stay exact.
+    let (rd, names) = kernel_rounding(&PrecisionMap::default_for(Precision::F16, 2, false), false);
+    assert_eq!((rd.gru_rec[0], rd.gru_rec_bwd[1], rd.embed), (Round::Exact, Round::Exact, Round::Exact));
+    assert_eq!(names.len(), 8, "{names:?}");
 }

@@ -213,7 +213,7 @@ pub fn replay(c: &Capture, opts: &ReplayOptions, progress: &mut dyn FnMut(&str))
     let cpu32 =
         crate::cpu::grads_with::<f32>(cfg, &c.state.params, &c.batch, c.meta.optim.token_cap, c.carry.as_ref())?.0;
     let mut cpu32_run = runs::summarize(cfg, "cpu f32", "cpu", "f32", 1.0, cpu32.loss, &cpu32.grads);
-    let cpu32_contract = runs::contract(cfg, Precision::F32, cpu32.loss, &cpu32.grads, &reference);
+    let cpu32_contract = runs::contract(cfg, None, Precision::F32, cpu32.loss, &cpu32.grads, &reference);
     cpu32_run.vs_f64 = Some(cpu32_contract.clone());
 
     // The captured precision at the captured loss scale, twice.
@@ -250,7 +250,7 @@ pub fn replay(c: &Capture, opts: &ReplayOptions, progress: &mut dyn FnMut(&str))
         let mut r = runs::summarize(cfg, name, "gpu", prec.name(), s, g.loss, &g.grads);
         // The map is the captured-precision runs' (the f32 pair runs without it).
         let m = map.as_ref().filter(|_| prec == precision);
-        r.vs_f64 = Some(runs::contract_for(cfg, m, prec, g.loss, &g.grads, &reference));
+        r.vs_f64 = Some(runs::contract(cfg, m, prec, g.loss, &g.grads, &reference));
         r
     };
     let mut all = vec![run(&format!("gpu {p} #1"), &a1, precision, scale.scale)];

@@ -148,28 +148,19 @@ fn grad_rung(cfg: &Config, name: &str) -> Rung {
     Rung::MODEL.iter().copied().find(|r| r.outputs(cfg).contains(&g)).unwrap_or(Rung::EmbedBwd)
 }
 
-/// A gradient tensor's tolerance against f64 in `precision`: its backward
-/// rung's f32 tolerance, or the mixed bound of its product depth through the
-/// whole step (chained: the replay runs the step end to end).
-pub fn grad_tolerance(cfg: &Config, precision: Precision, name: &str) -> f64 {
-    grad_tolerance_for(cfg, None, precision, name)
-}
-
-/// [`grad_tolerance`] under a precision map (None: `precision`'s step):
-/// only the stages the map runs below f32 count.
-pub fn grad_tolerance_for(cfg: &Config, map: Option<&PrecisionMap>, precision: Precision, name: &str) -> f64 {
+/// A gradient tensor's tolerance against f64 under a precision map (only
+/// the stages it runs below f32 count), or without one in `precision`: its
+/// backward rung's f32 tolerance, or the mixed bound of its product depth
+/// through the whole step (chained: the replay runs the step end to end).
+pub fn grad_tolerance(cfg: &Config, map: Option<&PrecisionMap>, precision: Precision, name: &str) -> f64 {
     let g = format!("grad.{name}");
     grad_rung(cfg, name).tolerance_for(map, precision, Mode::Chained, cfg, &g)
 }
 
-/// `grads` and `loss` against the reference under `precision`'s contract:
-/// every gradient tensor's rel L2 and the loss (the ladder's end-to-end gate).
-pub(super) fn contract(cfg: &Config, precision: Precision, loss: f64, grads: &Params<f32>, r: &Reference) -> Contract {
-    contract_for(cfg, None, precision, loss, grads, r)
-}
-
-/// [`contract`] under a precision map (None: `precision`'s step).
-pub(super) fn contract_for(
+/// `grads` and `loss` against the reference under `map`'s contract (None:
+/// `precision`'s step): every gradient tensor's rel L2 and the loss (the
+/// ladder's end-to-end gate).
+pub(super) fn contract(
     cfg: &Config,
     map: Option<&PrecisionMap>,
     precision: Precision,
@@ -185,7 +176,7 @@ pub(super) fn contract_for(
         .map(|((name, g), (_, w))| {
             let c = compare(&g.data, &w.data);
             TensorCheck {
-                tolerance: grad_tolerance_for(cfg, map, precision, &name),
+                tolerance: grad_tolerance(cfg, map, precision, &name),
                 tensor: name,
                 rel_l2: c.rel_l2,
                 new_non_finite: c.new_non_finite,

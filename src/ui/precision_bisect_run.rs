@@ -36,7 +36,10 @@ impl PrecisionBisectRun {
             let opts = job.capture.as_ref().map_or_else(Default::default, |c| c.meta.optim);
             let batch = job.capture.as_ref().map_or(batch, |c| c.batch.clone());
             let setup = Setup { cfg, params, batch, opts, mode: Mode::Isolated, precision: Precision::F16 };
-            let spec = PrecisionBisectSpec { setup, gemm_choice: crate::vk::gemm::GemmChoice::Auto, fault: job.fault };
+            // An open capture's step ran at its own loss scale: the probes too.
+            let loss_scale = job.capture.as_ref().map(|c| c.meta.loss_scale.scale);
+            let gemm_choice = crate::vk::gemm::GemmChoice::Auto;
+            let spec = PrecisionBisectSpec { setup, gemm_choice, fault: job.fault, loss_scale };
             let cancel = AtomicBool::new(false);
             crate::ladder::precision_bisect(&ctx, &spec, &cancel, |p| {
                 r.progress(p.clone());
