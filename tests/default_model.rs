@@ -19,10 +19,12 @@ fn corpus_loss(cfg: &Config, params: &Params<f32>) -> f64 {
     dualscope::cpu::forward(cfg, params, &batch).unwrap().loss
 }
 
-/// Measured 0.80 nats per byte for the checked-in file (docs/default-model.md);
-/// the bound leaves 0.2 for rounding across machines and thread counts (far
-/// more than it can move) and is still 5x below the seeded model's ~5.55.
-const MAX_LOSS: f64 = 1.0;
+/// Measured 0.785 nats per byte for the checked-in file (docs/default-model.md).
+/// The CPU reference gives the same bytes for any thread count, so the margin
+/// is not for noise: 0.065 lets a remade file of the same recipe pass while a
+/// barely trained one fails (the training loss is still 0.85-0.9 at step 200),
+/// and it is far below the seeded model's ~5.55.
+const MAX_LOSS: f64 = 0.85;
 
 #[test]
 fn the_embedded_model_loads_is_small_and_finite() {
