@@ -81,3 +81,23 @@ fn the_embedded_weights_are_the_views_parameters() {
     let err = Weights::Embedded.params(tiny, 0).unwrap_err();
     assert!(err.contains("another configuration"), "{err}");
 }
+
+/// `train --data embedded:synthetic` (how the file was made) trains on the
+/// embedded corpus without a file; a missing file of another name is still
+/// the usual one-line error.
+#[test]
+fn train_takes_the_embedded_corpus_by_name() {
+    let bin = env!("CARGO_BIN_EXE_dualscope");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let args = ["train", "--data", "embedded:synthetic", "--config", "tiny", "--steps", "3", "--out"];
+    let o = std::process::Command::new(bin).args(args).arg(&out).env("RAYON_NUM_THREADS", "1").output().unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{stdout}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(stdout.contains("on embedded:synthetic"), "{stdout}");
+    assert!(out.join("last.safetensors").is_file());
+    let missing = dir.path().join("embedded:other");
+    let o = std::process::Command::new(bin).args(["train", "--data"]).arg(&missing).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("embedded:other"));
+}

@@ -73,7 +73,7 @@ impl App {
                 self.trained = Some((Arc::new(t.params), total));
                 self.needs_run = true;
                 let text = format!(
-                    "Trained {} steps here ({}): loss {:.4} → {:.4}; the views use the trained model",
+                    "Trained {} steps here ({}): loss {:.4} to {:.4}; the views use the trained model",
                     t.steps,
                     crate::ui::engines::label(t.engine),
                     t.first_loss,

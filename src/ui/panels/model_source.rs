@@ -38,7 +38,7 @@ pub fn show(ui: &mut egui::Ui, c: ModelControls<'_>, out: &mut Vec<Command>) {
     let cmd = Command::SetModelSource(ModelSource::Seeded);
     let label = format!("{} (seed {})", cmd.label(), s.seed);
     let on = seeded || (embedded && !small);
-    if ui.radio(on, label).on_hover_text(cmd.tooltip()).clicked() && !(seeded && !embedded) {
+    if ui.radio(on, label).on_hover_text(cmd.tooltip()).clicked() && !seeded {
         out.push(cmd);
     }
     let typed = c.checkpoint_path.trim().to_string();
