@@ -26,13 +26,16 @@ pub enum Weights {
 }
 
 impl Weights {
-    /// One line for the status and the controls.
+    /// A few words for the sequence view's heading: `seed N`, `embedded
+    /// trained`, `checkpoint NAME` or `trained here`.
     pub fn describe(&self, seed: u64) -> String {
         match self {
-            Weights::Seeded => format!("seeded initialisation (seed {seed})"),
-            Weights::Embedded => "the embedded trained model".to_string(),
-            Weights::File(p) => format!("checkpoint {}", p.display()),
-            Weights::Live(_) => "trained here (not saved)".to_string(),
+            Weights::Seeded => format!("seed {seed}"),
+            Weights::Embedded => "embedded trained".to_string(),
+            Weights::File(p) => {
+                format!("checkpoint {}", p.file_name().map_or(p.display().to_string(), |n| n.display().to_string()))
+            }
+            Weights::Live(_) => "trained here".to_string(),
         }
     }
 

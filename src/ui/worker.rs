@@ -132,6 +132,7 @@ fn compute(job: &Job, progress: &dyn Fn(&'static str)) -> Result<Computed, Strin
         seed: job.seed,
         offset: job.offset,
         len: job.len,
+        model: job.weights.describe(job.seed),
     };
     let elapsed = start.elapsed();
     let mut c = Computed::new(job.generation, spec, cfg, tokens, trace, elapsed);
