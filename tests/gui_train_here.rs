@@ -14,6 +14,7 @@ use dualscope::ui::command::Command;
 use dualscope::ui::panels::status::Level;
 use dualscope::ui::train_here::Progress;
 use dualscope::ui::{App, LaunchOptions};
+use egui::accesskit::Role;
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 
@@ -65,6 +66,14 @@ fn wait_for_trace(h: &mut Harness<'static, App>) {
     wait_until(h, "the trace", |a| !a.is_busy() && a.computed().is_some());
 }
 
+/// Opens the "Model" combo box and picks `item`.
+fn pick_model(h: &mut Harness<'static, App>, item: &str) {
+    h.get_by_role_and_label(Role::ComboBox, "Model").click();
+    h.run_steps(2);
+    h.get_by_label(item).click();
+    h.run_steps(2);
+}
+
 fn live(app: &App) -> Params<f32> {
     match app.weights() {
         Weights::Live(p) => Params::clone(&p),
@@ -78,15 +87,13 @@ fn opens_on_the_embedded_model_and_seeded_init_is_one_click_away() {
     wait_for_trace(&mut h);
     assert!(matches!(h.state().weights(), Weights::Embedded));
     let trained_loss = h.state().computed().unwrap().loss;
-    h.get_by_label("Seeded init (seed 0)").click();
-    h.run_steps(1);
+    pick_model(&mut h, "Seeded init (seed 0)");
     wait_for_trace(&mut h);
     assert_eq!(h.state().state.model, ModelSource::Seeded);
     let seeded_loss = h.state().computed().unwrap().loss;
     assert!(seeded_loss > 5.0, "the seed's model predicts about uniformly: {seeded_loss}");
     assert!(trained_loss < 1.5, "the embedded model has learned the corpus: {trained_loss}");
-    h.get_by_label("Embedded trained").click();
-    h.run_steps(1);
+    pick_model(&mut h, "Embedded trained");
     wait_for_trace(&mut h);
     assert_eq!(h.state().computed().unwrap().loss, trained_loss);
 }
@@ -118,8 +125,7 @@ fn train_three_steps_here_updates_the_model_in_place() {
     assert_ne!(live(h.state()), first);
 
     // Choosing a source drops what was trained here.
-    h.get_by_label("Seeded init (seed 0)").click();
-    h.run_steps(1);
+    pick_model(&mut h, "Seeded init (seed 0)");
     wait_for_trace(&mut h);
     assert_eq!(h.state().trained_steps(), None);
     assert_eq!(h.state().computed().unwrap().loss, before);
