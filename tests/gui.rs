@@ -1000,6 +1000,7 @@ fn generate_example_sessions() {
         precision_map: None,
         token_cap: None,
         capture: None,
+        weights: Default::default(), // the seed's initialisation
     };
     let mut view = LadderView::default();
     view.input = Some(job.input.clone());

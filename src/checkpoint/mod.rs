@@ -16,6 +16,7 @@
 
 mod atomic;
 pub mod checksum;
+mod embedded;
 mod named;
 mod read;
 mod train_state;
@@ -36,6 +37,7 @@ use crate::tensor::{Real, Tensor};
 
 pub use atomic::{check_writable, write_atomic};
 pub use checksum::CHECKSUM_KEY;
+pub use embedded::{EMBEDDED_BYTES, EMBEDDED_NAME, embedded_default};
 pub use named::{NamedRef, NamedTensor, Values, ValuesRef, encode_named, load_named, named_from_bytes, save_named};
 pub use read::{
     load_params, load_params_opts, load_params_with, load_params_with_meta, load_tensors, params_from_bytes,

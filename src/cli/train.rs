@@ -21,7 +21,8 @@ use crate::train::{
 
 #[derive(Args, Debug)]
 pub struct TrainArgs {
-    /// The dataset: any file (bytes) or a .jsonl file with a `text` field per line.
+    /// The dataset: any file (bytes), a .jsonl file with a `text` field per line, or
+    /// `embedded:synthetic` for the embedded corpus.
     #[arg(long)]
     pub data: PathBuf,
     /// small, bench, tiny, or a JSON config file (default small; ignored with --checkpoint, refused with --resume).
@@ -288,7 +289,13 @@ pub fn run(a: &TrainArgs) -> Result<i32, CliError> {
         return Err(CliError::Usage("--gemm-path applies only to --engine gpu".into()));
     }
     let plan = a.plan()?;
-    let ds = Dataset::open(&a.data).map_err(super::common::data_error)?;
+    // `--data embedded:synthetic` (the embedded corpus's name) trains on the
+    // built-in corpus, as the GUI's default model was made (docs/default-model.md).
+    let ds = if a.data.as_os_str() == synthetic::DEFAULT_NAME {
+        synthetic::default_dataset()
+    } else {
+        Dataset::open(&a.data).map_err(super::common::data_error)?
+    };
     let mut printer = TrainPrinter {
         json: a.json,
         quiet: a.quiet,

@@ -7,6 +7,7 @@
 //! - [`side`]: the side file of compared tensors, through `checkpoint`'s safetensors code.
 //! - [`job`]: [`Job`], the one background job type (thread, progress, cancel, result, waker).
 //! - [`gpu`]: the shared, lazily opened Vulkan context.
+//! - [`weights`]: where a job's parameters come from (seeded, embedded, a file, trained here).
 
 pub mod config;
 pub mod file;
@@ -15,6 +16,7 @@ pub mod job;
 pub mod results;
 pub mod side;
 pub mod state;
+pub mod weights;
 
 pub use file::{SessionError, load, load_side_file, parse, save, save_with_ladder, to_ron};
 pub use job::{Job, Lost, Polled, Reporter, Waker};

@@ -151,8 +151,14 @@ pub struct State {
     /// Also compute the GPU's trace of the sequence (the stepper's CPU vs GPU).
     pub gpu_trace: bool,
     /// A checkpoint (safetensors) to take the parameters from instead of
-    /// initialising them from `seed`; its config must be the chosen one.
+    /// `model`'s; its config must be the chosen one.
     pub checkpoint: Option<PathBuf>,
+    /// Where the parameters come from when no checkpoint is chosen. A session
+    /// written before this field existed meant the seed's initialisation, so
+    /// a missing field reads as [`ModelSource::Seeded`] (a new state starts on
+    /// the embedded trained model).
+    #[serde(default)]
+    pub model: ModelSource,
     /// Ladder results. Only in session files: the app keeps its live results
     /// in its ladder view and fills this in when it saves.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -194,6 +200,18 @@ pub struct State {
     pub capture: Option<PathBuf>,
 }
 
+/// Where the GUI's parameters come from when no checkpoint file is chosen.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ModelSource {
+    /// Initialised from the session's seed (what every session before this
+    /// choice existed used; the default of a missing field).
+    #[default]
+    Seeded,
+    /// The embedded `small` model trained on the embedded corpus
+    /// (docs/default-model.md); another config starts from the seed.
+    Embedded,
+}
+
 /// The tools that plant an engine fault, each with its own choice.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FaultTool {
@@ -203,6 +221,18 @@ pub enum FaultTool {
 }
 
 impl State {
+    /// The parameters this state names (not counting any trained in the
+    /// app): the checkpoint file, else the embedded model where the config is
+    /// `small`, else the seed's initialisation.
+    pub fn weights(&self) -> super::weights::Weights {
+        use super::weights::Weights;
+        match (&self.checkpoint, self.model, self.config) {
+            (Some(p), _, _) => Weights::File(p.clone()),
+            (None, ModelSource::Embedded, ConfigName::Small) => Weights::Embedded,
+            _ => Weights::Seeded,
+        }
+    }
+
     /// The fault `tool` plants (a name that is not in the catalogue: none).
     pub fn fault(&self, tool: FaultTool) -> Option<crate::vk::engine::Fault> {
         let name = match tool {
@@ -240,6 +270,7 @@ impl Default for State {
             view: View::Sequence,
             gpu_trace: true,
             checkpoint: None,
+            model: ModelSource::Embedded,
             ladder: None,
             tensors_file: None,
             ladder_fault: None,

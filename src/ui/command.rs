@@ -55,7 +55,7 @@ pub enum Command {
     SetView(View),
     StartSpeed,
     StopSpeed,
-    /// Take the parameters from a checkpoint (None: initialise from the seed).
+    /// Take the parameters from a checkpoint (None: drop it and initialise from the seed).
     SetCheckpoint(Option<PathBuf>),
     /// Also compute the GPU's trace of the sequence (for the stepper's CPU vs GPU).
     SetGpuTrace(bool),
@@ -92,6 +92,16 @@ pub enum Command {
     /// Run `dualscope growth` on the row shown: per position the GPU-CPU
     /// difference of each state and gradient against the rounding envelope.
     RunGrowth,
+    /// Where the parameters come from (the checkpoint file is `SetCheckpoint`).
+    SetModelSource(crate::session::state::ModelSource),
+    /// Train the current model this many steps on the current dataset (on its
+    /// own thread); the trained parameters replace the model's.
+    TrainHere {
+        steps: usize,
+        lr: f64,
+    },
+    /// Stop the train-here run (the model stays as it was).
+    CancelTrainHere,
 }
 
 impl Command {
@@ -152,6 +162,10 @@ impl Command {
             Command::ReplayCapture => "Replay",
             Command::CaptureGoTo { .. } => "Go there",
             Command::RunGrowth => "Error growth",
+            Command::SetModelSource(crate::session::state::ModelSource::Embedded) => "Embedded trained",
+            Command::SetModelSource(crate::session::state::ModelSource::Seeded) => "Seeded init",
+            Command::TrainHere { .. } => "Train here",
+            Command::CancelTrainHere => "Cancel training",
         }
     }
 
@@ -241,6 +255,16 @@ impl Command {
             Command::RunGrowth => {
                 "Run the row on the GPU (in the chosen precision) and the CPU (f32, f64): per position, each GRU state's, the attention output's and the gradients' GPU-CPU difference against the envelope rounding explains"
             }
+            Command::SetModelSource(crate::session::state::ModelSource::Embedded) => {
+                "The small model trained on the embedded corpus, built into the program (docs/default-model.md)"
+            }
+            Command::SetModelSource(crate::session::state::ModelSource::Seeded) => {
+                "Parameters freshly initialised from the seed (uniform attention, random predictions)"
+            }
+            Command::TrainHere { .. } => {
+                "Train the model shown this many steps on the current dataset (CPU reference; the GPU for a mixed precision), on a worker thread; the views then use the trained parameters"
+            }
+            Command::CancelTrainHere => "Stop the training after its current step; the model stays as it was",
         }
     }
 

@@ -17,6 +17,8 @@ pub struct JobSpec {
     pub seed: u64,
     pub offset: usize,
     pub len: usize,
+    /// Where the parameters came from, in a few words (`Weights::describe`).
+    pub model: String,
 }
 
 /// A dense row-major matrix of `f32`, the unit the heatmap draws.
@@ -269,7 +271,14 @@ mod tests {
         trace.push("loss.token", Tensor::from_vec(&[t, 1], losses.to_vec()));
         trace.push("ctx.token_norm", Tensor::from_vec(&[t, 1], vec![1.0; t]));
         trace.push("grad.head.bias", Tensor::from_vec(&[t, 1], vec![f32::NAN; t]));
-        let spec = JobSpec { dataset_name: "x".into(), config: ConfigName::Tiny, seed: 0, offset: 0, len: t + 1 };
+        let spec = JobSpec {
+            dataset_name: "x".into(),
+            config: ConfigName::Tiny,
+            seed: 0,
+            offset: 0,
+            len: t + 1,
+            model: "seed 0".into(),
+        };
         Computed::new(1, spec, Config::tiny(), vec![b'a'; t + 1], trace, Duration::ZERO)
     }
 

@@ -51,7 +51,7 @@ pub fn fault_description(f: EngineFault) -> String {
 pub struct RowJob {
     pub config: ConfigName,
     pub seed: u64,
-    pub checkpoint: Option<PathBuf>,
+    pub weights: crate::session::weights::Weights,
     pub tokens: Vec<u8>,
     pub fault: Option<EngineFault>,
     /// An open capture: its configuration and weights instead of the preset's.
@@ -63,7 +63,7 @@ impl RowJob {
     pub(crate) fn model(&self) -> Result<(crate::model::Config, crate::model::Params<f32>), String> {
         match &self.capture {
             Some(c) => Ok((c.config.clone(), c.state.params.clone())),
-            None => Ok((self.config.config(), self.config.initial_params(self.seed, self.checkpoint.as_deref())?)),
+            None => Ok((self.config.config(), self.weights.params(self.config, self.seed)?)),
         }
     }
 }

@@ -48,6 +48,8 @@ pub struct LadderJob {
     /// An open capture: the ladder runs on its whole batch and its weights
     /// (with its step's optimizer options) instead of `tokens` and the seed's model.
     pub capture: Option<Arc<Capture>>,
+    /// The parameters of the preset (without a capture).
+    pub weights: crate::session::weights::Weights,
 }
 
 /// The configuration the run checks: the capture's, or the chosen preset.
@@ -68,7 +70,7 @@ fn setup(job: &LadderJob) -> Result<ladder::Setup, String> {
     }
     let cfg = job.input.config.config();
     let batch = Batch::from_rows(&[&job.tokens]).map_err(|e| e.to_string())?;
-    let params = job.input.config.initial_params(job.input.seed, job.input.checkpoint.as_deref())?;
+    let params = job.weights.params(job.input.config, job.input.seed)?;
     Ok(ladder::Setup {
         cfg: cfg.clone(),
         params,

@@ -24,6 +24,7 @@ pub mod precision_bisect_run;
 pub mod script;
 pub mod session;
 pub mod speed;
+pub mod train_here;
 pub mod worker;
 
 pub use app::{App, LaunchOptions};

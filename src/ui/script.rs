@@ -70,7 +70,7 @@ pub struct Line {
 
 /// The syntax of every step, for `--help` and the errors.
 pub const SYNTAX: &str = "config tiny|small|bench · seed N · data PATH · embedded · offset N · len N · \
-precision f32|f16|bf16 · gpu-trace on|off · token-cap X|off · fault ladder|bisect|audit NAME|none · \
+model embedded|seeded · train N · precision f32|f16|bf16 · gpu-trace on|off · token-cap X|off · fault ladder|bisect|audit NAME|none · \
 precision-map STAGE=PREC,…|default · open precision-map · precision-bisect · \
 run · ladder · rung ID|none · tensor NAME · worst · headroom · growth · \
 cursor N|first|last|worst-loss|worst-divergence|next-non-finite · bisect · bisect-max-len N · audit · \
@@ -201,6 +201,15 @@ fn parse_step(line: &str) -> Result<ScriptStep, String> {
         "worst" => none().map(|_| Command::JumpToWorst)?,
         "headroom" => return none().map(|_| ScriptStep::ScrollToHeadroom),
         "growth" => none().map(|_| Command::RunGrowth)?,
+        "model" => match need("embedded or seeded")? {
+            "embedded" => Command::SetModelSource(crate::session::state::ModelSource::Embedded),
+            "seeded" => Command::SetModelSource(crate::session::state::ModelSource::Seeded),
+            m => return Err(format!("unknown model source {m:?}: expected embedded or seeded")),
+        },
+        "train" => {
+            let steps = number("the steps", need("a number of steps")?)?;
+            Command::TrainHere { steps, lr: crate::cpu::StepOptions::default().lr }
+        }
         "cursor" => match need("a position or first, last, worst-loss, worst-divergence, next-non-finite")? {
             "first" => Command::CursorFirst,
             "last" => Command::CursorLast,
@@ -374,6 +383,26 @@ mod tests {
             let e = parse(text).unwrap_err();
             assert!(e.starts_with(want), "{e}");
         }
+    }
+
+    #[test]
+    fn model_and_train_steps() {
+        use crate::session::state::ModelSource;
+        let lines = parse("model seeded\nmodel embedded\ntrain 20\n").unwrap();
+        let steps: Vec<_> = lines.into_iter().map(|l| l.step).collect();
+        let lr = crate::cpu::StepOptions::default().lr;
+        assert_eq!(
+            steps,
+            vec![
+                ScriptStep::Command(Command::SetModelSource(ModelSource::Seeded)),
+                ScriptStep::Command(Command::SetModelSource(ModelSource::Embedded)),
+                ScriptStep::Command(Command::TrainHere { steps: 20, lr }),
+            ]
+        );
+        let e = parse("model trained\n").unwrap_err();
+        assert!(e.contains("line 1 `model trained`: unknown model source"), "{e}");
+        let e = parse("train lots\n").unwrap_err();
+        assert!(e.contains("the steps must be a whole number"), "{e}");
     }
 
     #[test]

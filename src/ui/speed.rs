@@ -104,7 +104,7 @@ impl SpeedRun {
         dataset: Arc<Dataset>,
         config: ConfigName,
         seed: u64,
-        checkpoint: Option<std::path::PathBuf>,
+        weights: crate::session::weights::Weights,
         precision: Precision,
         wake: Waker,
     ) {
@@ -126,7 +126,7 @@ impl SpeedRun {
             self.label += " · with the controller (norms, judgement, optimizer)";
         }
         let spawned = Job::spawn("speed", wake, move |r| {
-            Run { dataset: &dataset, config, seed, precision, len, controller }.steps(checkpoint.as_deref(), r)
+            Run { dataset: &dataset, config, seed, precision, len, controller }.steps(&weights, r)
         });
         match spawned {
             Ok(job) => self.job = Some(job),
@@ -220,10 +220,10 @@ fn one_step(
 impl Run<'_> {
     /// Alternates a CPU and a GPU step until cancelled (or nobody listens);
     /// a GPU that cannot run is reported once and the CPU goes on alone.
-    fn steps(&self, checkpoint: Option<&std::path::Path>, r: &Reporter<Report>) -> Result<(), String> {
+    fn steps(&self, weights: &crate::session::weights::Weights, r: &Reporter<Report>) -> Result<(), String> {
         let cfg = self.config.config();
         let opts = StepOptions::default();
-        let init = self.config.initial_params(self.seed, checkpoint)?;
+        let init = weights.params(self.config, self.seed)?;
         let mut cpu = engine::Engine::cpu(&cfg, TrainState::fresh(&cfg, init.clone(), LossScale::fixed()), &opts);
         let vk = VulkanOptions { precision: self.precision, gemm: GemmChoice::Auto, timing: Timing::PerDispatch };
         let state = TrainState::fresh(&cfg, init, default_loss_scale(self.precision));

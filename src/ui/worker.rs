@@ -4,7 +4,6 @@
 //! the latest one is computed next; each report carries its generation.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -27,14 +26,14 @@ pub struct Job {
     pub seed: u64,
     pub offset: usize,
     pub len: usize,
-    /// Parameters from this checkpoint instead of the seed's initialisation.
-    pub checkpoint: Option<PathBuf>,
+    /// Where the parameters come from (seed, embedded model, file, trained here).
+    pub weights: crate::session::weights::Weights,
     /// Also compute the GPU's trace of the row (where a GPU exists).
     pub gpu: bool,
     /// The per-token guard's cap (None: off).
     pub token_cap: Option<f64>,
     /// An open capture: its configuration and weights instead of `config`,
-    /// `seed` and `checkpoint`.
+    /// `seed` and `weights`.
     pub capture: Option<Arc<Capture>>,
 }
 
@@ -117,7 +116,7 @@ fn compute(job: &Job, progress: &dyn Fn(&'static str)) -> Result<Computed, Strin
         Some(c) => (c.config.clone(), c.state.params.clone()),
         None => {
             progress("initialising parameters");
-            (job.config.config(), job.config.initial_params(job.seed, job.checkpoint.as_deref())?)
+            (job.config.config(), job.weights.params(job.config, job.seed)?)
         }
     };
     // The forward, the backward and the trace in f32, and the GPU's copy of
@@ -133,6 +132,7 @@ fn compute(job: &Job, progress: &dyn Fn(&'static str)) -> Result<Computed, Strin
         seed: job.seed,
         offset: job.offset,
         len: job.len,
+        model: job.weights.describe(job.seed),
     };
     let elapsed = start.elapsed();
     let mut c = Computed::new(job.generation, spec, cfg, tokens, trace, elapsed);

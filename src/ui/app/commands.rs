@@ -47,10 +47,12 @@ impl App {
             // Another model than the capture's: the capture closes.
             Command::SetConfig(c) => {
                 self.close_capture();
+                self.trained = None;
                 self.state.config = c;
             }
             Command::SetSeed(s) => {
                 self.close_capture();
+                self.trained = None;
                 self.state.seed = s;
             }
             Command::SetPrecision(p) => self.state.precision = p,
@@ -105,17 +107,24 @@ impl App {
             Command::SetView(v) => self.state.view = v,
             Command::StartSpeed => {
                 let wake = waker(&self.ctx_slot);
-                let (config, seed, ckpt) = (self.state.config, self.state.seed, self.state.checkpoint.clone());
+                let (config, seed, weights) = (self.state.config, self.state.seed, self.weights());
                 let precision = self.state.precision;
-                self.speed.start(self.dataset.clone(), config, seed, ckpt, precision, wake);
+                self.speed.start(self.dataset.clone(), config, seed, weights, precision, wake);
                 self.say(Level::Info, "Timing training steps on both engines…");
             }
             Command::StopSpeed => self.speed.stop(),
             Command::SetCheckpoint(p) => {
                 self.close_capture();
+                self.trained = None;
+                if p.is_none() {
+                    self.state.model = crate::session::state::ModelSource::Seeded;
+                }
                 self.state.checkpoint = p;
                 self.needs_run = true;
             }
+            Command::SetModelSource(m) => self.set_model_source(m),
+            Command::TrainHere { steps, lr } => self.start_train_here(steps, lr),
+            Command::CancelTrainHere => self.train_here.cancel(),
             Command::SetGpuTrace(on) => {
                 self.state.gpu_trace = on;
                 self.needs_run = true;

@@ -240,6 +240,7 @@ impl App {
         let dataset = self.state.dataset.clone();
         // The capture is recorded again once it has opened.
         self.state = State { dataset, ladder: None, tensors_file: None, capture: None, ..loaded };
+        self.trained = None; // parameters trained here are not part of a session
         self.checkpoint_path = self.state.checkpoint.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
         if let Some(p) = &self.state.train_log {
             self.train_log_path = p.display().to_string();

@@ -28,7 +28,8 @@ impl App {
         };
         let source = format!("{}: {} positions at offset {}", c.spec.dataset_name, c.t, c.spec.offset);
         let capture = self.capture.open.as_ref().map(|o| &o.capture);
-        let preset = (c.spec.config, c.spec.seed, self.state.checkpoint.as_deref());
+        let weights = self.weights();
+        let preset = (c.spec.config, c.spec.seed, &weights);
         let started = GrowthJob::new(capture, preset, c.tokens.clone(), c.spec.offset, source, self.state.precision)
             .and_then(|job| self.growth.start(job, waker(&self.ctx_slot)));
         match started {

@@ -54,7 +54,7 @@ impl App {
             seed: self.state.seed,
             offset: self.state.offset,
             len: self.state.len,
-            checkpoint: self.state.checkpoint.clone(),
+            weights: self.weights(),
             gpu: self.state.gpu_trace,
             token_cap: self.state.token_cap,
             capture: self.capture.open.as_ref().map(|o| o.capture.clone()),
@@ -92,6 +92,7 @@ impl App {
             precision_map: self.state.precision_map.clone(),
             token_cap: self.state.token_cap,
             capture: capture.map(|c| c.capture.clone()),
+            weights: self.weights(),
         };
         self.ladder.start(crate::ladder::Rung::ALL.to_vec(), job, waker(&self.ctx_slot));
         match engine_fault {
@@ -106,7 +107,7 @@ impl App {
         Ok(RowJob {
             config: self.state.config,
             seed: self.state.seed,
-            checkpoint: self.state.checkpoint.clone(),
+            weights: self.weights(),
             tokens,
             fault: self.state.fault(tool),
             capture: self.capture.open.as_ref().map(|o| o.capture.clone()),

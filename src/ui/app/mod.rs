@@ -14,6 +14,7 @@ mod export;
 mod files;
 mod growth;
 mod jobs;
+mod model;
 mod view;
 
 use std::path::PathBuf;
@@ -111,6 +112,10 @@ pub struct App {
     capture: CaptureRun,
     growth: panels::growth::GrowthRun,
     script: super::script::Script,
+    /// The "Train N steps here" run.
+    train_here: super::train_here::TrainHere,
+    /// Parameters trained here and the steps they took; `None`: the state's source.
+    trained: Option<(Arc<crate::model::Params<f32>>, usize)>,
 }
 
 impl App {
@@ -153,6 +158,8 @@ impl App {
             capture: CaptureRun::default(),
             growth: Default::default(),
             script: super::script::Script::new(opts.commands),
+            train_here: Default::default(),
+            trained: None,
         };
         if let Some(p) = &app.state.train_log {
             app.train_log_path = p.display().to_string();
@@ -259,6 +266,7 @@ impl App {
             || self.capture.replay.is_busy()
             || self.growth.is_busy()
             || self.precision_bisect.is_busy()
+            || self.train_here.is_busy()
             || !self.dialogs.is_empty())
     }
 
@@ -322,6 +330,7 @@ impl App {
         }
         self.poll_diagnostics();
         self.poll_growth();
+        self.poll_train_here();
         match self.script.next(self.is_idle() && self.pending.is_empty()) {
             Some(super::script::ScriptStep::Command(c)) => self.pending.push(c),
             Some(super::script::ScriptStep::ScrollToHeadroom) => self.inspector.scroll_to_headroom = true,
@@ -355,6 +364,9 @@ impl App {
                 data_path: &mut self.data_path,
                 session_path: &mut self.session_path,
                 checkpoint_path: &mut self.checkpoint_path,
+                train_here: &mut self.train_here,
+                trained_steps: self.trained.as_ref().map(|t| t.1),
+                capture_open: self.capture.open.is_some(),
                 stale,
                 precision_bisect: &self.precision_bisect,
             };
@@ -387,6 +399,7 @@ impl App {
             || self.capture.is_busy()
             || self.capture.replay.is_busy()
             || self.growth.is_busy()
+            || self.train_here.is_busy()
             || self.script.is_pending()
         {
             // The threads wake us when they report; this is a fallback.

@@ -77,7 +77,7 @@ impl App {
             let model = match (&self.capture.open, self.capture_row()) {
                 (Some(_), Some(row)) => format!("row {row} · the capture's weights"),
                 (Some(_), None) => "the capture's weights".to_string(),
-                (None, _) => format!("{} · seed {}", c.spec.config.label(), c.spec.seed),
+                (None, _) => format!("{} · {}", c.spec.config.label(), c.spec.model),
             };
             ui.heading(format!("{} · {model}", c.spec.dataset_name));
             ui.label(format!(

@@ -18,6 +18,12 @@ pub struct Controls<'a> {
     pub session_path: &'a mut String,
     /// The path typed in the checkpoint field.
     pub checkpoint_path: &'a mut String,
+    /// The train-here run (its controls are in the model section).
+    pub train_here: &'a mut crate::ui::train_here::TrainHere,
+    /// Steps trained here on top of the model source (None: none).
+    pub trained_steps: Option<usize>,
+    /// A capture is open (its weights are shown).
+    pub capture_open: bool,
     /// The settings differ from what was last computed.
     pub stale: bool,
     /// The precision bisect, drawn with the precision map.
@@ -27,7 +33,7 @@ pub struct Controls<'a> {
 pub fn show(ui: &mut egui::Ui, c: Controls<'_>, out: &mut Vec<Command>) {
     egui::ScrollArea::vertical().show(ui, |ui| {
         dataset_section(ui, &c, out);
-        let Controls { data_path, session_path, checkpoint_path, .. } = c;
+        let Controls { data_path, session_path, checkpoint_path, train_here, .. } = c;
         ui.horizontal(|ui| {
             ui.add(egui::TextEdit::singleline(data_path).hint_text("dataset file path").desired_width(170.0));
             button(ui, Command::OpenDataset(data_path.trim().into()), !data_path.trim().is_empty(), out);
@@ -35,7 +41,14 @@ pub fn show(ui: &mut egui::Ui, c: Controls<'_>, out: &mut Vec<Command>) {
         ui.separator();
         sequence_section(ui, c.state, c.dataset, c.stale, out);
         crate::ui::panels::precision_bisect::show(ui, c.precision_bisect, out);
-        checkpoint_section(ui, c.state, checkpoint_path, out);
+        let model = crate::ui::panels::model_source::ModelControls {
+            state: c.state,
+            checkpoint_path,
+            train: train_here,
+            trained_steps: c.trained_steps,
+            capture_open: c.capture_open,
+        };
+        crate::ui::panels::model_source::show(ui, model, out);
         ui.separator();
         engines_section(ui, c.state, out);
         ui.separator();
@@ -158,25 +171,6 @@ fn sequence_section(ui: &mut egui::Ui, s: &State, ds: &Dataset, stale: bool, out
             ui.label(RichText::new("settings changed: press Run").weak());
         }
     });
-}
-
-fn checkpoint_section(ui: &mut egui::Ui, s: &State, path: &mut String, out: &mut Vec<Command>) {
-    ui.horizontal(|ui| {
-        ui.add(egui::TextEdit::singleline(path).hint_text("checkpoint (.safetensors)").desired_width(170.0));
-        let p = path.trim();
-        button(ui, Command::SetCheckpoint(Some(p.into())), !p.is_empty(), out);
-    });
-    match &s.checkpoint {
-        Some(p) => {
-            ui.horizontal_wrapped(|ui| {
-                ui.label(RichText::new(format!("parameters from {}", p.display())).small());
-                button(ui, Command::SetCheckpoint(None), true, out);
-            });
-        }
-        None => {
-            ui.label(RichText::new("parameters initialised from the seed").weak().small());
-        }
-    }
 }
 
 fn engines_section(ui: &mut egui::Ui, s: &State, out: &mut Vec<Command>) {

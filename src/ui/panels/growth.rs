@@ -41,7 +41,7 @@ impl GrowthJob {
     /// A job on `tokens` with the capture's model when one is open.
     pub fn new(
         capture: Option<&Arc<Capture>>,
-        preset: (crate::session::state::ConfigName, u64, Option<&std::path::Path>),
+        preset: (crate::session::state::ConfigName, u64, &crate::session::weights::Weights),
         tokens: Vec<u8>,
         offset: usize,
         source: String,
@@ -49,7 +49,7 @@ impl GrowthJob {
     ) -> Result<GrowthJob, String> {
         let (config, params) = match capture {
             Some(c) => (c.config.clone(), c.state.params.clone()),
-            None => (preset.0.config(), preset.0.initial_params(preset.1, preset.2)?),
+            None => (preset.0.config(), preset.2.params(preset.0, preset.1)?),
         };
         Ok(GrowthJob { config, params, tokens, offset, source, precision })
     }

@@ -14,6 +14,7 @@ pub mod gru;
 pub mod headroom;
 pub mod inspector;
 pub mod ladder;
+pub mod model_source;
 pub mod precision_bisect;
 pub mod speed;
 pub mod status;
