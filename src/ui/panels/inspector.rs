@@ -169,6 +169,13 @@ pub fn show(
     if let Some(input) = &view.input {
         ui.label(RichText::new(format!("ran on {}", input.describe())).weak().small());
     }
+    // The rung's cases, worst first: here (the central area's width) rather
+    // than in the ladder panel, which they used to widen over this view.
+    let cases = view.results.get(rung).and_then(|r| r.as_ref().ok()).map_or(0, |r| r.cases.len());
+    egui::CollapsingHeader::new(format!("Cases of rung {rung} ({cases})"))
+        .id_salt("rung_cases_header")
+        .default_open(true)
+        .show(ui, |ui| super::ladder::inspector(ui, view, rung));
     let Some(tensors) = view.tensors.get(rung) else {
         let why = if rung == "gemm" {
             "Rung gemm checks matrix products of many shapes, case by case: its cases are listed in the ladder panel; it keeps no model tensors."

@@ -15,6 +15,7 @@ pub mod headroom;
 pub mod inspector;
 pub mod ladder;
 pub mod precision_bisect;
+pub mod session;
 pub mod speed;
 pub mod status;
 pub mod stepper;
