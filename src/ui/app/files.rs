@@ -108,6 +108,28 @@ impl App {
         }
     }
 
+    /// Uses `dir` as the data folder (tests; the default comes from
+    /// [`crate::session::data::data_dir`]): the recent list is read from it, and
+    /// the session field's default path moves there.
+    pub fn set_data_dir(&mut self, dir: &Path) {
+        let old_default = crate::session::data::default_session(&self.data_dir).display().to_string();
+        if self.session_path == old_default {
+            self.session_path = crate::session::data::default_session(dir).display().to_string();
+        }
+        self.data_dir = dir.to_path_buf();
+        self.recent = crate::session::data::Recent::load(dir);
+    }
+
+    /// The data folder (default sessions, the recent list).
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// The recent sessions, most recent first.
+    pub fn recent(&self) -> &[PathBuf] {
+        &self.recent.sessions
+    }
+
     /// Records `session` as the open one and first in the recent list (the
     /// list's file is a convenience: a failure to write it is only a warning).
     fn remember_session(&mut self, session: &Path) {
