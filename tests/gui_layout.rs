@@ -6,7 +6,7 @@
 //! the controls and the `?` overlay. Snapshots at 1280×800 and 1600×1000.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, Once};
+use std::sync::Once;
 use std::time::Duration;
 
 use dualscope::session::state::{ConfigName, State, View};
@@ -41,9 +41,6 @@ fn init_env() {
         }
     });
 }
-
-/// Tests that change the working directory, or build an app that reads it, take turns.
-static CWD: Mutex<()> = Mutex::new(());
 
 fn tiny(len: usize) -> State {
     State { config: ConfigName::Tiny, len, ..State::default() }
@@ -182,55 +179,63 @@ fn sequence_view_scrolls_to_the_gradient_map() {
     }
 }
 
-#[test]
-fn snapshots_at_two_sizes() {
-    let data = tempfile::tempdir().unwrap();
-    for (w, hgt, tag) in [(1280.0, 800.0, "1280x800"), (1600.0, 1000.0, "1600x1000")] {
-        // Sequence.
-        let state = State { len: 300, cursor: 120, ..State::default() };
-        let mut h = isolated(LaunchOptions { state: Some(state), ..Default::default() }, data.path(), (w, hgt));
-        wait_for_trace(&mut h);
-        mask_all(&mut h, &["computed in", "positions in"]);
-        mask_session(&mut h);
-        h.snapshot(&format!("layout_sequence_{tag}"));
+const SIZES: [(f32, f32, &str); 2] = [(1280.0, 800.0, "1280x800"), (1600.0, 1000.0, "1600x1000")];
 
-        // The inspector on the failing rung.
-        let (mut h, _d) = failing((w, hgt));
-        h.run_steps(3);
-        mask_all(&mut h, &["computed in", "positions in"]);
-        mask_session(&mut h);
-        h.snapshot(&format!("layout_inspector_failing_{tag}"));
-
-        // Speedup, with known samples (a live run's times vary).
-        h.state_mut().queue(Command::SetView(View::Speedup));
-        let samples = &mut h.state_mut().speed_mut().samples;
-        for step in 0..30u64 {
-            use dualscope::engine::EngineKind as Engine;
-            use dualscope::ui::speed::Sample;
-            let wobble = ((step * 7) % 5) as f64;
-            let s = |engine, wall_ms, device_ms| Sample { engine, step, wall_ms, device_ms, loss: 5.5 };
-            samples.push(s(Engine::Cpu, 40.0 + wobble, None));
-            samples.push(s(Engine::Vulkan, 8.0 + wobble / 5.0, Some(5.0 + wobble / 8.0)));
-        }
-        h.run_steps(3);
-        mask_all(&mut h, &["computed in", "positions in"]);
-        mask_session(&mut h);
-        h.snapshot(&format!("layout_speedup_{tag}"));
+/// Snapshots `h` at both sizes (one harness, resized: kittest merges one harness's results).
+fn snapshot_both(h: &mut Harness<'static, App>, name: &str) {
+    for (w, hgt, tag) in SIZES {
+        h.set_size(egui::vec2(w, hgt));
+        h.run_steps(4);
+        mask_all(h, &["computed in", "positions in"]);
+        mask_session(h);
+        h.snapshot(&format!("{name}_{tag}"));
     }
 }
 
-/// "Save session" with its default path, from a working directory without a
-/// `sessions` folder: the data folder's `sessions/` is created and the
-/// session (and its side tensors file) written there; the status bar names the full path.
+#[test]
+fn snapshot_sequence_at_two_sizes() {
+    let data = tempfile::tempdir().unwrap();
+    let state = State { len: 300, cursor: 120, ..State::default() };
+    let mut h = isolated(LaunchOptions { state: Some(state), ..Default::default() }, data.path(), (1280.0, 800.0));
+    wait_for_trace(&mut h);
+    snapshot_both(&mut h, "layout_sequence");
+}
+
+#[test]
+fn snapshot_failing_inspector_at_two_sizes() {
+    let (mut h, _d) = failing((1280.0, 800.0));
+    snapshot_both(&mut h, "layout_inspector_failing");
+}
+
+/// Speedup, with known samples (a live run's times vary).
+#[test]
+fn snapshot_speedup_at_two_sizes() {
+    use dualscope::engine::EngineKind as Engine;
+    use dualscope::ui::speed::Sample;
+    let (mut h, _d) = failing((1280.0, 800.0));
+    h.state_mut().queue(Command::SetView(View::Speedup));
+    let samples = &mut h.state_mut().speed_mut().samples;
+    for step in 0..30u64 {
+        let wobble = ((step * 7) % 5) as f64;
+        let s = |engine, wall_ms, device_ms| Sample { engine, step, wall_ms, device_ms, loss: 5.5 };
+        samples.push(s(Engine::Cpu, 40.0 + wobble, None));
+        samples.push(s(Engine::Vulkan, 8.0 + wobble / 5.0, Some(5.0 + wobble / 8.0)));
+    }
+    h.run_steps(3);
+    snapshot_both(&mut h, "layout_speedup");
+}
+
+/// "Save session" with its default path: an absolute path in the data folder
+/// (`DUALSCOPE_DATA_DIR` here), whatever the working directory (the old default,
+/// `sessions/session.ron`, failed outside the checkout); the data folder's
+/// `sessions/` is created on the first save and the session and its side
+/// tensors file written there; the status bar names the full path.
 #[test]
 fn default_save_works_from_any_directory() {
-    let _turn = CWD.lock().unwrap_or_else(|e| e.into_inner());
     init_env();
-    let work = tempfile::tempdir().unwrap();
-    let before = std::env::current_dir().unwrap();
-    std::env::set_current_dir(work.path()).unwrap();
     let data = env_data_dir().join(format!("default-{}", line!()));
     let mut app = App::new(LaunchOptions { session: Some(example("example-failing.ron")), ..Default::default() });
+    assert!(Path::new(&app.session_path).is_absolute(), "the default {} is absolute", app.session_path);
     assert!(app.session_path.starts_with(env_data_dir().to_str().unwrap()), "the default comes from the env override");
     app.set_data_dir(&data);
     let mut h = build(app, (1280.0, 800.0));
@@ -242,12 +247,10 @@ fn default_save_works_from_any_directory() {
     h.run_steps(2);
     h.get_by_label("Save session").click();
     h.run_steps(2);
-    std::env::set_current_dir(&before).unwrap();
     assert_eq!(h.state().message().unwrap().level, Level::Info, "{}", message(&h));
     assert!(message(&h).contains(&default.display().to_string()), "{}", message(&h));
     assert!(default.is_file(), "{} written", default.display());
     assert!(default.with_file_name("session.tensors.safetensors").is_file(), "the side file next to it");
-    assert!(!work.path().join("sessions").exists(), "nothing in the working directory");
     assert_eq!(h.state().recent()[0], default, "first in the recent list");
     assert_eq!(dualscope::session::load(&default).unwrap().selected_rung.as_deref(), Some("gru_fwd"));
 }
@@ -287,8 +290,7 @@ fn title_marks_unsaved_changes_and_recent_sessions_open() {
     h.get_by_label_contains("a.ron  (").click();
     h.run_steps(1);
     wait_for_trace(&mut h);
-    assert!(message(&h).contains("Loaded the session"), "{}", message(&h));
-    assert_eq!(h.state().state.len, 40);
+    assert_eq!(h.state().state.len, 40, "the session a.ron is loaded; status: {}", message(&h));
     assert!(h.state().title().starts_with("a.ron ("), "{}", h.state().title());
 }
 
@@ -345,7 +347,7 @@ fn question_mark_shows_the_shortcuts() {
     h.key_press(Key::Questionmark);
     h.run_steps(2);
     h.get_by_label("Keyboard shortcuts");
-    h.get_by_label("ArrowRight");
+    h.get_by_label("Right arrow");
     h.get_by_label("Next position (right arrow)");
     h.get_by_label("Run ladder");
     h.key_press(Key::Escape);

@@ -29,6 +29,13 @@ pub(super) enum DialogPurpose {
 /// A dialog that returns nothing sooner than this had no portal to ask.
 const NO_PORTAL_WITHIN: std::time::Duration = std::time::Duration::from_secs(3);
 
+/// Whether a desktop portal could answer: a session bus named by
+/// `DBUS_SESSION_BUS_ADDRESS`, or the standard socket `$XDG_RUNTIME_DIR/bus`.
+fn portal_reachable() -> bool {
+    std::env::var_os("DBUS_SESSION_BUS_ADDRESS").is_some_and(|a| !a.is_empty())
+        || std::env::var_os("XDG_RUNTIME_DIR").is_some_and(|d| Path::new(&d).join("bus").exists())
+}
+
 /// A session's side file as read on its job: (session, tensors or why not).
 pub(super) type SideFile = (PathBuf, Result<Option<RungTensors>, String>);
 
@@ -84,6 +91,15 @@ impl App {
     /// Runs a file dialog on its own thread: the portal may take a while to
     /// answer (or never appear), and the UI keeps drawing meanwhile.
     pub(super) fn dialog(&mut self, purpose: DialogPurpose) {
+        // No session bus to reach a portal through: the typed-path field at once.
+        if !portal_reachable() {
+            self.open_prompt(purpose);
+            return self.say(
+                Level::Warning,
+                "no file chosen: there is no desktop session bus, so no file dialog can open here; \
+                 type the path in the field that opened (or drop a file on the window)",
+            );
+        }
         let spawned = Job::spawn("dialog", waker(&self.ctx_slot), move |_| {
             let d = rfd::FileDialog::new();
             match purpose {

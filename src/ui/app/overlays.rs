@@ -29,11 +29,20 @@ impl DialogPurpose {
 pub fn key_lines() -> Vec<(String, &'static str)> {
     let mut out: Vec<(String, &'static str)> = Command::KEYED
         .iter()
-        .filter_map(|c| c.shortcut().map(|k| (k.name().to_string(), c.tooltip())))
+        .filter_map(|c| c.shortcut().map(|k| (key_name(k).to_string(), c.tooltip())))
         .collect();
     out.push(("?".into(), "Show or hide this list of shortcuts"));
     out.push(("Esc".into(), "Close this list (or the typed-path field)"));
     out
+}
+
+/// A key as the overlay writes it.
+fn key_name(k: egui::Key) -> &'static str {
+    match k {
+        egui::Key::ArrowLeft => "Left arrow",
+        egui::Key::ArrowRight => "Right arrow",
+        other => other.name(),
+    }
 }
 
 /// The commands the overlay lists besides the keys: the main buttons, with what they do.

@@ -83,7 +83,7 @@ impl App {
         };
         let cursor = self.state.cursor.min(c.t.saturating_sub(1));
         let p = self.state.panels.clone();
-        ui.horizontal(|ui| {
+        ui.horizontal_wrapped(|ui| {
             let model = match (&self.capture.open, self.capture_row()) {
                 (Some(_), Some(row)) => format!("row {row} · the capture's weights"),
                 (Some(_), None) => "the capture's weights".to_string(),
