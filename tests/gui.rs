@@ -30,6 +30,8 @@ fn init_env() {
                 std::env::set_var("VK_DRIVER_FILES", "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json");
             }
             std::env::set_var("XDG_RUNTIME_DIR", &runtime);
+            // A data folder of this run's own: the tests' saves never reach the user's recent list.
+            std::env::set_var(dualscope::session::data::DATA_DIR_ENV, runtime.join("data"));
         }
     });
 }
@@ -288,6 +290,17 @@ fn mask_timings(h: &mut Harness<'static, App>) {
     }
 }
 
+/// Hides the side panel's session section: its paths (the data folder of
+/// this run, the working directory) and recent list differ from run to run.
+fn mask_session(h: &mut Harness<'static, App>) {
+    let (Some(top), Some(tab)) = (h.query_by_label("Session").map(|n| n.rect().min.y), h.query_by_label("Sequence"))
+    else {
+        return;
+    };
+    let right = tab.rect().min.x - 6.0;
+    h.mask(egui::Rect::from_min_max(egui::pos2(0.0, top), egui::pos2(right, 4000.0)));
+}
+
 /// Hides every label containing one of `texts` (those present).
 fn mask_all(h: &mut Harness<'static, App>, texts: &[&str]) {
     let rects: Vec<egui::Rect> =
@@ -303,6 +316,7 @@ fn snapshot_main_view() {
     wait_for_trace(&mut h);
     h.run_steps(2);
     mask_timings(&mut h);
+    mask_session(&mut h);
     h.snapshot("main_view_small");
 }
 
@@ -312,6 +326,7 @@ fn snapshot_tiny_view() {
     wait_for_trace(&mut h);
     h.run_steps(2);
     mask_timings(&mut h);
+    mask_session(&mut h);
     h.snapshot("main_view_tiny");
 }
 
@@ -799,6 +814,7 @@ fn failing_rung_from_the_example_session() {
     h.state_mut().session_path = "sessions/example-failing.ron".into();
     h.run_steps(3);
     mask_all(&mut h, &["positions in"]);
+    mask_session(&mut h);
     h.snapshot("inspector_failing_rung");
 }
 
@@ -936,6 +952,7 @@ fn snapshot_speedup_view() {
     // Medians of the last 20: CPU 42 ms, GPU 8.4 ms.
     h.get_by_label("5.00×");
     mask_all(&mut h, &["positions in"]);
+    mask_session(&mut h);
     h.snapshot("speedup_view");
 }
 
@@ -958,6 +975,7 @@ fn snapshot_inspector_view() {
     // The ladder panel's times vary from run to run: hide everything right of its time column.
     let left = h.query_all_by_label("GPU / CPU ms").map(|n| n.rect().min.x).fold(f32::INFINITY, f32::min);
     h.mask(egui::Rect::from_min_max(egui::pos2(left - 4.0, 0.0), egui::pos2(1600.0, 1000.0)));
+    mask_session(&mut h);
     h.snapshot("inspector_view");
 }
 
@@ -1142,7 +1160,9 @@ fn fault_combo_plants_a_fault_in_the_ladder() {
     assert_eq!(h.state().ladder().planted(), Some(dualscope::vk::engine::Fault::WindowOffByOne));
     h.get_by_label("planted: window_off_by_one (expected to fail first: attn_fwd)");
     h.get_by_label("first failed: attn_fwd, as expected");
-    assert_eq!(h.state().message().unwrap().level, Level::Error);
+    // A failing rung is the ladder's result, not an error.
+    assert_eq!(h.state().message().unwrap().level, Level::Result, "{}", message(&h));
+    assert_eq!(message(&h), "Ladder: rung 4 attn_fwd failed first");
 }
 
 #[test]
@@ -1173,6 +1193,7 @@ fn bisect_finds_the_window_edge_and_goes_there() {
     h.get_by_label("smallest failing length: 3");
     h.get_by_label("last good length: 2");
     mask_all(&mut h, &["positions in", "Bisect:"]);
+    mask_session(&mut h);
     h.snapshot("bisect_view");
 
     // Saved with the session, and read back.
@@ -1224,6 +1245,7 @@ fn audit_without_a_fault_is_all_noise() {
     h.run_steps(2);
     h.get_by_label_contains("picked position 7");
     mask_all(&mut h, &["positions in", "Audit:", "loss CPU"]);
+    mask_session(&mut h);
     h.snapshot("audit_view");
     go_to_position(&mut h, 7);
 }
@@ -1284,6 +1306,7 @@ fn training_curves_load_a_log() {
     for r in rects {
         h.mask(r);
     }
+    mask_session(&mut h);
     h.snapshot("training_view");
 }
 
@@ -1627,6 +1650,7 @@ fn training_curves_open_a_capture() {
     for r in rects {
         h.mask(r);
     }
+    mask_session(&mut h);
     h.snapshot("training_captures_view");
     h.get_by_label("open capture").click();
     h.run_steps(1);

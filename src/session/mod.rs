@@ -5,11 +5,13 @@
 //! - [`results`]: ladder results as saved: the input they ran on and the ladder's own types.
 //! - [`file`](mod@file): the RON session file, its format version and loader, its errors.
 //! - [`side`]: the side file of compared tensors, through `checkpoint`'s safetensors code.
+//! - [`data`]: the per-user data folder (default sessions, the recent-sessions list).
 //! - [`job`]: [`Job`], the one background job type (thread, progress, cancel, result, waker).
 //! - [`gpu`]: the shared, lazily opened Vulkan context.
 //! - [`weights`]: where a job's parameters come from (seeded, embedded, a file, trained here).
 
 pub mod config;
+pub mod data;
 pub mod file;
 pub mod gpu;
 pub mod job;

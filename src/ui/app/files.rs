@@ -26,48 +26,80 @@ pub(super) enum DialogPurpose {
     TrainLog,
 }
 
+/// A dialog that returns nothing sooner than this had no portal to ask.
+const NO_PORTAL_WITHIN: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Whether a desktop portal could answer: a session bus named by
+/// `DBUS_SESSION_BUS_ADDRESS`, or the standard socket `$XDG_RUNTIME_DIR/bus`.
+fn portal_reachable() -> bool {
+    std::env::var_os("DBUS_SESSION_BUS_ADDRESS").is_some_and(|a| !a.is_empty())
+        || std::env::var_os("XDG_RUNTIME_DIR").is_some_and(|d| Path::new(&d).join("bus").exists())
+}
+
 /// A session's side file as read on its job: (session, tensors or why not).
 pub(super) type SideFile = (PathBuf, Result<Option<RungTensors>, String>);
 
 impl App {
-    /// Turns the files chosen in dialogs into the commands they were for.
+    /// Turns the files chosen in dialogs into the commands they were for. A
+    /// dialog that returns nothing at once had no desktop portal to ask (a
+    /// person takes longer to cancel): the typed-path field opens instead.
     pub(super) fn poll_dialogs(&mut self) {
         let mut chosen = Vec::new();
-        self.dialogs.retain_mut(|(purpose, job)| match job.poll().done {
+        self.dialogs.retain_mut(|(purpose, opened, job)| match job.poll().done {
             None => true,
             Some(path) => {
-                chosen.push((*purpose, path.ok().flatten()));
+                chosen.push((*purpose, opened.elapsed(), path.ok().flatten()));
                 false
             }
         });
-        for (purpose, path) in chosen {
+        for (purpose, took, path) in chosen {
             let Some(path) = path else {
-                self.say(
-                    Level::Warning,
-                    "no file chosen (without a desktop portal the file dialog cannot open: \
-                     use --data, drop a file on the window, or type a path)",
-                );
+                if took < NO_PORTAL_WITHIN {
+                    self.open_prompt(purpose);
+                    self.say(
+                        Level::Warning,
+                        "no file chosen: no desktop portal answered, so the file dialog cannot open here; \
+                         type the path in the field that opened (or drop a file on the window)",
+                    );
+                } else {
+                    self.say(Level::Info, "no file chosen");
+                }
                 continue;
             };
-            self.pending.push(match purpose {
-                DialogPurpose::OpenDataset => Command::OpenDataset(path),
-                DialogPurpose::SaveSession => Command::SaveSession(path),
-                DialogPurpose::LoadSession => Command::LoadSession(path),
-                DialogPurpose::Export => {
-                    let format = ExportFormat::of_path(&path).unwrap_or(ExportFormat::Safetensors);
-                    Command::ExportTensor(format, path)
-                }
-                DialogPurpose::TrainLog => {
-                    self.train_log_path = path.display().to_string();
-                    Command::LoadTrainLog(path)
-                }
-            });
+            let cmd = self.command_for(purpose, path);
+            self.pending.push(cmd);
+        }
+    }
+
+    /// The command a chosen (or typed) file is for.
+    pub(super) fn command_for(&mut self, purpose: DialogPurpose, path: PathBuf) -> Command {
+        match purpose {
+            DialogPurpose::OpenDataset => Command::OpenDataset(path),
+            DialogPurpose::SaveSession => Command::SaveSession(path),
+            DialogPurpose::LoadSession => Command::LoadSession(path),
+            DialogPurpose::Export => {
+                let format = ExportFormat::of_path(&path).unwrap_or(ExportFormat::Safetensors);
+                Command::ExportTensor(format, path)
+            }
+            DialogPurpose::TrainLog => {
+                self.train_log_path = path.display().to_string();
+                Command::LoadTrainLog(path)
+            }
         }
     }
 
     /// Runs a file dialog on its own thread: the portal may take a while to
     /// answer (or never appear), and the UI keeps drawing meanwhile.
     pub(super) fn dialog(&mut self, purpose: DialogPurpose) {
+        // No session bus to reach a portal through: the typed-path field at once.
+        if !portal_reachable() {
+            self.open_prompt(purpose);
+            return self.say(
+                Level::Warning,
+                "no file chosen: there is no desktop session bus, so no file dialog can open here; \
+                 type the path in the field that opened (or drop a file on the window)",
+            );
+        }
         let spawned = Job::spawn("dialog", waker(&self.ctx_slot), move |_| {
             let d = rfd::FileDialog::new();
             match purpose {
@@ -87,8 +119,40 @@ impl App {
             }
         });
         match spawned {
-            Ok(job) => self.dialogs.push((purpose, job)),
+            Ok(job) => self.dialogs.push((purpose, std::time::Instant::now(), job)),
             Err(e) => self.say(Level::Error, format!("cannot start the file dialog: {e}")),
+        }
+    }
+
+    /// Uses `dir` as the data folder (tests; the default comes from
+    /// [`crate::session::data::data_dir`]): the recent list is read from it, and
+    /// the session field's default path moves there.
+    pub fn set_data_dir(&mut self, dir: &Path) {
+        let old_default = crate::session::data::default_session(&self.data_dir).display().to_string();
+        if self.session_path == old_default {
+            self.session_path = crate::session::data::default_session(dir).display().to_string();
+        }
+        self.data_dir = dir.to_path_buf();
+        self.recent = crate::session::data::Recent::load(dir);
+    }
+
+    /// The data folder (default sessions, the recent list).
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// The recent sessions, most recent first.
+    pub fn recent(&self) -> &[PathBuf] {
+        &self.recent.sessions
+    }
+
+    /// Records `session` as the open one and first in the recent list (the
+    /// list's file is a convenience: a failure to write it is only a warning).
+    fn remember_session(&mut self, session: &Path) {
+        self.open_session = Some(session.to_path_buf());
+        self.recent.push(session);
+        if let Err(e) = self.recent.save(&self.data_dir) {
+            self.say(Level::Warning, format!("cannot keep the recent-sessions list: {e}"));
         }
     }
 
@@ -174,12 +238,18 @@ impl App {
     pub(super) fn save_session(&mut self, path: &Path) {
         self.state.dataset.hash = Some(self.dataset.content_hash());
         let ladder = self.ladder.to_saved();
-        match session::save_with_ladder(path, &self.state, ladder, &self.ladder.tensors) {
+        // A fresh data folder (or any missing folder the user typed) is created first.
+        let saved = crate::session::data::ensure_parent(path)
+            .and_then(|()| session::save_with_ladder(path, &self.state, ladder, &self.ladder.tensors).map_err(|e| e.to_string()));
+        match saved {
             Ok(()) => {
+                let full = crate::session::data::absolute(path);
                 self.session_path = path.display().to_string();
-                self.say(Level::Info, format!("Saved the session to {}", path.display()));
+                self.baseline = self.state.clone();
+                self.remember_session(&full);
+                self.say(Level::Info, format!("Saved the session to {}", full.display()));
             }
-            Err(e) => self.say(Level::Error, e.to_string()),
+            Err(e) => self.say(Level::Error, e),
         }
     }
 
@@ -191,6 +261,7 @@ impl App {
             Err(e) => return self.say(Level::Error, e.to_string()),
         };
         self.session_path = path.display().to_string();
+        self.remember_session(&crate::session::data::absolute(path));
         // The ladder results: shown as saved; the side file's tensors follow
         // from a thread (a large side file takes a while to read and summarise).
         self.side_file = None;
@@ -247,6 +318,7 @@ impl App {
         }
         self.clamp_sequence();
         self.needs_run = true;
+        self.baseline = self.state.clone();
         match problem {
             Some(p) => self.say(Level::Warning, format!("session {}: {p}; the rest is restored", path.display())),
             None => self.say(Level::Info, format!("Loaded the session {}", path.display())),

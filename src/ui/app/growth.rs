@@ -41,8 +41,11 @@ impl App {
     pub(super) fn poll_growth(&mut self) {
         match self.growth.poll() {
             Some(Ok(())) => {
-                let line = self.growth.report.as_ref().map(|r| r.summary_line()).unwrap_or_default();
-                self.say(Level::Info, format!("Error growth: {line}"));
+                let r = self.growth.report.as_ref();
+                let line = r.map(|r| r.summary_line()).unwrap_or_default();
+                // A position outside the envelope is a finding, not an error.
+                let found = r.is_some_and(|r| r.first_outside.is_some());
+                self.say(if found { Level::Result } else { Level::Info }, format!("Error growth: {line}"));
             }
             Some(Err(e)) => self.say(Level::Error, format!("error growth failed: {e}")),
             None => {}

@@ -165,7 +165,8 @@ impl App {
                     ),
                     _ => "Bisect: every length passed".to_string(),
                 };
-                self.say(Level::Info, text);
+                let level = if r.smallest_failing.is_some() { Level::Result } else { Level::Info };
+                self.say(level, text);
                 self.state.bisect = Some(r);
             }
             Some(Err(e)) => self.say(Level::Error, format!("the bisect failed: {e}")),
@@ -175,7 +176,8 @@ impl App {
             Some(Ok(())) => {
                 let r = self.precision_bisect.report.as_ref().expect("kept on success");
                 let keep = if r.keep_f32.is_empty() { "nothing".to_string() } else { r.keep_f32.join(", ") };
-                self.say(Level::Info, format!("Precision bisect: {:?}; keep in f32: {keep}", r.outcome));
+                let level = if r.keep_f32.is_empty() { Level::Info } else { Level::Result };
+                self.say(level, format!("Precision bisect: {:?}; keep in f32: {keep}", r.outcome));
             }
             Some(Err(e)) => self.say(Level::Error, format!("the precision bisect failed: {e}")),
             None => {}
@@ -184,7 +186,8 @@ impl App {
             Some(Ok(())) => {
                 let r = self.audit.report.as_deref().expect("kept on success");
                 let off = r.tensors.iter().filter(|t| t.verdict != crate::ladder::audit::Verdict::Noise).count();
-                self.say(Level::Info, format!("Audit: {} tensors, {off} outside the f32 envelope", r.tensors.len()));
+                let level = if off > 0 { Level::Result } else { Level::Info };
+                self.say(level, format!("Audit: {} tensors, {off} outside the f32 envelope", r.tensors.len()));
             }
             Some(Err(e)) => self.say(Level::Error, format!("the audit failed: {e}")),
             None => {}
@@ -196,6 +199,41 @@ impl App {
             }
             Some(Err(e)) => self.say(Level::Error, format!("cannot load the training log: {e}")),
             None => {}
+        }
+    }
+}
+
+impl crate::ui::ladder_run::LadderView {
+    /// The status bar's line once the ladder finished: a failing rung is a
+    /// result (the ladder doing its job), a rung that could not run an error.
+    pub fn verdict(&self) -> (Level, String) {
+        use crate::ladder::{ALL_RUNGS, Status};
+        let first = ALL_RUNGS.iter().enumerate().find_map(|(i, id)| match self.results.get(*id) {
+            Some(Err(e)) => Some((i, *id, Err(e.as_str()))),
+            Some(Ok(r)) if r.status == Status::Fail => Some((i, *id, Ok(()))),
+            _ => None,
+        });
+        let failed = ALL_RUNGS
+            .iter()
+            .filter(|id| self.results.get(**id).is_some_and(|r| r.as_ref().is_ok_and(|r| r.status == Status::Fail)))
+            .count();
+        match first {
+            Some((i, id, Ok(()))) => {
+                let more = if failed > 1 { format!(" ({failed} rungs failed)") } else { String::new() };
+                (Level::Result, format!("Ladder: rung {} {id} failed first{more}", i + 1))
+            }
+            Some((i, id, Err(e))) => (Level::Error, format!("Ladder: rung {} {id} could not run: {e}", i + 1)),
+            None => match &self.end_to_end {
+                Some(Ok(e)) if e.status == Status::Fail => {
+                    (Level::Result, "Ladder: every rung passed; the end-to-end step failed".to_string())
+                }
+                Some(Err(e)) => (Level::Error, format!("Ladder: the end-to-end step could not run: {e}")),
+                _ => {
+                    let not_run = self.results.values().filter(|r| r.as_ref().is_ok_and(|r| r.status == Status::NotRun)).count();
+                    let tail = if not_run > 0 { format!(" ({not_run} could not run on this device)") } else { String::new() };
+                    (Level::Info, format!("Ladder finished: every implemented rung passed{tail}"))
+                }
+            },
         }
     }
 }

@@ -6,7 +6,9 @@
 //! views and reads the keyboard and dropped files; `files` runs the file
 //! dialogs, opens datasets and saves or restores sessions (and their side
 //! files); `export` writes the inspected tensor; `jobs` starts and polls the
-//! trace, the ladder, the bisect and the audit; `capture` opens a capture.
+//! trace, the ladder, the bisect and the audit; `capture` opens a capture;
+//! `overlays` draws the typed-path prompt (no desktop portal), the shortcut
+//! overlay (`?`) and keeps the window title (the session, `*` when unsaved).
 
 mod capture;
 mod commands;
@@ -15,6 +17,7 @@ mod files;
 mod growth;
 mod jobs;
 mod model;
+mod overlays;
 mod view;
 
 use std::path::PathBuf;
@@ -22,6 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crate::dataset::{Dataset, synthetic};
+use crate::session::data::{self, Recent};
 use crate::session::job::{Job, Waker};
 use crate::session::state::{DatasetRef, State};
 
@@ -93,8 +97,21 @@ pub struct App {
     /// The path typed in the side panel's checkpoint field.
     pub checkpoint_path: String,
     loader: Loader,
-    /// File dialogs open now, each with what its file is for.
-    dialogs: Vec<(DialogPurpose, Job<(), Option<PathBuf>>)>,
+    /// File dialogs open now, each with what its file is for and when it opened.
+    dialogs: Vec<(DialogPurpose, Instant, Job<(), Option<PathBuf>>)>,
+    /// The typed-path field shown when no file dialog could open.
+    prompt: Option<overlays::PathPrompt>,
+    /// The per-user data folder (default sessions, the recent list).
+    data_dir: PathBuf,
+    recent: Recent,
+    /// The session file open now (saved or loaded), if any.
+    open_session: Option<PathBuf>,
+    /// The state as last saved or opened: the title marks any difference.
+    baseline: State,
+    /// The title last sent to the window.
+    title_sent: String,
+    /// The keyboard-shortcut overlay is open.
+    pub help_open: bool,
     newline: Option<&'static str>,
     ladder: LadderView,
     inspector: InspectorUi,
@@ -122,6 +139,8 @@ impl App {
     pub fn new(opts: LaunchOptions) -> App {
         let ctx_slot: Arc<Mutex<Option<egui::Context>>> = Arc::default();
         let worker = Worker::new(waker(&ctx_slot));
+        let data_dir = data::data_dir();
+        let recent = Recent::load(&data_dir);
         let mut app = App {
             state: opts.state.unwrap_or_default(),
             dataset: Arc::new(synthetic::default_dataset()),
@@ -140,10 +159,17 @@ impl App {
                 .session
                 .as_ref()
                 .map(|p| p.display().to_string())
-                .unwrap_or_else(|| "sessions/session.ron".to_string()),
+                .unwrap_or_else(|| data::default_session(&data_dir).display().to_string()),
             checkpoint_path: String::new(),
             loader: Loader::default(),
             dialogs: Vec::new(),
+            prompt: None,
+            data_dir,
+            recent,
+            open_session: None,
+            baseline: State::default(),
+            title_sent: String::new(),
+            help_open: false,
             newline: None,
             ladder: Default::default(),
             inspector: InspectorUi::default(),
@@ -165,6 +191,7 @@ impl App {
             app.train_log_path = p.display().to_string();
         }
         app.state.dataset = DatasetRef { path: None, hash: Some(app.dataset.content_hash()) };
+        app.baseline = app.state.clone();
         if let Some(p) = opts.session {
             app.pending.push(Command::LoadSession(p));
         }
@@ -317,16 +344,8 @@ impl App {
         self.speed.poll();
         self.poll_exports();
         if self.ladder.poll() {
-            let failed = self
-                .ladder
-                .results
-                .values()
-                .any(|r| r.as_ref().map_or(true, |r| r.status == crate::ladder::Status::Fail));
-            if failed {
-                self.say(Level::Error, "Ladder finished: a rung failed or could not run");
-            } else {
-                self.say(Level::Info, "Ladder finished: every implemented rung passed");
-            }
+            let (level, text) = self.ladder.verdict();
+            self.say(level, text);
         }
         self.poll_diagnostics();
         self.poll_growth();
@@ -344,6 +363,7 @@ impl App {
             Some(super::script::ScriptStep::Sleep(_)) | None => {}
         }
         let mut cmds = std::mem::take(&mut self.pending);
+        self.help_keys(&ctx);
         self.keyboard(&ctx, &mut cmds);
         self.dropped_files(&ctx, &mut cmds);
         Self::hovered_files(&ctx);
@@ -356,7 +376,10 @@ impl App {
                 .map(|r| panels::status::Progress { stage: r.stage, elapsed: Some(r.started.elapsed()) });
             panels::status::show(ui, self.message.as_ref(), progress);
         });
-        egui::Panel::left("controls").default_size(270.0).resizable(true).show(ui, |ui| {
+        self.keep_title(&ctx);
+        // Side panels: resizable within a range, never wider than that with their
+        // content (what does not fit scrolls or wraps inside them).
+        egui::Panel::left("controls").default_size(280.0).size_range(220.0..=420.0).resizable(true).show(ui, |ui| {
             let stale = self.is_stale();
             let controls = panels::controls::Controls {
                 state: &self.state,
@@ -369,20 +392,23 @@ impl App {
                 capture_open: self.capture.open.is_some(),
                 stale,
                 precision_bisect: &self.precision_bisect,
+                session: panels::session::SessionInfo { recent: &self.recent.sessions, open: self.open_session.as_deref() },
             };
             panels::controls::show(ui, controls, &mut cmds);
         });
-        egui::Panel::right("ladder").default_size(380.0).resizable(true).show(ui, |ui| {
-            let fault = self.state.fault(FaultTool::Ladder);
-            let capture = self.capture.open.as_ref().map(|c| c.describe());
-            let selected = self.state.selected_rung.as_deref();
-            panels::ladder::show(ui, &self.ladder, selected, fault, capture.as_deref(), &mut cmds);
-            if let Some(id) = self.state.selected_rung.clone() {
-                ui.separator();
-                panels::ladder::inspector(ui, &self.ladder, &id);
-            }
+        // The rung's cases live in the inspector view (central), not here: the
+        // ladder panel keeps its width whatever rung is selected.
+        egui::Panel::right("ladder").default_size(400.0).size_range(300.0..=520.0).resizable(true).show(ui, |ui| {
+            egui::ScrollArea::both().id_salt("ladder_scroll").show(ui, |ui| {
+                let fault = self.state.fault(FaultTool::Ladder);
+                let capture = self.capture.open.as_ref().map(|c| c.describe());
+                let selected = self.state.selected_rung.as_deref();
+                panels::ladder::show(ui, &self.ladder, selected, fault, capture.as_deref(), &mut cmds);
+            });
         });
         egui::CentralPanel::default().show(ui, |ui| self.central_area(ui, newline, &mut cmds));
+        self.prompt_window(&ctx, &mut cmds);
+        self.help_overlay(&ctx);
 
         for cmd in cmds {
             self.apply(cmd);
@@ -409,7 +435,7 @@ impl App {
 
     fn say(&mut self, level: Level, text: impl Into<String>) {
         let text = text.into();
-        if level != Level::Info {
+        if !matches!(level, Level::Info | Level::Result) {
             eprintln!("dualscope: {text}");
         }
         self.message = Some(Message { level, text });

@@ -21,10 +21,18 @@ impl App {
                     cmds.push(Command::SetView(v));
                 }
             }
+            ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
+                if ui.button("Shortcuts (?)").on_hover_text("List the keyboard shortcuts and the commands (key ?)").clicked() {
+                    self.help_open = !self.help_open;
+                }
+            });
         });
         ui.separator();
         match self.state.view {
-            View::Sequence => self.sequence_view(ui, newline, cmds),
+            // Every view scrolls rather than clipping at a small window.
+            View::Sequence => {
+                egui::ScrollArea::vertical().id_salt("central_scroll").show(ui, |ui| self.sequence_view(ui, newline, cmds));
+            }
             View::Inspector => {
                 egui::ScrollArea::vertical().id_salt("inspector_scroll").show(ui, |ui| {
                     panels::inspector::show(
@@ -37,7 +45,9 @@ impl App {
                     );
                 });
             }
-            View::Speedup => panels::speed::show(ui, &mut self.speed, cmds),
+            View::Speedup => {
+                egui::ScrollArea::vertical().id_salt("speed_scroll").show(ui, |ui| panels::speed::show(ui, &mut self.speed, cmds));
+            }
             View::Bisect => {
                 egui::ScrollArea::vertical().id_salt("bisect_scroll").show(ui, |ui| {
                     panels::bisect::show(ui, &self.state, &self.bisect, cmds);
@@ -73,7 +83,7 @@ impl App {
         };
         let cursor = self.state.cursor.min(c.t.saturating_sub(1));
         let p = self.state.panels.clone();
-        ui.horizontal(|ui| {
+        ui.horizontal_wrapped(|ui| {
             let model = match (&self.capture.open, self.capture_row()) {
                 (Some(_), Some(row)) => format!("row {row} · the capture's weights"),
                 (Some(_), None) => "the capture's weights".to_string(),
@@ -94,7 +104,7 @@ impl App {
         }
         self.growth_section(ui, cursor, cmds);
         ui.separator();
-        egui::ScrollArea::vertical().id_salt("central_scroll").show(ui, |ui| {
+        {
             ui.columns(2, |cols| {
                 let (left, right) = cols.split_at_mut(1);
                 let (left, right) = (&mut left[0], &mut right[0]);
@@ -118,7 +128,7 @@ impl App {
                     panels::gradient::norm_plot(right, &c, cursor, cmds);
                 }
             });
-        });
+        }
     }
 
     pub(super) fn keyboard(&self, ctx: &egui::Context, cmds: &mut Vec<Command>) {

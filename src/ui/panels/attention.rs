@@ -29,7 +29,7 @@ pub fn rows(ui: &mut egui::Ui, c: &Computed, pos: usize, selected: usize, out: &
                     })
                     .collect();
                 let title = if h == selected { format!("head {h} (in heatmap)") } else { format!("head {h}") };
-                if ui.selectable_label(h == selected, title).clicked() {
+                if ui.selectable_label(h == selected, title).on_hover_text(Command::SelectHead(h).tooltip()).clicked() {
                     out.push(Command::SelectHead(h));
                 }
                 Plot::new(("attn_row", h))
@@ -55,7 +55,8 @@ pub fn heatmap(ui: &mut egui::Ui, c: &Computed, map: &mut Heatmap, head: usize, 
     ui.horizontal(|ui| {
         ui.label("Head:");
         for h in 0..c.cfg.heads {
-            if ui.selectable_label(h == head, format!("{h}")).clicked() && h != head {
+            let r = ui.selectable_label(h == head, format!("{h}")).on_hover_text(Command::SelectHead(h).tooltip());
+            if r.clicked() && h != head {
                 out.push(Command::SelectHead(h));
             }
         }

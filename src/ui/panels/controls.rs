@@ -28,6 +28,8 @@ pub struct Controls<'a> {
     pub stale: bool,
     /// The precision bisect, drawn with the precision map.
     pub precision_bisect: &'a crate::ui::precision_bisect_run::PrecisionBisectRun,
+    /// The open session and the recent list, for the session section.
+    pub session: crate::ui::panels::session::SessionInfo<'a>,
 }
 
 pub fn show(ui: &mut egui::Ui, c: Controls<'_>, out: &mut Vec<Command>) {
@@ -54,7 +56,7 @@ pub fn show(ui: &mut egui::Ui, c: Controls<'_>, out: &mut Vec<Command>) {
         ui.separator();
         panels_section(ui, c.state, out);
         ui.separator();
-        session_section(ui, session_path, out);
+        crate::ui::panels::session::show(ui, session_path, &c.session, out);
     });
 }
 
@@ -203,18 +205,4 @@ fn panels_section(ui: &mut egui::Ui, s: &State, out: &mut Vec<Command>) {
             out.push(Command::TogglePanel(p));
         }
     }
-}
-
-fn session_section(ui: &mut egui::Ui, path: &mut String, out: &mut Vec<Command>) {
-    ui.heading("Session");
-    ui.add(egui::TextEdit::singleline(path).hint_text("session file (.ron)").desired_width(230.0));
-    let ok = !path.trim().is_empty();
-    ui.horizontal(|ui| {
-        button(ui, Command::SaveSession(path.trim().into()), ok, out);
-        button(ui, Command::LoadSession(path.trim().into()), ok, out);
-    });
-    ui.horizontal(|ui| {
-        button(ui, Command::SaveSessionDialog, true, out);
-        button(ui, Command::LoadSessionDialog, true, out);
-    });
 }

@@ -143,6 +143,8 @@ pub fn show(
     tensor: Option<&str>,
     cmds: &mut Vec<Command>,
 ) {
+    // The width the view has, taken before any row could widen the scroll area's content.
+    let width = ui.available_width();
     let Some(rung) = rung else {
         ui.label("Click a rung in the ladder panel (right) to inspect the tensors it compared.");
         return;
@@ -169,6 +171,13 @@ pub fn show(
     if let Some(input) = &view.input {
         ui.label(RichText::new(format!("ran on {}", input.describe())).weak().small());
     }
+    // The rung's cases, worst first: here (the central area's width) rather
+    // than in the ladder panel, which they used to widen over this view.
+    let cases = view.results.get(rung).and_then(|r| r.as_ref().ok()).map_or(0, |r| r.cases.len());
+    egui::CollapsingHeader::new(format!("Cases of rung {rung} ({cases})"))
+        .id_salt("rung_cases_header")
+        .default_open(true)
+        .show(ui, |ui| super::ladder::inspector(ui, view, rung));
     let Some(tensors) = view.tensors.get(rung) else {
         let why = if rung == "gemm" {
             "Rung gemm checks matrix products of many shapes, case by case: its cases are listed in the ladder panel; it keeps no model tensors."
@@ -188,7 +197,7 @@ pub fn show(
     };
     table(ui, rung, tensors, &t.name, cmds);
     ui.separator();
-    selected(ui, st, rung, t, cmds);
+    selected(ui, st, rung, t, width, cmds);
     // The tensor's f16 headroom, from its case in the rung's result.
     let case =
         view.results.get(rung).and_then(|r| r.as_ref().ok()).and_then(|r| r.cases.iter().find(|c| c.name == t.name));
@@ -259,7 +268,14 @@ fn key(rung: &str, t: &InspectedTensor) -> u64 {
     h.finish()
 }
 
-fn selected(ui: &mut egui::Ui, st: &mut InspectorUi, rung: &str, t: &InspectedTensor, cmds: &mut Vec<Command>) {
+fn selected(
+    ui: &mut egui::Ui,
+    st: &mut InspectorUi,
+    rung: &str,
+    t: &InspectedTensor,
+    width: f32,
+    cmds: &mut Vec<Command>,
+) {
     let k = key(rung, t);
     if st.key != Some(k) {
         st.key = Some(k);
@@ -286,12 +302,13 @@ fn selected(ui: &mut egui::Ui, st: &mut InspectorUi, rung: &str, t: &InspectedTe
             s.gpu.neg_inf,
         ));
     });
-    ui.horizontal(|ui| {
+    ui.horizontal_wrapped(|ui| {
         button(ui, Command::JumpToWorst, s.worst.is_some(), cmds);
         ui.separator();
         ui.label("slice:");
-        ui.selectable_value(&mut st.axis, Axis::Row, "row");
-        ui.selectable_value(&mut st.axis, Axis::Column, "column");
+        ui.selectable_value(&mut st.axis, Axis::Row, "row").on_hover_text("The slice plot follows the picked cell's row");
+        ui.selectable_value(&mut st.axis, Axis::Column, "column")
+            .on_hover_text("The slice plot follows the picked cell's column");
         let (mut r, mut c) = st.focus.unwrap_or((0, 0));
         let l = ui.label("row");
         ui.add(egui::DragValue::new(&mut r).range(0..=t.cpu.rows.saturating_sub(1))).labelled_by(l.id);
@@ -301,7 +318,8 @@ fn selected(ui: &mut egui::Ui, st: &mut InspectorUi, rung: &str, t: &InspectedTe
         ui.separator();
         ui.label("grid shows");
         for side in Side::ALL {
-            ui.selectable_value(&mut st.grid_side, side, side.label());
+            ui.selectable_value(&mut st.grid_side, side, side.label())
+                .on_hover_text(format!("The numeric grid lists the {} values of the maps' visible region", side.label()));
         }
     });
 
@@ -330,9 +348,13 @@ fn selected(ui: &mut egui::Ui, st: &mut InspectorUi, rung: &str, t: &InspectedTe
     }
     let focus = st.focus;
     let mut clicked = None;
-    ui.columns(3, |cols| {
+    // Three equal columns of the view's width (not of a row that overflowed it).
+    let gap = ui.spacing().item_spacing.x;
+    let each = ((width - 2.0 * gap) / 3.0).max(60.0);
+    ui.horizontal_top(|ui| {
         for (i, side) in Side::ALL.iter().enumerate() {
-            let ui = &mut cols[i];
+          ui.vertical(|ui| {
+            ui.set_width(each);
             ui.label(RichText::new(side.label()).strong());
             let describe = |r: usize, c: usize| {
                 let f = t.flat(r, c);
@@ -349,6 +371,7 @@ fn selected(ui: &mut egui::Ui, st: &mut InspectorUi, rung: &str, t: &InspectedTe
             if let Some(cell) = st.maps[i].show(ui, &style).clicked {
                 clicked = Some(cell);
             }
+          });
         }
     });
     if let Some(c) = clicked {
@@ -445,7 +468,7 @@ fn grid(ui: &mut egui::Ui, st: &InspectorUi, t: &InspectedTensor) {
 }
 
 fn export_row(ui: &mut egui::Ui, st: &mut InspectorUi, cmds: &mut Vec<Command>) {
-    ui.horizontal(|ui| {
+    ui.horizontal_wrapped(|ui| {
         ui.label("Export the selected tensor:");
         ui.add(egui::TextEdit::singleline(&mut st.export_path).hint_text("file path").desired_width(260.0));
         let path = std::path::PathBuf::from(st.export_path.trim());

@@ -1,5 +1,7 @@
 //! The ladder panel: the eleven rungs of MODEL.md and the end-to-end step as a
-//! checklist, and the inspector of the selected rung's cases.
+//! checklist; and the selected rung's cases, which the inspector view shows
+//! (there the wide table has the central area's width, and it goes away
+//! with the view).
 
 use egui::{Color32, RichText};
 
@@ -137,8 +139,7 @@ pub fn show(
 
 /// The selected rung: its verdict and every case, worst first.
 pub fn inspector(ui: &mut egui::Ui, view: &LadderView, id: &str) {
-    ui.heading(format!("Rung {id}"));
-    ui.label(RichText::new("click the rung's name again to close").small().weak());
+    ui.label(RichText::new("click the rung's name in the ladder panel again to close").small().weak());
     match view.results.get(id) {
         None if !ladder::IMPLEMENTED.contains(&id) => {
             ui.label(format!("Rung {id} is not implemented yet; implemented: {}.", ladder::IMPLEMENTED.join(", ")));
@@ -168,7 +169,7 @@ fn cases(ui: &mut egui::Ui, r: &RungResult) {
     order.sort_by(|&a, &b| {
         (r.cases[b].rel_l2 / r.cases[b].tolerance).total_cmp(&(r.cases[a].rel_l2 / r.cases[a].tolerance))
     });
-    egui::ScrollArea::vertical().max_height(260.0).show(ui, |ui| {
+    egui::ScrollArea::both().id_salt("rung_cases_scroll").max_height(220.0).show(ui, |ui| {
         egui::Grid::new("rung_cases").striped(true).num_columns(8).show(ui, |ui| {
             for h in
                 ["status", "case", "shape", "rel L2", "CPU f32 rel L2", "max abs (index)", "non-finite", "GPU / CPU ms"]

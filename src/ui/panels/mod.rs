@@ -16,6 +16,7 @@ pub mod inspector;
 pub mod ladder;
 pub mod model_source;
 pub mod precision_bisect;
+pub mod session;
 pub mod speed;
 pub mod status;
 pub mod stepper;

@@ -1,5 +1,5 @@
-//! The status bar: the last message (errors in red, never a panic) and the
-//! worker's progress.
+//! The status bar: the last message (errors in red, never a panic; a tool's
+//! finding, such as a failing rung, in the result colour) and the worker's progress.
 
 use std::time::Duration;
 
@@ -8,6 +8,9 @@ use egui::{Color32, RichText};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Level {
     Info,
+    /// What a tool found (a failing rung, a failing length, a divergence):
+    /// the program doing its job, not an error.
+    Result,
     Warning,
     Error,
 }
@@ -25,6 +28,9 @@ pub struct Progress<'a> {
     pub elapsed: Option<Duration>,
 }
 
+/// The colour of a tool's finding in the status bar.
+pub const RESULT_COLOR: Color32 = Color32::from_rgb(110, 190, 255);
+
 pub fn show(ui: &mut egui::Ui, message: Option<&Message>, progress: Option<Progress<'_>>) {
     ui.horizontal(|ui| {
         if let Some(p) = progress {
@@ -39,6 +45,7 @@ pub fn show(ui: &mut egui::Ui, message: Option<&Message>, progress: Option<Progr
             Some(m) => {
                 let (prefix, color) = match m.level {
                     Level::Info => ("", ui.visuals().text_color()),
+                    Level::Result => ("", RESULT_COLOR),
                     Level::Warning => ("Warning: ", Color32::from_rgb(230, 180, 40)),
                     Level::Error => ("Error: ", Color32::from_rgb(240, 80, 80)),
                 };
