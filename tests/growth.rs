@@ -115,11 +115,17 @@ fn a_clean_f16_run_stays_inside_its_envelope() {
         let old_ref = dualscope::triage::growth::per_position(w, exact, exact, sr.width);
         let old_env = r.envelope.along(&sr.reference, Some(&old_ref));
         let old = (0..T).map(|t| sr.difference[t] / old_env[t]).fold(0.0, f64::max);
-        eprintln!("{}: worst {:.3} with the operand-rounded reference, {old:.3} with the weights-only one", sr.name, sr.worst_ratio);
+        eprintln!(
+            "{}: worst {:.3} with the operand-rounded reference, {old:.3} with the weights-only one",
+            sr.name, sr.worst_ratio
+        );
         worst_new = worst_new.max(sr.worst_ratio);
         worst_old = worst_old.max(old);
     }
-    assert!(worst_new <= worst_old, "worst clean ratio {worst_new:.3} over the weights-only reference's {worst_old:.3}");
+    assert!(
+        worst_new <= worst_old,
+        "worst clean ratio {worst_new:.3} over the weights-only reference's {worst_old:.3}"
+    );
 }
 
 /// The same planted token in the mixed step: found at P by every forward series.

@@ -602,7 +602,7 @@ fn ladder_panel_runs_and_inspects_a_rung() {
     h.get_by_label("gemm").click();
     h.run_steps(2);
     assert_eq!(h.state().state.selected_rung.as_deref(), Some("gemm"));
-    h.get_by_label("Rung gemm");
+    h.get_by_label_contains("Cases of rung gemm");
     h.get_by_label_contains("cases, worst rel L2");
     // The selection is part of the session.
     h.state_mut().queue(Command::SelectRung(None));

@@ -292,8 +292,7 @@ fn warnings_follow_the_precision_map() {
     assert!(missing.is_empty(), "{missing:?}");
     let seq = PrecisionMap::default_for(Precision::F16, cfg.layers, false);
     let quiet: Vec<&str> = names.iter().filter(|n| !passes_f16(&seq, &cfg, n)).map(|s| s.as_str()).collect();
-    let gates: Vec<String> =
-        (0..2).flat_map(|l| ["gh", "r", "z", "n"].map(|f| format!("gru.l{l}.{f}"))).collect();
+    let gates: Vec<String> = (0..2).flat_map(|l| ["gh", "r", "z", "n"].map(|f| format!("gru.l{l}.{f}"))).collect();
     assert_eq!(quiet, gates.iter().map(|s| s.as_str()).collect::<Vec<_>>());
     let mut head = f32_map.clone();
     head.set(MapStage::bwd(StageKind::Head, 0), Precision::F16);

@@ -114,8 +114,9 @@ fn bench_gpu(a: &BenchArgs, cfg: &Config, params: &Params<f32>, batch: &Batch) -
     let map = a.precision_map.over(|| {
         crate::vk::engine::default_map(&ctx, cfg, precision, choice).map_err(|e| CliError::Engine(e.to_string()))
     })?;
-    let mut t = bench::vulkan(n, &ctx, cfg, params, batch, precision, choice, map.as_ref(), &mut Bars(None, a.quiet || a.json))
-        .map_err(gpu_error)?;
+    let mut t =
+        bench::vulkan(n, &ctx, cfg, params, batch, precision, choice, map.as_ref(), &mut Bars(None, a.quiet || a.json))
+            .map_err(gpu_error)?;
     if a.controller {
         let mut judge = controller_judge();
         let path = bench::controller_path(

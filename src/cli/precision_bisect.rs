@@ -65,9 +65,7 @@ pub struct PrecisionBisectArgs {
 /// The setup, fault and loss scale of the run: a capture's (the scale its
 /// step ran), or the flags' (None: the ladder's for each map).
 #[allow(clippy::type_complexity)]
-fn setup(
-    a: &PrecisionBisectArgs,
-) -> Result<(Setup, Option<crate::vk::engine::Fault>, Option<f64>, String), CliError> {
+fn setup(a: &PrecisionBisectArgs) -> Result<(Setup, Option<crate::vk::engine::Fault>, Option<f64>, String), CliError> {
     let setup = |cfg, params, batch| Setup {
         cfg,
         params,
@@ -88,7 +86,10 @@ fn setup(
         let s = Setup { opts: c.meta.optim, ..setup(c.config.clone(), c.state.params.clone(), c.batch.clone()) };
         let scale = c.meta.loss_scale.scale;
         if !(scale.is_finite() && scale > 0.0) {
-            return Err(CliError::Failed(format!("--capture {}: its loss scale {scale} is not finite and positive", dir.display())));
+            return Err(CliError::Failed(format!(
+                "--capture {}: its loss scale {scale} is not finite and positive",
+                dir.display()
+            )));
         }
         return Ok((s, fault, Some(scale), what));
     }

@@ -15,8 +15,8 @@ mod trace;
 pub use backward::{Backward, GruBwd, backward, backward_rounded};
 pub use carry::{Carry, CarryError};
 pub use forward::{Forward, GruFwd, forward, forward_rounded, forward_with};
-pub use rounding::{Round, Rounding};
 pub use optim::{LossScale, OptimOutcome, OptimState, SkipReason, StepOptions, apply_step};
+pub use rounding::{Round, Rounding};
 pub use trace::Trace;
 
 use crate::dataset::Batch;

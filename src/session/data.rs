@@ -71,10 +71,8 @@ impl Recent {
     /// list is a convenience, never a reason to fail), dropping files that
     /// no longer exist.
     pub fn load(data: &Path) -> Recent {
-        let mut r: Recent = std::fs::read(Self::file(data))
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .unwrap_or_default();
+        let mut r: Recent =
+            std::fs::read(Self::file(data)).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
         r.sessions.retain(|p| p.is_file());
         r.sessions.truncate(RECENT_MAX);
         r

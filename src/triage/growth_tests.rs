@@ -200,7 +200,10 @@ fn kernel_rounding_follows_the_kernels() {
     let mut m = PrecisionMap::uniform(Precision::F16, 2);
     m.set(MapStage { kind: StageKind::Embed, layer: 0, backward: true }, Precision::F32);
     let (rd, _) = kernel_rounding(&m, false);
-    assert_eq!((rd.embed, rd.gru_rec[1], rd.gru_rec_bwd[0]), (Round::F16Mantissa, Round::F16Mantissa, Round::F16Mantissa));
+    assert_eq!(
+        (rd.embed, rd.gru_rec[1], rd.gru_rec_bwd[0]),
+        (Round::F16Mantissa, Round::F16Mantissa, Round::F16Mantissa)
+    );
     assert_eq!((rd.gru_input[1], rd.attn_bwd, rd.head), (Round::F16, Round::F16, Round::F16));
     let (rd, _) = kernel_rounding(&m, true);
     assert_eq!(rd.gru_rec_bwd[1], Round::F16);

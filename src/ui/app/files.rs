@@ -239,8 +239,9 @@ impl App {
         self.state.dataset.hash = Some(self.dataset.content_hash());
         let ladder = self.ladder.to_saved();
         // A fresh data folder (or any missing folder the user typed) is created first.
-        let saved = crate::session::data::ensure_parent(path)
-            .and_then(|()| session::save_with_ladder(path, &self.state, ladder, &self.ladder.tensors).map_err(|e| e.to_string()));
+        let saved = crate::session::data::ensure_parent(path).and_then(|()| {
+            session::save_with_ladder(path, &self.state, ladder, &self.ladder.tensors).map_err(|e| e.to_string())
+        });
         match saved {
             Ok(()) => {
                 let full = crate::session::data::absolute(path);

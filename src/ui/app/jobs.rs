@@ -229,8 +229,10 @@ impl crate::ui::ladder_run::LadderView {
                 }
                 Some(Err(e)) => (Level::Error, format!("Ladder: the end-to-end step could not run: {e}")),
                 _ => {
-                    let not_run = self.results.values().filter(|r| r.as_ref().is_ok_and(|r| r.status == Status::NotRun)).count();
-                    let tail = if not_run > 0 { format!(" ({not_run} could not run on this device)") } else { String::new() };
+                    let not_run =
+                        self.results.values().filter(|r| r.as_ref().is_ok_and(|r| r.status == Status::NotRun)).count();
+                    let tail =
+                        if not_run > 0 { format!(" ({not_run} could not run on this device)") } else { String::new() };
                     (Level::Info, format!("Ladder finished: every implemented rung passed{tail}"))
                 }
             },

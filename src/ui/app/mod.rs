@@ -392,7 +392,10 @@ impl App {
                 capture_open: self.capture.open.is_some(),
                 stale,
                 precision_bisect: &self.precision_bisect,
-                session: panels::session::SessionInfo { recent: &self.recent.sessions, open: self.open_session.as_deref() },
+                session: panels::session::SessionInfo {
+                    recent: &self.recent.sessions,
+                    open: self.open_session.as_deref(),
+                },
             };
             panels::controls::show(ui, controls, &mut cmds);
         });

@@ -27,10 +27,8 @@ impl DialogPurpose {
 
 /// The stepper's keys, as the overlay lists them (the keys the app reads).
 pub fn key_lines() -> Vec<(String, &'static str)> {
-    let mut out: Vec<(String, &'static str)> = Command::KEYED
-        .iter()
-        .filter_map(|c| c.shortcut().map(|k| (key_name(k).to_string(), c.tooltip())))
-        .collect();
+    let mut out: Vec<(String, &'static str)> =
+        Command::KEYED.iter().filter_map(|c| c.shortcut().map(|k| (key_name(k).to_string(), c.tooltip()))).collect();
     out.push(("?".into(), "Show or hide this list of shortcuts"));
     out.push(("Esc".into(), "Close this list (or the typed-path field)"));
     out
@@ -88,15 +86,18 @@ impl App {
     pub(super) fn prompt_window(&mut self, ctx: &egui::Context, cmds: &mut Vec<Command>) {
         let Some(p) = &mut self.prompt else { return };
         let mut done: Option<bool> = None;
-        egui::Window::new(p.purpose.title()).id(egui::Id::unique("path_prompt")).collapsible(false).resizable(false).show(
-            ctx,
-            |ui| {
+        egui::Window::new(p.purpose.title())
+            .id(egui::Id::unique("path_prompt"))
+            .collapsible(false)
+            .resizable(false)
+            .show(ctx, |ui| {
                 ui.label("No desktop portal answered, so the system's file dialog cannot open here.");
                 let r = ui.add(egui::TextEdit::singleline(&mut p.text).hint_text("file path").desired_width(420.0));
                 let enter = r.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter));
                 ui.horizontal(|ui| {
                     let ok = !p.text.trim().is_empty();
-                    if ui.add_enabled(ok, egui::Button::new("OK")).on_hover_text("Use this path").clicked() || (ok && enter)
+                    if ui.add_enabled(ok, egui::Button::new("OK")).on_hover_text("Use this path").clicked()
+                        || (ok && enter)
                     {
                         done = Some(true);
                     }
@@ -104,8 +105,7 @@ impl App {
                         done = Some(false);
                     }
                 });
-            },
-        );
+            });
         if ctx.input(|i| i.key_pressed(egui::Key::Escape)) {
             done = Some(false);
         }

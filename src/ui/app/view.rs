@@ -22,7 +22,11 @@ impl App {
                 }
             }
             ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
-                if ui.button("Shortcuts (?)").on_hover_text("List the keyboard shortcuts and the commands (key ?)").clicked() {
+                if ui
+                    .button("Shortcuts (?)")
+                    .on_hover_text("List the keyboard shortcuts and the commands (key ?)")
+                    .clicked()
+                {
                     self.help_open = !self.help_open;
                 }
             });
@@ -31,7 +35,9 @@ impl App {
         match self.state.view {
             // Every view scrolls rather than clipping at a small window.
             View::Sequence => {
-                egui::ScrollArea::vertical().id_salt("central_scroll").show(ui, |ui| self.sequence_view(ui, newline, cmds));
+                egui::ScrollArea::vertical()
+                    .id_salt("central_scroll")
+                    .show(ui, |ui| self.sequence_view(ui, newline, cmds));
             }
             View::Inspector => {
                 egui::ScrollArea::vertical().id_salt("inspector_scroll").show(ui, |ui| {
@@ -46,7 +52,9 @@ impl App {
                 });
             }
             View::Speedup => {
-                egui::ScrollArea::vertical().id_salt("speed_scroll").show(ui, |ui| panels::speed::show(ui, &mut self.speed, cmds));
+                egui::ScrollArea::vertical()
+                    .id_salt("speed_scroll")
+                    .show(ui, |ui| panels::speed::show(ui, &mut self.speed, cmds));
             }
             View::Bisect => {
                 egui::ScrollArea::vertical().id_salt("bisect_scroll").show(ui, |ui| {

@@ -108,13 +108,17 @@ fn dataset_section(ui: &mut egui::Ui, c: &Controls<'_>, out: &mut Vec<Command>) 
 
 fn sequence_section(ui: &mut egui::Ui, s: &State, ds: &Dataset, stale: bool, out: &mut Vec<Command>) {
     ui.heading("Sequence and model");
-    egui::ComboBox::from_label("Config").selected_text(s.config.label()).show_ui(ui, |ui| {
-        for name in ConfigName::ALL {
-            if ui.selectable_label(s.config == name, name.label()).clicked() && s.config != name {
-                out.push(Command::SetConfig(name));
+    egui::ComboBox::from_label("Config")
+        .selected_text(s.config.label())
+        .show_ui(ui, |ui| {
+            for name in ConfigName::ALL {
+                if ui.selectable_label(s.config == name, name.label()).clicked() && s.config != name {
+                    out.push(Command::SetConfig(name));
+                }
             }
-        }
-    });
+        })
+        .response
+        .on_hover_text("The model's size: small, bench (the benchmark's width) or tiny (the tests')");
     egui::ComboBox::from_label("Precision")
         .selected_text(s.precision.name())
         .show_ui(ui, |ui| {
@@ -201,7 +205,7 @@ fn panels_section(ui: &mut egui::Ui, s: &State, out: &mut Vec<Command>) {
     ui.heading("Panels");
     for p in PanelId::ALL {
         let mut on = s.panels.get(p);
-        if ui.checkbox(&mut on, p.label()).changed() {
+        if ui.checkbox(&mut on, p.label()).on_hover_text(Command::TogglePanel(p).tooltip()).changed() {
             out.push(Command::TogglePanel(p));
         }
     }

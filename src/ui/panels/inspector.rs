@@ -180,7 +180,7 @@ pub fn show(
         .show(ui, |ui| super::ladder::inspector(ui, view, rung));
     let Some(tensors) = view.tensors.get(rung) else {
         let why = if rung == "gemm" {
-            "Rung gemm checks matrix products of many shapes, case by case: its cases are listed in the ladder panel; it keeps no model tensors."
+            "Rung gemm checks matrix products of many shapes, case by case: its cases are listed above; it keeps no model tensors."
         } else if view.running == Some(rung) || view.is_busy() {
             "Running…"
         } else if view.results.contains_key(rung) {
@@ -306,7 +306,8 @@ fn selected(
         button(ui, Command::JumpToWorst, s.worst.is_some(), cmds);
         ui.separator();
         ui.label("slice:");
-        ui.selectable_value(&mut st.axis, Axis::Row, "row").on_hover_text("The slice plot follows the picked cell's row");
+        ui.selectable_value(&mut st.axis, Axis::Row, "row")
+            .on_hover_text("The slice plot follows the picked cell's row");
         ui.selectable_value(&mut st.axis, Axis::Column, "column")
             .on_hover_text("The slice plot follows the picked cell's column");
         let (mut r, mut c) = st.focus.unwrap_or((0, 0));
@@ -318,8 +319,10 @@ fn selected(
         ui.separator();
         ui.label("grid shows");
         for side in Side::ALL {
-            ui.selectable_value(&mut st.grid_side, side, side.label())
-                .on_hover_text(format!("The numeric grid lists the {} values of the maps' visible region", side.label()));
+            ui.selectable_value(&mut st.grid_side, side, side.label()).on_hover_text(format!(
+                "The numeric grid lists the {} values of the maps' visible region",
+                side.label()
+            ));
         }
     });
 
@@ -353,25 +356,25 @@ fn selected(
     let each = ((width - 2.0 * gap) / 3.0).max(60.0);
     ui.horizontal_top(|ui| {
         for (i, side) in Side::ALL.iter().enumerate() {
-          ui.vertical(|ui| {
-            ui.set_width(each);
-            ui.label(RichText::new(side.label()).strong());
-            let describe = |r: usize, c: usize| {
-                let f = t.flat(r, c);
-                format!(
-                    "{} cpu {} gpu {} diff {}, {}",
-                    fmt_index(&multi_index(f, &t.shape)),
-                    fmt_value(t.cpu.data[f]),
-                    fmt_value(t.gpu.data[f]),
-                    fmt_value(t.diff.data[f]),
-                    side.label()
-                )
-            };
-            let style = HeatmapStyle { height: 230.0, cursor_row: focus.map(|f| f.0), describe: &describe };
-            if let Some(cell) = st.maps[i].show(ui, &style).clicked {
-                clicked = Some(cell);
-            }
-          });
+            ui.vertical(|ui| {
+                ui.set_width(each);
+                ui.label(RichText::new(side.label()).strong());
+                let describe = |r: usize, c: usize| {
+                    let f = t.flat(r, c);
+                    format!(
+                        "{} cpu {} gpu {} diff {}, {}",
+                        fmt_index(&multi_index(f, &t.shape)),
+                        fmt_value(t.cpu.data[f]),
+                        fmt_value(t.gpu.data[f]),
+                        fmt_value(t.diff.data[f]),
+                        side.label()
+                    )
+                };
+                let style = HeatmapStyle { height: 230.0, cursor_row: focus.map(|f| f.0), describe: &describe };
+                if let Some(cell) = st.maps[i].show(ui, &style).clicked {
+                    clicked = Some(cell);
+                }
+            });
         }
     });
     if let Some(c) = clicked {

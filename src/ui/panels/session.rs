@@ -29,7 +29,9 @@ fn recent_label(p: &Path) -> String {
 pub fn show(ui: &mut egui::Ui, path: &mut String, info: &SessionInfo<'_>, out: &mut Vec<Command>) {
     ui.heading("Session");
     ui.add(egui::TextEdit::singleline(path).hint_text("session file (.ron)").desired_width(f32::INFINITY))
-        .on_hover_text("Where \"Save session\" writes and \"Load session\" reads (a relative path is from the working directory)");
+        .on_hover_text(
+            "Where \"Save session\" writes and \"Load session\" reads (a relative path is from the working directory)",
+        );
     let typed = path.trim();
     let ok = !typed.is_empty();
     if ok {
