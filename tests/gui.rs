@@ -1,8 +1,11 @@
 //! The GUI driven through egui_kittest: the real app, its worker thread and its
 //! panels, headless, rendered with wgpu on lavapipe for the snapshots.
 
+#[path = "common/gui_env.rs"]
+mod gui_env;
+use gui_env::init_env;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Once};
+use std::sync::Arc;
 use std::time::Duration;
 
 use dualscope::session::state::{ConfigName, State};
@@ -13,28 +16,6 @@ use egui::Key;
 use egui::accesskit::Role;
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
-
-/// Pins the renderer so snapshots match: Vulkan through Mesa's lavapipe, and a
-/// private runtime folder so Mesa stays quiet.
-fn init_env() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let runtime = std::env::temp_dir().join(format!("dualscope-xdg-{}", std::process::id()));
-        let _ = std::fs::create_dir_all(&runtime);
-        // SAFETY: every test here calls `init_env` before it starts anything that
-        // reads the environment (the app, wgpu); `Once` makes the others wait
-        // until these writes are done, and nothing else in this binary runs threads yet.
-        unsafe {
-            std::env::set_var("WGPU_BACKEND", "vulkan");
-            if Path::new("/usr/share/vulkan/icd.d/lvp_icd.x86_64.json").exists() {
-                std::env::set_var("VK_DRIVER_FILES", "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json");
-            }
-            std::env::set_var("XDG_RUNTIME_DIR", &runtime);
-            // A data folder of this run's own: the tests' saves never reach the user's recent list.
-            std::env::set_var(dualscope::session::data::DATA_DIR_ENV, runtime.join("data"));
-        }
-    });
-}
 
 fn tiny(len: usize) -> State {
     State { config: ConfigName::Tiny, len, ..State::default() }

@@ -6,32 +6,16 @@
 
 mod common;
 
+#[path = "common/gui_env.rs"]
+mod gui_env;
+use gui_env::init_env;
 use std::path::Path;
-use std::sync::Once;
 use std::time::{Duration, Instant};
 
 use dualscope::session::state::{ConfigName, State, View};
 use dualscope::ui::script::{self, ScriptStep};
 use dualscope::ui::{App, LaunchOptions};
 use egui_kittest::Harness;
-
-/// Pins the renderer as tests/gui.rs does: Vulkan through lavapipe, and a
-/// private runtime folder so Mesa stays quiet.
-fn init_env() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let runtime = std::env::temp_dir().join(format!("dualscope-xdg-{}", std::process::id()));
-        let _ = std::fs::create_dir_all(&runtime);
-        // SAFETY: called before anything that reads the environment starts.
-        unsafe {
-            std::env::set_var("WGPU_BACKEND", "vulkan");
-            if Path::new("/usr/share/vulkan/icd.d/lvp_icd.x86_64.json").exists() {
-                std::env::set_var("VK_DRIVER_FILES", "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json");
-            }
-            std::env::set_var("XDG_RUNTIME_DIR", &runtime);
-        }
-    });
-}
 
 #[test]
 fn the_screenshot_command_files_parse() {

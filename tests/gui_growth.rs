@@ -5,8 +5,10 @@
 
 mod common;
 
+#[path = "common/gui_env.rs"]
+mod gui_env;
+use gui_env::init_env;
 use std::path::Path;
-use std::sync::Once;
 use std::time::Duration;
 
 use dualscope::model::{Config, Params};
@@ -17,25 +19,6 @@ use dualscope::ui::{App, LaunchOptions};
 use dualscope::vk::gemm::{GemmChoice, Precision};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
-
-/// Pins the renderer as tests/gui.rs does: Vulkan through lavapipe, and a
-/// private runtime folder so Mesa stays quiet.
-fn init_env() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let runtime = std::env::temp_dir().join(format!("dualscope-xdg-{}", std::process::id()));
-        let _ = std::fs::create_dir_all(&runtime);
-        // SAFETY: the one test here calls `init_env` before it starts anything
-        // that reads the environment (the app, wgpu, Vulkan).
-        unsafe {
-            std::env::set_var("WGPU_BACKEND", "vulkan");
-            if Path::new("/usr/share/vulkan/icd.d/lvp_icd.x86_64.json").exists() {
-                std::env::set_var("VK_DRIVER_FILES", "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json");
-            }
-            std::env::set_var("XDG_RUNTIME_DIR", &runtime);
-        }
-    });
-}
 
 /// The app on the tiny config and a row of `len` tokens.
 fn harness(len: usize) -> Harness<'static, App> {

@@ -5,8 +5,10 @@
 //! the window title's `*`, the typed-path field without a portal; tooltips on
 //! the controls and the `?` overlay. Snapshots at 1280×800 and 1600×1000.
 
+#[path = "common/gui_env.rs"]
+mod gui_env;
+use gui_env::{env_data_dir, init_env};
 use std::path::{Path, PathBuf};
-use std::sync::Once;
 use std::time::Duration;
 
 use dualscope::session::state::{ConfigName, State, View};
@@ -17,30 +19,6 @@ use egui::Key;
 use egui::accesskit::Role;
 use egui_kittest::Harness;
 use egui_kittest::kittest::{NodeT, Queryable};
-
-/// The data folder every app here starts with (`DUALSCOPE_DATA_DIR`), one per process.
-fn env_data_dir() -> PathBuf {
-    std::env::temp_dir().join(format!("dualscope-gui-layout-{}", std::process::id())).join("data")
-}
-
-/// The renderer pinned as in tests/gui.rs, and the data folder override.
-fn init_env() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let runtime = std::env::temp_dir().join(format!("dualscope-xdg-{}", std::process::id()));
-        let _ = std::fs::create_dir_all(&runtime);
-        // SAFETY: every test calls `init_env` before it starts anything that reads
-        // the environment; `Once` makes the others wait until these writes are done.
-        unsafe {
-            std::env::set_var("WGPU_BACKEND", "vulkan");
-            if Path::new("/usr/share/vulkan/icd.d/lvp_icd.x86_64.json").exists() {
-                std::env::set_var("VK_DRIVER_FILES", "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json");
-            }
-            std::env::set_var("XDG_RUNTIME_DIR", &runtime);
-            std::env::set_var(dualscope::session::data::DATA_DIR_ENV, env_data_dir());
-        }
-    });
-}
 
 fn tiny(len: usize) -> State {
     State { config: ConfigName::Tiny, len, ..State::default() }

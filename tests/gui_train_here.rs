@@ -3,8 +3,9 @@
 //! and "Train here" trains the model in place on a worker thread with its
 //! progress, or is cancelled and leaves the model as it was.
 
-use std::path::Path;
-use std::sync::Once;
+#[path = "common/gui_env.rs"]
+mod gui_env;
+use gui_env::init_env;
 use std::time::Duration;
 
 use dualscope::model::{Config, Params};
@@ -17,25 +18,6 @@ use dualscope::ui::{App, LaunchOptions};
 use egui::accesskit::Role;
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
-
-/// Pins the renderer as tests/gui.rs does: Vulkan through lavapipe, and a
-/// private runtime folder so Mesa stays quiet.
-fn init_env() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let runtime = std::env::temp_dir().join(format!("dualscope-xdg-{}", std::process::id()));
-        let _ = std::fs::create_dir_all(&runtime);
-        // SAFETY: every test calls `init_env` before it starts anything that
-        // reads the environment (the app, wgpu); `Once` makes the others wait.
-        unsafe {
-            std::env::set_var("WGPU_BACKEND", "vulkan");
-            if Path::new("/usr/share/vulkan/icd.d/lvp_icd.x86_64.json").exists() {
-                std::env::set_var("VK_DRIVER_FILES", "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json");
-            }
-            std::env::set_var("XDG_RUNTIME_DIR", &runtime);
-        }
-    });
-}
 
 /// The app on `state` with the CPU trace only (the GPU's is not what these
 /// tests are about).

@@ -6,8 +6,10 @@
 
 mod common;
 
-use std::path::Path;
-use std::sync::{Arc, Once};
+#[path = "common/gui_env.rs"]
+mod gui_env;
+use gui_env::init_env;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dualscope::ladder::inputs::{BatchChoice, ParamSource, ladder_batch, load_dataset, load_params};
@@ -119,24 +121,6 @@ fn the_ladder_refuses_a_row_its_traces_would_not_fit() {
     let o = common::run(&["ladder", "--config", "bench", "--data", common::s(&data), "--len", &len]);
     let err = common::fails(&o, 1);
     assert!(err.contains(&format!("--len {len}")) && err.contains("MiB of memory"), "{err}");
-}
-
-/// Vulkan through lavapipe for wgpu, and a private runtime folder.
-fn init_env() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let runtime = std::env::temp_dir().join(format!("dualscope-xdg-{}", std::process::id()));
-        let _ = std::fs::create_dir_all(&runtime);
-        // SAFETY: every GUI test calls `init_env` before it starts anything that
-        // reads the environment; `Once` makes the others wait until it is done.
-        unsafe {
-            std::env::set_var("WGPU_BACKEND", "vulkan");
-            if Path::new("/usr/share/vulkan/icd.d/lvp_icd.x86_64.json").exists() {
-                std::env::set_var("VK_DRIVER_FILES", "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json");
-            }
-            std::env::set_var("XDG_RUNTIME_DIR", &runtime);
-        }
-    });
 }
 
 /// The app on a 16384-position row of the embedded text at `small` (the CPU

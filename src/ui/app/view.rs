@@ -33,9 +33,10 @@ impl App {
         });
         ui.separator();
         match self.state.view {
-            // Every view scrolls rather than clipping at a small window.
+            // Every view scrolls rather than clipping at a small window (the
+            // Sequence view's heatmaps are wider than the centre at 1280 wide).
             View::Sequence => {
-                egui::ScrollArea::vertical()
+                egui::ScrollArea::both()
                     .id_salt("central_scroll")
                     .show(ui, |ui| self.sequence_view(ui, newline, cmds));
             }
