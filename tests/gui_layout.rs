@@ -169,7 +169,7 @@ fn snapshot_both(h: &mut Harness<'static, App>, name: &str) {
         h.run_steps(4);
         mask_all(h, &["computed in", "positions in"]);
         mask_session(h);
-        h.snapshot(&format!("{name}_{tag}"));
+        h.snapshot(format!("{name}_{tag}"));
     }
 }
 
@@ -275,7 +275,7 @@ fn title_marks_unsaved_changes_and_recent_sessions_open() {
     std::fs::remove_file(&b).unwrap();
     let mut h = isolated(LaunchOptions { state: Some(tiny(30)), ..Default::default() }, &data, (1280.0, 1600.0));
     wait_for_trace(&mut h);
-    assert_eq!(h.state().recent(), [a.clone()]);
+    assert_eq!(h.state().recent(), std::slice::from_ref(&a));
     h.get_by_label_contains("a.ron  (").scroll_to_me();
     h.run_steps(2);
     h.get_by_label_contains("a.ron  (").click();

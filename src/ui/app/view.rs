@@ -36,9 +36,7 @@ impl App {
             // Every view scrolls rather than clipping at a small window (the
             // Sequence view's heatmaps are wider than the centre at 1280 wide).
             View::Sequence => {
-                egui::ScrollArea::both()
-                    .id_salt("central_scroll")
-                    .show(ui, |ui| self.sequence_view(ui, newline, cmds));
+                egui::ScrollArea::both().id_salt("central_scroll").show(ui, |ui| self.sequence_view(ui, newline, cmds));
             }
             View::Inspector => {
                 egui::ScrollArea::vertical().id_salt("inspector_scroll").show(ui, |ui| {
