@@ -9,9 +9,12 @@
 # precision (f16 autocast + GradScaler); and dualscope's mixed-precision step
 # (f16 products on cooperative matrices, dynamic loss scale). Usage:
 #   bench/device_speed.sh BIN OUTDIR
+# SHAPES (';'-separated) picks the shapes; the default is issue 19's five.
 set -uo pipefail
 BIN=$1; OUT=$2; mkdir -p "$OUT"; W=$(mktemp -d)
-for shape in "--config bench" "--config small" "--config bench --batch 1 --seq-len 512"; do
+SHAPES=${SHAPES:-"--config bench;--config small;--config bench --batch 1 --seq-len 512;--config bench --batch 1 --seq-len 4096;--config bench --batch 64 --seq-len 256"}
+IFS=';' read -ra shapes <<< "$SHAPES"
+for shape in "${shapes[@]}"; do
   tag=$(echo "$shape" | tr -d ' -' )
   F="$OUT/speed_$tag.jsonl"
   $BIN bench --engine both $shape --steps 20 --warmup 3 --json --save-batch $W/b.json --save-checkpoint $W/c.st > $W/ds.json

@@ -13,7 +13,8 @@
 //!
 //! Read elsewhere, because they are not the engine's: `DUALSCOPE_GEMM_PATH`
 //! ([`crate::vk::gemm::GemmChoice::from_env`]), `DUALSCOPE_COOPMAT_PROBE`
-//! (the GEMM timing probes, in `vk::gemm`), `DUALSCOPE_VK_DEVICE` and
+//! (the GEMM timing probes, in `vk::gemm`), `DUALSCOPE_SPLIT_MIN_SLICE` (the
+//! shortest split-K slice, a timing probe, in `vk::gemm::split`), `DUALSCOPE_VK_DEVICE` and
 //! `DUALSCOPE_VK_VALIDATION` ([`crate::vk::ContextOptions`]),
 //! `DUALSCOPE_GRID_PROBE` (the CLI's bench).
 

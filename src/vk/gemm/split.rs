@@ -57,6 +57,20 @@ pub(super) fn dim(what: &str, x: usize) -> VkResult<u32> {
 pub const SPLIT_K_TARGET_GROUPS: usize = 512;
 /// The shortest K range a slice gets.
 pub const SPLIT_K_MIN_SLICE: usize = 256;
+
+/// The shortest slice in force: [`SPLIT_K_MIN_SLICE`], or
+/// `DUALSCOPE_SPLIT_MIN_SLICE` (a timing probe: the split then differs from
+/// the default's, and with it the summation order), read once per process.
+fn min_slice() -> usize {
+    static MIN: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *MIN.get_or_init(|| {
+        std::env::var("DUALSCOPE_SPLIT_MIN_SLICE")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .filter(|&v| (16..=1 << 16).contains(&v))
+            .unwrap_or(SPLIT_K_MIN_SLICE)
+    })
+}
 /// The longest K range a workgroup walks: its loop over K-slices (16 or
 /// more each) then takes at most 16384 passes, inside lavapipe's guard of
 /// 65535 loop passes per invocation (`docs/shader-loops.md`). Longer
@@ -84,7 +98,7 @@ pub fn split_k_plan(path: GemmPath, s: &GemmShape, max_scratch: usize) -> SplitK
     if !path.splits() || tiles == 0 {
         return whole;
     }
-    let for_groups = (SPLIT_K_TARGET_GROUPS / tiles).min(s.k / SPLIT_K_MIN_SLICE);
+    let for_groups = (SPLIT_K_TARGET_GROUPS / tiles).min(s.k / min_slice());
     let want = for_groups.max(s.k.div_ceil(SPLIT_K_MAX_CHUNK)).min(max_scratch / (s.m * s.n));
     if want < 2 {
         return whole;
