@@ -10,6 +10,8 @@
 # (f16 products on cooperative matrices, dynamic loss scale). Usage:
 #   bench/device_speed.sh BIN OUTDIR
 # SHAPES (';'-separated) picks the shapes; the default is issue 19's five.
+# TORCH_MODES (default "eager graph") and TORCH_CPU=0 trim the peer's runs
+# (the best mode at every shape so far is a CUDA graph).
 set -uo pipefail
 BIN=$1; OUT=$2; mkdir -p "$OUT"; W=$(mktemp -d)
 SHAPES=${SHAPES:-"--config bench;--config small;--config bench --batch 1 --seq-len 512;--config bench --batch 1 --seq-len 4096;--config bench --batch 64 --seq-len 256"}
@@ -21,11 +23,12 @@ for shape in "${shapes[@]}"; do
   cat $W/ds.json >> "$F"
   L=$(python3 -c "import json; print(json.load(open('$W/ds.json'))['engines'][0]['first_loss'])")
   P="python3 bench/torch_peer.py --checkpoint $W/c.st --batch $W/b.json --expect-loss $L"
-  $P --device cpu --steps 10 --warmup 2 >> "$F"
-  modes="eager graph"; [ "$tag" = configbench ] && modes="eager graph compile"
+  [ "${TORCH_CPU:-1}" = 1 ] && $P --device cpu --steps 10 --warmup 2 >> "$F"
+  tm=${TORCH_MODES:-"eager graph"}
+  modes=$tm; [ "$tag" = configbench ] && [ -z "${TORCH_MODES:-}" ] && modes="eager graph compile"
   for mode in $modes; do $P --device cuda --mode $mode >> "$F"; done
-  for mode in eager graph; do $P --device cuda --mode $mode --tf32 >> "$F"; done
-  for mode in eager graph; do $P --device cuda --mode $mode --amp f16 >> "$F" 2> "$OUT/amp_${mode}_$tag.err"; done
+  for mode in $tm; do $P --device cuda --mode $mode --tf32 >> "$F"; done
+  for mode in $tm; do $P --device cuda --mode $mode --amp f16 >> "$F" 2> "$OUT/amp_${mode}_$tag.err"; done
   $BIN bench --engine gpu $shape --precision mixed --steps 20 --warmup 3 --json > "$OUT/mixed_$tag.json"
 done
 python3 - "$OUT" <<'PY'
