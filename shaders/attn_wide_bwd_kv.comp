@@ -64,7 +64,7 @@ void main() {
                     w[i] = seen ? (which == 0u ? ds[o] : attn[o]) : 0.0;
                 }
                 [[unroll]] for (uint i = 0u; i < 16u; ++i) {
-                    ta[(l / AW_QB + 4u * i) * AW_P4 + kk / 4u][kk % 4u] = w[i];
+                    ta[AW_IX(l / AW_QB + 4u * i, kk / 4u)][kk % 4u] = w[i];
                 }
                 if (which == 0u) {
                     AW_STAGE(tb, q, tb0, tn, db, dn);
@@ -75,7 +75,7 @@ void main() {
                 for (uint t4 = 0u; t4 < ceil_div(tn, 4u); ++t4) {
                     [[unroll]] for (uint i = 0u; i < 4u; ++i) {
                         uint t = 4u * t4 + i;
-                        vec4 wk = ta[t * AW_P4 + qi], x = tb[t * AW_P4 + ki];
+                        vec4 wk = ta[AW_IX(t, qi)], x = tb[AW_IX(t, ki)];
                         acc[0] += wk.x * x;
                         acc[1] += wk.y * x;
                         acc[2] += wk.z * x;

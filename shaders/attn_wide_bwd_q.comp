@@ -110,7 +110,7 @@ void main() {
             for (uint r = 0u; r < 4u; ++r) {
                 for (uint cc = 0u; cc < 4u; ++cc) {
                     uint kk = ki + 16u * cc;
-                    ta[(qi + 16u * r) * AW_P4 + kk / 4u][kk % 4u] = VALID(r, kb + kk) ? ds[arow[r] + kb + kk] : 0.0;
+                    ta[AW_IX(qi + 16u * r, kk / 4u)][kk % 4u] = VALID(r, kb + kk) ? ds[arow[r] + kb + kk] : 0.0;
                 }
             }
             AW_STAGE_EXT(tb, k, k_pre, P, kb, kn, db, dn);

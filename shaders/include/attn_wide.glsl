@@ -5,31 +5,33 @@
 //
 // A workgroup of 256 invocations owns a block of AW_QB = 64 positions of one
 // (batch row, head); invocation l = 16·qi + ki. Tiles are 64 rows of 64 floats
-// held as 16 vec4s per row with a pitch of AW_P4 = 17 vec4s (68 floats): 16
-// invocations reading vec4 ki of 16 different rows touch 16 different 16-byte
-// slots of each 128-byte bank window (17 is odd), so they are served in the
-// two wavefronts that 256 bytes take, and a row read by 16 invocations at
-// once is one broadcast. Each invocation keeps 16 accumulators (4 rows × 4
-// columns, or 4 rows × a vec4 of dims), so a step of 4 dims or 4 keys costs
-// 8 vec4 reads for 64 multiply-adds, where the 16-blocks took 2 reads for 4.
+// held as 16 vec4s per row, vec4 c of row j at j·16 + (c XOR (j mod 8))
+// (AW_IX): 16 invocations reading vec4 c of rows j..j+15 (or vec4s 0..15 of
+// one row) touch each 16-byte slot of a 128-byte bank window twice, so they
+// are served in the two wavefronts that 256 bytes take; a vec4 read by 16
+// invocations at once is one broadcast. (A padded pitch of 17 would do the
+// same, but two such tiles pass the 32 KiB of shared memory lavapipe has.)
+// Each invocation keeps 16 accumulators (4 rows × 4 columns, or 4 rows × a
+// vec4 of dims), so a step of 4 dims or 4 keys costs 8 vec4 reads for 64
+// multiply-adds, where the blocks of 16 took 2 reads for 4.
 //
 // Loops: about 16 passes per (chunk of 64 keys, chunk of 64 dims) pair in
-// each phase (kernels.rs: attn_wide_loops counts them for lavapipe's guard).
+// each phase (kernels.rs: attn_loops counts them for lavapipe's guard).
 #ifndef DUALSCOPE_ATTN_WIDE_GLSL
 #define DUALSCOPE_ATTN_WIDE_GLSL
 
 #define AW_QB 64u  // positions per workgroup (kernels.rs: ATTN_WIDE_BLOCK)
 #define AW_KC 64u  // keys (or queries) per chunk
 #define AW_DC 64u  // head dims per chunk
-#define AW_P4 17u  // row pitch in vec4s
+#define AW_IX(row, c) ((row) * 16u + ((c) ^ ((row) & 7u)))
 
 #define NEG_INF uintBitsToFloat(0xff800000u)
 
-// Two tiles of 64 rows (a block's rows, a chunk's keys, or weights) and the
-// row reductions (64 rows × 16 partials).
-shared vec4 ta[AW_QB * AW_P4];
-shared vec4 tb[AW_KC * AW_P4];
-shared float red[AW_QB * 16u];
+// Two tiles of 64 rows (a block's rows, a chunk's keys or queries, or
+// weights): 32 KiB. The row reductions (64 rows × 16 partials) use the first
+// 256 vec4s of tb, free between the phases that call them.
+shared vec4 ta[AW_QB * 16u];
+shared vec4 tb[AW_KC * 16u];
 
 #define SYNC()             \
     memoryBarrierShared(); \
@@ -47,7 +49,7 @@ shared float red[AW_QB * 16u];
             v_[i_] = j_ < (n) && d_ < (dn) ? BUF[(((base) + j_) * pc.B + b) * pc.A + col + (db) + d_] : 0.0; \
         }                                                                                 \
         [[unroll]] for (uint i_ = 0u; i_ < 4u; ++i_) {                                    \
-            TILE[(l / 16u + 16u * i_) * AW_P4 + l % 16u] =                                \
+            TILE[AW_IX(l / 16u + 16u * i_, l % 16u)] =                                \
                 vec4(v_[4u * i_], v_[4u * i_ + 1u], v_[4u * i_ + 2u], v_[4u * i_ + 3u]);  \
         }                                                                                 \
     }
@@ -69,7 +71,7 @@ shared float red[AW_QB * 16u];
             v_[i_] = w_;                                                                  \
         }                                                                                 \
         [[unroll]] for (uint i_ = 0u; i_ < 4u; ++i_) {                                    \
-            TILE[(l / 16u + 16u * i_) * AW_P4 + l % 16u] =                                \
+            TILE[AW_IX(l / 16u + 16u * i_, l % 16u)] =                                \
                 vec4(v_[4u * i_], v_[4u * i_ + 1u], v_[4u * i_ + 2u], v_[4u * i_ + 3u]);  \
         }                                                                                 \
     }
@@ -79,8 +81,8 @@ shared float red[AW_QB * 16u];
 void aw_dots(inout vec4 acc[4], uint qi, uint ki, uint n4) {
     for (uint d4 = 0u; d4 < n4; ++d4) {
         vec4 a[4], k[4];
-        [[unroll]] for (uint r = 0u; r < 4u; ++r) a[r] = ta[(qi + 16u * r) * AW_P4 + d4];
-        [[unroll]] for (uint c = 0u; c < 4u; ++c) k[c] = tb[(ki + 16u * c) * AW_P4 + d4];
+        [[unroll]] for (uint r = 0u; r < 4u; ++r) a[r] = ta[AW_IX(qi + 16u * r, d4)];
+        [[unroll]] for (uint c = 0u; c < 4u; ++c) k[c] = tb[AW_IX(ki + 16u * c, d4)];
         [[unroll]] for (uint r = 0u; r < 4u; ++r) {
             [[unroll]] for (uint c = 0u; c < 4u; ++c) {
                 float s = acc[r][c];
@@ -100,8 +102,8 @@ void aw_dots(inout vec4 acc[4], uint qi, uint ki, uint n4) {
 void aw_wsum(inout vec4 acc[4], uint qi, uint ki, uint n4) {
     for (uint j4 = 0u; j4 < n4; ++j4) {
         vec4 w[4], v[4];
-        [[unroll]] for (uint r = 0u; r < 4u; ++r) w[r] = ta[(qi + 16u * r) * AW_P4 + j4];
-        [[unroll]] for (uint i = 0u; i < 4u; ++i) v[i] = tb[(4u * j4 + i) * AW_P4 + ki];
+        [[unroll]] for (uint r = 0u; r < 4u; ++r) w[r] = ta[AW_IX(qi + 16u * r, j4)];
+        [[unroll]] for (uint i = 0u; i < 4u; ++i) v[i] = tb[AW_IX(4u * j4 + i, ki)];
         [[unroll]] for (uint r = 0u; r < 4u; ++r) {
             vec4 s = acc[r];
             s += w[r].x * v[0];
@@ -115,25 +117,29 @@ void aw_wsum(inout vec4 acc[4], uint qi, uint ki, uint n4) {
 
 // Per-row maximum (is_max) or sum of the 16 partials of each of the 64 rows:
 // invocation 16·qi + ki gives partial ki of rows qi + 16r. A fixed tree in
-// shared memory, so the result does not depend on scheduling; every
-// invocation gets the totals of its own rows. Call from uniform control flow.
+// shared memory (float i of the reduction is component i % 4 of tb[i / 4]),
+// so the result does not depend on scheduling; every invocation gets the
+// totals of its own rows. Call from uniform control flow.
+#define RED(i) tb[(i) / 4u][(i) % 4u]
 vec4 aw_reduce_rows(vec4 part, bool is_max) {
     uint l = gl_LocalInvocationIndex;
     uint qi = l / 16u, ki = l % 16u;
-    for (uint r = 0u; r < 4u; ++r) red[(qi + 16u * r) * 16u + ki] = part[r];
+    SYNC(); // every read of tb before the reduction is done
+    for (uint r = 0u; r < 4u; ++r) RED((qi + 16u * r) * 16u + ki) = part[r];
     SYNC();
     uint row = l / 4u, p = l % 4u;
     for (uint s = 8u; s > 0u; s >>= 1u) {
         for (uint i = p; i < s; i += 4u) {
-            float a = red[row * 16u + i], c = red[row * 16u + i + s];
-            red[row * 16u + i] = is_max ? max(a, c) : a + c;
+            float a = RED(row * 16u + i), c = RED(row * 16u + i + s);
+            RED(row * 16u + i) = is_max ? max(a, c) : a + c;
         }
         SYNC();
     }
     vec4 total;
-    for (uint r = 0u; r < 4u; ++r) total[r] = red[(qi + 16u * r) * 16u];
-    SYNC(); // `red` may be written again by the next reduction
+    for (uint r = 0u; r < 4u; ++r) total[r] = RED((qi + 16u * r) * 16u);
+    SYNC(); // tb may be written again
     return total;
 }
+#undef RED
 
 #endif

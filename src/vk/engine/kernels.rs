@@ -358,9 +358,9 @@ pub static ATTN_FWD_FAULT_WINDOW: KernelSpec =
 /// with 4 × 4 register tiles).
 pub const ATTN_WIDE_BLOCK: u32 = 64;
 
-/// The wide attention kernels' shared memory: two 64-row tiles of 17 vec4s
-/// and 64×16 floats of row reductions.
-const ATTN_WIDE_SHARED: u32 = (2 * 64 * 17 * 4 + 64 * 16) * 4;
+/// The wide attention kernels' shared memory: two 64-row tiles of 16 vec4s
+/// (the row reductions share the second), 32 KiB.
+const ATTN_WIDE_SHARED: u32 = 2 * 64 * 16 * 4 * 4;
 
 pub static ATTN_WIDE_FWD: KernelSpec = KernelSpec {
     name: "attn_wide_fwd",
