@@ -5,7 +5,8 @@
 # kernel set: the recorded and replayed step's wall and device medians and the
 # three attention kernels' per-kernel medians (`kernels_ms`); then the ladder
 # at `bench` (f32 and mixed) and at B=1 T=512 (mixed, chained) with the wide
-# kernels forced, and its verdicts. Prints one table; each run's output is in
+# kernels forced, and its verdicts, and `ladder --carry-check` (a carried
+# prefix of keys) with them. Prints one table; each run's output is in
 # OUT/. Under 4 minutes on the H200.
 # Usage: bench/attn19_h200.sh BIN OUT
 #   ATTN19_FULL=1 also times f32 at `small` and B=1 T=512, and B=64 T=256.
@@ -66,6 +67,13 @@ except Exception as e:
 PY
 )")
 done
+# The carried prefix (docs/carry-state.md: keys before the row) on the wide kernels.
+DATA=$OUT/text.txt
+cat README.md docs/*.md src/*/*.rs > "$DATA" 2>/dev/null
+DUALSCOPE_ATTN=wide timeout 90 $BIN ladder --config bench --data "$DATA" --carry-check 3 --len 100 --json \
+  > "$OUT/carry-check-wide.json" 2> "$OUT/carry-check-wide.err"
+rc=$?
+verdicts+=("carry-check bench (wide, exit $rc): passed $(python3 -c "import json,sys; print(json.load(open(sys.argv[1])).get('passed'))" "$OUT/carry-check-wide.json" 2>/dev/null || echo '-')")
 echo
 echo "ms (medians): recorded wall/device, replayed wall/device, per-kernel attn_fwd attn_bwd_q attn_bwd_kv"
 printf '%-8s %-5s %-4s %8s %8s %8s %8s | %8s %8s %8s\n' shape prec attn wall dev rep rep_dev fwd bwd_q bwd_kv

@@ -83,9 +83,9 @@ void main() {
                     }
                 }
             }
-            for (uint r = 0u; r < 4u; ++r) {
+            [[unroll]] for (uint r = 0u; r < 4u; ++r) {
                 uint j = j0 + 4u * qi + r;
-                for (uint i = 0u; i < 4u; ++i) {
+                [[unroll]] for (uint i = 0u; i < 4u; ++i) {
                     uint d = 4u * ki + i;
                     if (j >= j1 || d >= dn) continue;
                     if (j >= P) {

@@ -47,7 +47,7 @@ void main() {
 
     uvec4 tq = uvec4(t0 + qi) + uvec4(0u, 16u, 32u, 48u);
     uvec4 lo, arow;
-    for (uint r = 0u; r < 4u; ++r) {
+    [[unroll]] for (uint r = 0u; r < 4u; ++r) {
         lo[r] = window_lo(tq[r]);
         arow[r] = ((tq[r] * pc.B + b) * pc.NH + hd) * pc.W + pc.W - 1u - (tq[r] + P); // + key = slot
     }
@@ -67,8 +67,8 @@ void main() {
             SYNC();
             aw_dots(acc, qi, ki, ceil_div(dn, 4u));
         }
-        for (uint r = 0u; r < 4u; ++r) {
-            for (uint cc = 0u; cc < 4u; ++cc) {
+        [[unroll]] for (uint r = 0u; r < 4u; ++r) {
+            [[unroll]] for (uint cc = 0u; cc < 4u; ++cc) {
                 uint j = kb + ki + 16u * cc;
                 if (VALID(r, j)) {
                     ds[arow[r] + j] = acc[r][cc];
@@ -83,8 +83,8 @@ void main() {
 
     // 3. ds, and zeros before the row's start.
     for (uint kc = 0u; kc < nkc; ++kc) {
-        for (uint r = 0u; r < 4u; ++r) {
-            for (uint cc = 0u; cc < 4u; ++cc) {
+        [[unroll]] for (uint r = 0u; r < 4u; ++r) {
+            [[unroll]] for (uint cc = 0u; cc < 4u; ++cc) {
                 uint j = j0 + kc * AW_KC + ki + 16u * cc;
                 if (VALID(r, j)) {
                     uint o = arow[r] + j;
@@ -107,8 +107,8 @@ void main() {
             uint kb = j0 + kc * AW_KC;
             uint kn = min(AW_KC, t1 + P - kb);
             SYNC(); // the previous chunk's reads are done
-            for (uint r = 0u; r < 4u; ++r) {
-                for (uint cc = 0u; cc < 4u; ++cc) {
+            [[unroll]] for (uint r = 0u; r < 4u; ++r) {
+                [[unroll]] for (uint cc = 0u; cc < 4u; ++cc) {
                     uint kk = ki + 16u * cc;
                     ta[AW_IX(qi + 16u * r, kk / 4u)][kk % 4u] = VALID(r, kb + kk) ? ds[arow[r] + kb + kk] : 0.0;
                 }
@@ -117,8 +117,8 @@ void main() {
             SYNC();
             aw_wsum(acc, qi, ki, ceil_div(kn, 4u));
         }
-        for (uint r = 0u; r < 4u; ++r) {
-            for (uint i = 0u; i < 4u; ++i) {
+        [[unroll]] for (uint r = 0u; r < 4u; ++r) {
+            [[unroll]] for (uint i = 0u; i < 4u; ++i) {
                 uint d = 4u * ki + i;
                 if (tq[r] < t1 && d < dn) dq[(tq[r] * pc.B + b) * pc.A + col + db + d] = acc[r][i];
             }

@@ -51,7 +51,7 @@ void main() {
     // This invocation's queries t0 + qi + 16r: their first key and attn row.
     uvec4 tq = uvec4(t0 + qi) + uvec4(0u, 16u, 32u, 48u);
     uvec4 lo, arow;
-    for (uint r = 0u; r < 4u; ++r) {
+    [[unroll]] for (uint r = 0u; r < 4u; ++r) {
         lo[r] = window_lo(tq[r]);
         arow[r] = ((tq[r] * pc.B + b) * pc.NH + hd) * pc.W + pc.W - 1u - (tq[r] + P); // + key = slot
     }
@@ -71,8 +71,8 @@ void main() {
             SYNC();
             aw_dots(acc, qi, ki, ceil_div(dn, 4u));
         }
-        for (uint r = 0u; r < 4u; ++r) {
-            for (uint cc = 0u; cc < 4u; ++cc) {
+        [[unroll]] for (uint r = 0u; r < 4u; ++r) {
+            [[unroll]] for (uint cc = 0u; cc < 4u; ++cc) {
                 uint j = kb + ki + 16u * cc;
                 if (VALID(r, j)) {
                     float s = acc[r][cc] * pc.f0;
@@ -89,8 +89,8 @@ void main() {
     // 3. Exponentials and row sums.
     vec4 sum = vec4(0.0);
     for (uint kc = 0u; kc < nkc; ++kc) {
-        for (uint r = 0u; r < 4u; ++r) {
-            for (uint cc = 0u; cc < 4u; ++cc) {
+        [[unroll]] for (uint r = 0u; r < 4u; ++r) {
+            [[unroll]] for (uint cc = 0u; cc < 4u; ++cc) {
                 uint j = j0 + kc * AW_KC + ki + 16u * cc;
                 if (VALID(r, j)) {
                     float e = exp(attn[arow[r] + j] - m[r]);
@@ -104,8 +104,8 @@ void main() {
 
     // 4. Weights, and zeros before the row's start.
     for (uint kc = 0u; kc < nkc; ++kc) {
-        for (uint r = 0u; r < 4u; ++r) {
-            for (uint cc = 0u; cc < 4u; ++cc) {
+        [[unroll]] for (uint r = 0u; r < 4u; ++r) {
+            [[unroll]] for (uint cc = 0u; cc < 4u; ++cc) {
                 uint j = j0 + kc * AW_KC + ki + 16u * cc;
                 if (VALID(r, j)) attn[arow[r] + j] /= sum[r];
             }
@@ -125,8 +125,8 @@ void main() {
             uint kb = j0 + kc * AW_KC;
             uint kn = min(AW_KC, t1 + P - kb);
             SYNC(); // the previous chunk's reads are done
-            for (uint r = 0u; r < 4u; ++r) {
-                for (uint cc = 0u; cc < 4u; ++cc) {
+            [[unroll]] for (uint r = 0u; r < 4u; ++r) {
+                [[unroll]] for (uint cc = 0u; cc < 4u; ++cc) {
                     uint kk = ki + 16u * cc;
                     ta[AW_IX(qi + 16u * r, kk / 4u)][kk % 4u] = VALID(r, kb + kk) ? attn[arow[r] + kb + kk] : 0.0;
                 }
@@ -135,8 +135,8 @@ void main() {
             SYNC();
             aw_wsum(acc, qi, ki, ceil_div(kn, 4u));
         }
-        for (uint r = 0u; r < 4u; ++r) {
-            for (uint i = 0u; i < 4u; ++i) {
+        [[unroll]] for (uint r = 0u; r < 4u; ++r) {
+            [[unroll]] for (uint i = 0u; i < 4u; ++i) {
                 uint d = 4u * ki + i;
                 if (tq[r] < t1 && d < dn) c[(tq[r] * pc.B + b) * pc.A + col + db + d] = acc[r][i];
             }

@@ -125,7 +125,7 @@ vec4 aw_reduce_rows(vec4 part, bool is_max) {
     uint l = gl_LocalInvocationIndex;
     uint qi = l / 16u, ki = l % 16u;
     SYNC(); // every read of tb before the reduction is done
-    for (uint r = 0u; r < 4u; ++r) RED((qi + 16u * r) * 16u + ki) = part[r];
+    [[unroll]] for (uint r = 0u; r < 4u; ++r) RED((qi + 16u * r) * 16u + ki) = part[r];
     SYNC();
     uint row = l / 4u, p = l % 4u;
     for (uint s = 8u; s > 0u; s >>= 1u) {
@@ -136,7 +136,7 @@ vec4 aw_reduce_rows(vec4 part, bool is_max) {
         SYNC();
     }
     vec4 total;
-    for (uint r = 0u; r < 4u; ++r) total[r] = RED((qi + 16u * r) * 16u);
+    [[unroll]] for (uint r = 0u; r < 4u; ++r) total[r] = RED((qi + 16u * r) * 16u);
     SYNC(); // tb may be written again
     return total;
 }

@@ -483,9 +483,10 @@ pub fn bwd_chunk(h: usize) -> usize {
 pub fn attn_loops(w: usize, t: usize, dh: usize) -> usize {
     let key_chunks = (w.min(t) + ATTN_BLOCK as usize - 1).div_ceil(64);
     let tiled = 128 * (key_chunks + 1) * (dh.div_ceil(64) + 1) + 16 * (w / 256 + 2) + 256;
-    // The wide kernels (`attn_wide.glsl`): per (chunk of 64 keys, chunk of 64
-    // dims) 16 passes of the dot products or of the weighted sums, 64 counted;
-    // the clearing before each of the block's 64 rows; the reductions.
+    // The wide kernels (`attn_wide.glsl`, their loops of 4 unrolled): per
+    // (chunk of 64 keys, chunk of 64 dims) 17 passes of the dot products and
+    // 17 of the weighted sums with two barriers each, about 44 (64 counted);
+    // the clearing before each of the block's 64 rows; the reductions (~60).
     let wide_chunks = (w.min(t) + ATTN_WIDE_BLOCK as usize - 1).div_ceil(64);
     let wide = 64 * (wide_chunks + 1) * (dh.div_ceil(64) + 1) + 64 * (w / 256 + 2) + 256;
     tiled.max(wide)
