@@ -260,6 +260,22 @@ fn wide_attention_kernels_pass_the_rungs_and_match_the_tiled_ones() {
     assert_clean(&ctx, test);
 }
 
+/// `DUALSCOPE_ATTN`'s values, and where `auto` takes the wide kernels: the
+/// `bench` shape (512 workgroups of 64 queries) and B=1 T=4096, not `small`
+/// (W = 32) nor B=1 T=512 (32 workgroups).
+#[test]
+fn auto_takes_the_wide_attention_kernels_on_large_grids_of_wide_windows() {
+    use dualscope::vk::engine::AttnKernels;
+    assert_eq!(AttnKernels::parse("old"), Ok(AttnKernels::Old));
+    assert_eq!(AttnKernels::parse("wide"), Ok(AttnKernels::Wide));
+    assert_eq!(AttnKernels::parse("auto"), Ok(AttnKernels::Auto));
+    assert!(AttnKernels::parse("fast").unwrap_err().contains("\"fast\""));
+    let auto = AttnKernels::Auto;
+    assert!(auto.wide_for(256, 32, 4, 128) && auto.wide_for(4096, 1, 4, 128));
+    assert!(!auto.wide_for(128, 8, 4, 32) && !auto.wide_for(512, 1, 4, 128));
+    assert!(AttnKernels::Wide.wide_for(11, 3, 3, 4) && !AttnKernels::Old.wide_for(256, 32, 4, 128));
+}
+
 /// A wrong recurrent weight on the GPU: the rungs before the GRU pass, the GRU
 /// forward fails first, and the end-to-end step does not pass. (Here the loss
 /// moves by less than its gate, so it warns on the gradient norm, naming a

@@ -1,7 +1,7 @@
 // Shared by the wide attention kernels (attn_wide_fwd, attn_wide_bwd_q,
 // attn_wide_bwd_kv): blocks of 64 positions, register tiles of 4 × 4, vec4
 // shared-memory reads. The tiled kernels of attn_tile.glsl (blocks of 16)
-// stay for small shapes and for DUALSCOPE_ATTN=old (kernels.rs: attn_wide_for).
+// stay for small shapes and for DUALSCOPE_ATTN=old (kernels.rs: AttnKernels::wide_for).
 //
 // A workgroup of 256 invocations owns a block of AW_QB = 64 positions of one
 // (batch row, head); invocation l = 16·qi + ki. Tiles are 64 rows of 64 floats

@@ -9,7 +9,7 @@
 //! | `DUALSCOPE_WAVE_COHERENT` | `1`: the wavefronts' operand loads stay `coherent` everywhere |
 //! | `DUALSCOPE_HOST_PROFILE` | set: print where the host's time goes in each step (stderr) |
 //! | `DUALSCOPE_HOST_NORMS` | `1`: the controller's step reads every gradient back and takes its norms on the host (the path before the device norms, kept for comparison) |
-//! | `DUALSCOPE_ATTN` | `old`, `wide` or `auto`: the attention kernels in blocks of 16 queries, of 64, or the block [`super::kernels::attn_wide_for`] picks per shape (`auto`) |
+//! | `DUALSCOPE_ATTN` | `old`, `wide` or `auto`: the attention kernels in blocks of 16 queries, of 64, or the block [`AttnKernels::wide_for`] picks per shape (`auto`) |
 //! | `DUALSCOPE_POISON` | `1`: fill every buffer a step writes with NaN before it runs (reads of unwritten values turn non-finite) |
 //!
 //! Read elsewhere, because they are not the engine's: `DUALSCOPE_GEMM_PATH`

@@ -119,7 +119,7 @@ impl Engine {
 
     /// Whether this batch's attention runs the wide kernels (blocks of 64).
     pub(super) fn attn_wide(&self, ws: &Workspace) -> bool {
-        attn_wide_for(self.env.attn, ws.t, ws.b, self.cfg.heads, self.cfg.window)
+        self.env.attn.wide_for(ws.t, ws.b, self.cfg.heads, self.cfg.window)
     }
 
     /// The head's logits.

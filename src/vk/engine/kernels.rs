@@ -387,7 +387,7 @@ pub static ATTN_WIDE_BWD_KV: KernelSpec = KernelSpec {
 /// Which attention kernels a step runs (`DUALSCOPE_ATTN`, [`super::EngineEnv`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum AttnKernels {
-    /// The wide kernels where [`attn_wide_for`] expects them to be faster.
+    /// The wide kernels where [`AttnKernels::wide_for`] expects them to be faster.
     #[default]
     Auto,
     /// The blocks of 16 (`attn_fwd`, `attn_bwd_q`, `attn_bwd_kv`) everywhere.
@@ -406,19 +406,20 @@ impl AttnKernels {
             other => Err(format!("unknown attention kernels {other:?} (expected auto, old or wide)")),
         }
     }
-}
 
-/// Whether a step of `t` positions, `b` rows, `heads` heads and window `w`
-/// runs the wide attention kernels. `Auto` takes them for windows of 64 and
-/// more (a block of 64 queries sees W + 63 keys: at smaller windows most of
-/// its score tile is masked) when the grid still has at least 256 workgroups
-/// (about two per SM of a large GPU: B = 1 rows of 512 keep the blocks of 16,
-/// whose 128 workgroups fill the device better than 32 wide ones).
-pub fn attn_wide_for(choice: AttnKernels, t: usize, b: usize, heads: usize, w: usize) -> bool {
-    match choice {
-        AttnKernels::Old => false,
-        AttnKernels::Wide => true,
-        AttnKernels::Auto => w >= 64 && t.div_ceil(ATTN_WIDE_BLOCK as usize) * b * heads >= 256,
+    /// Whether a step of `t` positions, `b` rows, `heads` heads and window `w`
+    /// runs the wide attention kernels. `Auto` takes them for windows of 64
+    /// and more (a block of 64 queries sees W + 63 keys: at smaller windows
+    /// most of its score tile is masked) when the grid still has at least 256
+    /// workgroups (about two per SM of a large GPU: B = 1 rows of 512 keep the
+    /// blocks of 16, whose 128 workgroups fill the device better than 32 wide
+    /// ones).
+    pub fn wide_for(self, t: usize, b: usize, heads: usize, w: usize) -> bool {
+        match self {
+            AttnKernels::Old => false,
+            AttnKernels::Wide => true,
+            AttnKernels::Auto => w >= 64 && t.div_ceil(ATTN_WIDE_BLOCK as usize) * b * heads >= 256,
+        }
     }
 }
 
