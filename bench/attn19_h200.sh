@@ -60,8 +60,10 @@ try:
     rungs = {r["id"]: r["status"] for r in v.get("rungs", [])}
     att = ", ".join(f"{k} {rungs.get(k, '-')}" for k in ["attn_fwd", "attn_bwd"])
     e2e = (v.get("end_to_end") or {}).get("status", "-")
+    val = v.get("validation") or {}
+    ran = " ".join(k for k in val.get("kernels", []) if k.startswith("attn"))
     print(f"ladder {sys.argv[2]} (wide, exit {sys.argv[3]}): {v.get('status')}; {att}; end_to_end {e2e}; "
-          f"validation {v.get('validation', '-')}")
+          f"validation on {val.get('on', '-')} errors {val.get('errors', '-')}; ran {ran or '-'}")
 except Exception as e:
     print(f"ladder {sys.argv[2]} (wide, exit {sys.argv[3]}): no JSON ({e})")
 PY
