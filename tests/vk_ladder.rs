@@ -197,6 +197,85 @@ fn attention_rungs_pass_on_wide_windows_and_heads() {
     assert_clean(&ctx, test);
 }
 
+/// The wide attention kernels (blocks of 64 queries or keys, 4 × 4 register
+/// tiles), forced on shapes that divide neither the block nor the chunks: T =
+/// 77 under a window of 100 (dh = 16), T = 130 past a window of 40 (dh = 24),
+/// T = 130 with W = 70 and dh = 67 (two dim chunks, not a multiple of 4); rows
+/// of different lengths (padded positions). In f32 and the mixed step, isolated
+/// (the CPU's inputs) and chained: the attention rungs pass against the CPU
+/// reference, and every tensor agrees with the blocks of 16 to f32 rounding.
+#[test]
+fn wide_attention_kernels_pass_the_rungs_and_match_the_tiled_ones() {
+    use dualscope::vk::engine::AttnKernels;
+    let (test, ctx) = common::vulkan!();
+    let cfg = |attn_dim, heads, window, batch, seq_len| Config {
+        vocab: 256,
+        d_embed: 5,
+        hidden: 9,
+        layers: 1,
+        attn_dim,
+        heads,
+        window,
+        batch,
+        seq_len,
+    };
+    let cases = [
+        (cfg(48, 3, 100, 3, 77), vec![78, 40, 3]),
+        (cfg(48, 2, 40, 3, 130), vec![131, 64, 9]),
+        (cfg(134, 2, 70, 2, 130), vec![131, 71]),
+    ];
+    for (cfg, lens) in cases {
+        for precision in [Precision::F32, Precision::F16] {
+            for mode in [ladder::Mode::Isolated, ladder::Mode::Chained] {
+                let s = ladder_setup(&cfg, mode, &lens, 23, precision);
+                let mut old = ladder::ModelLadder::new(&ctx, s.clone()).unwrap();
+                old.engine_mut().set_attn_kernels(AttnKernels::Old);
+                let mut wide = ladder::ModelLadder::new(&ctx, s).unwrap();
+                wide.engine_mut().set_attn_kernels(AttnKernels::Wide);
+                for id in [Rung::AttnFwd, Rung::AttnBwd] {
+                    let ro = old.run(id).unwrap();
+                    let r = run_passing(&mut wide, &cfg, mode, id);
+                    assert_eq!(r.status, ro.status);
+                    for (tw, to) in wide.rung_tensors(id).iter().zip(old.rung_tensors(id)) {
+                        assert_eq!(tw.name, to.name);
+                        let d = common::rel_l2(&tw.gpu, &to.gpu);
+                        eprintln!(
+                            "W={} dh={} {precision:?} {mode:?} {}: wide vs tiled rel L2 {d:.2e}",
+                            cfg.window,
+                            cfg.head_dim(),
+                            tw.name
+                        );
+                        // The attention's own outputs agree to f32 rounding; in the mixed
+                        // step what f16 products make of them moves by less than the
+                        // tiled kernels' own error against f64.
+                        let own = common::rel_l2(&to.gpu, &to.f64);
+                        let attention = tw.name.starts_with("ctx.") && tw.name != "ctx.d_s";
+                        let bound = if attention || precision == Precision::F32 { 1e-5 } else { own.max(1e-5) };
+                        assert!(d <= bound, "{precision:?} {mode:?} {id} {}: wide vs tiled {d:.2e}", tw.name);
+                    }
+                }
+            }
+        }
+    }
+    assert_clean(&ctx, test);
+}
+
+/// `DUALSCOPE_ATTN`'s values, and where `auto` takes the wide kernels: the
+/// `bench` shape (512 workgroups of 64 queries) and B=1 T=4096, not `small`
+/// (W = 32) nor B=1 T=512 (32 workgroups).
+#[test]
+fn auto_takes_the_wide_attention_kernels_on_large_grids_of_wide_windows() {
+    use dualscope::vk::engine::AttnKernels;
+    assert_eq!(AttnKernels::parse("old"), Ok(AttnKernels::Old));
+    assert_eq!(AttnKernels::parse("wide"), Ok(AttnKernels::Wide));
+    assert_eq!(AttnKernels::parse("auto"), Ok(AttnKernels::Auto));
+    assert!(AttnKernels::parse("fast").unwrap_err().contains("\"fast\""));
+    let auto = AttnKernels::Auto;
+    assert!(auto.wide_for(256, 32, 4, 128) && auto.wide_for(4096, 1, 4, 128));
+    assert!(!auto.wide_for(128, 8, 4, 32) && !auto.wide_for(512, 1, 4, 128));
+    assert!(AttnKernels::Wide.wide_for(11, 3, 3, 4) && !AttnKernels::Old.wide_for(256, 32, 4, 128));
+}
+
 /// A wrong recurrent weight on the GPU: the rungs before the GRU pass, the GRU
 /// forward fails first, and the end-to-end step does not pass. (Here the loss
 /// moves by less than its gate, so it warns on the gradient norm, naming a

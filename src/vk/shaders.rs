@@ -27,6 +27,10 @@ pub static COL_SUM_FINAL: &[u8] = spirv!("col_sum_final");
 pub static ATTN_FWD: &[u8] = spirv!("attn_fwd");
 pub static ATTN_BWD_Q: &[u8] = spirv!("attn_bwd_q");
 pub static ATTN_BWD_KV: &[u8] = spirv!("attn_bwd_kv");
+// The attention kernels in blocks of 64 (attn_wide.glsl).
+pub static ATTN_WIDE_FWD: &[u8] = spirv!("attn_wide_fwd");
+pub static ATTN_WIDE_BWD_Q: &[u8] = spirv!("attn_wide_bwd_q");
+pub static ATTN_WIDE_BWD_KV: &[u8] = spirv!("attn_wide_bwd_kv");
 pub static LOSS: &[u8] = spirv!("loss");
 pub static TOKEN_GUARD: &[u8] = spirv!("token_guard");
 pub static SUMSQ: &[u8] = spirv!("sumsq");

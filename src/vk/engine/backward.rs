@@ -45,10 +45,11 @@ impl Engine {
         let np = self.carry_prefix().unwrap_or(0);
         let p = ModelPush { f0: (1.0 / (cfg.head_dim() as f64).sqrt()) as f32, off2: np as u32, ..base };
         let bufs = [&ws.k, &ws.v, &ws.attn, &ws.d_c, &ws.ds, &ws.d_q, &ws.k_pre, &ws.v_pre];
-        self.run_attn(seq, &ATTN_BWD_Q, &bufs, &p, "attn_bwd_q")?;
+        let wide = self.attn_wide(ws);
+        self.run_attn(seq, if wide { &ATTN_WIDE_BWD_Q } else { &ATTN_BWD_Q }, &bufs, &p, "attn_bwd_q")?;
         let bufs = [&ws.q, &ws.attn, &ws.ds, &ws.d_c, &ws.d_k, &ws.d_v, &ws.dk_pre, &ws.dv_pre];
-        // One block of keys per 16 on the extended axis (the prefix's too).
-        let kernel = self.ctx.kernel(&ATTN_BWD_KV)?;
+        // One block of keys per 16 (64 wide) on the extended axis (the prefix's too).
+        let kernel = self.ctx.kernel(if wide { &ATTN_WIDE_BWD_KV } else { &ATTN_BWD_KV })?;
         seq.dispatch(&kernel, &bufs, &p, [(ws.t + np) as u64, ws.b as u64, cfg.heads as u64], "attn_bwd_kv")?;
         let parts = [("ctx.q.weight", &ws.d_q), ("ctx.k.weight", &ws.d_k), ("ctx.v.weight", &ws.d_v)];
         let st = MapStage::bwd(StageKind::Attn, 0);

@@ -9,6 +9,7 @@
 //! | `DUALSCOPE_WAVE_COHERENT` | `1`: the wavefronts' operand loads stay `coherent` everywhere |
 //! | `DUALSCOPE_HOST_PROFILE` | set: print where the host's time goes in each step (stderr) |
 //! | `DUALSCOPE_HOST_NORMS` | `1`: the controller's step reads every gradient back and takes its norms on the host (the path before the device norms, kept for comparison) |
+//! | `DUALSCOPE_ATTN` | `old`, `wide` or `auto`: the attention kernels in blocks of 16 queries, of 64, or the block [`AttnKernels::wide_for`] picks per shape (`auto`) |
 //! | `DUALSCOPE_POISON` | `1`: fill every buffer a step writes with NaN before it runs (reads of unwritten values turn non-finite) |
 //!
 //! Read elsewhere, because they are not the engine's: `DUALSCOPE_GEMM_PATH`
@@ -18,6 +19,7 @@
 //! `DUALSCOPE_VK_VALIDATION` ([`crate::vk::ContextOptions`]),
 //! `DUALSCOPE_GRID_PROBE` (the CLI's bench).
 
+use super::kernels::AttnKernels;
 use super::policy::Recurrence;
 use crate::vk::{Context, VkError, VkResult};
 
@@ -38,6 +40,8 @@ pub struct EngineEnv {
     pub poison: bool,
     /// `DUALSCOPE_HOST_NORMS=1`.
     pub host_norms: bool,
+    /// `DUALSCOPE_ATTN`: which attention kernels run (default `auto`).
+    pub attn: AttnKernels,
 }
 
 impl EngineEnv {
@@ -50,6 +54,10 @@ impl EngineEnv {
             }
             Err(_) => None,
         };
+        let attn = match std::env::var("DUALSCOPE_ATTN") {
+            Ok(v) => AttnKernels::parse(v.trim()).map_err(|e| VkError::Invalid(format!("DUALSCOPE_ATTN: {e}")))?,
+            Err(_) => AttnKernels::Auto,
+        };
         let is = |name: &str, value: &str| std::env::var(name).is_ok_and(|v| v.trim() == value);
         Ok(EngineEnv {
             recurrence,
@@ -59,6 +67,7 @@ impl EngineEnv {
             host_profile: std::env::var_os("DUALSCOPE_HOST_PROFILE").is_some(),
             poison: is("DUALSCOPE_POISON", "1"),
             host_norms: is("DUALSCOPE_HOST_NORMS", "1"),
+            attn,
         })
     }
 
@@ -73,5 +82,15 @@ impl EngineEnv {
         }
         let gpu = ctx.report().device_type != "cpu";
         Ok(if gpu && Recurrence::Grid.check(ctx, h).is_ok() { Recurrence::Grid } else { Recurrence::Seq })
+    }
+}
+
+impl super::Engine {
+    /// Switches the attention kernels the next steps record (what
+    /// `DUALSCOPE_ATTN` sets when the engine is built); a kept replay of the
+    /// step is dropped, so the next replayed step records them.
+    pub fn set_attn_kernels(&mut self, attn: AttnKernels) {
+        self.env.attn = attn;
+        self.forget_replay();
     }
 }

@@ -110,10 +110,16 @@ impl Engine {
         let spec = match self.fault {
             Some(Fault::SoftmaxNoMax) => &ATTN_FWD_FAULT_NO_MAX,
             Some(Fault::WindowOffByOne) => &ATTN_FWD_FAULT_WINDOW,
+            _ if self.attn_wide(ws) => &ATTN_WIDE_FWD,
             _ => &ATTN_FWD,
         };
         self.run_attn(seq, spec, &bufs, &p, "attn_fwd")?;
         Ok(())
+    }
+
+    /// Whether this batch's attention runs the wide kernels (blocks of 64).
+    pub(super) fn attn_wide(&self, ws: &Workspace) -> bool {
+        self.env.attn.wide_for(ws.t, ws.b, self.cfg.heads, self.cfg.window)
     }
 
     /// The head's logits.

@@ -352,6 +352,77 @@ pub static ATTN_FWD_FAULT_NO_MAX: KernelSpec =
     KernelSpec { name: "attn_fwd_fault_no_max", spirv: shaders::ATTN_FWD_FAULT_NO_MAX, ..ATTN_FWD };
 pub static ATTN_FWD_FAULT_WINDOW: KernelSpec =
     KernelSpec { name: "attn_fwd_fault_window", spirv: shaders::ATTN_FWD_FAULT_WINDOW, ..ATTN_FWD };
+
+/// Positions one workgroup of the wide attention kernels owns: `AW_QB` of
+/// `shaders/include/attn_wide.glsl` (64 queries, or keys for the key kernel,
+/// with 4 × 4 register tiles).
+pub const ATTN_WIDE_BLOCK: u32 = 64;
+
+/// The wide attention kernels' shared memory: two 64-row tiles of 16 vec4s
+/// (the row reductions share the second), 32 KiB.
+const ATTN_WIDE_SHARED: u32 = 2 * 64 * 16 * 4 * 4;
+
+pub static ATTN_WIDE_FWD: KernelSpec = KernelSpec {
+    name: "attn_wide_fwd",
+    spirv: shaders::ATTN_WIDE_FWD,
+    items_per_group: [ATTN_WIDE_BLOCK, 1, 1],
+    shared_bytes: ATTN_WIDE_SHARED,
+    ..ATTN_FWD
+};
+pub static ATTN_WIDE_BWD_Q: KernelSpec = KernelSpec {
+    name: "attn_wide_bwd_q",
+    spirv: shaders::ATTN_WIDE_BWD_Q,
+    items_per_group: [ATTN_WIDE_BLOCK, 1, 1],
+    shared_bytes: ATTN_WIDE_SHARED,
+    ..ATTN_BWD_Q
+};
+pub static ATTN_WIDE_BWD_KV: KernelSpec = KernelSpec {
+    name: "attn_wide_bwd_kv",
+    spirv: shaders::ATTN_WIDE_BWD_KV,
+    items_per_group: [ATTN_WIDE_BLOCK, 1, 1],
+    shared_bytes: ATTN_WIDE_SHARED,
+    ..ATTN_BWD_KV
+};
+
+/// Which attention kernels a step runs (`DUALSCOPE_ATTN`, [`super::EngineEnv`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AttnKernels {
+    /// The wide kernels where [`AttnKernels::wide_for`] expects them to be faster.
+    #[default]
+    Auto,
+    /// The blocks of 16 (`attn_fwd`, `attn_bwd_q`, `attn_bwd_kv`) everywhere.
+    Old,
+    /// The blocks of 64 (`attn_wide_*`) everywhere.
+    Wide,
+}
+
+impl AttnKernels {
+    /// `auto`, `old` or `wide`.
+    pub fn parse(s: &str) -> Result<AttnKernels, String> {
+        match s {
+            "auto" => Ok(AttnKernels::Auto),
+            "old" => Ok(AttnKernels::Old),
+            "wide" => Ok(AttnKernels::Wide),
+            other => Err(format!("unknown attention kernels {other:?} (expected auto, old or wide)")),
+        }
+    }
+
+    /// Whether a step of `t` positions, `b` rows, `heads` heads and window `w`
+    /// runs the wide attention kernels. `Auto` takes them for windows of 64
+    /// and more (a block of 64 queries sees W + 63 keys: at smaller windows
+    /// most of its score tile is masked) when the grid still has at least 256
+    /// workgroups (about two per SM of a large GPU: B = 1 rows of 512 keep the
+    /// blocks of 16, whose 128 workgroups fill the device better than 32 wide
+    /// ones).
+    pub fn wide_for(self, t: usize, b: usize, heads: usize, w: usize) -> bool {
+        match self {
+            AttnKernels::Old => false,
+            AttnKernels::Wide => true,
+            AttnKernels::Auto => w >= 64 && t.div_ceil(ATTN_WIDE_BLOCK as usize) * b * heads >= 256,
+        }
+    }
+}
+
 pub static LOSS_FAULT_NO_MASK: KernelSpec =
     KernelSpec { name: "loss_fault_no_mask", spirv: shaders::LOSS_FAULT_NO_MASK, ..LOSS };
 pub static LOSS_FAULT_NO_CLEAR: KernelSpec =
@@ -412,7 +483,14 @@ pub fn bwd_chunk(h: usize) -> usize {
 /// each), and the row reductions (256 in all).
 pub fn attn_loops(w: usize, t: usize, dh: usize) -> usize {
     let key_chunks = (w.min(t) + ATTN_BLOCK as usize - 1).div_ceil(64);
-    128 * (key_chunks + 1) * (dh.div_ceil(64) + 1) + 16 * (w / 256 + 2) + 256
+    let tiled = 128 * (key_chunks + 1) * (dh.div_ceil(64) + 1) + 16 * (w / 256 + 2) + 256;
+    // The wide kernels (`attn_wide.glsl`, their loops of 4 unrolled): per
+    // (chunk of 64 keys, chunk of 64 dims) 17 passes of the dot products and
+    // 17 of the weighted sums with two barriers each, about 44 (64 counted);
+    // the clearing before each of the block's 64 rows; the reductions (~60).
+    let wide_chunks = (w.min(t) + ATTN_WIDE_BLOCK as usize - 1).div_ceil(64);
+    let wide = 64 * (wide_chunks + 1) * (dh.div_ceil(64) + 1) + 64 * (w / 256 + 2) + 256;
+    tiled.max(wide)
 }
 
 /// Refuses a batch whose loops would run past lavapipe's guard on a device
