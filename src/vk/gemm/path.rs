@@ -123,7 +123,9 @@ impl GemmPath {
     /// What the inputs are rounded to before they are multiplied.
     pub fn input_precision(self) -> Precision {
         match self {
-            GemmPath::TiledF32 | GemmPath::TiledF32Big | GemmPath::FaultNoBounds | GemmPath::FaultF16Accum => Precision::F32,
+            GemmPath::TiledF32 | GemmPath::TiledF32Big | GemmPath::FaultNoBounds | GemmPath::FaultF16Accum => {
+                Precision::F32
+            }
             GemmPath::TiledBf16In => Precision::Bf16,
             GemmPath::TiledF16In
             | GemmPath::TiledF16
