@@ -22,11 +22,11 @@ echo "== correctness"
 # The gemm rung at `bench` with each kernel, then every rung at `small` with
 # the new one (the default), validation on.
 for kern in tiled big; do
-  DUALSCOPE_GEMM_F32=$kern DUALSCOPE_VK_VALIDATION=1 timeout 90 $BIN ladder --config bench --rungs gemm \
+  DUALSCOPE_GEMM_F32=$kern DUALSCOPE_VK_VALIDATION=1 timeout 60 $BIN ladder --config bench --rungs gemm \
     --precision f32 > "$OUT/ladder-bench-$kern.txt" 2>&1
   echo "ladder --config bench --rungs gemm, f32, DUALSCOPE_GEMM_F32=$kern: exit $?"
 done
-DUALSCOPE_VK_VALIDATION=1 timeout 90 $BIN ladder --config small --precision f32 > "$OUT/ladder-small-big.txt" 2>&1
+DUALSCOPE_VK_VALIDATION=1 timeout 60 $BIN ladder --config small --precision f32 > "$OUT/ladder-small-big.txt" 2>&1
 echo "ladder --config small (every rung), f32, default kernel: exit $?"
 if [ -n "$TESTBIN" ]; then
   DUALSCOPE_VK_VALIDATION=1 $TESTBIN --test-threads 1 big_f32 the_f32_kernel_choice the_result_is_the_blocked \
