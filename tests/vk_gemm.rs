@@ -820,7 +820,8 @@ fn the_big_f32_kernel_matches_the_reference_and_the_blocked_sum() {
 
 /// The f32 products' kernel: the 128×128 one by default where it fits the
 /// device's shared memory (lavapipe's 32 KiB does), the 128×64 one with
-/// `tiled`; `DUALSCOPE_GEMM_F32`'s values parse or fail with one clear line.
+/// `tiled` (`DUALSCOPE_GEMM_F32` or `--gemm-path`); `DUALSCOPE_GEMM_F32`'s
+/// values parse or fail with one clear line.
 #[test]
 fn the_f32_kernel_choice() {
     let (test, ctx) = common::vulkan!();
@@ -837,6 +838,9 @@ fn the_f32_kernel_choice() {
     if std::env::var_os("DUALSCOPE_GEMM_F32").is_none() {
         let path = gemm::path_for(&ctx, gemm::Precision::F32, gemm::GemmChoice::Auto).unwrap();
         assert_eq!(path, auto);
+        // `tiled` is the 128×64 kernel (what earlier builds' captures name).
+        let path = gemm::path_for(&ctx, gemm::Precision::F32, gemm::GemmChoice::Tiled).unwrap();
+        assert_eq!(path, gemm::GemmPath::TiledF32);
     }
     assert_clean(&ctx, test);
 }

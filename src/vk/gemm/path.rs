@@ -318,7 +318,8 @@ pub fn pick_path(ctx: &Context, f16: bool, choice: GemmChoice) -> VkResult<GemmP
 }
 
 /// The kernel for products in `precision` under `choice`: f32 → the f32
-/// tiled kernel `DUALSCOPE_GEMM_F32` picks ([`F32Kernel`]); f16 → the 128×128 cooperative-matrix kernel where the device
+/// tiled kernel `DUALSCOPE_GEMM_F32` picks ([`F32Kernel`]; unset, `tiled`
+/// gives the 128×64 one and `auto` the 128×128 one where it fits); f16 → the 128×128 cooperative-matrix kernel where the device
 /// has cooperative matrices (`auto`, `coopmat`), the 64×64 one with
 /// `coopmat64`, else the f16 tiled kernel; bf16 → the tiled kernel with
 /// bfloat16 inputs.
@@ -331,6 +332,13 @@ pub fn path_for(ctx: &Context, precision: Precision, choice: GemmChoice) -> VkRe
         (Precision::F32, GemmChoice::CoopMat | GemmChoice::CoopMat64) => {
             Err(VkError::Invalid("the cooperative-matrix path takes f16 inputs: use precision f16".into()))
         }
+        // `tiled` names the 128×64 kernel unless DUALSCOPE_GEMM_F32 says
+        // otherwise, so a capture of an earlier build's f32 step (on "tiled
+        // f32") replays on its own kernel.
+        (Precision::F32, GemmChoice::Tiled) => match F32Kernel::from_env()? {
+            F32Kernel::Auto => Ok(GemmPath::TiledF32),
+            k => k.path(ctx),
+        },
         (Precision::F32, _) => F32Kernel::from_env()?.path(ctx),
         (Precision::Bf16, GemmChoice::CoopMat | GemmChoice::CoopMat64) => Err(VkError::Unsupported(
             "there is no bfloat16 cooperative-matrix kernel (glslang 13 has no bfloat16 types); use --gemm-path tiled"
