@@ -747,3 +747,100 @@ fn vector_and_scalar_loads_give_the_same_bits() {
     }
     assert_clean(&ctx, test);
 }
+
+/// The 128×128 f32 kernel (`gemm_f32_big.comp`) on fresh random inputs:
+/// shapes that divide none of its sides (one row, one column, several tiles),
+/// shapes that fill whole tiles (its fast path), split and unsplit, every
+/// transpose, accumulate on and off, matrices at aligned and unaligned
+/// offsets. Each result is within rung 1's f32 bound of the f64 reference,
+/// leaves the guards intact, and is the documented blocked summation bit for
+/// bit (so, unsplit, the 128×64 kernel's bits too).
+#[test]
+fn the_big_f32_kernel_matches_the_reference_and_the_blocked_sum() {
+    let (test, ctx) = common::vulkan!();
+    let path = gemm::GemmPath::TiledF32Big;
+    assert_eq!(path.tile(), (128, 128, gemm::GEMM_TILE_K));
+    let fused = fma_is_fused(&ctx);
+    let mut rng = Rng::new(1919);
+    let mut cases = Vec::new();
+    let shapes = [
+        (131, 67, 45),
+        (1, 129, 257),
+        (257, 1, 33),
+        (256, 256, 48),
+        (128, 128, 16),
+        (260, 132, 36),
+        (9, 200, 1500),
+        (140, 36, 1201),
+    ];
+    for (i, &(m, n, k)) in shapes.iter().enumerate() {
+        for (j, (ta, tb)) in [(false, false), (false, true), (true, false), (true, true)].into_iter().enumerate() {
+            for accumulate in [false, true] {
+                let s = GemmShape { m, n, k, ta, tb, accumulate };
+                let (a, b, c0) = (random(&mut rng, m * k), random(&mut rng, k * n), random(&mut rng, m * n));
+                // Aligned offsets for half the cases (the vec4 and fast paths), odd ones for the rest.
+                let offs = if (i + j) % 2 == 0 { [4, 8, 12] } else { [1, 3, 5] };
+                cases.push(Product::with(&ctx, s, offs, a, b, c0));
+            }
+        }
+    }
+    let split = cases.iter().filter(|c| gemm::split_k_plan(path, &c.s, usize::MAX).slices > 1).count();
+    assert!(split >= 16, "only {split} cases are split");
+    let need = cases.iter().map(|c| gemm::split_k_scratch_len(path, &c.s)).max().unwrap();
+    let scratch = Buffer::device_f32(&ctx, "big.scratch", need).unwrap();
+    let timings = record_split(&ctx, path, &scratch, &cases);
+    assert_eq!(timings.dispatches.len(), cases.len() + split);
+    let mut unsplit = Vec::new();
+    for c in &cases {
+        let got = c.result();
+        let err = rel_l2(&got, &c.want());
+        let tol = dualscope::ladder::f32_tolerance(c.s.k);
+        assert!(err <= tol, "{:?} offsets {:?}: rel L2 {err:e} (tolerance {tol:e})", c.s, c.offs);
+        let plan = gemm::split_k_plan(path, &c.s, need);
+        if let Some(fused) = fused {
+            let exact = blocked_f32(&c.s, plan, fused, &c.a, &c.b, &c.c0);
+            let diff = got.iter().zip(&exact).position(|(x, y)| x.to_bits() != y.to_bits());
+            assert!(diff.is_none(), "{:?} {plan:?}: element {diff:?} differs from the blocked summation", c.s);
+        }
+        if plan.slices == 1 {
+            unsplit.push((c, got));
+        }
+    }
+    // Unsplit, the 128×64 kernel computes the same operations: the same bits.
+    record(&ctx, unsplit.iter().map(|(c, _)| *c), |seq, c| {
+        gemm::gemm_with(&ctx, seq, gemm::GemmPath::TiledF32, &c.s, c.at(0), c.at(1), c.at(2)).unwrap()
+    });
+    for (c, big) in &unsplit {
+        let old = c.result();
+        let diff = old.iter().zip(big).position(|(x, y)| x.to_bits() != y.to_bits());
+        assert!(diff.is_none(), "{:?}: element {diff:?} differs between the 128x64 and 128x128 kernels", c.s);
+    }
+    assert_clean(&ctx, test);
+}
+
+/// The f32 products' kernel: the 128×128 one by default where it fits the
+/// device's shared memory (lavapipe's 32 KiB does), the 128×64 one with
+/// `tiled` (`DUALSCOPE_GEMM_F32` or `--gemm-path`); `DUALSCOPE_GEMM_F32`'s
+/// values parse or fail with one clear line.
+#[test]
+fn the_f32_kernel_choice() {
+    let (test, ctx) = common::vulkan!();
+    use gemm::F32Kernel;
+    assert_eq!(F32Kernel::parse("tiled").unwrap(), F32Kernel::Tiled);
+    assert_eq!(F32Kernel::parse(" big ").unwrap(), F32Kernel::Big);
+    let err = F32Kernel::parse("huge").unwrap_err().to_string();
+    assert!(err.contains("DUALSCOPE_GEMM_F32") && err.contains("huge"), "{err}");
+    assert_eq!(F32Kernel::Tiled.path(&ctx).unwrap(), gemm::GemmPath::TiledF32);
+    let fits = gemm::GemmPath::TiledF32Big.shared_bytes() <= ctx.report().max_shared_memory;
+    let auto = if fits { gemm::GemmPath::TiledF32Big } else { gemm::GemmPath::TiledF32 };
+    assert_eq!(F32Kernel::Auto.path(&ctx).unwrap(), auto);
+    assert_eq!(F32Kernel::Big.path(&ctx).is_ok(), fits);
+    if std::env::var_os("DUALSCOPE_GEMM_F32").is_none() {
+        let path = gemm::path_for(&ctx, gemm::Precision::F32, gemm::GemmChoice::Auto).unwrap();
+        assert_eq!(path, auto);
+        // `tiled` is the 128×64 kernel (what earlier builds' captures name).
+        let path = gemm::path_for(&ctx, gemm::Precision::F32, gemm::GemmChoice::Tiled).unwrap();
+        assert_eq!(path, gemm::GemmPath::TiledF32);
+    }
+    assert_clean(&ctx, test);
+}

@@ -7,6 +7,7 @@ macro_rules! spirv {
 }
 
 pub static GEMM_F32: &[u8] = spirv!("gemm_f32");
+pub static GEMM_F32_BIG: &[u8] = spirv!("gemm_f32_big");
 pub static GEMM_F16IN_TILED: &[u8] = spirv!("gemm_f16in_tiled");
 pub static GEMM_BF16IN_TILED: &[u8] = spirv!("gemm_bf16in_tiled");
 pub static GEMM_SPLITK_REDUCE: &[u8] = spirv!("gemm_splitk_reduce");

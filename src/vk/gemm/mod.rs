@@ -10,7 +10,9 @@ mod specs;
 mod split;
 
 pub use host::{gemm_host, gemm_host_timed, gemm_throughput, split_scratch};
-pub use path::{GemmChoice, GemmPath, Precision, coopmat_f16_unavailable, coopmat_unavailable, path_for, pick_path};
+pub use path::{
+    F32Kernel, GemmChoice, GemmPath, Precision, coopmat_f16_unavailable, coopmat_unavailable, path_for, pick_path,
+};
 pub use precision_map::{GROUPS as PRECISION_MAP_GROUPS, MapStage, PrecisionMap, StageKind};
 pub use record::{gemm, gemm_split, gemm_with};
 pub use specs::*;

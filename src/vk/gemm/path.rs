@@ -13,8 +13,12 @@ use super::specs::*;
 /// (the string the ladder's results and the CLI's JSON carry).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GemmPath {
-    /// f32 inputs, f32 accumulation, tiled through shared memory.
+    /// f32 inputs, f32 accumulation, tiled through shared memory (128×64
+    /// tiles, `gemm_f32.comp`).
     TiledF32,
+    /// The same on 128×128 tiles of 256 threads (`gemm_f32_big.comp`): the
+    /// f32 step's kernel unless `DUALSCOPE_GEMM_F32=tiled`.
+    TiledF32Big,
     /// The f32 tiled kernel with its inputs' mantissas rounded to f16 (f16's
     /// precision, f32's range).
     TiledF16In,
@@ -41,8 +45,9 @@ pub enum GemmPath {
 
 impl GemmPath {
     /// Every path, in declaration order.
-    pub const ALL: [GemmPath; 9] = [
+    pub const ALL: [GemmPath; 10] = [
         GemmPath::TiledF32,
+        GemmPath::TiledF32Big,
         GemmPath::TiledF16In,
         GemmPath::TiledBf16In,
         GemmPath::TiledF16,
@@ -61,6 +66,7 @@ impl GemmPath {
     pub(crate) fn spec(self) -> &'static KernelSpec {
         match self {
             GemmPath::TiledF32 => &GEMM_F32,
+            GemmPath::TiledF32Big => &GEMM_F32_BIG,
             GemmPath::TiledF16In => &GEMM_F16IN_TILED,
             GemmPath::TiledBf16In => &GEMM_BF16IN_TILED,
             GemmPath::TiledF16 => &GEMM_F16_TILED,
@@ -72,9 +78,15 @@ impl GemmPath {
         }
     }
 
+    /// Bytes of shared memory one workgroup of the kernel uses.
+    pub fn shared_bytes(self) -> u32 {
+        self.spec().shared_bytes
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             GemmPath::TiledF32 => "tiled f32",
+            GemmPath::TiledF32Big => "tiled f32 128x128",
             GemmPath::TiledF16In => "tiled f16-in",
             GemmPath::TiledBf16In => "tiled bf16-in",
             GemmPath::TiledF16 => "tiled f16",
@@ -96,6 +108,7 @@ impl GemmPath {
     pub fn tile(self) -> (usize, usize, usize) {
         match self {
             GemmPath::TiledF16 => F16_TILED_TILE,
+            GemmPath::TiledF32Big => GEMM_BIG_TILE,
             GemmPath::CoopMatF16 => (64, 64, 32),
             GemmPath::CoopMatF16Big => COOPMAT_BIG_TILE,
             _ => (GEMM_TILE_M, GEMM_TILE_N, GEMM_TILE_K),
@@ -110,7 +123,9 @@ impl GemmPath {
     /// What the inputs are rounded to before they are multiplied.
     pub fn input_precision(self) -> Precision {
         match self {
-            GemmPath::TiledF32 | GemmPath::FaultNoBounds | GemmPath::FaultF16Accum => Precision::F32,
+            GemmPath::TiledF32 | GemmPath::TiledF32Big | GemmPath::FaultNoBounds | GemmPath::FaultF16Accum => {
+                Precision::F32
+            }
             GemmPath::TiledBf16In => Precision::Bf16,
             GemmPath::TiledF16In
             | GemmPath::TiledF16
@@ -216,6 +231,51 @@ impl GemmChoice {
     }
 }
 
+/// Which kernel the f32 products run on: `DUALSCOPE_GEMM_F32`, read in
+/// [`F32Kernel::from_env`] only (the old kernel stays reachable so that one
+/// run can time both).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum F32Kernel {
+    /// The 128×128 kernel where the device's shared memory holds it, else
+    /// the 128×64 one (unset).
+    Auto,
+    /// `tiled`: the 128×64 kernel (`gemm_f32.comp`).
+    Tiled,
+    /// `big`: the 128×128 kernel (an error where it cannot run).
+    Big,
+}
+
+impl F32Kernel {
+    pub fn parse(s: &str) -> VkResult<F32Kernel> {
+        match s.trim() {
+            "auto" => Ok(F32Kernel::Auto),
+            "tiled" => Ok(F32Kernel::Tiled),
+            "big" => Ok(F32Kernel::Big),
+            other => Err(VkError::Invalid(format!("DUALSCOPE_GEMM_F32={other:?}: expected tiled, big or auto"))),
+        }
+    }
+
+    /// `DUALSCOPE_GEMM_F32`, default `auto`.
+    pub fn from_env() -> VkResult<F32Kernel> {
+        std::env::var("DUALSCOPE_GEMM_F32").map_or(Ok(F32Kernel::Auto), |s| F32Kernel::parse(&s))
+    }
+
+    /// The path on `ctx`.
+    pub fn path(self, ctx: &Context) -> VkResult<GemmPath> {
+        let need = GemmPath::TiledF32Big.shared_bytes();
+        let have = ctx.report().max_shared_memory;
+        match self {
+            F32Kernel::Tiled => Ok(GemmPath::TiledF32),
+            F32Kernel::Auto => Ok(if need <= have { GemmPath::TiledF32Big } else { GemmPath::TiledF32 }),
+            F32Kernel::Big if need <= have => Ok(GemmPath::TiledF32Big),
+            F32Kernel::Big => Err(VkError::Unsupported(format!(
+                "DUALSCOPE_GEMM_F32=big: the 128x128 kernel needs {need} bytes of shared memory; {} has {have}",
+                ctx.report().name
+            ))),
+        }
+    }
+}
+
 /// Why a cooperative-matrix kernel cannot run here, if it cannot.
 pub fn coopmat_unavailable(ctx: &Context, path: GemmPath) -> Option<String> {
     let r = ctx.report();
@@ -258,7 +318,8 @@ pub fn pick_path(ctx: &Context, f16: bool, choice: GemmChoice) -> VkResult<GemmP
 }
 
 /// The kernel for products in `precision` under `choice`: f32 → the f32
-/// tiled kernel; f16 → the 128×128 cooperative-matrix kernel where the device
+/// tiled kernel `DUALSCOPE_GEMM_F32` picks ([`F32Kernel`]; unset, `tiled`
+/// gives the 128×64 one and `auto` the 128×128 one where it fits); f16 → the 128×128 cooperative-matrix kernel where the device
 /// has cooperative matrices (`auto`, `coopmat`), the 64×64 one with
 /// `coopmat64`, else the f16 tiled kernel; bf16 → the tiled kernel with
 /// bfloat16 inputs.
@@ -271,7 +332,14 @@ pub fn path_for(ctx: &Context, precision: Precision, choice: GemmChoice) -> VkRe
         (Precision::F32, GemmChoice::CoopMat | GemmChoice::CoopMat64) => {
             Err(VkError::Invalid("the cooperative-matrix path takes f16 inputs: use precision f16".into()))
         }
-        (Precision::F32, _) => Ok(GemmPath::TiledF32),
+        // `tiled` names the 128×64 kernel unless DUALSCOPE_GEMM_F32 says
+        // otherwise, so a capture of an earlier build's f32 step (on "tiled
+        // f32") replays on its own kernel.
+        (Precision::F32, GemmChoice::Tiled) => match F32Kernel::from_env()? {
+            F32Kernel::Auto => Ok(GemmPath::TiledF32),
+            k => k.path(ctx),
+        },
+        (Precision::F32, _) => F32Kernel::from_env()?.path(ctx),
         (Precision::Bf16, GemmChoice::CoopMat | GemmChoice::CoopMat64) => Err(VkError::Unsupported(
             "there is no bfloat16 cooperative-matrix kernel (glslang 13 has no bfloat16 types); use --gemm-path tiled"
                 .into(),

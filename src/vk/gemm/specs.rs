@@ -151,3 +151,20 @@ pub static GEMM_F16IN_FAULT_SKIP_SLICE: KernelSpec =
 /// The f32 kernel with the `f16_accum_no_scale` fault planted.
 pub static GEMM_F32_FAULT_F16_ACCUM: KernelSpec =
     KernelSpec { name: "gemm_f32_fault_f16_accum", spirv: shaders::GEMM_F32_FAULT_F16_ACCUM, ..GEMM_F32 };
+
+/// The f32 kernel on GPUs (`gemm_f32_big.comp`): output tile and K-slice.
+/// The K-slice is the 128×64 kernel's, so both sum alike.
+pub const GEMM_BIG_TILE: (usize, usize, usize) = (128, 128, GEMM_TILE_K);
+
+/// 128×128 output tile per workgroup of 256 threads (8×8 values per thread,
+/// as 2×2 blocks of 4×4); A and B slices of 16×128 floats, swizzled rather
+/// than padded, two of each: exactly 32 KiB.
+pub static GEMM_F32_BIG: KernelSpec = KernelSpec {
+    name: "gemm_f32_big",
+    spirv: shaders::GEMM_F32_BIG,
+    bindings: &[Access::Read, Access::Read, Access::ReadWrite],
+    push_size: 64,
+    local_size: [256, 1, 1],
+    items_per_group: [GEMM_BIG_TILE.1 as u32, GEMM_BIG_TILE.0 as u32, 1],
+    shared_bytes: (2 * GEMM_BIG_TILE.2 * (GEMM_BIG_TILE.0 + GEMM_BIG_TILE.1)) as u32 * 4,
+};

@@ -155,14 +155,14 @@ mod tests {
         assert_eq!(split_k_plan(GemmPath::CoopMatF16, &shape(256, 512, 8192), usize::MAX).slices, 1);
     }
 
-    /// The mixed step's kernels split on their own tiles: the 128×128
-    /// cooperative-matrix kernel's chunks are multiples of its K-slice of 32,
-    /// and its long-K weight gradients get about as many workgroups as the
-    /// f32 kernel's.
+    /// The mixed step's kernels (and the 128×128 f32 one) split on their own
+    /// tiles: the 128×128 cooperative-matrix kernel's chunks are multiples of
+    /// its K-slice of 32, and the long-K weight gradients get about as many
+    /// workgroups as the 128×64 f32 kernel's.
     #[test]
     fn split_k_plans_follow_the_path_tiles() {
         for (m, n, k) in [(256, 512, 8192), (1536, 512, 8160), (1536, 256, 8192), (37, 70, 1500)] {
-            for path in [GemmPath::CoopMatF16Big, GemmPath::TiledF16] {
+            for path in [GemmPath::CoopMatF16Big, GemmPath::TiledF16, GemmPath::TiledF32Big] {
                 let s = shape(m, n, k);
                 let p = split_k_plan(path, &s, usize::MAX);
                 let (tm, tn, tk) = path.tile();
@@ -191,7 +191,7 @@ mod tests {
     /// `SPLIT_K_MAX_CHUNK` of K (lavapipe's loop guard), on every path that splits.
     #[test]
     fn long_products_are_split_into_bounded_chunks() {
-        for path in [GemmPath::TiledF32, GemmPath::TiledF16, GemmPath::CoopMatF16Big] {
+        for path in [GemmPath::TiledF32, GemmPath::TiledF32Big, GemmPath::TiledF16, GemmPath::CoopMatF16Big] {
             for (m, n, k) in [(8192, 1536, 1 << 22), (1536, 512, (1 << 18) + 1), (15, 6, 3 << 20)] {
                 let p = split_k_plan(path, &shape(m, n, k), usize::MAX);
                 assert!(p.chunk <= SPLIT_K_MAX_CHUNK && p.slices * p.chunk >= k, "{path:?} {m}x{n}x{k}: {p:?}");
