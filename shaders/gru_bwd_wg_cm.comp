@@ -1,13 +1,14 @@
 #version 450
 // One layer's backpropagation through time of the mixed step in ONE
-// workgroup of 1024 invocations, for small layers (B <= 16, H <= 128,
-// H % 16 == 0): the arithmetic and the buffers of gru_bwd_grid_cm, with
+// workgroup of 512 invocations (16 subgroups; up to 128 registers a lane on
+// NVIDIA, for the 12 fragments of W_hh and two accumulators), for small
+// layers (B <= 16, H <= 128, H % 16 == 0): the arithmetic and the buffers of gru_bwd_grid_cm, with
 // d_gh[t+1] going from step to step through shared memory (f16, as the grid
 // kernel's d_gh16 copy rounds it) and workgroup barriers only:
 //   dh_t = d_h[t] + dh_{t+1} ⊙ z_{t+1} + (d_gh[t+1] · W_hh)[:, j]
 // then the gate gradients of step t (d_gi, d_gh, dh_tot in f32).
 //
-// COOPMAT: the product on cooperative matrices. Subgroup sg < 16 owns the
+// COOPMAT: the product on cooperative matrices. Subgroup sg (of 16) owns the
 // unit tile ct = sg % 8 (units 16·ct .. 16·ct + 15) and the K-tiles (rows of
 // W_hh) ks + 2i, ks = sg / 8: 12 f16 fragments at H = 128 (48 registers a
 // lane). Its 16×16 partial sum goes to shared memory; invocation
@@ -34,13 +35,14 @@
 #include "model.glsl"
 #include "f16_round.glsl"
 
-#define WG 1024u
+#define WG 512u
 #define HMAX 128u
 #define NCMAX 384u
 // K-tiles per subgroup at most: 3·HMAX/16 over 2.
 #define KT_MAX 12
-#define PER 2
-layout(local_size_x = 1024) in;
+// (row, unit) pairs each invocation owns at most: ceil(16 · HMAX / WG).
+#define PER 4
+layout(local_size_x = 512) in;
 layout(std430, binding = 0) readonly buffer Par { float p[]; };
 layout(std430, binding = 1) readonly buffer Gh { float gh[]; };
 layout(std430, binding = 2) readonly buffer Gates { float gates[]; };
@@ -76,7 +78,7 @@ void main() {
 #ifdef COOPMAT
     uint sg = gl_SubgroupID;
     uint ct = sg % 8u, ks = sg / 8u;
-    bool mult = sg < 16u && ct < H / 16u;
+    bool mult = ct < H / 16u;
     // K-tile kt = ks + 2i of W_hh (rows 16kt .. 16kt + 15, all units) staged
     // in the second d_gh buffer, [row in tile][unit].
     FRAG_B wb[KT_MAX];

@@ -1,12 +1,13 @@
 #version 450
 // One layer's GRU forward recurrence of the mixed step in ONE workgroup of
-// 1024 invocations, for small layers: B <= 16 rows (one 16-row block) and
-// H <= 128 units, H % 16 == 0. No grid barrier: h_{t-1} goes from step to
-// step through shared memory and the steps are separated by workgroup
-// barriers only. Same buffers and contract as gru_fwd_grid_cm (gh, gates, h
-// in f32; the product f16 × f16 with f32 accumulation, h_{t-1} and W_hh
-// rounded to true f16), without its f16 copy of h, which only the grid
-// kernels read.
+// 768 invocations (24 subgroups: one per gate-column tile at H = 128; at
+// most 85 registers a lane on NVIDIA, where 1024 would leave 64), for small
+// layers: B <= 16 rows (one 16-row block) and H <= 128 units, H % 16 == 0.
+// No grid barrier: h_{t-1} goes from step to step through shared memory and
+// the steps are separated by workgroup barriers only. Same buffers and
+// contract as gru_fwd_grid_cm (gh, gates, h in f32; the product f16 × f16
+// with f32 accumulation, h_{t-1} and W_hh rounded to true f16), without its
+// f16 copy of h, which only the grid kernels read.
 //
 // COOPMAT: the product on cooperative matrices. Subgroup sg < 3H/16 owns the
 // gate columns 16·sg .. 16·sg + 15 of W_hh^T and holds all H/16 of their
@@ -36,14 +37,14 @@
 #include "model.glsl"
 #include "f16_round.glsl"
 
-#define WG 1024u
+#define WG 768u
 #define HMAX 128u
 // Gate columns at most (3 · HMAX) and K-tiles at most (HMAX / 16).
 #define NCMAX 384u
 #define KT_MAX 8
-// (row, unit) pairs each invocation owns at most: 16 · HMAX / WG.
-#define PER 2
-layout(local_size_x = 1024) in;
+// (row, unit) pairs each invocation owns at most: ceil(16 · HMAX / WG).
+#define PER 3
+layout(local_size_x = 768) in;
 layout(std430, binding = 0) readonly buffer Par { float p[]; };
 layout(std430, binding = 1) readonly buffer Gi { float gi[]; };
 layout(std430, binding = 2) writeonly buffer Gh { float gh[]; };

@@ -472,13 +472,14 @@ pub fn grid_chunk(b: usize) -> usize {
 }
 
 /// Widest layer and most rows the one-workgroup recurrences take
-/// (`gru_*_wg_cm`: W_hh of H = 128 in the registers of 1024 invocations,
+/// (`gru_*_wg_cm`: W_hh of H = 128 in the registers of one workgroup,
 /// the 16 rows of one cooperative-matrix tile).
 pub const WG_MAX_HIDDEN: usize = 128;
 pub const WG_MAX_ROWS: usize = 16;
 
-/// One layer's recurrence in ONE workgroup of 1024 invocations for small
-/// layers (B ≤ 16, H ≤ 128, H % 16 == 0): W_hh in registers as f16
+/// One layer's recurrence in ONE workgroup (768 invocations forward, 512
+/// backward: the registers NVIDIA gives a lane at those sizes hold the
+/// fragments) for small layers (B ≤ 16, H ≤ 128, H % 16 == 0): W_hh in registers as f16
 /// cooperative-matrix fragments, h_{t-1} through shared memory, workgroup
 /// barriers only. The buffers of `GRU_FWD_GRID_CM` without the grid's sync
 /// words and f16 copy. Where it runs: `Engine::recurrence_wg`.
@@ -487,7 +488,7 @@ pub static GRU_FWD_WG_CM: KernelSpec = KernelSpec {
     spirv: crate::vk::shaders::optional(shaders::GRU_FWD_WG_CM),
     bindings: &[R, R, W, W, RW],
     push_size: 64,
-    local_size: [1024, 1, 1],
+    local_size: [768, 1, 1],
     items_per_group: [1, 1, 1],
     // h_{t-1} (f16, two buffers), a K-tile of W_hh^T (f16), the 16 × 3H product.
     shared_bytes: 2 * 16 * 128 * 2 + 16 * 384 * 2 + 16 * 384 * 4,
@@ -496,6 +497,7 @@ pub static GRU_BWD_WG_CM: KernelSpec = KernelSpec {
     name: "gru_bwd_wg_cm",
     spirv: crate::vk::shaders::optional(shaders::GRU_BWD_WG_CM),
     bindings: &[R, R, R, R, R, RW, W, RW],
+    local_size: [512, 1, 1],
     // d_gh (f16, two buffers of 16 × 3H) and two 16 × H partial sums.
     shared_bytes: 2 * 16 * 384 * 2 + 2 * 16 * 128 * 4,
     ..GRU_FWD_WG_CM
@@ -521,13 +523,14 @@ pub static GRU_BWD_WG_FMA: KernelSpec = KernelSpec {
 
 /// Loop passes of one step of the one-workgroup recurrences of width `h`,
 /// an upper bound counted from the shaders: the FMA variant's product loops
-/// (two (row, unit) pairs an invocation, each over 3h rows backward, h
-/// forward: 2 · (3h + 1)), the pair loops and the step loop (8), two barriers
-/// (4); the cooperative-matrix variant has only the last two (its
-/// product loops are unrolled).
+/// (backward, the larger: four (row, unit) pairs an invocation, each over
+/// 3h rows, 4 · (3h + 1); forward three over h), the pair loops and the step
+/// loop (16, should the compiler keep them loops), three barriers (6); the
+/// cooperative-matrix variant has only the last two (its product loops are
+/// unrolled).
 pub fn wg_step_loops(h: usize, fma: bool) -> usize {
-    let product = if fma { 2 * (3 * h + 1) } else { 0 };
-    product + 8 + 2 * BARRIER_LOOPS
+    let product = if fma { 4 * (3 * h + 1) } else { 0 };
+    product + 16 + 3 * BARRIER_LOOPS
 }
 
 /// Steps per dispatch of a one-workgroup recurrence: under the loop guard
