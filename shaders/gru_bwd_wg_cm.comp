@@ -69,6 +69,22 @@ shared float dg[16u * NCMAX];
 #define DG_BUFS 1u
 #endif
 
+// A step's own inputs for (row b, unit j) at t: d_h, r, z, n, h_{t-1}, gh_n.
+struct StepIn { float dh, r, z, n, hp, ghn; };
+StepIn fetch(uint t, uint b, uint j) {
+    uint H = pc.H, B = pc.B;
+    uint rh = pc.T * B * H;
+    uint row = t * B + b, x = row * H + j;
+    StepIn q;
+    q.dh = d_h[x];
+    q.r = gates[x];
+    q.z = gates[rh + x];
+    q.n = gates[2u * rh + x];
+    q.hp = t > 0u ? h[x - B * H] : 0.0;
+    q.ghn = gh[row * 3u * H + 2u * H + j];
+    return q;
+}
+
 void main() {
     uint lid = gl_LocalInvocationID.x;
     uint H = pc.H, H3 = 3u * H, B = pc.B;
@@ -109,11 +125,22 @@ void main() {
         DG_PUT(16u * NCMAX + e, 0.0);
 #endif
     }
+    // The step's inputs are loaded one step ahead, so that their latency
+    // overlaps the previous step's barrier and product; z_{t+1} is the
+    // previous step's z (at the chunk's start, from memory).
+    StepIn qn[PER];
+    float z_next[PER];
     [[unroll]] for (uint i = 0u; i < PER; ++i) {
         uint e = lid + WG * uint(i);
         uint b = e / H, j = e - b * H;
         dh_next[i] = 0.0;
-        if (b < B && first_above) dh_next[i] = dh_tot[((pc.t + 1u) * B + b) * H + j];
+        z_next[i] = 0.0;
+        if (b < B && first_above) {
+            uint x = ((pc.t + 1u) * B + b) * H + j;
+            dh_next[i] = dh_tot[x];
+            z_next[i] = gates[rh + x];
+        }
+        if (b < B && pc.n > 0u) qn[i] = fetch(pc.t, b, j);
     }
     barrier();
 
@@ -144,19 +171,22 @@ void main() {
             barrier();
         }
 #endif
+#ifndef COOPMAT
         float res[PER][3];
+#endif
         [[unroll]] for (uint i = 0u; i < PER; ++i) {
             uint e = lid + WG * uint(i);
             uint b = e / H, j = e - b * H;
+#ifndef COOPMAT
             res[i][0] = 0.0;
             res[i][1] = 0.0;
             res[i][2] = 0.0;
+#endif
             if (b >= B) continue;
+            StepIn q = qn[i];
+            if (s + 1u < pc.n) qn[i] = fetch(t - 1u, b, j);
             uint row = t * B + b;
             uint x = row * H + j;
-            float v_r = gates[x], v_z = gates[rh + x], v_n = gates[2u * rh + x];
-            float v_hp = t > 0u ? h[x - B * H] : 0.0;
-            float v_ghn = gh[row * H3 + 2u * H + j];
             float carry = 0.0;
             if (above) {
                 float sum = 0.0;
@@ -166,31 +196,39 @@ void main() {
                 uint drow = po + b * H3;
                 for (uint m = 0u; m < H3; ++m) sum += dg[drow + m] * round_f16(p[pc.off0 + m * H + j]);
 #endif
-                carry = dh_next[i] * gates[rh + x + B * H] + sum;
+                carry = dh_next[i] * z_next[i] + sum;
             }
-            float dh = d_h[x] + carry;
+            float dh = q.dh + carry;
             dh_tot[x] = dh;
-            float dn = dh * (1.0 - v_z);
-            float dz = dh * (v_hp - v_n);
-            float dan = dn * (1.0 - v_n * v_n);
-            float dar = dan * v_ghn * v_r * (1.0 - v_r);
-            float daz = dz * v_z * (1.0 - v_z);
+            float dn = dh * (1.0 - q.z);
+            float dz = dh * (q.hp - q.n);
+            float dan = dn * (1.0 - q.n * q.n);
+            float dar = dan * q.ghn * q.r * (1.0 - q.r);
+            float daz = dz * q.z * (1.0 - q.z);
             uint g = row * H3;
             d_gi[g + j] = dar;
             d_gi[g + H + j] = daz;
             d_gi[g + 2u * H + j] = dan;
             d_gh[g + j] = dar;
             d_gh[g + H + j] = daz;
-            d_gh[g + 2u * H + j] = dan * v_r;
+            d_gh[g + 2u * H + j] = dan * q.r;
+#ifdef COOPMAT
+            // Two buffers: the next step's operand beside this step's.
+            uint o = co + b * H3 + j;
+            DG_PUT(o, dar);
+            DG_PUT(o + H, daz);
+            DG_PUT(o + 2u * H, dan * q.r);
+#else
             res[i][0] = dar;
             res[i][1] = daz;
-            res[i][2] = dan * v_r;
+            res[i][2] = dan * q.r;
+#endif
             dh_next[i] = dh;
+            z_next[i] = q.z;
         }
 #ifndef COOPMAT
         // One buffer: every read of d_gh[t+1] is done before d_gh[t] replaces it.
         barrier();
-#endif
         [[unroll]] for (uint i = 0u; i < PER; ++i) {
             uint e = lid + WG * uint(i);
             uint b = e / H, j = e - b * H;
@@ -200,6 +238,7 @@ void main() {
             DG_PUT(o + H, res[i][1]);
             DG_PUT(o + 2u * H, res[i][2]);
         }
+#endif
         // d_gh[t] is complete (and, COOPMAT, every read of part done) before
         // the next step's product.
         barrier();

@@ -114,6 +114,18 @@ void main() {
 
     uint rh = pc.T * B * H;
     uint t_end = min(pc.T, pc.t + pc.n);
+    // gi of the step, loaded one step ahead: the load's latency overlaps
+    // the previous step's barrier and product instead of adding to them.
+    vec3 gnext[PER];
+    [[unroll]] for (uint i = 0u; i < PER; ++i) {
+        uint e = lid + WG * uint(i);
+        uint b = e / H, j = e - b * H;
+        gnext[i] = vec3(0.0);
+        if (b < B && pc.t < t_end) {
+            uint g = (pc.t * B + b) * H3;
+            gnext[i] = vec3(gi[g + j], gi[g + H + j], gi[g + 2u * H + j]);
+        }
+    }
     for (uint t = pc.t; t < t_end; ++t) {
         uint cur = prev ^ 1u;
         uint po = prev * 16u * H, co = cur * 16u * H;
@@ -139,7 +151,11 @@ void main() {
             if (b >= B) continue;
             uint row = t * B + b;
             uint g = row * H3;
-            vec3 gin = vec3(gi[g + j], gi[g + H + j], gi[g + 2u * H + j]);
+            vec3 gin = gnext[i];
+            if (t + 1u < t_end) {
+                uint gn = g + B * H3;
+                gnext[i] = vec3(gi[gn + j], gi[gn + H + j], gi[gn + 2u * H + j]);
+            }
             vec3 m = vec3(0.0);
             if (t > 0u) {
 #ifdef COOPMAT
