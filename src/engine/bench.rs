@@ -366,7 +366,8 @@ fn recurrence_floor(
         fwd_step_probe: None,
         bwd_wave_probe: None,
     };
-    if mode != Recurrence::Grid || t < 2 {
+    // The one-workgroup recurrences have no grid barrier to take a floor from.
+    if mode != Recurrence::Grid || t < 2 || e.recurrence_wg().is_some() {
         return Ok(v);
     }
     let mut probes = Vec::new();
