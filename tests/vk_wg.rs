@@ -108,7 +108,8 @@ fn the_fma_variant_matches_the_per_row_f16_kernels() {
             (num / den.max(1e-300)).sqrt()
         };
         let mut worst_f32 = 0.0f64;
-        for (((name, x), y), z) in wg.grads.named(&cfg).into_iter().zip(seq.grads.tensors()).zip(plain.grads.tensors()) {
+        for (((name, x), y), z) in wg.grads.named(&cfg).into_iter().zip(seq.grads.tensors()).zip(plain.grads.tensors())
+        {
             let (d_seq, d_f32) = (rel(&x.data, &y.data), rel(&x.data, &z.data));
             eprintln!("H={} {name}: rel L2 {d_seq:.2e} to seq f16, {d_f32:.2e} to f32 recurrences", cfg.hidden);
             assert!(d_seq < 2e-5, "H={} {name}: rel L2 {d_seq:.2e} to the per-row f16 kernels", cfg.hidden);
