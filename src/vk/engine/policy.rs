@@ -320,3 +320,27 @@ impl Engine {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `DUALSCOPE_WG`'s values, a bad one refused with the value named; the
+    /// widths the one-workgroup kernels take; their chunks stay under the
+    /// loop guard and the cooperative-matrix variant takes `small`'s 128
+    /// steps in one dispatch.
+    #[test]
+    fn wg_choice_widths_and_chunks() {
+        assert_eq!(WgChoice::parse("0"), Ok(WgChoice::Off));
+        assert_eq!(WgChoice::parse("fma"), Ok(WgChoice::Fma));
+        assert_eq!(WgChoice::parse("1"), Ok(WgChoice::Auto));
+        assert!(WgChoice::parse("yes").unwrap_err().contains("\"yes\""));
+        assert!(wg_width_fits(16) && wg_width_fits(48) && wg_width_fits(128));
+        assert!(!wg_width_fits(40) && !wg_width_fits(144));
+        for fma in [false, true] {
+            let h = WG_MAX_HIDDEN;
+            assert!(wg_chunk(h, fma) * wg_step_loops(h, fma) + 2000 <= LOOP_BUDGET);
+        }
+        assert!(wg_chunk(128, false) >= 128);
+    }
+}
