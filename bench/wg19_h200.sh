@@ -8,7 +8,7 @@
 # medians, which recurrence ran, and the recurrence kernels' per-kernel ms.
 # Optional (TESTBIN): the coopmat tests of tests/vk_mixed.rs (built with
 # `cargo test --release --no-run --test vk_mixed`). Under 4 minutes.
-# Usage: bench/wg19_h200.sh BIN OUT [TESTBIN]
+# Usage: bench/wg19_h200.sh BIN OUT [TESTBIN]   (WG19_STEPS, WG19_WARMUP: bench steps, default 50, 10)
 set -uo pipefail
 BIN=$1; OUT=$2; TESTBIN=${3:-}
 mkdir -p "$OUT"
@@ -29,7 +29,9 @@ for c in "small:small" "b5_t100:$(cfg b5_t100 5 100)" "b16:$(cfg b16 16 128)"; d
     python3 - "$OUT/ladder-$name-$wg.json" "$name $wg: exit $rc, $(( $(date +%s) - t0 )) s" <<'PY' || tail -3 "$OUT/ladder-$name-$wg.err"
 import json, sys
 r = json.load(open(sys.argv[1]))
-print(f"  {sys.argv[2]}; status {r['status']}; validation {r.get('validation')}")
+v = r.get("validation") or {}
+gru = [k for k in v.get("kernels", []) if k.startswith("gru_")]
+print(f"  {sys.argv[2]}; status {r['status']}; validation on {v.get('on')}, errors {v.get('errors')}; recurrence kernels {gru}")
 for x in r["rungs"]:
     worst = max(x["cases"], key=lambda c: float(c["rel_l2"]) / max(float(c["tolerance"]), 1e-30)) if x["cases"] else None
     w = f"worst {worst['name']}: {float(worst['rel_l2']):.2e} of {float(worst['tolerance']):.1e}" if worst else ""
@@ -64,7 +66,7 @@ for shape in "small:" "small_b16:--batch 16"; do
   for wg in old new; do
     env=(); [ $wg = old ] && env=(DUALSCOPE_WG=0)
     # shellcheck disable=SC2086
-    env "${env[@]}" $BIN bench --engine gpu --precision mixed --config small $extra --steps 50 --warmup 10 --json \
+    env "${env[@]}" $BIN bench --engine gpu --precision mixed --config small $extra --steps ${WG19_STEPS:-50} --warmup ${WG19_WARMUP:-10} --json \
       > "$OUT/bench-$name-$wg.json" 2> "$OUT/bench-$name-$wg.err"
     echo "  bench $name $wg: exit $?"
     summary "$OUT/bench-$name-$wg.json" "$name $wg"
