@@ -76,7 +76,8 @@ fn the_one_workgroup_fma_recurrences_pass_the_mixed_ladder() {
 /// (`gru_*_seq_f16`: the same operands rounded to f16 — the values here are
 /// in f16's normal range, where its mantissa rounding is f16's — and f32
 /// sums): every gradient agrees to f32's summation noise, where the same step
-/// with f32 recurrences differs at f16's level (the test can fail).
+/// with f32 recurrences differs at f16's level (the test can fail). A map
+/// with `gru.rec=f32` runs the f32 kernels even with the FMA variant forced.
 #[test]
 fn the_fma_variant_matches_the_per_row_f16_kernels() {
     let (test, ctx) = common::vulkan!();
@@ -86,7 +87,9 @@ fn the_fma_variant_matches_the_per_row_f16_kernels() {
         let batch = random_batch(11, &lens);
         let f32_rec = Engine::with_precision(&ctx, &cfg, &params, &opts, Precision::F16, GemmChoice::Auto)
             .unwrap()
-            .precision_map();
+            .precision_map()
+            .with("gru.rec=f32,gru.rec.bwd=f32")
+            .unwrap();
         let map: PrecisionMap = f32_rec.clone().with("gru.rec=f16").unwrap().with("gru.rec.bwd=f16").unwrap();
         let run = |map: &PrecisionMap, wg: WgChoice| {
             let mut e = Engine::with_precision_map(&ctx, &cfg, &params, &opts, map, GemmChoice::Auto).unwrap();
@@ -98,7 +101,9 @@ fn the_fma_variant_matches_the_per_row_f16_kernels() {
         assert_eq!(kind, Some("fma"));
         let (seq, kind) = run(&map, WgChoice::Off);
         assert_eq!(kind, None);
-        let (plain, _) = run(&f32_rec, WgChoice::Off);
+        // A map with the recurrences in f32 keeps the f32 kernels, forced or not.
+        let (plain, kind) = run(&f32_rec, WgChoice::Fma);
+        assert_eq!(kind, None);
         let rel = |a: &[f32], b: &[f32]| {
             let (mut num, mut den) = (0.0f64, 0.0f64);
             for (x, y) in a.iter().zip(b) {
