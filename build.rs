@@ -53,6 +53,10 @@ const VARIANTS: &[Variant] = &[
     ("loss", "loss.comp", &[]),
     ("loss_fault_no_mask", "loss.comp", &[("FAULT_NO_MASK", "1")]),
     ("loss_fault_no_clear", "loss.comp", &[("FAULT_NO_CLEAR", "1")]),
+    // The small layers' one-workgroup recurrences with the product as f32
+    // FMAs over f16-rounded operands (their COOPMAT twins are in OPTIONAL).
+    ("gru_fwd_wg_fma", "gru_fwd_wg_cm.comp", &[]),
+    ("gru_bwd_wg_fma", "gru_bwd_wg_cm.comp", &[]),
 ];
 
 /// Shaders that need `GL_KHR_cooperative_matrix`, which Debian 12's shaderc
@@ -75,6 +79,9 @@ const OPTIONAL: &[Variant] = &[
     ("gru_fwd_wave_cm_nc", "gru_fwd_wave_cm.comp", &[("OPERANDS_NONCOHERENT", "1")]),
     ("gru_bwd_wave_cm", "gru_bwd_wave_cm.comp", &[]),
     ("gru_bwd_wave_cm_nc", "gru_bwd_wave_cm.comp", &[("OPERANDS_NONCOHERENT", "1")]),
+    // The small layers' recurrences in one workgroup (no grid barrier).
+    ("gru_fwd_wg_cm", "gru_fwd_wg_cm.comp", &[("COOPMAT", "1")]),
+    ("gru_bwd_wg_cm", "gru_bwd_wg_cm.comp", &[("COOPMAT", "1")]),
 ];
 
 fn main() {
@@ -111,7 +118,9 @@ fn main() {
     std::fs::write(out.join("optional_shaders.rs"), optional_rs).unwrap();
     for src in files_with_ext(&shaders, "comp") {
         let file = src.file_name().unwrap().to_str().unwrap().to_string();
-        if OPTIONAL.iter().any(|(_, f, _)| *f == file) {
+        // An optional shader's file is compiled here too where VARIANTS names
+        // it (a variant without the optional extensions).
+        if OPTIONAL.iter().any(|(_, f, _)| *f == file) && !VARIANTS.iter().any(|v| v.1 == file) {
             continue;
         }
         println!("cargo:rerun-if-changed={}", src.display());

@@ -304,7 +304,9 @@ pub struct WaveLoads {
 pub struct RecurrenceReport {
     /// `Recurrence::name`.
     pub mode: &'static str,
-    /// The recurrent products: `f32`, or `f16 coopmat` (the mixed step's grid kernels).
+    /// The recurrent products: `f32`, `f16 coopmat` (the mixed step's grid
+    /// kernels), or `f16 coopmat, one workgroup` / `f16 fma, one workgroup`
+    /// (the small layers' `gru_*_wg_*`).
     pub product: &'static str,
     pub wave_loads: WaveLoads,
     /// Device milliseconds per step of the recurrence kernels.
@@ -349,7 +351,12 @@ fn recurrence_floor(
     };
     let mut v = RecurrenceReport {
         mode: mode.name(),
-        product: if e.recurrence_on_coopmat() { "f16 coopmat" } else { "f32" },
+        product: match (e.recurrence_wg(), e.recurrence_on_coopmat()) {
+            (Some("cm"), _) => "f16 coopmat, one workgroup",
+            (Some(_), _) => "f16 fma, one workgroup",
+            (None, true) => "f16 coopmat",
+            (None, false) => "f32",
+        },
         wave_loads: WaveLoads { forward: loads(e.forward_wave(), true), backward: loads(e.backward_wave(), false) },
         recurrence_ms: measured,
         fallback: e.recurrence_fallback().map(str::to_string),
@@ -359,7 +366,8 @@ fn recurrence_floor(
         fwd_step_probe: None,
         bwd_wave_probe: None,
     };
-    if mode != Recurrence::Grid || t < 2 {
+    // The one-workgroup recurrences have no grid barrier to take a floor from.
+    if mode != Recurrence::Grid || t < 2 || e.recurrence_wg().is_some() {
         return Ok(v);
     }
     let mut probes = Vec::new();

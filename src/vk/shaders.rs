@@ -59,6 +59,10 @@ pub static GRU_FWD_GRID: &[u8] = spirv!("gru_fwd_grid");
 pub static GRU_BWD_GRID: &[u8] = spirv!("gru_bwd_grid");
 pub static GRU_FWD_GRID_VEC4: &[u8] = spirv!("gru_fwd_grid_vec4");
 pub static GRU_BWD_GRID_VEC4: &[u8] = spirv!("gru_bwd_grid_vec4");
+// The one-workgroup recurrences' product as f32 FMAs (`GRU_*_WG_CM` above: on
+// cooperative matrices).
+pub static GRU_FWD_WG_FMA: &[u8] = spirv!("gru_fwd_wg_fma");
+pub static GRU_BWD_WG_FMA: &[u8] = spirv!("gru_bwd_wg_fma");
 
 // The fault catalogue's planted bugs.
 pub static GEMM_F32_FAULT_NO_BOUNDS: &[u8] = spirv!("gemm_f32_fault_no_bounds");

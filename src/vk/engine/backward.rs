@@ -101,6 +101,16 @@ impl Engine {
             let label = format!("gru.l{l} bwd recurrence");
             if wave {
                 // Recorded above.
+            } else if let Some(spec) = self.wg_kernel(l, true) {
+                let bufs = [pb, &lb.gh, &lb.gates, &lb.h, &lb.d_h, &lb.dh_tot, &lb.d_gi, &lb.d_gh];
+                let chunk = wg_chunk(h, spec.name.ends_with("_fma"));
+                let mut hi = ws.t;
+                while hi > 0 {
+                    let n = chunk.min(hi);
+                    let p = ModelPush { t: (hi - 1) as u32, n: n as u32, ..p };
+                    self.dispatch(seq, spec, &bufs, &p, 1, &format!("{label}, one workgroup"))?;
+                    hi -= n;
+                }
             } else if self.recurrence != Recurrence::Seq && !carrying {
                 let bufs = self.grid_bwd_bufs(ws, lb, l);
                 let steps = (0..ws.t).rev().map(|t| (t, 1));

@@ -6,6 +6,7 @@
 //! | `DUALSCOPE_RECURRENCE` | `seq`, `steps` or `grid`: how the GRU recurrences run (the device's default, see [`Recurrence::default_for`]) |
 //! | `DUALSCOPE_RECURRENCE_PRODUCT` | `f32`: the mixed step's recurrences on the f32 grid kernels even where the cooperative-matrix ones can run |
 //! | `DUALSCOPE_WAVE` | `0`: the layers' recurrences one after the other even where a wavefront kernel could run them together |
+//! | `DUALSCOPE_WG` | `0`: the small layers' recurrences on the grid kernels or wavefronts even where one workgroup could run them (`gru_*_wg_cm`); `fma`: one workgroup with the product as f32 FMAs (`gru_*_wg_fma`) wherever the shape fits, cooperative matrices or not (the default: `gru_*_wg_cm` where the recurrences run on cooperative matrices and B ≤ 16, H ≤ 128) |
 //! | `DUALSCOPE_WAVE_COHERENT` | `1`: the wavefronts' operand loads stay `coherent` everywhere |
 //! | `DUALSCOPE_HOST_PROFILE` | set: print where the host's time goes in each step (stderr) |
 //! | `DUALSCOPE_HOST_NORMS` | `1`: the controller's step reads every gradient back and takes its norms on the host (the path before the device norms, kept for comparison) |
@@ -21,7 +22,7 @@
 //! `DUALSCOPE_GRID_PROBE` (the CLI's bench).
 
 use super::kernels::AttnKernels;
-use super::policy::Recurrence;
+use super::policy::{Recurrence, WgChoice};
 use crate::vk::{Context, VkError, VkResult};
 
 /// The engine's switches, as the environment set them.
@@ -35,6 +36,8 @@ pub struct EngineEnv {
     pub wave_off: bool,
     /// `DUALSCOPE_WAVE_COHERENT=1`.
     pub wave_coherent: bool,
+    /// `DUALSCOPE_WG`: the one-workgroup recurrences (`0`: off, `fma`: forced).
+    pub wg: WgChoice,
     /// `DUALSCOPE_HOST_PROFILE` set.
     pub host_profile: bool,
     /// `DUALSCOPE_POISON=1`.
@@ -59,12 +62,17 @@ impl EngineEnv {
             Ok(v) => AttnKernels::parse(v.trim()).map_err(|e| VkError::Invalid(format!("DUALSCOPE_ATTN: {e}")))?,
             Err(_) => AttnKernels::Auto,
         };
+        let wg = match std::env::var("DUALSCOPE_WG") {
+            Ok(v) => WgChoice::parse(v.trim()).map_err(|e| VkError::Invalid(format!("DUALSCOPE_WG: {e}")))?,
+            Err(_) => WgChoice::Auto,
+        };
         let is = |name: &str, value: &str| std::env::var(name).is_ok_and(|v| v.trim() == value);
         Ok(EngineEnv {
             recurrence,
             recurrence_product_f32: is("DUALSCOPE_RECURRENCE_PRODUCT", "f32"),
             wave_off: is("DUALSCOPE_WAVE", "0"),
             wave_coherent: is("DUALSCOPE_WAVE_COHERENT", "1"),
+            wg,
             host_profile: std::env::var_os("DUALSCOPE_HOST_PROFILE").is_some(),
             poison: is("DUALSCOPE_POISON", "1"),
             host_norms: is("DUALSCOPE_HOST_NORMS", "1"),

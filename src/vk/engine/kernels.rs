@@ -548,3 +548,72 @@ pub fn grid_step_loops(b: usize) -> usize {
 pub fn grid_chunk(b: usize) -> usize {
     (GRID_ARITH_BUDGET / grid_step_loops(b)).max(1)
 }
+
+/// Widest layer and most rows the one-workgroup recurrences take
+/// (`gru_*_wg_cm`: W_hh of H = 128 in the registers of one workgroup,
+/// the 16 rows of one cooperative-matrix tile).
+pub const WG_MAX_HIDDEN: usize = 128;
+pub const WG_MAX_ROWS: usize = 16;
+
+/// One layer's recurrence in ONE workgroup (768 invocations forward, 512
+/// backward: the registers NVIDIA gives a lane at those sizes hold the
+/// fragments) for small layers (B ≤ 16, H ≤ 128, H % 16 == 0): W_hh in registers as f16
+/// cooperative-matrix fragments, h_{t-1} through shared memory, workgroup
+/// barriers only. The buffers of `GRU_FWD_GRID_CM` without the grid's sync
+/// words and f16 copy. Where it runs: `Engine::recurrence_wg`.
+pub static GRU_FWD_WG_CM: KernelSpec = KernelSpec {
+    name: "gru_fwd_wg_cm",
+    spirv: crate::vk::shaders::optional(shaders::GRU_FWD_WG_CM),
+    bindings: &[R, R, W, W, RW],
+    push_size: 64,
+    local_size: [768, 1, 1],
+    items_per_group: [1, 1, 1],
+    // h_{t-1} (f16, two buffers), a K-tile of W_hh^T (f16), the 16 × 3H product.
+    shared_bytes: 2 * 16 * 128 * 2 + 16 * 384 * 2 + 16 * 384 * 4,
+};
+pub static GRU_BWD_WG_CM: KernelSpec = KernelSpec {
+    name: "gru_bwd_wg_cm",
+    spirv: crate::vk::shaders::optional(shaders::GRU_BWD_WG_CM),
+    bindings: &[R, R, R, R, R, RW, W, RW],
+    local_size: [512, 1, 1],
+    // d_gh (f16, two buffers of 16 × 3H) and two 16 × H partial sums.
+    shared_bytes: 2 * 16 * 384 * 2 + 2 * 16 * 128 * 4,
+    ..GRU_FWD_WG_CM
+};
+/// The same kernels with the product as f32 FMAs over the same f16-rounded
+/// operands (W_hh read from memory each step): what runs them on devices
+/// without cooperative matrices (lavapipe's tests), only where asked for
+/// (`DUALSCOPE_WG=fma`).
+pub static GRU_FWD_WG_FMA: KernelSpec = KernelSpec {
+    name: "gru_fwd_wg_fma",
+    spirv: shaders::GRU_FWD_WG_FMA,
+    // h_{t-1} rounded, as f32, two buffers.
+    shared_bytes: 2 * 16 * 128 * 4,
+    ..GRU_FWD_WG_CM
+};
+pub static GRU_BWD_WG_FMA: KernelSpec = KernelSpec {
+    name: "gru_bwd_wg_fma",
+    spirv: shaders::GRU_BWD_WG_FMA,
+    // d_gh[t+1] rounded, as f32, 16 × 3H.
+    shared_bytes: 16 * 384 * 4,
+    ..GRU_BWD_WG_CM
+};
+
+/// Loop passes of one step of the one-workgroup recurrences of width `h`,
+/// an upper bound counted from the shaders: the FMA variant's product loops
+/// (backward, the larger: four (row, unit) pairs an invocation, each over
+/// 3h rows, 4 · (3h + 1); forward three over h), the pair loops and the step
+/// loop (16, should the compiler keep them loops), three barriers (6); the
+/// cooperative-matrix variant has only the last two (its product loops are
+/// unrolled).
+pub fn wg_step_loops(h: usize, fma: bool) -> usize {
+    let product = if fma { 4 * (3 * h + 1) } else { 0 };
+    product + 16 + 3 * BARRIER_LOOPS
+}
+
+/// Steps per dispatch of a one-workgroup recurrence: under the loop guard
+/// after the once-per-dispatch loops (the W_hh staging: at most 24 rounds of
+/// 2 passes and two barriers, and the operand loads), 2000 counted.
+pub fn wg_chunk(h: usize, fma: bool) -> usize {
+    ((LOOP_BUDGET - 2000) / wg_step_loops(h, fma)).max(1)
+}

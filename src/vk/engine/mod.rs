@@ -41,7 +41,7 @@ pub use faults::{Fault, STAGE_FAULT};
 pub use kernels::{AttnKernels, MAX_HIDDEN, ModelPush, st};
 pub use layout::{ParamEntry, ParamLayout};
 pub use norms::{Computed, DeviceNorms, NORM_CHUNK, norm_table};
-pub use policy::Recurrence;
+pub use policy::{Recurrence, WgChoice};
 pub use precision::{default_map, loss_scale_for};
 pub use reduce::{col_sum_chunks, col_sum_scratch_len, record_col_sum};
 pub use run::{Plan, Replay};

@@ -70,6 +70,38 @@ impl Recurrence {
     }
 }
 
+/// Whether the small layers' recurrences run in one workgroup each
+/// (`gru_*_wg_cm`, `gru_*_wg_fma`; `DUALSCOPE_WG`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WgChoice {
+    /// The cooperative-matrix kernels wherever the recurrences run on
+    /// cooperative matrices and the shape fits (B ≤ 16, H ≤ 128, H % 16 == 0).
+    #[default]
+    Auto,
+    /// Never (`DUALSCOPE_WG=0`): the grid kernels and wavefronts.
+    Off,
+    /// The FMA variant wherever the shape fits and the recurrence stage is
+    /// f16, with or without cooperative matrices (`DUALSCOPE_WG=fma`).
+    Fma,
+}
+
+impl WgChoice {
+    pub fn parse(s: &str) -> Result<WgChoice, String> {
+        match s {
+            "" | "1" | "auto" => Ok(WgChoice::Auto),
+            "0" | "off" => Ok(WgChoice::Off),
+            "fma" => Ok(WgChoice::Fma),
+            _ => Err(format!("unknown value {s:?} (0, 1 or fma)")),
+        }
+    }
+}
+
+/// Whether layers of width `h` fit the one-workgroup recurrences (the batch
+/// must also have at most [`WG_MAX_ROWS`] rows).
+pub(super) fn wg_width_fits(h: usize) -> bool {
+    h.is_multiple_of(GRID_CM_TILE) && h <= WG_MAX_HIDDEN
+}
+
 /// Whether grid recurrences of width `h` can take their products on
 /// cooperative matrices when the f16 products run on `f16_path` (see
 /// [`Engine::recurrence_on_coopmat`]).
@@ -126,6 +158,43 @@ impl Engine {
     /// `DUALSCOPE_RECURRENCE_PRODUCT=f32`.
     pub(super) fn coopmat_recurrence_capable(&self) -> bool {
         coopmat_recurrence_capable(self.f16_path, &self.env, self.cfg.hidden)
+    }
+
+    /// Chooses where the one-workgroup recurrences run (what `DUALSCOPE_WG`
+    /// sets when the engine is built).
+    pub fn set_wg(&mut self, c: WgChoice) {
+        self.forget_replay();
+        self.env.wg = c;
+    }
+
+    /// Layer `l`'s one-workgroup recurrence kernel of that direction for the
+    /// current batch, if it runs: the shape fits (B ≤ [`WG_MAX_ROWS`], H ≤
+    /// [`WG_MAX_HIDDEN`], H % 16 == 0), no carried state (the per-row kernels
+    /// read h_{-1}), and either the cooperative-matrix kernel where this layer's
+    /// recurrence runs on cooperative matrices ([`WgChoice::Auto`]) or the FMA
+    /// kernel where the stage is f16 ([`WgChoice::Fma`]).
+    pub(super) fn wg_kernel(&self, l: usize, backward: bool) -> Option<&'static KernelSpec> {
+        let ws = self.ws.as_ref()?;
+        if !wg_width_fits(self.cfg.hidden) || ws.b > WG_MAX_ROWS || self.carry_prefix().is_some() {
+            return None;
+        }
+        let stage = crate::vk::gemm::MapStage { kind: crate::vk::gemm::StageKind::GruRec, layer: l, backward };
+        match self.env.wg {
+            WgChoice::Off => None,
+            WgChoice::Auto => {
+                let spec = if backward { &GRU_BWD_WG_CM } else { &GRU_FWD_WG_CM };
+                (self.layer_rec_cm(l, backward) && !spec.spirv.is_empty()).then_some(spec)
+            }
+            WgChoice::Fma => (self.precision_map().get(stage) == crate::vk::gemm::Precision::F16)
+                .then_some(if backward { &GRU_BWD_WG_FMA } else { &GRU_FWD_WG_FMA }),
+        }
+    }
+
+    /// The one-workgroup kernels of the current batch's recurrences, if any
+    /// layer runs one: `"cm"` (cooperative matrices) or `"fma"`.
+    pub fn recurrence_wg(&self) -> Option<&'static str> {
+        let specs = (0..self.cfg.layers).flat_map(|l| [self.wg_kernel(l, false), self.wg_kernel(l, true)]);
+        specs.flatten().next().map(|s| if s.name.ends_with("_cm") { "cm" } else { "fma" })
     }
 
     /// Workgroups of one layer's cooperative-matrix recurrence for `ws`'s
@@ -187,6 +256,7 @@ impl Engine {
             && !spec.spirv.is_empty()
             && !self.env.wave_off
             && ws.layers.iter().all(|lb| lb.d_gi16.is_some())
+            && (0..self.cfg.layers).all(|l| self.wg_kernel(l, backward).is_none())
     }
 
     /// Runs both grid kernels with their arithmetic switched off (a few
@@ -248,5 +318,29 @@ impl Engine {
             }
             Err(e) => Err(e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `DUALSCOPE_WG`'s values, a bad one refused with the value named; the
+    /// widths the one-workgroup kernels take; their chunks stay under the
+    /// loop guard and the cooperative-matrix variant takes `small`'s 128
+    /// steps in one dispatch.
+    #[test]
+    fn wg_choice_widths_and_chunks() {
+        assert_eq!(WgChoice::parse("0"), Ok(WgChoice::Off));
+        assert_eq!(WgChoice::parse("fma"), Ok(WgChoice::Fma));
+        assert_eq!(WgChoice::parse("1"), Ok(WgChoice::Auto));
+        assert!(WgChoice::parse("yes").unwrap_err().contains("\"yes\""));
+        assert!(wg_width_fits(16) && wg_width_fits(48) && wg_width_fits(128));
+        assert!(!wg_width_fits(40) && !wg_width_fits(144));
+        for fma in [false, true] {
+            let h = WG_MAX_HIDDEN;
+            assert!(wg_chunk(h, fma) * wg_step_loops(h, fma) + 2000 <= LOOP_BUDGET);
+        }
+        assert!(wg_chunk(128, false) >= 128);
     }
 }

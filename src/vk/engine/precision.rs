@@ -30,9 +30,18 @@ pub fn loss_scale_for(map: &PrecisionMap) -> LossScale {
 pub fn default_map(ctx: &Context, cfg: &Config, precision: Precision, choice: GemmChoice) -> VkResult<PrecisionMap> {
     let path = gemm::path_for(ctx, precision, choice)?;
     let env = EngineEnv::from_env()?;
-    let cm = super::policy::coopmat_recurrence_capable(path, &env, cfg.hidden)
-        && env.recurrence_for(ctx, cfg.hidden)? != Recurrence::Seq;
+    let cm = (super::policy::coopmat_recurrence_capable(path, &env, cfg.hidden)
+        && env.recurrence_for(ctx, cfg.hidden)? != Recurrence::Seq)
+        || wg_forced(&env, precision, cfg.hidden);
     Ok(PrecisionMap::default_for(precision, cfg.layers, cm))
+}
+
+/// Whether the one-workgroup FMA recurrences are asked for (`DUALSCOPE_WG=fma`)
+/// and the mixed step's layers of width `h` fit them: their recurrences then
+/// round like the cooperative-matrix ones (f16), with or without cooperative
+/// matrices.
+fn wg_forced(env: &EngineEnv, precision: Precision, h: usize) -> bool {
+    env.wg == super::policy::WgChoice::Fma && precision == Precision::F16 && super::policy::wg_width_fits(h)
 }
 
 impl Engine {
@@ -44,7 +53,8 @@ impl Engine {
         match &self.pmap {
             Some(m) => m.clone(),
             None => {
-                let cm = self.coopmat_recurrence_capable() && self.recurrence != Recurrence::Seq;
+                let cm = (self.coopmat_recurrence_capable() && self.recurrence != Recurrence::Seq)
+                    || wg_forced(&self.env, self.precision(), self.cfg.hidden);
                 PrecisionMap::default_for(self.precision(), self.cfg.layers, cm)
             }
         }
