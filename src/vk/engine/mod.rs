@@ -19,6 +19,7 @@
 //! [`Engine::grads`], [`Engine::train_step`], [`Engine::report`]), `norms`
 //! (per-tensor gradient norms on the device and the split step around them).
 
+mod attn_kernels;
 mod backward;
 mod env;
 mod faults;
