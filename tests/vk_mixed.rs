@@ -31,8 +31,7 @@ fn mixed_rungs_pass_in_both_modes() {
             assert_eq!(l.engine().gemm_path(), path);
             for &id in &Rung::ALL[1..] {
                 let r = l.run(id).unwrap();
-                let bad: Vec<_> = r.cases.iter().filter(|c| c.status != Status::Pass).collect();
-                assert_eq!(r.status, Status::Pass, "{mode:?} {id}: {bad:#?}");
+                assert_passes(&r, &format!("{mode:?} {id}"));
                 assert_eq!(r.precision, Precision::F16);
                 assert_eq!(r.gemm_path, Some(path.name()));
                 let stress = if id == Rung::AttnFwd && mode == Mode::Isolated { 2 } else { 0 };
@@ -133,8 +132,7 @@ fn the_coopmat_recurrences_pass_the_mixed_ladder() {
             }
             for &id in &Rung::ALL[1..] {
                 let r = l.run(id).unwrap();
-                let bad: Vec<_> = r.cases.iter().filter(|c| c.status != Status::Pass).collect();
-                assert_eq!(r.status, Status::Pass, "{label} {id}: {bad:#?}");
+                assert_passes(&r, &format!("{label} {id}"));
                 for c in r.cases.iter().filter(|c| c.name.starts_with("gru.")) {
                     eprintln!("{label} {id} {}: rel L2 {:.2e} of {:.1e}", c.name, c.rel_l2, c.tolerance);
                 }
@@ -180,6 +178,8 @@ fn the_one_workgroup_coopmat_recurrences_pass_the_mixed_ladder() {
     for (cfg, lens) in cases {
         let label = format!("H={} B={}", cfg.hidden, cfg.batch);
         let mut l = ModelLadder::new(&ctx, ladder_setup(&cfg, Mode::Chained, &lens, 9, Precision::F16)).unwrap();
+        // Off by default (slower on the H200); asked for here.
+        l.engine_mut().set_wg(WgChoice::Auto);
         l.run(Rung::GruFwd).unwrap();
         assert_eq!(l.engine().recurrence_wg(), coopmat.then_some("cm"), "{label}");
         if !coopmat {
@@ -188,8 +188,7 @@ fn the_one_workgroup_coopmat_recurrences_pass_the_mixed_ladder() {
         assert!(!l.engine().forward_wave() && !l.engine().backward_wave(), "{label}");
         for &id in &Rung::ALL[1..] {
             let r = l.run(id).unwrap();
-            let bad: Vec<_> = r.cases.iter().filter(|c| c.status != Status::Pass).collect();
-            assert_eq!(r.status, Status::Pass, "{label} {id}: {bad:#?}");
+            assert_passes(&r, &format!("{label} {id}"));
             for c in r.cases.iter().filter(|c| c.name.starts_with("gru.")) {
                 eprintln!("{label} {id} {}: rel L2 {:.2e} of {:.1e}", c.name, c.rel_l2, c.tolerance);
             }
@@ -230,8 +229,7 @@ fn bf16_rungs_pass() {
         assert_eq!(l.engine().gemm_path(), GemmPath::TiledBf16In);
         for &id in &Rung::ALL[1..] {
             let r = l.run(id).unwrap();
-            let bad: Vec<_> = r.cases.iter().filter(|c| c.status != Status::Pass).collect();
-            assert_eq!(r.status, Status::Pass, "{mode:?} {id}: {bad:#?}");
+            assert_passes(&r, &format!("{mode:?} {id}"));
         }
         assert_eq!(l.end_to_end().unwrap().status, Status::Pass);
     }
@@ -340,4 +338,12 @@ fn mixed_training_tracks_the_f32_cpu_loss() {
         }
     }
     assert_clean(&ctx, test);
+}
+
+/// A rung passes: no case failed or was not run, and every case is inside its
+/// tolerance. A warning (an f16 headroom note, or the f64 distance) is a pass
+/// with a note, as the ladder reports it.
+fn assert_passes(r: &dualscope::ladder::RungResult, what: &str) {
+    let bad: Vec<_> = r.cases.iter().filter(|c| c.status > Status::Warn || !(c.rel_l2 <= c.tolerance)).collect();
+    assert!(r.status <= Status::Warn && bad.is_empty(), "{what}: {:?} {bad:#?}", r.status);
 }

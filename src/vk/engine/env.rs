@@ -6,7 +6,7 @@
 //! | `DUALSCOPE_RECURRENCE` | `seq`, `steps` or `grid`: how the GRU recurrences run (the device's default, see [`Recurrence::default_for`]) |
 //! | `DUALSCOPE_RECURRENCE_PRODUCT` | `f32`: the mixed step's recurrences on the f32 grid kernels even where the cooperative-matrix ones can run |
 //! | `DUALSCOPE_WAVE` | `0`: the layers' recurrences one after the other even where a wavefront kernel could run them together |
-//! | `DUALSCOPE_WG` | `0`: the small layers' recurrences on the grid kernels or wavefronts even where one workgroup could run them (`gru_*_wg_cm`); `fma`: one workgroup with the product as f32 FMAs (`gru_*_wg_fma`) wherever the shape fits, cooperative matrices or not (the default: `gru_*_wg_cm` where the recurrences run on cooperative matrices and B ≤ 16, H ≤ 128) |
+//! | `DUALSCOPE_WG` | `1`: the small layers' recurrences in one workgroup each (`gru_*_wg_cm`) where they run on cooperative matrices and B ≤ 16, H ≤ 128; `fma`: one workgroup with the product as f32 FMAs (`gru_*_wg_fma`) wherever the shape fits, cooperative matrices or not (the default, `0`: the grid kernels and wavefronts; the one-workgroup kernels were slower on the H200) |
 //! | `DUALSCOPE_WAVE_COHERENT` | `1`: the wavefronts' operand loads stay `coherent` everywhere |
 //! | `DUALSCOPE_HOST_PROFILE` | set: print where the host's time goes in each step (stderr) |
 //! | `DUALSCOPE_HOST_NORMS` | `1`: the controller's step reads every gradient back and takes its norms on the host (the path before the device norms, kept for comparison) |
@@ -64,7 +64,7 @@ impl EngineEnv {
         };
         let wg = match std::env::var("DUALSCOPE_WG") {
             Ok(v) => WgChoice::parse(v.trim()).map_err(|e| VkError::Invalid(format!("DUALSCOPE_WG: {e}")))?,
-            Err(_) => WgChoice::Auto,
+            Err(_) => WgChoice::default(),
         };
         let is = |name: &str, value: &str| std::env::var(name).is_ok_and(|v| v.trim() == value);
         Ok(EngineEnv {

@@ -71,14 +71,17 @@ impl Recurrence {
 }
 
 /// Whether the small layers' recurrences run in one workgroup each
-/// (`gru_*_wg_cm`, `gru_*_wg_fma`; `DUALSCOPE_WG`).
+/// (`gru_*_wg_cm`, `gru_*_wg_fma`; `DUALSCOPE_WG`). Off by default: on the
+/// H200 the cooperative-matrix kernels took 9–10 µs a step at `small`,
+/// against 2.7–3.5 µs per interval of the wavefronts (docs/speed.md, "wg19").
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum WgChoice {
     /// The cooperative-matrix kernels wherever the recurrences run on
-    /// cooperative matrices and the shape fits (B ≤ 16, H ≤ 128, H % 16 == 0).
-    #[default]
+    /// cooperative matrices and the shape fits (B ≤ 16, H ≤ 128, H % 16 == 0;
+    /// `DUALSCOPE_WG=1`).
     Auto,
-    /// Never (`DUALSCOPE_WG=0`): the grid kernels and wavefronts.
+    /// Never (`DUALSCOPE_WG=0`, the default): the grid kernels and wavefronts.
+    #[default]
     Off,
     /// The FMA variant wherever the shape fits and the recurrence stage is
     /// f16, with or without cooperative matrices (`DUALSCOPE_WG=fma`).

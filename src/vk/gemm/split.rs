@@ -55,21 +55,30 @@ pub(super) fn dim(what: &str, x: usize) -> VkResult<u32> {
 /// shape only, so that the summation order (and so every bit of the result)
 /// is the same on every device.
 pub const SPLIT_K_TARGET_GROUPS: usize = 512;
-/// The shortest K range a slice gets.
+/// The shortest K range a slice gets at long K.
 pub const SPLIT_K_MIN_SLICE: usize = 256;
+/// The shortest K range a slice gets at all: products of short K (the
+/// weight gradients at `small`, K = B·T = 1024) may be cut into up to
+/// [`SPLIT_K_MAX_SHORT_SLICES`] slices of 32 or more. On the H200 that took
+/// `small`'s f32 products from 0.74 to 0.23 ms per step; at `bench` (K = 8192)
+/// more than 32 slices were slower (docs/speed.md, "Round 2b").
+pub const SPLIT_K_MIN_SHORT_SLICE: usize = 32;
+/// Slices a short-K product may be cut into.
+pub const SPLIT_K_MAX_SHORT_SLICES: usize = 32;
 
-/// The shortest slice in force: [`SPLIT_K_MIN_SLICE`], or
+/// The shortest slice for a K of `k`: `k / 32` between
+/// [`SPLIT_K_MIN_SHORT_SLICE`] and [`SPLIT_K_MIN_SLICE`], or
 /// `DUALSCOPE_SPLIT_MIN_SLICE` (a timing probe: the split then differs from
 /// the default's, and with it the summation order), read once per process.
-fn min_slice() -> usize {
-    static MIN: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *MIN.get_or_init(|| {
+pub fn min_slice(k: usize) -> usize {
+    static MIN: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    let probe = *MIN.get_or_init(|| {
         std::env::var("DUALSCOPE_SPLIT_MIN_SLICE")
             .ok()
             .and_then(|v| v.trim().parse::<usize>().ok())
             .filter(|&v| (16..=1 << 16).contains(&v))
-            .unwrap_or(SPLIT_K_MIN_SLICE)
-    })
+    });
+    probe.unwrap_or((k / SPLIT_K_MAX_SHORT_SLICES).clamp(SPLIT_K_MIN_SHORT_SLICE, SPLIT_K_MIN_SLICE))
 }
 /// The longest K range a workgroup walks: its loop over K-slices (16 or
 /// more each) then takes at most 16384 passes, inside lavapipe's guard of
@@ -87,7 +96,7 @@ pub struct SplitK {
 
 /// The split of `s` on `path` when the scratch holds `max_scratch` values:
 /// as many slices as bring the workgroups to about
-/// [`SPLIT_K_TARGET_GROUPS`], each at least [`SPLIT_K_MIN_SLICE`] long, and no
+/// [`SPLIT_K_TARGET_GROUPS`], each at least [`min_slice`] long, and no
 /// more than the scratch holds (`slices·m·n` values). Products with enough
 /// output tiles, short K, or on the 64×64 cooperative-matrix kernel are not
 /// split. The output tiles and the chunk's alignment are the path's.
@@ -98,7 +107,7 @@ pub fn split_k_plan(path: GemmPath, s: &GemmShape, max_scratch: usize) -> SplitK
     if !path.splits() || tiles == 0 {
         return whole;
     }
-    let for_groups = (SPLIT_K_TARGET_GROUPS / tiles).min(s.k / min_slice());
+    let for_groups = (SPLIT_K_TARGET_GROUPS / tiles).min(s.k / min_slice(s.k));
     let want = for_groups.max(s.k.div_ceil(SPLIT_K_MAX_CHUNK)).min(max_scratch / (s.m * s.n));
     if want < 2 {
         return whole;
@@ -141,7 +150,11 @@ mod tests {
                     assert!(p.chunk.is_multiple_of(GEMM_TILE_K), "{s:?} {p:?}");
                     // Every slice is non-empty and together they cover K.
                     assert!((p.slices - 1) * p.chunk < k && p.slices * p.chunk >= k, "{s:?} {p:?}");
-                    assert!(p.chunk >= SPLIT_K_MIN_SLICE, "{s:?} {p:?}");
+                    assert!(p.chunk >= min_slice(k) && p.chunk >= SPLIT_K_MIN_SHORT_SLICE, "{s:?} {p:?}");
+                    assert!(
+                        k < SPLIT_K_MIN_SLICE * SPLIT_K_MAX_SHORT_SLICES || p.chunk >= SPLIT_K_MIN_SLICE,
+                        "{s:?} {p:?}"
+                    );
                     assert!(p.slices * tiles <= SPLIT_K_TARGET_GROUPS, "{s:?} {p:?}");
                     let scratch = split_k_scratch_len(GemmPath::TiledF32, &s);
                     assert_eq!(scratch, p.slices * m * n);
@@ -172,6 +185,21 @@ mod tests {
                 assert!(groups <= SPLIT_K_TARGET_GROUPS, "{path:?} {s:?}: {groups}");
                 assert!(m * n < 10_000 || groups >= 256, "{path:?} {s:?}: {groups} workgroups");
             }
+        }
+    }
+
+    /// Short-K products with few output tiles (the weight gradients at
+    /// `small`, K = B·T = 1024) are cut into up to 32 slices of 32 or more;
+    /// at `bench`'s K = 8192 the shortest slice stays 256.
+    #[test]
+    fn short_k_products_get_short_slices() {
+        for path in [GemmPath::CoopMatF16Big, GemmPath::TiledF32] {
+            let p = split_k_plan(path, &shape(64, 128, 1024), usize::MAX);
+            assert_eq!((p.slices, p.chunk), (32, 32), "{path:?}");
+            let p = split_k_plan(path, &shape(384, 128, 1016), usize::MAX);
+            assert!(p.slices >= 16 && p.chunk >= SPLIT_K_MIN_SHORT_SLICE, "{path:?} {p:?}");
+            let p = split_k_plan(path, &shape(256, 256, 8192), usize::MAX);
+            assert_eq!(p.chunk, 256, "{path:?} {p:?}");
         }
     }
 
