@@ -207,9 +207,13 @@ fn the_one_workgroup_coopmat_recurrences_pass_the_mixed_ladder() {
         };
         let ((new, kind_new), (old, kind_old)) = (run(WgChoice::Auto), run(WgChoice::Off));
         assert_eq!((kind_new, kind_old), (Some("cm"), None), "{label}");
+        // Both take f16 × f16 products in different orders: they may differ
+        // by the f16 rounding of one product (the H200 showed 1.4e-4 at
+        // H = 128 B = 8), never by more.
+        let bound = Precision::F16.unit_roundoff();
         for (x, y) in new.grads.tensors().iter().zip(old.grads.tensors()) {
             let r = common::rel_l2(&x.data, &y.data);
-            assert!(r < 1e-4, "{label}: a gradient differs from the grid kernels' by rel L2 {r:.2e}");
+            assert!(r < bound, "{label}: a gradient differs from the grid kernels' by rel L2 {r:.2e}");
         }
     }
     if !coopmat {

@@ -55,22 +55,27 @@ pub(super) fn dim(what: &str, x: usize) -> VkResult<u32> {
 /// shape only, so that the summation order (and so every bit of the result)
 /// is the same on every device.
 pub const SPLIT_K_TARGET_GROUPS: usize = 512;
-/// The shortest K range a slice gets at long K.
+/// The shortest K range a slice gets.
 pub const SPLIT_K_MIN_SLICE: usize = 256;
-/// The shortest K range a slice gets at all: products of short K (the
-/// weight gradients at `small`, K = B·T = 1024) may be cut into up to
+/// The shortest K range a slice of a small product gets: an output of fewer
+/// than [`SPLIT_K_SMALL_OUTPUT`] values with K of 512 or more (the weight
+/// gradients at `small`, K = B·T = 1024) may be cut into up to
 /// [`SPLIT_K_MAX_SHORT_SLICES`] slices of 32 or more. On the H200 that took
-/// `small`'s f32 products from 0.74 to 0.23 ms per step; at `bench` (K = 8192)
-/// more than 32 slices were slower (docs/speed.md, "Round 2b").
+/// `small`'s products from 0.74 to 0.24 ms per step (f32) and from 0.44 to 0.25
+/// (mixed); at `bench` width more slices were slower, the larger outputs'
+/// partial sums costing more than the parallelism gained (docs/speed.md,
+/// "Round 2b").
 pub const SPLIT_K_MIN_SHORT_SLICE: usize = 32;
-/// Slices a short-K product may be cut into.
+/// Slices a small product may be cut into.
 pub const SPLIT_K_MAX_SHORT_SLICES: usize = 32;
+/// Output values under which a product counts as small.
+pub const SPLIT_K_SMALL_OUTPUT: usize = 1 << 16;
 
-/// The shortest slice for a K of `k`: `k / 32` between
-/// [`SPLIT_K_MIN_SHORT_SLICE`] and [`SPLIT_K_MIN_SLICE`], or
+/// The shortest slice of a product of `s`'s shape: [`SPLIT_K_MIN_SLICE`], or
+/// for a small product `k / 32` down to [`SPLIT_K_MIN_SHORT_SLICE`], or
 /// `DUALSCOPE_SPLIT_MIN_SLICE` (a timing probe: the split then differs from
 /// the default's, and with it the summation order), read once per process.
-pub fn min_slice(k: usize) -> usize {
+pub fn min_slice(s: &GemmShape) -> usize {
     static MIN: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
     let probe = *MIN.get_or_init(|| {
         std::env::var("DUALSCOPE_SPLIT_MIN_SLICE")
@@ -78,8 +83,15 @@ pub fn min_slice(k: usize) -> usize {
             .and_then(|v| v.trim().parse::<usize>().ok())
             .filter(|&v| (16..=1 << 16).contains(&v))
     });
-    probe.unwrap_or((k / SPLIT_K_MAX_SHORT_SLICES).clamp(SPLIT_K_MIN_SHORT_SLICE, SPLIT_K_MIN_SLICE))
+    let small = s.m * s.n < SPLIT_K_SMALL_OUTPUT && s.k >= 512;
+    let rule = if small {
+        (s.k / SPLIT_K_MAX_SHORT_SLICES).clamp(SPLIT_K_MIN_SHORT_SLICE, SPLIT_K_MIN_SLICE)
+    } else {
+        SPLIT_K_MIN_SLICE
+    };
+    probe.unwrap_or(rule)
 }
+
 /// The longest K range a workgroup walks: its loop over K-slices (16 or
 /// more each) then takes at most 16384 passes, inside lavapipe's guard of
 /// 65535 loop passes per invocation (`docs/shader-loops.md`). Longer
@@ -107,7 +119,7 @@ pub fn split_k_plan(path: GemmPath, s: &GemmShape, max_scratch: usize) -> SplitK
     if !path.splits() || tiles == 0 {
         return whole;
     }
-    let for_groups = (SPLIT_K_TARGET_GROUPS / tiles).min(s.k / min_slice(s.k));
+    let for_groups = (SPLIT_K_TARGET_GROUPS / tiles).min(s.k / min_slice(s));
     let want = for_groups.max(s.k.div_ceil(SPLIT_K_MAX_CHUNK)).min(max_scratch / (s.m * s.n));
     if want < 2 {
         return whole;
@@ -150,11 +162,9 @@ mod tests {
                     assert!(p.chunk.is_multiple_of(GEMM_TILE_K), "{s:?} {p:?}");
                     // Every slice is non-empty and together they cover K.
                     assert!((p.slices - 1) * p.chunk < k && p.slices * p.chunk >= k, "{s:?} {p:?}");
-                    assert!(p.chunk >= min_slice(k) && p.chunk >= SPLIT_K_MIN_SHORT_SLICE, "{s:?} {p:?}");
-                    assert!(
-                        k < SPLIT_K_MIN_SLICE * SPLIT_K_MAX_SHORT_SLICES || p.chunk >= SPLIT_K_MIN_SLICE,
-                        "{s:?} {p:?}"
-                    );
+                    assert!(p.chunk >= min_slice(&s) && p.chunk >= SPLIT_K_MIN_SHORT_SLICE, "{s:?} {p:?}");
+                    let small = m * n < SPLIT_K_SMALL_OUTPUT && k < SPLIT_K_MIN_SLICE * SPLIT_K_MAX_SHORT_SLICES;
+                    assert!(small || p.chunk >= SPLIT_K_MIN_SLICE, "{s:?} {p:?}");
                     assert!(p.slices * tiles <= SPLIT_K_TARGET_GROUPS, "{s:?} {p:?}");
                     let scratch = split_k_scratch_len(GemmPath::TiledF32, &s);
                     assert_eq!(scratch, p.slices * m * n);
@@ -188,9 +198,9 @@ mod tests {
         }
     }
 
-    /// Short-K products with few output tiles (the weight gradients at
-    /// `small`, K = B·T = 1024) are cut into up to 32 slices of 32 or more;
-    /// at `bench`'s K = 8192 the shortest slice stays 256.
+    /// Small products (the weight gradients at `small`, K = B·T = 1024) are
+    /// cut into up to 32 slices of 32 or more; larger outputs, and K under
+    /// 512, keep the shortest slice at 256.
     #[test]
     fn short_k_products_get_short_slices() {
         for path in [GemmPath::CoopMatF16Big, GemmPath::TiledF32] {
@@ -200,6 +210,9 @@ mod tests {
             assert!(p.slices >= 16 && p.chunk >= SPLIT_K_MIN_SHORT_SLICE, "{path:?} {p:?}");
             let p = split_k_plan(path, &shape(256, 256, 8192), usize::MAX);
             assert_eq!(p.chunk, 256, "{path:?} {p:?}");
+            let p = split_k_plan(path, &shape(256, 512, 4096), usize::MAX);
+            assert!(p.chunk >= 256, "{path:?} {p:?}");
+            assert_eq!(split_k_plan(path, &shape(300, 200, 100), usize::MAX).slices, 1, "{path:?}");
         }
     }
 
