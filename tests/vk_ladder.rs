@@ -151,6 +151,12 @@ fn model_rungs_pass_in_both_modes() {
     assert_clean(&ctx, test);
 }
 
+/// A one-layer model small everywhere but in its context stream, for the
+/// attention tests.
+fn attn_cfg(attn_dim: usize, heads: usize, window: usize, batch: usize, seq_len: usize) -> Config {
+    Config { vocab: 256, d_embed: 5, hidden: 9, layers: 1, attn_dim, heads, window, batch, seq_len }
+}
+
 /// The tiled attention kernels (blocks of 16 queries, chunks of 64 keys and
 /// 64 head dims) on shapes the model configs above do not reach: a window of
 /// three key chunks with dh = 67 (two dim chunks, neither a multiple of 4) and
@@ -161,17 +167,7 @@ fn model_rungs_pass_in_both_modes() {
 #[test]
 fn attention_rungs_pass_on_wide_windows_and_heads() {
     let (test, ctx) = common::vulkan!();
-    let cfg = |attn_dim, heads, window, batch, seq_len| Config {
-        vocab: 256,
-        d_embed: 5,
-        hidden: 9,
-        layers: 1,
-        attn_dim,
-        heads,
-        window,
-        batch,
-        seq_len,
-    };
+    let cfg = attn_cfg;
     let cases = [
         (cfg(134, 2, 150, 2, 180), vec![181, 97]),
         (cfg(15, 3, 100, 3, 36), vec![37, 20, 2]),
@@ -208,17 +204,7 @@ fn attention_rungs_pass_on_wide_windows_and_heads() {
 fn wide_attention_kernels_pass_the_rungs_and_match_the_tiled_ones() {
     use dualscope::vk::engine::AttnKernels;
     let (test, ctx) = common::vulkan!();
-    let cfg = |attn_dim, heads, window, batch, seq_len| Config {
-        vocab: 256,
-        d_embed: 5,
-        hidden: 9,
-        layers: 1,
-        attn_dim,
-        heads,
-        window,
-        batch,
-        seq_len,
-    };
+    let cfg = attn_cfg;
     let cases = [
         (cfg(48, 3, 100, 3, 77), vec![78, 40, 3]),
         (cfg(48, 2, 40, 3, 130), vec![131, 64, 9]),
