@@ -130,15 +130,7 @@ fn the_coopmat_recurrences_pass_the_mixed_ladder() {
                 // cooperative matrices (run this test on such a device).
                 continue;
             }
-            for &id in &Rung::ALL[1..] {
-                let r = l.run(id).unwrap();
-                assert_passes(&r, &format!("{label} {id}"));
-                for c in r.cases.iter().filter(|c| c.name.starts_with("gru.")) {
-                    eprintln!("{label} {id} {}: rel L2 {:.2e} of {:.1e}", c.name, c.rel_l2, c.tolerance);
-                }
-            }
-            let e2e = l.end_to_end().unwrap();
-            assert_eq!(e2e.status, Status::Pass, "{label}: {e2e:?}");
+            run_every_rung(&mut l, &label);
         }
     }
     if !coopmat {
@@ -186,15 +178,7 @@ fn the_one_workgroup_coopmat_recurrences_pass_the_mixed_ladder() {
             continue;
         }
         assert!(!l.engine().forward_wave() && !l.engine().backward_wave(), "{label}");
-        for &id in &Rung::ALL[1..] {
-            let r = l.run(id).unwrap();
-            assert_passes(&r, &format!("{label} {id}"));
-            for c in r.cases.iter().filter(|c| c.name.starts_with("gru.")) {
-                eprintln!("{label} {id} {}: rel L2 {:.2e} of {:.1e}", c.name, c.rel_l2, c.tolerance);
-            }
-        }
-        let e2e = l.end_to_end().unwrap();
-        assert_eq!(e2e.status, Status::Pass, "{label}: {e2e:?}");
+        run_every_rung(&mut l, &label);
         // Against the kernels it replaces, on one batch.
         let params = Params::init(&cfg, 4);
         let batch = random_batch(6, &lens);
@@ -351,4 +335,18 @@ fn assert_passes(r: &dualscope::ladder::RungResult, what: &str) {
     let bad: Vec<_> =
         r.cases.iter().filter(|c| c.status > Status::Warn || c.rel_l2.is_nan() || c.rel_l2 > c.tolerance).collect();
     assert!(r.status <= Status::Warn && bad.is_empty(), "{what}: {:?} {bad:#?}", r.status);
+}
+
+/// Every rung after the batch's and the end-to-end gate pass on `l`, the GRU
+/// cases' errors printed.
+fn run_every_rung(l: &mut ModelLadder, label: &str) {
+    for &id in &Rung::ALL[1..] {
+        let r = l.run(id).unwrap();
+        assert_passes(&r, &format!("{label} {id}"));
+        for c in r.cases.iter().filter(|c| c.name.starts_with("gru.")) {
+            eprintln!("{label} {id} {}: rel L2 {:.2e} of {:.1e}", c.name, c.rel_l2, c.tolerance);
+        }
+    }
+    let e2e = l.end_to_end().unwrap();
+    assert_eq!(e2e.status, Status::Pass, "{label}: {e2e:?}");
 }

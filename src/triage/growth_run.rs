@@ -190,8 +190,8 @@ fn gpu_side(ctx: &Arc<Context>, plan: &GrowthPlan, batch: &Batch, names: &[&str]
     let path = engine.precision_and_path().1.to_string();
     let vk_engine = engine.as_vulkan().expect("Engine::vulkan is the Vulkan engine");
     // The one-workgroup recurrences round as the cooperative-matrix ones (true f16).
-    let rec_f16 = vk_engine.recurrence_on_coopmat() || vk_engine.recurrence_wg().is_some();
-    let (map, rec_on_coopmat) = (vk_engine.precision_map(), rec_f16);
+    let rec_on_coopmat = vk_engine.recurrence_on_coopmat() || vk_engine.recurrence_wg().is_some();
+    let map = vk_engine.precision_map();
     let mut values = vk_engine.read_named(names).map_err(crate::engine::EngineError::from)?;
     if ctx.validation_errors() > 0 {
         return Err(crate::engine::EngineError::Validation(ctx.validation_errors()).into());
