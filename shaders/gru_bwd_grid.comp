@@ -13,7 +13,8 @@
 // subgroup (r = lane + S·i) and combined with subgroupAdd. When B·U fits one
 // pass and one invocation each, each invocation keeps one (row, unit): its
 // inputs of the step are loaded before the barrier, dh_{t+1} in a register.
-// VEC4 (built as gru_bwd_grid_vec4, used where H % 4 == 0): d_gh as vec4.
+// VEC4 (built as gru_bwd_grid_vec4, used where H % 4 == 0): d_gh as vec4;
+// with OPERANDS_NONCOHERENT as well, gru_bwd_grid_nc.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
@@ -39,6 +40,15 @@ layout(std430, binding = 6) writeonly buffer Dgi { float d_gi[]; };
 // H % 4 == 0: d_gh read four values at a time (fewer, wider loads per step).
 layout(std430, binding = 7) coherent buffer Dgh { vec4 d_gh4[]; };
 #define DGH_AT(i) d_gh4[(i) >> 2][(i) & 3u]
+#ifdef OPERANDS_NONCOHERENT
+// gru_bwd_grid_nc: the product's loads of d_gh[t+1] through an alias without
+// `coherent` (as gru_fwd_grid_nc's of h_{t-1}; H % 32 == 0, so a row of 3H
+// values is whole lines, and a step reads only rows of step t+1, past B none).
+layout(std430, binding = 7) readonly buffer DghOperand { vec4 d_gh4_op[]; };
+#define DGH_OPERAND d_gh4_op
+#else
+#define DGH_OPERAND d_gh4
+#endif
 // Where W_hh row r sits in wc: grouped by r % 4, so that the invocations of
 // a subgroup (r = 4·lane + c) read neighbouring entries.
 #define WC_AT(r) (((r) & 3u) * ((3u * pc.H) >> 2) + ((r) >> 2))
@@ -150,7 +160,7 @@ void main() {
                     [[unroll]] for (uint c = 0u; c < KC / 4u; ++c) {
                         uint r = kb + 4u * (lane + S * c);
                         [[unroll]] for (uint i = 0u; i < NB; ++i)
-                            gs[i][c] = r < H3 && rb + i < pc.B ? d_gh4[((grow + i) * H3 + r) >> 2] : vec4(0.0);
+                            gs[i][c] = r < H3 && rb + i < pc.B ? DGH_OPERAND[((grow + i) * H3 + r) >> 2] : vec4(0.0);
                     }
                     [[unroll]] for (uint c = 0u; c < KC / 4u; ++c) {
                         uint r = kb + 4u * (lane + S * c);

@@ -28,6 +28,12 @@
 #include "model.glsl"
 
 #define SUBGROUPS 8u
+#ifdef OPERANDS_NONCOHERENT
+// Whether this lane's row (lane / 2 of the row block) is a row of the batch.
+#define LOAD_ROW (rb * 16u + lane / 2u < pc.B)
+#else
+#define LOAD_ROW true
+#endif
 // K-tiles per subgroup at most (H <= 512: 96 K-tiles of 3H over 8 subgroups).
 #define KT_MAX 12
 layout(local_size_x = 256) in;
@@ -44,7 +50,17 @@ layout(std430, binding = 7) writeonly buffer Dgh { float d_gh[]; };
 #include "grid.glsl"
 // d_gh16 as written (one f16 per invocation) and as read (8 values per load).
 layout(std430, binding = 10) coherent buffer Dgh16 { float16_t d_gh16[]; };
+#ifdef OPERANDS_NONCOHERENT
+// gru_bwd_grid_cm_nc: the product's loads of d_gh[t+1] (the f16 copy) without `coherent`,
+// so that they may be served through the SM's L1. Only where H % 64 == 0
+// (Engine::grid_noncoherent): a row is then whole 128-byte lines (buffers
+// start on a line); a step reads only rows of the step it reads, rows past B
+// of a partial row block are not loaded, and every row it reads was written
+// before the last grid barrier and never read before: nothing stale to hit.
+layout(std430, binding = 10) readonly buffer Dgh16v { uvec4 d_gh16v[]; };
+#else
 layout(std430, binding = 10) coherent buffer Dgh16v { uvec4 d_gh16v[]; };
+#endif
 
 // Tiles staged per subgroup at once: a step's 12 in two rounds.
 #define KT_STAGE 6
@@ -133,7 +149,7 @@ void main() {
             [[unroll]] for (uint i = 0u; i < KT_MAX; ++i) {
                 uint kt = sg + SUBGROUPS * i;
                 ld[i] = uvec4(0u);
-                if (kt < ktiles) ld[i] = d_gh16v[(a0 + kt * 16u) >> 3];
+                if (kt < ktiles && LOAD_ROW) ld[i] = d_gh16v[(a0 + kt * 16u) >> 3];
             }
             [[unroll]] for (uint r = 0u; r < KT_MAX / KT_STAGE; ++r) {
                 if (r > 0u) subgroupBarrier();

@@ -21,7 +21,8 @@
 // invocation keeps one (row, unit) for the whole dispatch: its bias and
 // h_{t-1} stay in registers and its gi is loaded before the barrier, so
 // only the matrix product waits on the other workgroups.
-// VEC4 (built as gru_fwd_grid_vec4, used where H % 4 == 0): h as vec4.
+// VEC4 (built as gru_fwd_grid_vec4, used where H % 4 == 0): h as vec4;
+// with OPERANDS_NONCOHERENT as well, gru_fwd_grid_nc (see below).
 // flag 1: no arithmetic, only pc.n - 1 grid barriers (Engine::probe_grid_barrier).
 // Timing probes (bench with DUALSCOPE_GRID_PROBE; results meaningless): flag
 // bit 2 skips the barrier, bit 4 the product W_hh h_{t-1}, bit 8 the gates.
@@ -48,6 +49,18 @@ layout(std430, binding = 3) writeonly buffer Gates { float gates[]; };
 // H % 4 == 0: h read four values at a time (fewer, wider loads per step).
 layout(std430, binding = 4) coherent buffer Hs { vec4 h4[]; };
 #define H_AT(i) h4[(i) >> 2][(i) & 3u]
+#ifdef OPERANDS_NONCOHERENT
+// gru_fwd_grid_nc: the product's loads of h_{t-1} through an alias without
+// `coherent`, so that they may be served through the SM's L1. Only where H % 32
+// == 0 (Engine::grid_noncoherent): a row is then whole 128-byte lines (buffers
+// start on a line), and a step reads only rows of step t-1 (rows past B are not
+// loaded), all written before the last grid barrier and never read before it;
+// so no line a load brings into L1 was there before its final value.
+layout(std430, binding = 4) readonly buffer HsOperand { vec4 h4_op[]; };
+#define H_OPERAND h4_op
+#else
+#define H_OPERAND h4
+#endif
 // Where W_hh column k sits in ws: grouped by k % 4, so that the invocations
 // of a subgroup (k = 4·lane + c) read neighbouring entries.
 #define WS_AT(k) (((k) & 3u) * (pc.H >> 2) + ((k) >> 2))
@@ -145,7 +158,7 @@ void main() {
                     [[unroll]] for (uint i = 0u; i < KC / 4u; ++i) {
                         uint k = kb + 4u * (lane + S * i);
                         [[unroll]] for (uint r = 0u; r < NB; ++r)
-                            xs[r][i] = k < H && rb + r < pc.B ? h4[((hrow + r) * H + k) >> 2] : vec4(0.0);
+                            xs[r][i] = k < H && rb + r < pc.B ? H_OPERAND[((hrow + r) * H + k) >> 2] : vec4(0.0);
                     }
                     [[unroll]] for (uint i = 0u; i < KC / 4u; ++i) {
                         uint k = kb + 4u * (lane + S * i);

@@ -36,6 +36,12 @@
 #define KT_MAX 4
 // Gate columns of the workgroup: 3 gates × 16 units.
 #define NC 48u
+#ifdef OPERANDS_NONCOHERENT
+// Whether this lane's row (lane / 2 of the row block) is a row of the batch.
+#define LOAD_ROW (rb * 16u + lane / 2u < pc.B)
+#else
+#define LOAD_ROW true
+#endif
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer Par { float p[]; };
 layout(std430, binding = 1) readonly buffer Gi { float gi[]; };
@@ -47,7 +53,17 @@ layout(std430, binding = 4) buffer Hs { float h[]; };
 #include "grid.glsl"
 // h16 as written (one f16 per invocation) and as read (8 values per load).
 layout(std430, binding = 7) coherent buffer H16 { float16_t h16[]; };
+#ifdef OPERANDS_NONCOHERENT
+// gru_fwd_grid_cm_nc: the product's loads of h_{t-1} (the f16 copy) without `coherent`,
+// so that they may be served through the SM's L1. Only where H % 64 == 0
+// (Engine::grid_noncoherent): a row is then whole 128-byte lines (buffers
+// start on a line); a step reads only rows of the step it reads, rows past B
+// of a partial row block are not loaded, and every row it reads was written
+// before the last grid barrier and never read before: nothing stale to hit.
+layout(std430, binding = 7) readonly buffer H16v { uvec4 h16v[]; };
+#else
 layout(std430, binding = 7) coherent buffer H16v { uvec4 h16v[]; };
+#endif
 
 // Shared memory, 40 KB in all:
 // - stg: first the W_hh^T slice on its way into registers, one band of 8
@@ -135,7 +151,7 @@ void main() {
             [[unroll]] for (uint i = 0u; i < KT_MAX; ++i) {
                 uint kt = sg + SUBGROUPS * i;
                 ld[i] = uvec4(0u);
-                if (kt < ktiles) ld[i] = h16v[(a0 + kt * 16u) >> 3];
+                if (kt < ktiles && LOAD_ROW) ld[i] = h16v[(a0 + kt * 16u) >> 3];
             }
             [[unroll]] for (uint i = 0u; i < KT_MAX; ++i) stg[(sg * KT_MAX + i) * 32u + lane] = ld[i];
             subgroupMemoryBarrierShared();

@@ -309,6 +309,8 @@ pub struct RecurrenceReport {
     /// (the small layers' `gru_*_wg_*`).
     pub product: &'static str,
     pub wave_loads: WaveLoads,
+    /// The per-layer grid kernels' operand loads (`None`: none run).
+    pub grid_loads: Option<&'static str>,
     /// Device milliseconds per step of the recurrence kernels.
     pub recurrence_ms: f64,
     /// Why the default recurrence was given up, if it was.
@@ -358,6 +360,15 @@ fn recurrence_floor(
             (None, false) => "f32",
         },
         wave_loads: WaveLoads { forward: loads(e.forward_wave(), true), backward: loads(e.backward_wave(), false) },
+        // The per-layer grid kernels' loads, where a direction runs them.
+        grid_loads: match (
+            mode == Recurrence::Grid && !(e.forward_wave() && e.backward_wave()) && e.recurrence_wg().is_none(),
+            e.grid_noncoherent(e.recurrence_on_coopmat()),
+        ) {
+            (false, _) => None,
+            (true, true) => Some("noncoherent"),
+            (true, false) => Some("coherent"),
+        },
         recurrence_ms: measured,
         fallback: e.recurrence_fallback().map(str::to_string),
         barrier_us: None,

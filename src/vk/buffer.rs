@@ -33,6 +33,9 @@ pub struct Buffer {
     name: String,
 }
 
+/// The least alignment of a buffer's memory, in bytes (a GPU's cache line).
+pub const BUFFER_ALIGN: u64 = 128;
+
 impl Buffer {
     /// A buffer of `bytes` bytes (rounded up to a multiple of 4, at least 4).
     pub fn new(ctx: &Context, name: &str, bytes: u64, kind: MemoryKind) -> VkResult<Buffer> {
@@ -55,7 +58,11 @@ impl Buffer {
         })?;
         let mut buf = Buffer { inner, handle, allocation: None, bytes: size, kind, name: name.to_string() };
         // SAFETY: `handle` is a live buffer of this device.
-        let requirements = unsafe { buf.inner.device.get_buffer_memory_requirements(handle) };
+        let mut requirements = unsafe { buf.inner.device.get_buffer_memory_requirements(handle) };
+        // Every buffer starts on a cache-line boundary, so that a tensor's rows of
+        // whole 128-byte lines are whole lines in memory too (the recurrences'
+        // loads without `coherent` rely on it: Engine::grid_noncoherent).
+        requirements.alignment = requirements.alignment.max(BUFFER_ALIGN);
         let location = match kind {
             MemoryKind::Device => MemoryLocation::GpuOnly,
             MemoryKind::Upload => MemoryLocation::CpuToGpu,

@@ -59,6 +59,8 @@ pub static GRU_FWD_GRID: &[u8] = spirv!("gru_fwd_grid");
 pub static GRU_BWD_GRID: &[u8] = spirv!("gru_bwd_grid");
 pub static GRU_FWD_GRID_VEC4: &[u8] = spirv!("gru_fwd_grid_vec4");
 pub static GRU_BWD_GRID_VEC4: &[u8] = spirv!("gru_bwd_grid_vec4");
+pub static GRU_FWD_GRID_NC: &[u8] = spirv!("gru_fwd_grid_nc");
+pub static GRU_BWD_GRID_NC: &[u8] = spirv!("gru_bwd_grid_nc");
 // The one-workgroup recurrences' product as f32 FMAs (`GRU_*_WG_CM` above: on
 // cooperative matrices).
 pub static GRU_FWD_WG_FMA: &[u8] = spirv!("gru_fwd_wg_fma");

@@ -260,6 +260,12 @@ pub static GRU_FWD_GRID_VEC4: KernelSpec =
     KernelSpec { name: "gru_fwd_grid_vec4", spirv: shaders::GRU_FWD_GRID_VEC4, ..GRU_FWD_GRID };
 pub static GRU_BWD_GRID_VEC4: KernelSpec =
     KernelSpec { name: "gru_bwd_grid_vec4", spirv: shaders::GRU_BWD_GRID_VEC4, ..GRU_BWD_GRID };
+/// The vec4 grid kernels with the product's operand loads not `coherent`
+/// (H % 32 == 0; `Engine::grid_noncoherent`).
+pub static GRU_FWD_GRID_NC: KernelSpec =
+    KernelSpec { name: "gru_fwd_grid_nc", spirv: shaders::GRU_FWD_GRID_NC, ..GRU_FWD_GRID };
+pub static GRU_BWD_GRID_NC: KernelSpec =
+    KernelSpec { name: "gru_bwd_grid_nc", spirv: shaders::GRU_BWD_GRID_NC, ..GRU_BWD_GRID };
 
 /// The mixed step's grid kernels with the recurrent products on cooperative
 /// matrices (f16 × f16 → f32): a workgroup owns 16 rows × 16 units, its
@@ -282,6 +288,18 @@ pub static GRU_BWD_GRID_CM: KernelSpec = KernelSpec {
     // 8 subgroups' staging of 6 f16 tiles (16×16) and their 16×16 f32 partial sums.
     shared_bytes: 8 * 6 * 512 + 8 * 16 * 16 * 4,
     ..GRU_FWD_GRID_CM
+};
+/// The cooperative-matrix grid kernels with the f16 copies read without
+/// `coherent` (H % 64 == 0; `Engine::grid_noncoherent`).
+pub static GRU_FWD_GRID_CM_NC: KernelSpec = KernelSpec {
+    name: "gru_fwd_grid_cm_nc",
+    spirv: crate::vk::shaders::optional(shaders::GRU_FWD_GRID_CM_NC),
+    ..GRU_FWD_GRID_CM
+};
+pub static GRU_BWD_GRID_CM_NC: KernelSpec = KernelSpec {
+    name: "gru_bwd_grid_cm_nc",
+    spirv: crate::vk::shaders::optional(shaders::GRU_BWD_GRID_CM_NC),
+    ..GRU_BWD_GRID_CM
 };
 /// Both layers of a two-layer forward in one dispatch, as a wavefront (layer
 /// 1 one step behind layer 0, its input projection computed in the kernel):
@@ -323,8 +341,16 @@ pub static GRU_BWD_WAVE_CM_NC: KernelSpec = KernelSpec {
 pub const GRID_CM_TILE: usize = 16;
 
 /// The forward and backward grid kernels for layers of width `h`.
-pub fn grid_specs(h: usize) -> (&'static KernelSpec, &'static KernelSpec) {
-    if h.is_multiple_of(4) { (&GRU_FWD_GRID_VEC4, &GRU_BWD_GRID_VEC4) } else { (&GRU_FWD_GRID, &GRU_BWD_GRID) }
+/// With `noncoherent`, the variants whose operand loads are not `coherent`
+/// where H allows them (H % 32 == 0: rows of whole cache lines).
+pub fn grid_specs(h: usize, noncoherent: bool) -> (&'static KernelSpec, &'static KernelSpec) {
+    if noncoherent && h.is_multiple_of(32) {
+        (&GRU_FWD_GRID_NC, &GRU_BWD_GRID_NC)
+    } else if h.is_multiple_of(4) {
+        (&GRU_FWD_GRID_VEC4, &GRU_BWD_GRID_VEC4)
+    } else {
+        (&GRU_FWD_GRID, &GRU_BWD_GRID)
+    }
 }
 
 pub static LOSS_FAULT_NO_MASK: KernelSpec =

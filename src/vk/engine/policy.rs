@@ -237,6 +237,15 @@ impl Engine {
         wave && self.cfg.hidden.is_multiple_of(64) && !self.env.wave_coherent
     }
 
+    /// Whether the grid kernels read their operands (`h_{t-1}`, `d_gh[t+1]`)
+    /// without `coherent` (`gru_*_grid_nc`, `gru_*_grid_cm_nc`, see their
+    /// headers): where rows are whole 128-byte lines (H % 32 == 0 in f32; the
+    /// cooperative-matrix kernels' f16 copies also need H % 64 == 0).
+    /// `DUALSCOPE_WAVE_COHERENT=1` keeps the coherent loads here too.
+    pub fn grid_noncoherent(&self, coopmat: bool) -> bool {
+        self.cfg.hidden.is_multiple_of(if coopmat { 64 } else { 32 }) && !self.env.wave_coherent
+    }
+
     /// The wavefront kernel of that direction: the variant without
     /// `coherent` operand loads where [`Engine::wave_noncoherent`] allows it.
     pub(super) fn wave_spec(&self, forward: bool) -> &'static KernelSpec {

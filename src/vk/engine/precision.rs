@@ -211,7 +211,12 @@ impl Engine {
         backward: bool,
     ) -> VkResult<(&'static KernelSpec, usize)> {
         if self.layer_rec_cm(l, backward) {
-            let spec = if backward { &GRU_BWD_GRID_CM } else { &GRU_FWD_GRID_CM };
+            let spec = match (backward, self.grid_noncoherent(true)) {
+                (false, false) => &GRU_FWD_GRID_CM,
+                (false, true) => &GRU_FWD_GRID_CM_NC,
+                (true, false) => &GRU_BWD_GRID_CM,
+                (true, true) => &GRU_BWD_GRID_CM_NC,
+            };
             return Ok((spec, self.cm_groups(ws)));
         }
         let stage = MapStage { kind: StageKind::GruRec, layer: l, backward };
@@ -223,7 +228,7 @@ impl Engine {
                 self.cm_groups(ws)
             )));
         }
-        let (fwd, bwd) = grid_specs(self.cfg.hidden);
+        let (fwd, bwd) = grid_specs(self.cfg.hidden, self.grid_noncoherent(false));
         Ok((if backward { bwd } else { fwd }, self.cfg.hidden.div_ceil(GRID_UNITS)))
     }
 

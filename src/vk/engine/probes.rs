@@ -41,7 +41,7 @@ impl Engine {
         let (spec, groups, bufs) = match self.grid_kernel(ws, 0, false)? {
             (fwd, groups) if flag == 1 => (fwd, groups, &bufs[..]),
             _ => {
-                let f32_kernel = grid_specs(self.cfg.hidden).0;
+                let f32_kernel = grid_specs(self.cfg.hidden, self.grid_noncoherent(false)).0;
                 (f32_kernel, self.cfg.hidden.div_ceil(GRID_UNITS), &bufs[..f32_kernel.bindings.len()])
             }
         };
