@@ -178,19 +178,23 @@ fn assert_matches_cpu(e: &mut Engine, cfg: &Config, params: &Params<f32>, b: &Ba
 /// The grid recurrence kernels (units spread over workgroups), one dispatch
 /// per step: odd widths (a workgroup with units past H), a batch too large for
 /// one pass (B·4 > 256 invocations), and H = 300, whose dot products take
-/// several chunks of loads.
+/// several chunks of loads; and H = 96, whose rows are whole cache lines, on
+/// the kernels that read their operands without `coherent` (`gru_*_grid_nc`).
 #[test]
 fn grid_recurrence_kernels_match_the_cpu() {
     use dualscope::vk::engine::Recurrence;
     let (test, ctx) = common::vulkan!();
     let wide = Config { hidden: 300, d_embed: 8, batch: 2, seq_len: 30, ..odd() };
+    let lined = Config { hidden: 96, d_embed: 8, batch: 3, seq_len: 20, ..odd() };
     let many: Vec<usize> = (0..70).map(|i| 2 + i % 5).collect();
-    for (cfg, lens) in [(odd(), vec![12, 5, 2]), (odd(), many), (wide, vec![31, 17])] {
+    for (cfg, lens) in [(odd(), vec![12, 5, 2]), (odd(), many), (wide, vec![31, 17]), (lined, vec![19, 7, 20])] {
         let params = Params::<f32>::init(&cfg, 11);
         let b = batch(4, &lens);
         let mut e =
             Engine::new(&ctx, &cfg, &params, &StepOptions::default(), &LossScale::fixed(), GemmPath::TiledF32).unwrap();
         e.set_recurrence(Recurrence::Steps).unwrap();
+        // Only H % 32 == 0 takes the loads without `coherent`.
+        assert_eq!(e.grid_noncoherent(false), cfg.hidden % 32 == 0, "H={}", cfg.hidden);
         assert_matches_cpu(&mut e, &cfg, &params, &b, None, &format!("H={} B={}", cfg.hidden, lens.len()));
     }
     assert_clean(&ctx, test);
