@@ -36,6 +36,8 @@ pub struct EngineEnv {
     pub wave_off: bool,
     /// `DUALSCOPE_WAVE_COHERENT=1`.
     pub wave_coherent: bool,
+    /// `DUALSCOPE_WAVE_WIDE=1`: wavefronts of up to 256 workgroups (a probe).
+    pub wave_wide: bool,
     /// `DUALSCOPE_WG`: the one-workgroup recurrences (`0`: off, `fma`: forced).
     pub wg: WgChoice,
     /// `DUALSCOPE_HOST_PROFILE` set.
@@ -72,6 +74,7 @@ impl EngineEnv {
             recurrence_product_f32: is("DUALSCOPE_RECURRENCE_PRODUCT", "f32"),
             wave_off: is("DUALSCOPE_WAVE", "0"),
             wave_coherent: is("DUALSCOPE_WAVE_COHERENT", "1"),
+            wave_wide: is("DUALSCOPE_WAVE_WIDE", "1"),
             wg,
             host_profile: std::env::var_os("DUALSCOPE_HOST_PROFILE").is_some(),
             poison: is("DUALSCOPE_POISON", "1"),

@@ -231,6 +231,9 @@ pub const GRID_UNITS: usize = 4;
 pub const GRID_MAX_HIDDEN: usize = 512;
 /// Workgroups of a grid recurrence at most (one barrier flag each).
 pub const GRID_MAX_GROUPS: usize = GRID_MAX_HIDDEN / GRID_UNITS;
+/// Workgroups of a wavefront at most where two share an SM
+/// (`DUALSCOPE_WAVE_WIDE=1`; the barrier polls one flag per invocation of 256).
+pub const WAVE_WIDE_MAX_GROUPS: usize = 256;
 /// Words per barrier flag (a 128-byte line; `GRID_FLAG_STRIDE` in grid.glsl).
 pub const GRID_FLAG_WORDS: usize = 32;
 

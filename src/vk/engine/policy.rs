@@ -264,7 +264,7 @@ impl Engine {
         let Some(ws) = self.ws.as_ref() else { return false };
         (0..self.cfg.layers).all(|l| self.layer_rec_cm(l, backward))
             && self.cfg.layers == 2
-            && 2 * self.cm_groups(ws) <= GRID_MAX_GROUPS
+            && 2 * self.cm_groups(ws) <= if self.env.wave_wide { WAVE_WIDE_MAX_GROUPS } else { GRID_MAX_GROUPS }
             && !spec.spirv.is_empty()
             && !self.env.wave_off
             && ws.layers.iter().all(|lb| lb.d_gi16.is_some())
@@ -279,7 +279,7 @@ impl Engine {
         Recurrence::Grid.check(&self.ctx, self.cfg.hidden)?;
         let ws = self.ws()?;
         let lb = &ws.layers[0];
-        let ((fwd, fwd_groups), (bwd, groups)) = (self.grid_kernel(ws, 0, false)?, self.grid_kernel(ws, 0, true)?);
+        let ((fwd, fwd_groups), (bwd, bwd_groups)) = (self.grid_kernel(ws, 0, false)?, self.grid_kernel(ws, 0, true)?);
         let f1 = grid_poll_budget(&self.ctx);
         let p = ModelPush { flag: 1, t: 0, n: 4, f1, ..self.push(ws) };
         let mut seq = Sequence::new(&self.ctx)?;
@@ -289,24 +289,28 @@ impl Engine {
         self.dispatch(&mut seq, fwd, &bufs, &p, fwd_groups, "grid residency (forward)")?;
         seq.fill(&ws.sync, 0)?;
         let bufs = self.grid_bwd_bufs(ws, lb, 0);
-        self.dispatch(&mut seq, bwd, &bufs, &p, groups, "grid residency (backward)")?;
+        self.dispatch(&mut seq, bwd, &bufs, &p, bwd_groups, "grid residency (backward)")?;
+        // The most workgroups one of these dispatches needs resident at once.
+        let mut most = fwd_groups.max(bwd_groups);
         if self.forward_wave() {
             let (wp, bufs, groups) = self.wave_fwd_args(ws)?;
             let wp = ModelPush { flag: 1, t: 0, n: 4, f1, ..wp };
             seq.fill(&ws.sync, 0)?;
             self.dispatch(&mut seq, &GRU_FWD_WAVE_CM, &bufs, &wp, groups, "grid residency (forward wavefront)")?;
+            most = most.max(groups);
         }
         if self.backward_wave() {
             let (wp, bufs, groups) = self.wave_bwd_args(ws)?;
             let wp = ModelPush { flag: 1, t: 0, n: 4, f1, ..wp };
             seq.fill(&ws.sync, 0)?;
             self.dispatch(&mut seq, &GRU_BWD_WAVE_CM, &bufs, &wp, groups, "grid residency (backward wavefront)")?;
+            most = most.max(groups);
         }
         seq.submit()?;
         if self.read_state()?[st::GRID_FAIL] != 0 {
             return Err(VkError::Unsupported(format!(
-                "the grid recurrence's barrier gave up waiting: {} does not keep all {groups} workgroups of a \
-                 grid dispatch resident at once",
+                "the grid recurrence's barrier gave up waiting: {} does not keep all the workgroups of its grid \
+                 dispatches (up to {most}) resident at once",
                 self.ctx.report().name
             )));
         }

@@ -7,7 +7,7 @@ use crate::model::Config;
 use crate::vk::gemm::{GemmPath, GemmShape, split_k_scratch_len};
 use crate::vk::{Buffer, Context, MemoryKind, VkError, VkResult};
 
-use super::kernels::{GRID_CM_TILE, GRID_FLAG_WORDS, GRID_MAX_GROUPS, SUMSQ_CHUNK};
+use super::kernels::{GRID_CM_TILE, GRID_FLAG_WORDS, SUMSQ_CHUNK, WAVE_WIDE_MAX_GROUPS};
 use super::reduce::col_sum_scratch_len;
 
 /// One GRU layer's buffers, each `[T, B, ·]`.
@@ -287,7 +287,7 @@ impl Workspace {
             d_emb: dev("embed.d_out", rows * d)?,
             partials: dev("reduce.partials", n_params.div_ceil(SUMSQ_CHUNK).max(rows))?,
             wt: dev("gru.w_hh_t", 3 * h * h)?,
-            sync: dev("grid.sync", GRID_MAX_GROUPS * GRID_FLAG_WORDS)?,
+            sync: dev("grid.sync", WAVE_WIDE_MAX_GROUPS * GRID_FLAG_WORDS)?,
             scratch: dev("reduce.scratch", scratch_len_for(cfg, rows, b, path))?,
             carry_h0: (0..cfg.layers).map(|l| dev(&format!("carry.h0_l{l}"), b * h)).collect::<VkResult<_>>()?,
             s_pre: dev("carry.s_pre", pre * h)?,
