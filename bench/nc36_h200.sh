@@ -29,37 +29,10 @@ if [ "${NC36_LADDERS:-1}" = 1 ]; then
     env "${env[@]}" timeout 120 $BIN ladder --config "$config" --precision $prec --mode chained --json \
       > "$OUT/ladder-$name.json" 2> "$OUT/ladder-$name.err"
     rc=$?
-    python3 - "$OUT/ladder-$name.json" "$name $prec: exit $rc, $(( $(date +%s) - t0 )) s" <<'PY' || tail -3 "$OUT/ladder-$name.err"
-import json, sys
-r = json.load(open(sys.argv[1]))
-v = r.get("validation") or {}
-gru = [k for k in v.get("kernels", []) if k.startswith("gru_")]
-print(f"  {sys.argv[2]}; status {r['status']}; validation on {v.get('on')}, errors {v.get('errors')}; recurrence kernels {gru}")
-for x in r["rungs"]:
-    worst = max(x["cases"], key=lambda c: float(c["rel_l2"]) / max(float(c["tolerance"]), 1e-30)) if x["cases"] else None
-    w = f"worst {worst['name']}: {float(worst['rel_l2']):.2e} of {float(worst['tolerance']):.1e}" if worst else ""
-    print(f"    {x['id']:<10} {x['status']:<5} {w}")
-e = r.get("end_to_end")
-if e:
-    print(f"    end_to_end {e['status']}: loss rel {float(e['loss_rel_err']):.2e} (gate {float(e['loss_tolerance']):.1e})")
-PY
+    python3 bench/ladder_summary.py "$OUT/ladder-$name.json" "$name $prec: exit $rc, $(( $(date +%s) - t0 )) s" || tail -3 "$OUT/ladder-$name.err"
   done
 fi
-summary() { # FILE LABEL
-  python3 - "$1" "$2" <<'PY'
-import json, sys
-f = lambda x: "-" if x is None else f"{x:.3f}"
-try:
-    g = [e for e in json.load(open(sys.argv[1]))["engines"] if e.get("engine") == "gpu"][0]
-    rec = g.get("recurrence") or {}
-    ks = [(k["kernel"], k["ms"]) for k in g.get("kernels_ms", []) if "recurrence" in k["kernel"]]
-    print(f"  {sys.argv[2]:<28} replay {f(g.get('replay_median_ms'))} ms, device {f(g.get('replay_device_median_ms'))};"
-          f" loads {rec.get('grid_loads')}, waves {rec.get('wave_loads')}; recurrence kernels {f(rec.get('recurrence_ms'))} ms;"
-          f" first loss {g.get('first_loss')}")
-except Exception as e:
-    print(f"  {sys.argv[2]}: no report ({e})")
-PY
-}
+summary() { python3 bench/bench_summary.py "$1" "$2"; }  # FILE LABEL
 echo "== (b) bench, coherent (old) against not (new), old new new old"
 SHAPES=${SHAPES:-"--config bench --precision f32;--config bench --batch 1 --seq-len 512 --precision f32;--config small --precision f32;--config bench --batch 64 --seq-len 256 --precision f32;--config bench --batch 64 --seq-len 256 --precision mixed"}
 IFS=';' read -ra shapes <<< "$SHAPES"

@@ -26,39 +26,10 @@ for c in "small:small" "b5_t100:$(cfg b5_t100 5 100)" "b16:$(cfg b16 16 128)"; d
     env "${env[@]}" $BIN ladder --config "$config" --precision f16 --mode chained --json \
       > "$OUT/ladder-$name-$wg.json" 2> "$OUT/ladder-$name-$wg.err"
     rc=$?
-    python3 - "$OUT/ladder-$name-$wg.json" "$name $wg: exit $rc, $(( $(date +%s) - t0 )) s" <<'PY' || tail -3 "$OUT/ladder-$name-$wg.err"
-import json, sys
-r = json.load(open(sys.argv[1]))
-v = r.get("validation") or {}
-gru = [k for k in v.get("kernels", []) if k.startswith("gru_")]
-print(f"  {sys.argv[2]}; status {r['status']}; validation on {v.get('on')}, errors {v.get('errors')}; recurrence kernels {gru}")
-for x in r["rungs"]:
-    worst = max(x["cases"], key=lambda c: float(c["rel_l2"]) / max(float(c["tolerance"]), 1e-30)) if x["cases"] else None
-    w = f"worst {worst['name']}: {float(worst['rel_l2']):.2e} of {float(worst['tolerance']):.1e}" if worst else ""
-    print(f"    {x['id']:<10} {x['status']:<5} {w}")
-e = r.get("end_to_end")
-if e:
-    print(f"    end_to_end {e['status']}: loss rel {float(e['loss_rel_err']):.2e} (gate {float(e['loss_tolerance']):.1e})")
-PY
+    python3 bench/ladder_summary.py "$OUT/ladder-$name-$wg.json" "$name $wg: exit $rc, $(( $(date +%s) - t0 )) s" || tail -3 "$OUT/ladder-$name-$wg.err"
   done
 done
-summary() { # FILE LABEL
-  python3 - "$1" "$2" <<'PY'
-import json, sys
-f = lambda x: "-" if x is None else f"{x:.3f}"
-try:
-    g = [e for e in json.load(open(sys.argv[1]))["engines"] if e.get("engine") == "gpu"][0]
-    rec = g.get("recurrence") or {}
-    ks = [(k["kernel"], k["ms"]) for k in g.get("kernels_ms", []) if "recurrence" in k["kernel"]]
-    print(f"  {sys.argv[2]:<14} replay {f(g.get('replay_median_ms'))} ms, device {f(g.get('replay_device_median_ms'))} ms;"
-          f" wall {f(g.get('median_ms'))}, device {f(g.get('device_median_ms'))}; product: {rec.get('product')},"
-          f" recurrence kernels {f(rec.get('recurrence_ms'))} ms")
-    for k, ms in ks:
-        print(f"      {ms:8.4f} ms  {k}")
-except Exception as e:
-    print(f"  {sys.argv[2]}: no report ({e})")
-PY
-}
+summary() { python3 bench/bench_summary.py "$1" "$2"; }  # FILE LABEL
 echo
 echo "== (b, c) bench --precision mixed, replayed; old (DUALSCOPE_WG=0) against new"
 for shape in "small:" "small_b16:--batch 16"; do

@@ -22,20 +22,7 @@ for c in "b64_t256:$(cfg b64_t256 64 256)" "b48_t100:$(cfg b48_t100 48 100)"; do
     DUALSCOPE_VK_VALIDATION=$MODE DUALSCOPE_WAVE_WIDE=1 timeout 120 $BIN ladder --config "$config" --precision f16 \
     --mode chained --json > "$OUT/ladder-$name.json" 2> "$OUT/ladder-$name.err"
   rc=$?
-  python3 - "$OUT/ladder-$name.json" "$name: exit $rc, $(( $(date +%s) - t0 )) s" <<'PY' || tail -3 "$OUT/ladder-$name.err"
-import json, sys
-r = json.load(open(sys.argv[1]))
-v = r.get("validation") or {}
-gru = [k for k in v.get("kernels", []) if k.startswith("gru_")]
-print(f"  {sys.argv[2]}; status {r['status']}; validation on {v.get('on')}, errors {v.get('errors')}; recurrence kernels {gru}")
-for x in r["rungs"]:
-    worst = max(x["cases"], key=lambda c: float(c["rel_l2"]) / max(float(c["tolerance"]), 1e-30)) if x["cases"] else None
-    w = f"worst {worst['name']}: {float(worst['rel_l2']):.2e} of {float(worst['tolerance']):.1e}" if worst else ""
-    print(f"    {x['id']:<10} {x['status']:<5} {w}")
-e = r.get("end_to_end")
-if e:
-    print(f"    end_to_end {e['status']}: loss rel {float(e['loss_rel_err']):.2e} (gate {float(e['loss_tolerance']):.1e})")
-PY
+  python3 bench/ladder_summary.py "$OUT/ladder-$name.json" "$name: exit $rc, $(( $(date +%s) - t0 )) s" || tail -3 "$OUT/ladder-$name.err"
 done
 echo "== (b) bench --precision mixed, per-layer grids (old) against wide wavefronts (new)"
 for b in 64 48; do
@@ -44,18 +31,6 @@ for b in 64 48; do
     i=$((i + 1)); env=(); [ $which = new ] && env=(DUALSCOPE_WAVE_WIDE=1)
     f="$OUT/bench-b$b-$which-$i.json"
     env "${env[@]}" $BIN bench --engine gpu --config bench --batch $b --seq-len 256 --precision mixed --steps 20 --warmup 3 --json > "$f" 2> "${f%.json}.err"
-    python3 - "$f" "B=$b $which" <<'PY'
-import json, sys
-try:
-    g = [e for e in json.load(open(sys.argv[1]))["engines"] if e.get("engine") == "gpu"][0]
-    rec = g.get("recurrence") or {}
-    ks = [(k["kernel"], k["ms"]) for k in g.get("kernels_ms", []) if "recurrence" in k["kernel"]]
-    print(f"  {sys.argv[2]:<10} replay {g.get('replay_median_ms'):.3f} ms, device {g.get('replay_device_median_ms'):.3f};"
-          f" mode {rec.get('mode')}, waves {rec.get('wave_loads')}, grid {rec.get('grid_loads')}; recurrence {rec.get('recurrence_ms'):.3f} ms;"
-          f" fallback {rec.get('fallback')}; first loss {g.get('first_loss')}")
-    for k, ms in ks: print(f"      {ms:8.4f} ms  {k}")
-except Exception as e:
-    print(f"  {sys.argv[2]}: no report ({e})")
-PY
+    python3 bench/bench_summary.py "$f" "B=$b $which"
   done
 done
