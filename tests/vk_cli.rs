@@ -589,3 +589,28 @@ fn the_mixed_step_runs_from_the_command_line() {
     let out = train("cpu");
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
 }
+
+/// `DUALSCOPE_PIPELINE_STATS=1`: each kernel's driver statistics on stderr as
+/// it is built, where the device has `VK_KHR_pipeline_executable_properties`
+/// (as `gpu-info` reports); elsewhere (lavapipe) one line saying so, and the
+/// run goes on as without it.
+#[test]
+fn pipeline_stats_are_printed_or_the_device_is_named() {
+    common::skip_without_vulkan!();
+    let info = dualscope(&["gpu-info", "--json"], &[]);
+    let v: serde_json::Value = serde_json::from_slice(&info.stdout).expect("one JSON object");
+    let has = v["features"]["pipeline_stats"].as_bool().expect("features.pipeline_stats");
+    let args = ["ladder", "--rungs", "gemm", "--config", "tiny", "--precision", "f32", "--json"];
+    let out = dualscope(&args, &[("DUALSCOPE_PIPELINE_STATS", "1")]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    if has {
+        assert!(err.lines().any(|l| l.starts_with("dualscope: pipeline gemm")), "{err}");
+    } else {
+        let name = v["name"].as_str().unwrap();
+        assert!(err.contains(&format!("{name} has no VK_KHR_pipeline_executable_properties")), "{err}");
+    }
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the ladder's report");
+    assert_eq!(r["rungs"][0]["status"], "pass");
+    assert_eq!(r["validation"]["errors"], 0);
+}

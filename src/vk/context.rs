@@ -227,7 +227,16 @@ impl Context {
             ));
         }
         let picked = &picked;
-        let device = create_device(instance_ref, picked)?;
+        let stats = picked.features.pipeline_stats && pipeline_stats_asked();
+        if pipeline_stats_asked() && !stats {
+            eprintln!(
+                "dualscope: DUALSCOPE_PIPELINE_STATS: {} has no VK_KHR_pipeline_executable_properties",
+                picked.name
+            );
+        }
+        let device = create_device(instance_ref, picked, stats)?;
+        let pipeline_stats =
+            stats.then(|| ash::khr::pipeline_executable_properties::Device::new(instance_ref, &device));
         let (instance, debug) = guard.release();
 
         // SAFETY: the queue family and index were requested at device creation.
@@ -258,6 +267,7 @@ impl Context {
             },
             counters,
             recycled: Mutex::new(Vec::new()),
+            pipeline_stats,
         };
         // From here on `Inner`'s `Drop` cleans up on every error path.
         let allocator =
@@ -370,7 +380,15 @@ impl Drop for InstanceGuard {
     }
 }
 
-fn create_device(instance: &ash::Instance, c: &Candidate) -> VkResult<ash::Device> {
+/// Whether `DUALSCOPE_PIPELINE_STATS=1` asks for the driver's statistics of
+/// each kernel (printed as it is built, see `kernel.rs`).
+pub(crate) fn pipeline_stats_asked() -> bool {
+    std::env::var("DUALSCOPE_PIPELINE_STATS").is_ok_and(|v| v.trim() == "1")
+}
+
+/// The logical device; with `stats`, `VK_KHR_pipeline_executable_properties`
+/// enabled too (the caller checked that the device has it).
+fn create_device(instance: &ash::Instance, c: &Candidate, stats: bool) -> VkResult<ash::Device> {
     let priorities = [1.0f32];
     let queues =
         [vk::DeviceQueueCreateInfo::default().queue_family_index(c.queue_family).queue_priorities(&priorities)];
@@ -383,14 +401,21 @@ fn create_device(instance: &ash::Instance, c: &Candidate) -> VkResult<ash::Devic
         .vulkan_memory_model(coop)
         .vulkan_memory_model_device_scope(coop);
     let mut fcm = vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default().cooperative_matrix(true);
-    let extensions = [ash::khr::cooperative_matrix::NAME.as_ptr()];
+    let mut fpe = vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR::default().pipeline_executable_info(true);
+    let mut extensions = Vec::new();
     let mut info = vk::DeviceCreateInfo::default().queue_create_infos(&queues);
     if c.api_version >= vk::API_VERSION_1_2 {
         info = info.push_next(&mut v11).push_next(&mut v12);
     }
     if coop {
-        info = info.enabled_extension_names(&extensions).push_next(&mut fcm);
+        extensions.push(ash::khr::cooperative_matrix::NAME.as_ptr());
+        info = info.push_next(&mut fcm);
     }
+    if stats {
+        extensions.push(ash::khr::pipeline_executable_properties::NAME.as_ptr());
+        info = info.push_next(&mut fpe);
+    }
+    info = info.enabled_extension_names(&extensions);
     // SAFETY: `info` points into locals that outlive the call; the features
     // enabled are ones the device reported (see `rank_devices`).
     unsafe { instance.create_device(c.physical, &info, None) }.map_err(call("vkCreateDevice"))

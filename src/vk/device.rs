@@ -35,6 +35,10 @@ pub struct Features {
     pub bfloat16: bool,
     /// Subgroup arithmetic and shuffles in compute shaders: the grid recurrence uses them.
     pub subgroup_ops: bool,
+    /// `VK_KHR_pipeline_executable_properties` with `pipelineExecutableInfo`:
+    /// the driver's own statistics of each compiled kernel (registers, spills,
+    /// shared memory: whatever it reports), printed with `DUALSCOPE_PIPELINE_STATS=1`.
+    pub pipeline_stats: bool,
 }
 
 /// One line of the ranked device list.
@@ -213,11 +217,16 @@ fn describe(entry: &ash::Entry, instance: &ash::Instance, physical: vk::Physical
         let mut f11 = vk::PhysicalDeviceVulkan11Features::default();
         let mut f12 = vk::PhysicalDeviceVulkan12Features::default();
         let mut fcm = vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default();
+        let mut fpe = vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR::default();
         let coop_ext = has(ash::khr::cooperative_matrix::NAME);
+        let stats_ext = has(ash::khr::pipeline_executable_properties::NAME);
         if v12 {
             let mut f2 = vk::PhysicalDeviceFeatures2::default().push_next(&mut f11).push_next(&mut f12);
             if coop_ext {
                 f2 = f2.push_next(&mut fcm);
+            }
+            if stats_ext {
+                f2 = f2.push_next(&mut fpe);
             }
             instance.get_physical_device_features2(physical, &mut f2);
         }
@@ -248,6 +257,7 @@ fn describe(entry: &ash::Entry, instance: &ash::Instance, physical: vk::Physical
                 .supported_operations
                 .contains(vk::SubgroupFeatureFlags::ARITHMETIC | vk::SubgroupFeatureFlags::SHUFFLE)
                 && subgroup.supported_stages.contains(vk::ShaderStageFlags::COMPUTE),
+            pipeline_stats: stats_ext && fpe.pipeline_executable_info == vk::TRUE,
         };
         let l = &p.limits;
         Some(Candidate {

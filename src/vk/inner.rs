@@ -47,6 +47,9 @@ pub(crate) struct Inner {
     /// destroying them took about 0.9 ms per sequence on the H200, most of
     /// the host's share of a recorded training step.
     pub recycled: Mutex<Vec<SequenceParts>>,
+    /// With `DUALSCOPE_PIPELINE_STATS=1` on a device that has it: the driver's
+    /// statistics of each kernel, printed as it is built (`kernel.rs`).
+    pub pipeline_stats: Option<ash::khr::pipeline_executable_properties::Device>,
 }
 
 /// The handles a sequence owns besides its recording (see `recorder`).

@@ -125,7 +125,12 @@ impl Kernel {
                 .stage(vk::ShaderStageFlags::COMPUTE)
                 .module(k.module)
                 .name(c"main");
-            let info = [vk::ComputePipelineCreateInfo::default().stage(stage).layout(k.pipeline_layout)];
+            let flags = if k.inner.pipeline_stats.is_some() {
+                vk::PipelineCreateFlags::CAPTURE_STATISTICS_KHR
+            } else {
+                vk::PipelineCreateFlags::empty()
+            };
+            let info = [vk::ComputePipelineCreateInfo::default().flags(flags).stage(stage).layout(k.pipeline_layout)];
             let pipelines =
                 device.create_compute_pipelines(vk::PipelineCache::null(), &info, None).map_err(|(_, e)| {
                     // Name the kernel: a driver or layer that rejects one shader says little else.
@@ -133,6 +138,9 @@ impl Kernel {
                     call("vkCreateComputePipelines")(e)
                 })?;
             k.pipeline = pipelines[0];
+            if let Some(pe) = &k.inner.pipeline_stats {
+                eprintln!("dualscope: pipeline {}: {}", spec.name, pipeline_statistics(pe, k.pipeline));
+            }
         }
         Ok(k)
     }
@@ -142,6 +150,39 @@ impl Kernel {
     pub fn group_counts(&self, limits: &Limits, work: [u64; 3]) -> VkResult<[u32; 3]> {
         group_counts(self.spec, limits, work)
     }
+}
+
+/// The driver's statistics of `pipeline`'s executables, `name=value` each
+/// (`VK_KHR_pipeline_executable_properties`; what a driver reports is its own).
+fn pipeline_statistics(pe: &ash::khr::pipeline_executable_properties::Device, pipeline: vk::Pipeline) -> String {
+    let text = |c: &[std::ffi::c_char]| {
+        let bytes: Vec<u8> = c.iter().take_while(|&&b| b != 0).map(|&b| b as u8).collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    };
+    // SAFETY: `pipeline` is a live pipeline of this device, created with
+    // CAPTURE_STATISTICS; each statistic's union member is the one its format names.
+    let executables =
+        match unsafe { pe.get_pipeline_executable_properties(&vk::PipelineInfoKHR::default().pipeline(pipeline)) } {
+            Ok(v) => v.len(),
+            Err(e) => return format!("no statistics ({e})"),
+        };
+    let mut out = Vec::new();
+    for i in 0..executables as u32 {
+        let info = vk::PipelineExecutableInfoKHR::default().pipeline(pipeline).executable_index(i);
+        let Ok(stats) = (unsafe { pe.get_pipeline_executable_statistics(&info) }) else { continue };
+        for st in &stats {
+            let value = unsafe {
+                match st.format {
+                    vk::PipelineExecutableStatisticFormatKHR::BOOL32 => (st.value.b32 == vk::TRUE).to_string(),
+                    vk::PipelineExecutableStatisticFormatKHR::INT64 => st.value.i64.to_string(),
+                    vk::PipelineExecutableStatisticFormatKHR::UINT64 => st.value.u64.to_string(),
+                    _ => format!("{:.3}", st.value.f64),
+                }
+            };
+            out.push(format!("{}={value}", text(&st.name)));
+        }
+    }
+    if out.is_empty() { "no statistics reported".into() } else { out.join(", ") }
 }
 
 /// Workgroup counts for `work` items of `spec`, or a clear error past the limits.
