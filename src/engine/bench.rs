@@ -345,12 +345,10 @@ fn recurrence_floor(
 ) -> Result<RecurrenceReport, VkError> {
     let mode = e.recurrence();
     let measured: f64 = kernels.iter().filter(|(k, _)| k.contains("recurrence")).map(|(_, ms)| ms).sum();
+    // How a recurrence kernel that runs reads its operands (None: it does not run).
+    let kind = |runs: bool, noncoherent: bool| runs.then_some(if noncoherent { "noncoherent" } else { "coherent" });
     // The wavefronts' operand loads (see Engine::wave_noncoherent).
-    let loads = |wave: bool, forward: bool| match (wave, e.wave_noncoherent(forward)) {
-        (false, _) => None,
-        (true, true) => Some("noncoherent"),
-        (true, false) => Some("coherent"),
-    };
+    let loads = |wave: bool, forward: bool| kind(wave, e.wave_noncoherent(forward));
     let mut v = RecurrenceReport {
         mode: mode.name(),
         product: match (e.recurrence_wg(), e.recurrence_on_coopmat()) {
@@ -361,14 +359,10 @@ fn recurrence_floor(
         },
         wave_loads: WaveLoads { forward: loads(e.forward_wave(), true), backward: loads(e.backward_wave(), false) },
         // The per-layer grid kernels' loads, where a direction runs them.
-        grid_loads: match (
+        grid_loads: kind(
             mode == Recurrence::Grid && !(e.forward_wave() && e.backward_wave()) && e.recurrence_wg().is_none(),
             e.grid_noncoherent(e.recurrence_on_coopmat()),
-        ) {
-            (false, _) => None,
-            (true, true) => Some("noncoherent"),
-            (true, false) => Some("coherent"),
-        },
+        ),
         recurrence_ms: measured,
         fallback: e.recurrence_fallback().map(str::to_string),
         barrier_us: None,

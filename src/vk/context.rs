@@ -227,8 +227,9 @@ impl Context {
             ));
         }
         let picked = &picked;
-        let stats = picked.features.pipeline_stats && pipeline_stats_asked();
-        if pipeline_stats_asked() && !stats {
+        let stats_asked = pipeline_stats_asked();
+        let stats = picked.features.pipeline_stats && stats_asked;
+        if stats_asked && !stats {
             eprintln!(
                 "dualscope: DUALSCOPE_PIPELINE_STATS: {} has no VK_KHR_pipeline_executable_properties",
                 picked.name
@@ -382,7 +383,7 @@ impl Drop for InstanceGuard {
 
 /// Whether `DUALSCOPE_PIPELINE_STATS=1` asks for the driver's statistics of
 /// each kernel (printed as it is built, see `kernel.rs`).
-pub(crate) fn pipeline_stats_asked() -> bool {
+fn pipeline_stats_asked() -> bool {
     std::env::var("DUALSCOPE_PIPELINE_STATS").is_ok_and(|v| v.trim() == "1")
 }
 
