@@ -13,6 +13,12 @@ use crate::vk::buffer::Buffer;
 use crate::vk::error::{VkError, VkResult, call};
 use crate::vk::kernel::{Kernel, PushConstants};
 
+/// Whether `DUALSCOPE_BARRIER_PROBE=overlap` is set (read once per process).
+fn overlap_probe() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("DUALSCOPE_BARRIER_PROBE").is_ok_and(|v| v.trim() == "overlap"))
+}
+
 /// Descriptor sets per descriptor pool chunk.
 const SETS_PER_POOL: u32 = 64;
 /// Storage buffers per set at most (the widest kernel, `gru_bwd_wave_cm`, has 20).
@@ -74,6 +80,25 @@ impl Recording {
                 &[],
             )
         };
+    }
+
+    /// The barrier of `DUALSCOPE_BARRIER_PROBE=overlap`: a full memory
+    /// barrier before and after every recurrence (a dispatch whose label
+    /// names one), none between other dispatches, so that these overlap as
+    /// far as the device lets them. A timing probe of what dependency
+    /// tracking could gain at best: the results are meaningless.
+    fn overlap_probe_barrier(&mut self, label: &str) {
+        let grid = label.contains("recurrence");
+        if grid || self.last_grid {
+            let cs = vk::PipelineStageFlags::COMPUTE_SHADER;
+            let rw = vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE;
+            let all = [vk::MemoryBarrier::default().src_access_mask(rw).dst_access_mask(rw)];
+            // SAFETY: recording into our command buffer, which is in the recording state.
+            unsafe {
+                self.inner.device.cmd_pipeline_barrier(self.cmd, cs, cs, vk::DependencyFlags::empty(), &all, &[], &[])
+            };
+        }
+        self.last_grid = grid;
     }
 
     /// Dispatches recorded so far (the index the next one gets in [`Timings`]).
@@ -192,7 +217,11 @@ impl Recording {
             let w = if acc.writes() { vk::AccessFlags::SHADER_WRITE } else { vk::AccessFlags::empty() };
             self.tracker.access(b.handle, cs, r, w, &mut list);
         }
-        self.barrier(cs, &list);
+        if overlap_probe() {
+            self.overlap_probe_barrier(label);
+        } else {
+            self.barrier(cs, &list);
+        }
         let per_dispatch = self.timing == Timing::PerDispatch && self.queries != vk::QueryPool::null();
         let slot = (per_dispatch && self.timed < MAX_TIMED).then_some(self.timed);
         let d = &self.inner.device;

@@ -41,6 +41,8 @@ pub struct Recording {
     pub(super) timing: Timing,
     /// Recording ended ([`super::Sequence::end`]): the buffer can be submitted again and again.
     pub(super) ended: bool,
+    /// The last dispatch was a recurrence (`DUALSCOPE_BARRIER_PROBE=overlap` only).
+    pub(super) last_grid: bool,
 }
 
 impl Recording {
@@ -64,6 +66,7 @@ impl Recording {
             submitted: false,
             timing,
             ended: false,
+            last_grid: false,
         };
         let recycled = s.inner.recycled.lock().unwrap_or_else(|p| p.into_inner()).pop();
         let d = &s.inner.device;
