@@ -355,12 +355,14 @@ fn col_sums_match_a_float64_sum() {
             let out = Buffer::upload_f32(&ctx, "out", &out_init).unwrap();
             let out_dev = Buffer::device_f32(&ctx, "out.dev", out_init.len()).unwrap();
             let back = Buffer::readback_f32(&ctx, "out.back", out_init.len()).unwrap();
-            let scratch = Buffer::device_f32(&ctx, "scratch", col_sum_scratch_len(rows, d).max(1)).unwrap();
+            // The chunk sums from an offset: the scratch is bound from there on.
+            let scratch = Buffer::device_f32(&ctx, "scratch", 37 + col_sum_scratch_len(rows, d).max(1)).unwrap();
             let run = || {
                 let mut seq = Sequence::new(&ctx).unwrap();
                 seq.copy(&out, 0, &out_dev, 0, out.bytes()).unwrap();
                 let (xm, om) = (MatRef { buf: &xb, offset: x_off }, MatRef { buf: &out_dev, offset: out_off });
-                record_col_sum(&ctx, &mut seq, xm, rows, d, om, &scratch, "col_sum test").unwrap();
+                let sm = MatRef { buf: &scratch, offset: 37 };
+                record_col_sum(&ctx, &mut seq, xm, rows, d, om, sm, "col_sum test").unwrap();
                 seq.copy(&out_dev, 0, &back, 0, out.bytes()).unwrap();
                 let t = seq.submit().unwrap();
                 assert_eq!(t.dispatches.len(), if col_sum_chunks(rows).1 > 1 { 2 } else { 1 });

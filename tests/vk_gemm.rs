@@ -844,3 +844,82 @@ fn the_f32_kernel_choice() {
     }
     assert_clean(&ctx, test);
 }
+
+/// Products that write disjoint parts of one buffer, as the weight gradients
+/// write theirs in the gradients' buffer, each split over its own region of
+/// one scratch buffer (offsets not on a 16-byte line): recorded back to back
+/// with no barrier between them, each as right as alone, the values around
+/// them untouched, and synchronization validation (on in tests) silent.
+/// A product that reads one of them afterwards waits for it (a barrier).
+#[test]
+fn disjoint_products_in_one_buffer_need_no_barrier() {
+    let (test, ctx) = common::vulkan!();
+    let path = gemm::GemmPath::TiledF32;
+    let mut rng = Rng::new(4242);
+    let shapes = [(37, 70, 1500, true), (64, 33, 1300, false), (29, 100, 900, true)];
+    // Each C at an odd offset, with a gap of sentinels before the next.
+    let mut offs = Vec::new();
+    let mut at = 3;
+    for &(m, n, _, _) in &shapes {
+        offs.push(at);
+        at += m * n + 5;
+    }
+    let mut c_all = vec![SENTINEL; at];
+    let products: Vec<_> = shapes
+        .iter()
+        .zip(&offs)
+        .map(|(&(m, n, k, ta), &off)| {
+            let s = GemmShape { m, n, k, ta, tb: false, accumulate: false };
+            let plan = gemm::split_k_plan(path, &s, usize::MAX);
+            assert!(plan.slices > 1, "{s:?} is split");
+            let (a, b) = (random(&mut rng, m * k), random(&mut rng, k * n));
+            (s, off, plan.slices * m * n, a, b)
+        })
+        .collect();
+    let region = products.iter().map(|p| p.2).max().unwrap() + 21;
+    let inputs: Vec<(Buffer, Buffer)> = products
+        .iter()
+        .map(|(_, _, _, a, b)| (Buffer::upload_f32(&ctx, "a", a).unwrap(), Buffer::upload_f32(&ctx, "b", b).unwrap()))
+        .collect();
+    let c_init = Buffer::upload_f32(&ctx, "c.init", &c_all).unwrap();
+    let c = Buffer::device_f32(&ctx, "c", at).unwrap();
+    let back = Buffer::readback_f32(&ctx, "c.back", at).unwrap();
+    let scratch = Buffer::device_f32(&ctx, "scratch", 5 + region * products.len()).unwrap();
+    let mut seq = Sequence::new(&ctx).unwrap();
+    seq.copy(&c_init, 0, &c, 0, c.bytes()).unwrap();
+    let mut later = Vec::new();
+    for (i, ((s, off, _, _, _), (a, b))) in products.iter().zip(&inputs).enumerate() {
+        let sm = MatRef { buf: &scratch, offset: 5 + i * region };
+        let cm = MatRef { buf: &c, offset: *off };
+        let (a, b) = (MatRef::whole(a), MatRef::whole(b));
+        later.extend(gemm::gemm_split_later(&ctx, &mut seq, path, s, a, b, cm, Some(sm)).unwrap());
+    }
+    // The partial products: no barrier before or between them.
+    assert_eq!((seq.barrier_count(), later.len()), (0, 3));
+    // Their sums: one barrier before the first (its partials, and the copy
+    // into C), none between them.
+    for sum in later {
+        sum(&mut seq).unwrap();
+    }
+    assert_eq!(seq.barrier_count(), 1, "barriers before the sums");
+    // A product reading the first one's C waits for it.
+    let (s0, off0) = (products[0].0, products[0].1);
+    let out = Buffer::device_f32(&ctx, "out", s0.m * s0.m).unwrap();
+    let before = seq.barrier_count();
+    let rd = GemmShape { m: s0.m, n: s0.m, k: s0.n, ta: false, tb: true, accumulate: false };
+    let cm = MatRef { buf: &c, offset: off0 };
+    gemm::gemm_split_at(&ctx, &mut seq, path, &rd, cm, cm, MatRef::whole(&out), None).unwrap();
+    assert_eq!(seq.barrier_count() - before, 1, "a read of a product's output waits for it");
+    seq.copy(&c, 0, &back, 0, c.bytes()).unwrap();
+    seq.submit().unwrap();
+    let got = back.read_f32().unwrap();
+    for (s, off, _, a, b) in &products {
+        let want = reference(s.m, s.n, s.k, a, s.ta, b, s.tb);
+        let err = rel_l2(&got[*off..off + s.m * s.n], &want);
+        assert!(err <= dualscope::ladder::f32_tolerance(s.k), "{s:?}: rel L2 {err:e}");
+        c_all[*off..off + s.m * s.n].fill(0.0);
+    }
+    let untouched = c_all.iter().zip(&got).filter(|(w, _)| w.to_bits() == SENTINEL.to_bits());
+    assert!(untouched.clone().count() > 0 && untouched.into_iter().all(|(_, g)| g.to_bits() == SENTINEL.to_bits()));
+    assert_clean(&ctx, test);
+}

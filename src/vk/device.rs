@@ -18,6 +18,8 @@ pub struct Limits {
     pub max_shared_memory: u32,
     pub max_storage_buffer_range: u32,
     pub max_push_constants_size: u32,
+    /// `minStorageBufferOffsetAlignment`: where a binding of part of a buffer may start.
+    pub min_storage_buffer_offset_alignment: u64,
 }
 
 /// Optional features the device supports. Of these, 16-bit storage and float16
@@ -280,6 +282,7 @@ fn describe(entry: &ash::Entry, instance: &ash::Instance, physical: vk::Physical
                 max_shared_memory: l.max_compute_shared_memory_size,
                 max_storage_buffer_range: l.max_storage_buffer_range,
                 max_push_constants_size: l.max_push_constants_size,
+                min_storage_buffer_offset_alignment: l.min_storage_buffer_offset_alignment,
             },
             features,
         })

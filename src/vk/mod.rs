@@ -26,5 +26,5 @@ pub use context::{Context, ContextOptions, MessageCounts};
 pub use device::{DeviceReport, DeviceSummary, Features, Limits};
 pub use error::{VkError, VkResult};
 pub use kernel::{Access, Kernel, KernelSpec, PushConstants, group_counts};
-pub use recorder::{Recording, Sequence, Timing, Timings, kernel_of};
+pub use recorder::{Bind, Recording, Sequence, Timing, Timings, kernel_of};
 pub use validation::{Validation, ValidationSummary};

@@ -4,6 +4,7 @@
 
 use super::kernels::*;
 use super::policy::Recurrence;
+use super::record::flush;
 use super::{BWD_WAVE_LAG, Engine, Workspace, u, workspace};
 use crate::vk::gemm::{MapStage, StageKind};
 use crate::vk::{Sequence, VkResult};
@@ -25,12 +26,16 @@ impl Engine {
         let tok = self.off("head.tok.weight");
         let ctxw = self.off("head.ctx.weight");
         let st = MapStage::bwd(StageKind::Head, 0);
-        self.mm(seq, st, (v, h, rows), (&ws.dlogits, 0, true), (s, 0, false), (gb, tok), false)?;
-        self.mm(seq, st, (v, a, rows), (dl_ctx, 0, true), (&ws.c, 0, false), (gb, ctxw), false)?;
-        self.col_sum(seq, &ws.dlogits, (rows, v), self.off("head.bias"), "head.bias grad")?;
-        self.mm(seq, st, (rows, h, v), (&ws.dlogits, 0, false), (pb, tok, false), (&ws.d_s_head, 0), false)?;
-        self.mm(seq, st, (rows, a, v), (&ws.dlogits, 0, false), (pb, ctxw, false), (&ws.d_c, 0), false)?;
-        Ok(())
+        // Five products and sums that depend on nothing of each other: their
+        // first passes back to back, then the split ones' sums.
+        let mut later = Vec::new();
+        self.mm_later(seq, &mut later, st, (v, h, rows), (&ws.dlogits, 0, true), (s, 0, false), (gb, tok), false)?;
+        self.mm_later(seq, &mut later, st, (v, a, rows), (dl_ctx, 0, true), (&ws.c, 0, false), (gb, ctxw), false)?;
+        self.col_sum_later(seq, &mut later, &ws.dlogits, (rows, v), self.off("head.bias"), "head.bias grad")?;
+        let (d_s, d_c) = ((&ws.d_s_head, 0), (&ws.d_c, 0));
+        self.mm_later(seq, &mut later, st, (rows, h, v), (&ws.dlogits, 0, false), (pb, tok, false), d_s, false)?;
+        self.mm_later(seq, &mut later, st, (rows, a, v), (&ws.dlogits, 0, false), (pb, ctxw, false), d_c, false)?;
+        flush(seq, later)
     }
 
     /// The attention's gradients and the projections' weight gradients.
@@ -124,22 +129,30 @@ impl Engine {
             let w_ih = self.off(&format!("gru.weight_ih_l{l}"));
             let w_hh = self.off(&format!("gru.weight_hh_l{l}"));
             let st = MapStage::bwd(StageKind::GruInput, l);
-            self.mm(seq, st, (3 * h, n_in, rows), (&lb.d_gi, 0, true), (input, 0, false), (gb, w_ih), false)?;
+            // The layer's weight and bias gradients and its input's gradient
+            // depend on nothing of each other: their first passes back to
+            // back, then the split ones' sums.
+            let mut later = Vec::new();
+            let d_gi = (&lb.d_gi, 0, true);
+            self.mm_later(seq, &mut later, st, (3 * h, n_in, rows), d_gi, (input, 0, false), (gb, w_ih), false)?;
             // dW_hh pairs d_gh at t with h at t-1 (nothing at t = 0).
             let shifted = rows - ws.b;
             let d_gh = (&lb.d_gh, ws.b * 3 * h, true);
-            self.mm(seq, st, (3 * h, h, shifted), d_gh, (&lb.h, 0, false), (gb, w_hh), false)?;
-            if carrying {
-                // The t = 0 term, d_gh_0 · h0ᵀ.
-                let h0 = &ws.carry_h0[l];
-                self.mm(seq, st, (3 * h, h, ws.b), (&lb.d_gh, 0, true), (h0, 0, false), (gb, w_hh), true)?;
-            }
+            self.mm_later(seq, &mut later, st, (3 * h, h, shifted), d_gh, (&lb.h, 0, false), (gb, w_hh), false)?;
             for (name, src) in [(format!("gru.bias_ih_l{l}"), &lb.d_gi), (format!("gru.bias_hh_l{l}"), &lb.d_gh)] {
-                self.col_sum(seq, src, (rows, 3 * h), self.off(&name), &format!("{name} grad"))?;
+                let label = format!("{name} grad");
+                self.col_sum_later(seq, &mut later, src, (rows, 3 * h), self.off(&name), &label)?;
             }
             let d_in = if l == 0 { &ws.d_emb } else { &ws.layers[l - 1].d_h };
             if !(wave && l > 0) {
-                self.mm(seq, st, (rows, n_in, 3 * h), (&lb.d_gi, 0, false), (pb, w_ih, false), (d_in, 0), false)?;
+                let w = (pb, w_ih, false);
+                self.mm_later(seq, &mut later, st, (rows, n_in, 3 * h), (&lb.d_gi, 0, false), w, (d_in, 0), false)?;
+            }
+            flush(seq, later)?;
+            if carrying {
+                // The t = 0 term of dW_hh, d_gh_0 · h0ᵀ, added after the rest.
+                let h0 = &ws.carry_h0[l];
+                self.mm(seq, st, (3 * h, h, ws.b), (&lb.d_gh, 0, true), (h0, 0, false), (gb, w_hh), true)?;
             }
         }
         Ok(())

@@ -161,6 +161,9 @@ pub struct Engine {
     /// a poisoned plan keeps them, as they hold its inputs (the ladder's
     /// isolated rungs upload theirs).
     host_written: Mutex<Vec<usize>>,
+    /// The scratch region the next product or column sum that needs one
+    /// takes ([`Engine::scratch_at`]).
+    scratch_next: std::sync::atomic::AtomicUsize,
     ws: Option<Workspace>,
     /// The state each row of the next batches starts from (docs/carry-state.md);
     /// `None`: MODEL.md's start from zero, recorded exactly as before.
@@ -260,6 +263,7 @@ impl Engine {
             fault: None,
             poison: env.poison,
             host_written: Mutex::new(Vec::new()),
+            scratch_next: std::sync::atomic::AtomicUsize::new(0),
             ws: None,
             carry: None,
         };

@@ -5,8 +5,10 @@
 use super::kernels::*;
 use super::policy::Recurrence;
 use super::workspace::LayerBufs;
-use super::{Engine, Plan, Stage, Workspace, record_col_sum};
-use crate::vk::gemm::{self, GemmShape, MapStage, MatRef};
+use super::workspace::SCRATCH_REGIONS;
+use super::reduce::record_col_sum_later;
+use super::{Engine, Plan, Stage, Workspace, col_sum_scratch_len};
+use crate::vk::gemm::{self, GemmShape, Later, MapStage, MatRef};
 use crate::vk::kernel::KernelSpec;
 use crate::vk::{Buffer, Sequence, VkError, VkResult};
 
@@ -62,11 +64,31 @@ impl Engine {
     }
 
     /// Records a product, split along K where `gemm::split_k_plan` says so
-    /// (the partial sums go through the workspace's scratch).
+    /// (the partial sums go through a region of the workspace's scratch).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn mm<'a>(
         &'a self,
         seq: &mut Sequence<'a>,
+        stage: MapStage,
+        dims: (usize, usize, usize),
+        a: (&'a Buffer, usize, bool),
+        b: (&'a Buffer, usize, bool),
+        c: (&'a Buffer, usize),
+        accumulate: bool,
+    ) -> VkResult<()> {
+        let mut later = Vec::new();
+        self.mm_later(seq, &mut later, stage, dims, a, b, c, accumulate)?;
+        flush(seq, later)
+    }
+
+    /// [`Engine::mm`] with a split product's sum pushed onto `later`: the
+    /// caller records the first passes of independent products together,
+    /// then [`flush`]es their sums.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn mm_later<'a>(
+        &'a self,
+        seq: &mut Sequence<'a>,
+        later: &mut Vec<Later<'a>>,
         stage: MapStage,
         (m, n, k): (usize, usize, usize),
         a: (&'a Buffer, usize, bool),
@@ -76,34 +98,51 @@ impl Engine {
     ) -> VkResult<()> {
         let shape = GemmShape { m, n, k, ta: a.2, tb: b.2, accumulate };
         let path = self.stage_path(stage);
-        let scratch = &self.ws()?.scratch;
+        let ws = self.ws()?;
         debug_assert!(
-            gemm::split_k_scratch_len(path, &shape) <= scratch.len_f32(),
+            gemm::split_k_scratch_len(path, &shape) <= ws.scratch_region,
             "gemm {m}x{n}x{k}: its split-K scratch is missing from workspace::step_products"
         );
-        gemm::gemm_split(
-            &self.ctx,
-            seq,
-            path,
-            &shape,
-            MatRef { buf: a.0, offset: a.1 },
-            MatRef { buf: b.0, offset: b.1 },
-            MatRef { buf: c.0, offset: c.1 },
-            Some(scratch),
-        )
+        let scratch = if gemm::split_k_scratch_len(path, &shape) > 0 { self.scratch_at(seq, later, ws)? } else { MatRef::whole(&ws.scratch) };
+        let (a, b, c) = (MatRef { buf: a.0, offset: a.1 }, MatRef { buf: b.0, offset: b.1 }, MatRef { buf: c.0, offset: c.1 });
+        later.extend(gemm::gemm_split_later(&self.ctx, seq, path, &shape, a, b, c, Some(scratch))?);
+        Ok(())
     }
 
-    /// Records the column sums of `x` (`[rows, d]`) into the gradients at `out_off`.
-    pub(super) fn col_sum<'a>(
+    /// Records the column sums of `x` (`[rows, d]`) into the gradients at
+    /// `out_off`, the second pass (if any) pushed onto `later`.
+    pub(super) fn col_sum_later<'a>(
         &'a self,
         seq: &mut Sequence<'a>,
+        later: &mut Vec<Later<'a>>,
         x: &'a Buffer,
         (rows, d): (usize, usize),
         out_off: usize,
         label: &str,
     ) -> VkResult<()> {
         let (x, out) = (MatRef::whole(x), MatRef { buf: &self.grads, offset: out_off });
-        record_col_sum(&self.ctx, seq, x, rows, d, out, &self.ws()?.scratch, label)
+        let ws = self.ws()?;
+        let scratch = if col_sum_scratch_len(rows, d) > 0 { self.scratch_at(seq, later, ws)? } else { MatRef::whole(&ws.scratch) };
+        later.extend(record_col_sum_later(&self.ctx, seq, x, rows, d, out, scratch, label)?);
+        Ok(())
+    }
+
+    /// The next of the workspace's scratch regions, in turn: a product or
+    /// column sum that needs scratch shares none with the few before it, so
+    /// nothing orders it after them but its own inputs.
+    /// Each pending second pass holds one of the last regions handed out, so
+    /// with all of them pending they are recorded first.
+    fn scratch_at<'a>(
+        &self,
+        seq: &mut Sequence<'a>,
+        later: &mut Vec<Later<'a>>,
+        ws: &'a Workspace,
+    ) -> VkResult<MatRef<'a>> {
+        if later.len() >= SCRATCH_REGIONS {
+            flush(seq, std::mem::take(later))?;
+        }
+        let i = self.scratch_next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % SCRATCH_REGIONS;
+        Ok(MatRef { buf: &ws.scratch, offset: i * ws.scratch_region })
     }
 
     /// The offset of parameter `name` in the flat buffers.
@@ -341,4 +380,9 @@ impl Engine {
         bufs.extend(lb.d_gh16.as_ref().filter(|_| self.layer_rec_cm(l, true)));
         bufs
     }
+}
+
+/// Records the work kept for later, in order.
+pub(super) fn flush<'a>(seq: &mut Sequence<'a>, later: Vec<Later<'a>>) -> VkResult<()> {
+    later.into_iter().try_for_each(|rest| rest(seq))
 }

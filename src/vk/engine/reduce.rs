@@ -9,8 +9,8 @@
 //! `d` alone, so the result is the same bit for bit on every run.
 
 use super::kernels::{COL_SUM, COL_SUM_FINAL, ModelPush};
-use crate::vk::gemm::MatRef;
-use crate::vk::{Buffer, Context, Sequence, VkError, VkResult};
+use crate::vk::gemm::{Later, MatRef, part};
+use crate::vk::{Bind, Context, Sequence, VkError, VkResult};
 
 /// Chunks a column sum is cut into at most (the second pass walks them all).
 pub const COL_SUM_MAX_CHUNKS: usize = 256;
@@ -39,8 +39,10 @@ fn u32_of(x: usize, what: &str) -> VkResult<u32> {
 
 /// Records `out[j] = Σ_r x[r·d + j]` (`x` is `[rows, d]` row-major from its
 /// offset, `out` takes `d` values from its offset); `scratch` holds the
-/// chunks' sums (from its start, [`col_sum_scratch_len`] values; unused with
-/// one chunk). Dispatch labels: `label`, and `label (chunks)` for the second pass.
+/// chunks' sums (from its offset, [`col_sum_scratch_len`] values; unused with
+/// one chunk). Each is bound as the part that holds it, so sums into
+/// disjoint parts of one buffer need no barrier between them. Dispatch
+/// labels: `label`, and `label (chunks)` for the second pass.
 #[allow(clippy::too_many_arguments)]
 pub fn record_col_sum<'a>(
     ctx: &Context,
@@ -49,10 +51,29 @@ pub fn record_col_sum<'a>(
     rows: usize,
     d: usize,
     out: MatRef<'a>,
-    scratch: &'a Buffer,
+    scratch: MatRef<'a>,
     label: &str,
 ) -> VkResult<()> {
-    let need = |what: &str, m: &MatRef<'_>, len: usize| -> VkResult<u32> {
+    match record_col_sum_later(ctx, seq, x, rows, d, out, scratch, label)? {
+        Some(rest) => rest(seq),
+        None => Ok(()),
+    }
+}
+
+/// [`record_col_sum`] with its second pass (where it has one) returned, to
+/// be recorded by the caller after other work.
+#[allow(clippy::too_many_arguments)]
+pub fn record_col_sum_later<'a>(
+    ctx: &Context,
+    seq: &mut Sequence<'a>,
+    x: MatRef<'a>,
+    rows: usize,
+    d: usize,
+    out: MatRef<'a>,
+    scratch: MatRef<'a>,
+    label: &str,
+) -> VkResult<Option<Later<'a>>> {
+    let need = |what: &str, m: &MatRef<'a>, len: usize| -> VkResult<(Bind<'a>, u32)> {
         if m.offset + len > m.buf.len_f32() {
             return Err(VkError::Invalid(format!(
                 "col_sum: {what} needs {len} values at offset {}, buffer {:?} holds {}",
@@ -61,28 +82,34 @@ pub fn record_col_sum<'a>(
                 m.buf.len_f32()
             )));
         }
-        u32_of(m.offset + len, what).map(|_| m.offset as u32)
+        u32_of(m.offset + len, what)?;
+        part(ctx, what, m, len)
     };
+    if d == 0 {
+        return Ok(None);
+    }
     let (per, chunks) = col_sum_chunks(rows);
+    let (x_bind, x_off) = need("x", &x, rows * d)?;
+    let (out_bind, out_off) = need("out", &out, d)?;
     let push = ModelPush {
         n: u32_of(rows, "rows")?,
         d: u32_of(d, "columns")?,
-        off0: need("x", &x, rows * d)?,
-        off1: need("out", &out, d)?,
+        off0: x_off,
+        off1: out_off,
         t: u32_of(per, "rows per chunk")?,
         flag: chunks as u32,
         ..Default::default()
     };
-    if d == 0 {
-        return Ok(());
-    }
     let first = ctx.kernel(&COL_SUM)?;
     if chunks == 1 {
-        return seq.dispatch(&first, &[x.buf, out.buf], &push, [d as u64, 1, 1], label);
+        seq.dispatch_bound(&first, &[x_bind, out_bind], &push, [d as u64, 1, 1], label)?;
+        return Ok(None);
     }
-    need("scratch", &MatRef::whole(scratch), chunks * d)?;
-    let partial = ModelPush { off1: 0, ..push };
-    seq.dispatch(&first, &[x.buf, scratch], &partial, [d as u64, chunks as u64, 1], label)?;
+    let (s_bind, s_off) = need("scratch", &scratch, chunks * d)?;
+    let partial = ModelPush { off1: s_off, ..push };
+    seq.dispatch_bound(&first, &[x_bind, s_bind], &partial, [d as u64, chunks as u64, 1], label)?;
     let last = ctx.kernel(&COL_SUM_FINAL)?;
-    seq.dispatch(&last, &[scratch, out.buf], &push, [d as u64, 1, 1], &format!("{label} (chunks)"))
+    let fin = ModelPush { off0: s_off, ..push };
+    let label = format!("{label} (chunks)");
+    Ok(Some(Box::new(move |seq: &mut Sequence<'a>| seq.dispatch_bound(&last, &[s_bind, out_bind], &fin, [d as u64, 1, 1], &label))))
 }

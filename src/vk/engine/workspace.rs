@@ -75,8 +75,11 @@ pub struct Workspace {
     /// The grid recurrence's barrier flags, one 128-byte line per workgroup.
     pub sync: Buffer,
     /// Scratch of the split-K products' partial sums and of the column sums'
-    /// chunk sums ([`scratch_len`] values).
+    /// chunk sums: [`SCRATCH_REGIONS`] regions of `scratch_region` values
+    /// ([`scratch_len`] rounded up), used in turn, so that consecutive
+    /// products that need one can run at the same time.
     pub scratch: Buffer,
+    pub scratch_region: usize,
     /// A carried state (docs/carry-state.md): each layer's `h_{-1}`, `[B, H]`,
     /// and the top layer's prefix states, `[W−1, B, H]` (both written by the
     /// host), the prefix's keys and values and their gradients, `[W−1, B, A]`.
@@ -139,6 +142,17 @@ pub fn scratch_len_for(cfg: &Config, rows: usize, b: usize, path: GemmPath) -> u
     gemm.max(sums).max(1)
 }
 
+/// Regions of the workspace's scratch: the products and column sums that
+/// need scratch take them in turn (`Engine::scratch_at`), so up to this many
+/// in a row touch disjoint memory and need no barrier between them.
+pub const SCRATCH_REGIONS: usize = 4;
+
+/// Values per scratch region holding `len`: whole 256-byte blocks, so that
+/// every region starts on any device's storage-buffer offset alignment.
+pub fn scratch_region(len: usize) -> usize {
+    len.next_multiple_of(64)
+}
+
 /// Positions per chunk of the embedding gradient's position lists
 /// (`EMB_CHUNK` in embed_bwd.comp).
 pub const EMB_CHUNK: usize = 128;
@@ -165,7 +179,7 @@ pub fn workspace_bytes(cfg: &Config, rows: usize) -> u64 {
         + h
         + d;
     let emb = emb_chunks_max(rows, v) * d + 2 * (v + 1);
-    (rows as u64 * per_row as u64 + 4 * rows as u64 + emb as u64 + scratch_len(cfg, rows, 0) as u64) * 4
+    (rows as u64 * per_row as u64 + 4 * rows as u64 + emb as u64 + (SCRATCH_REGIONS * scratch_region(scratch_len(cfg, rows, 0))) as u64) * 4
 }
 
 impl Workspace {
@@ -288,7 +302,8 @@ impl Workspace {
             partials: dev("reduce.partials", n_params.div_ceil(SUMSQ_CHUNK).max(rows))?,
             wt: dev("gru.w_hh_t", 3 * h * h)?,
             sync: dev("grid.sync", WAVE_WIDE_MAX_GROUPS * GRID_FLAG_WORDS)?,
-            scratch: dev("reduce.scratch", scratch_len_for(cfg, rows, b, path))?,
+            scratch: dev("reduce.scratch", SCRATCH_REGIONS * scratch_region(scratch_len_for(cfg, rows, b, path)))?,
+            scratch_region: scratch_region(scratch_len_for(cfg, rows, b, path)),
             carry_h0: (0..cfg.layers).map(|l| dev(&format!("carry.h0_l{l}"), b * h)).collect::<VkResult<_>>()?,
             s_pre: dev("carry.s_pre", pre * h)?,
             k_pre: dev("carry.k_pre", pre * a)?,

@@ -6,9 +6,10 @@ use crate::vk::context::Context;
 use crate::vk::error::{VkError, VkResult};
 use crate::vk::recorder::Sequence;
 
+
 use super::path::{GemmPath, coopmat_unavailable};
 use super::specs::{GEMM_SPLITK_REDUCE, GemmPush};
-use super::split::{GemmShape, MatRef, SplitK, dim, fits, split_k_plan};
+use super::split::{GemmShape, MatRef, SplitK, dim, part, split_k_plan};
 
 /// Records `c (+)= op(a)·op(b)` into `seq` with the f32 tiled kernel.
 pub fn gemm<'a>(
@@ -69,6 +70,50 @@ pub fn gemm_split<'a>(
     c: MatRef<'a>,
     scratch: Option<&'a Buffer>,
 ) -> VkResult<()> {
+    gemm_split_at(ctx, seq, path, s, a, b, c, scratch.map(MatRef::whole))
+}
+
+/// [`gemm_split`] with the split-K partials from `scratch`'s offset on. Each
+/// operand is bound as the part of its buffer that holds it ([`part`]), so
+/// products that write disjoint parts of one buffer (the weight gradients)
+/// and partials in disjoint parts of the scratch need no barrier between
+/// them.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_split_at<'a>(
+    ctx: &Context,
+    seq: &mut Sequence<'a>,
+    path: GemmPath,
+    s: &GemmShape,
+    a: MatRef<'a>,
+    b: MatRef<'a>,
+    c: MatRef<'a>,
+    scratch: Option<MatRef<'a>>,
+) -> VkResult<()> {
+    match gemm_split_later(ctx, seq, path, s, a, b, c, scratch)? {
+        Some(reduce) => reduce(seq),
+        None => Ok(()),
+    }
+}
+
+/// Work recorded later into the same sequence: the second pass of a split
+/// product (or of a column sum), kept back so that the first passes of
+/// independent products can be recorded together, with no barrier between
+/// them, before any of their second passes.
+pub type Later<'a> = Box<dyn FnOnce(&mut Sequence<'a>) -> VkResult<()> + 'a>;
+
+/// [`gemm_split_at`] with the split-K sum returned, to be recorded by the
+/// caller after other work (`None`: the product was one dispatch, all done).
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_split_later<'a>(
+    ctx: &Context,
+    seq: &mut Sequence<'a>,
+    path: GemmPath,
+    s: &GemmShape,
+    a: MatRef<'a>,
+    b: MatRef<'a>,
+    c: MatRef<'a>,
+    scratch: Option<MatRef<'a>>,
+) -> VkResult<Option<Later<'a>>> {
     if path.coopmat()
         && let Some(why) = coopmat_unavailable(ctx, path)
     {
@@ -85,6 +130,9 @@ pub fn gemm_split<'a>(
             super::split::SPLIT_K_MAX_CHUNK
         )));
     }
+    let (a_bind, a_off) = part(ctx, "A", &a, s.m * s.k)?;
+    let (b_bind, b_off) = part(ctx, "B", &b, s.k * s.n)?;
+    let (c_bind, c_off) = part(ctx, "C", &c, s.m * s.n)?;
     let push = GemmPush {
         m: dim("m", s.m)?,
         n: dim("n", s.n)?,
@@ -92,9 +140,9 @@ pub fn gemm_split<'a>(
         lda: dim("lda", if s.ta { s.m } else { s.k })?,
         ldb: dim("ldb", if s.tb { s.k } else { s.n })?,
         ldc: dim("ldc", s.n)?,
-        a_off: fits("A", &a, s.m * s.k)?,
-        b_off: fits("B", &b, s.k * s.n)?,
-        c_off: fits("C", &c, s.m * s.n)?,
+        a_off,
+        b_off,
+        c_off,
         ta: s.ta as u32,
         tb: s.tb as u32,
         accumulate: s.accumulate as u32,
@@ -105,28 +153,31 @@ pub fn gemm_split<'a>(
     };
     let kernel = ctx.kernel(path.spec())?;
     let label = label(s);
-    let plan = match scratch {
-        Some(buf) => split_k_plan(path, s, buf.len_f32()),
+    let plan = match &scratch {
+        Some(m) => split_k_plan(path, s, m.buf.len_f32().saturating_sub(m.offset)),
         None => SplitK { slices: 1, chunk: s.k },
     };
     let Some(scratch) = scratch.filter(|_| plan.slices > 1) else {
-        return seq.dispatch(&kernel, &[a.buf, b.buf, c.buf], &push, [s.n as u64, s.m as u64, 1], &label);
+        seq.dispatch_bound(&kernel, &[a_bind, b_bind, c_bind], &push, [s.n as u64, s.m as u64, 1], &label)?;
+        return Ok(None);
     };
     let plane = s.m * s.n;
-    fits("the split-K scratch", &MatRef::whole(scratch), plan.slices * plane)?;
+    let (s_bind, s_off) = part(ctx, "the split-K scratch", &scratch, plan.slices * plane)?;
     let partial = GemmPush {
         ldc: push.n,
-        c_off: 0,
+        c_off: s_off,
         accumulate: 0,
         k_chunk: dim("k_chunk", plan.chunk)?,
         c_stride: dim("m·n", plane)?,
         ..push
     };
     let work = [s.n as u64, s.m as u64, plan.slices as u64];
-    seq.dispatch(&kernel, &[a.buf, b.buf, scratch], &partial, work, &label)?;
-    let reduce = GemmPush { slices: plan.slices as u32, c_stride: partial.c_stride, ..push };
+    seq.dispatch_bound(&kernel, &[a_bind, b_bind, s_bind], &partial, work, &label)?;
+    let reduce = GemmPush { slices: plan.slices as u32, c_stride: partial.c_stride, a_off: s_off, ..push };
     let kernel = ctx.kernel(&GEMM_SPLITK_REDUCE)?;
     let items = plane.clamp(1, 65535 * 256) as u64;
     let label = format!("{label} splitk-reduce {}", plan.slices);
-    seq.dispatch(&kernel, &[scratch, c.buf], &reduce, [items, 1, 1], &label)
+    Ok(Some(Box::new(move |seq: &mut Sequence<'a>| {
+        seq.dispatch_bound(&kernel, &[s_bind, c_bind], &reduce, [items, 1, 1], &label)
+    })))
 }

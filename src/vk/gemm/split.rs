@@ -2,6 +2,8 @@
 //! is split across workgroups (split-K).
 
 use crate::vk::buffer::Buffer;
+use crate::vk::context::Context;
+use crate::vk::recorder::Bind;
 use crate::vk::error::{VkError, VkResult};
 
 use super::path::GemmPath;
@@ -44,6 +46,24 @@ pub(super) fn fits(what: &str, m: &MatRef<'_>, len: usize) -> VkResult<u32> {
     u32::try_from(m.offset + len)
         .map(|_| m.offset as u32)
         .map_err(|_| VkError::Limit(format!("gemm: {what} reaches past 2^32 values")))
+}
+
+/// `m`'s `len` values bound as the part of its buffer that holds them, and
+/// the offset of the first of them inside that part (f32 values): the part
+/// starts on the last 16-byte boundary (and the device's offset alignment)
+/// at or before them, so a value's place modulo 4 is kept (the kernels'
+/// 16-byte loads), and ends after the last, rounded up to 16 bytes inside the
+/// buffer. An empty matrix binds the whole buffer at its offset.
+pub fn part<'a>(ctx: &Context, what: &str, m: &MatRef<'a>, len: usize) -> VkResult<(Bind<'a>, u32)> {
+    let off = fits(what, m, len)?;
+    if len == 0 {
+        return Ok((Bind::whole(m.buf), off));
+    }
+    let align = ctx.limits().min_storage_buffer_offset_alignment.max(16);
+    let (first, end) = (m.offset as u64 * 4, (m.offset + len) as u64 * 4);
+    let start = first / align * align;
+    let end = end.next_multiple_of(16).min(m.buf.bytes());
+    Ok((Bind { buf: m.buf, part: Some((start, end - start)) }, ((first - start) / 4) as u32))
 }
 
 pub(super) fn dim(what: &str, x: usize) -> VkResult<u32> {

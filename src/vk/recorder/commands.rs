@@ -9,6 +9,7 @@ use super::MAX_TIMED;
 use super::barriers::BufferBarrier;
 use super::recording::Recording;
 use super::timings::Timing;
+use super::Bind;
 use crate::vk::buffer::Buffer;
 use crate::vk::error::{VkError, VkResult, call};
 use crate::vk::kernel::{Kernel, PushConstants};
@@ -47,10 +48,11 @@ impl Recording {
         Ok(())
     }
 
-    pub(super) fn barrier(&self, dst_stage: vk::PipelineStageFlags, list: &[BufferBarrier]) {
+    pub(super) fn barrier(&mut self, dst_stage: vk::PipelineStageFlags, list: &[BufferBarrier]) {
         if list.is_empty() {
             return;
         }
+        self.barriers += 1;
         let src_stage = list.iter().fold(vk::PipelineStageFlags::empty(), |s, b| s | b.1);
         let src_stage = if src_stage.is_empty() { vk::PipelineStageFlags::TOP_OF_PIPE } else { src_stage };
         let barriers: Vec<vk::BufferMemoryBarrier> = list
@@ -101,6 +103,21 @@ impl Recording {
         self.last_grid = grid;
     }
 
+    /// The bytes a binding covers: the whole buffer, or its part, which must
+    /// start on the device's storage-buffer offset alignment and lie inside.
+    fn bound_range(&self, b: &Bind<'_>) -> VkResult<std::ops::Range<u64>> {
+        let Some((offset, len)) = b.part else { return Ok(0..b.buf.bytes()) };
+        let align = self.inner.limits.min_storage_buffer_offset_alignment.max(1);
+        if len == 0 || !offset.is_multiple_of(align) || offset.checked_add(len).is_none_or(|e| e > b.buf.bytes()) {
+            return Err(VkError::Invalid(format!(
+                "a binding of {len} bytes at {offset} of buffer {:?} ({} bytes): empty, outside it, or not on the device's {align}-byte offset alignment",
+                b.buf.name(),
+                b.buf.bytes()
+            )));
+        }
+        Ok(offset..offset + len)
+    }
+
     /// Dispatches recorded so far (the index the next one gets in [`Timings`]).
     pub(super) fn dispatch_count(&self) -> usize {
         self.labels.len()
@@ -130,8 +147,10 @@ impl Recording {
         }
         let t = vk::PipelineStageFlags::TRANSFER;
         let mut list = Vec::new();
-        self.tracker.access(src.handle, t, vk::AccessFlags::TRANSFER_READ, vk::AccessFlags::empty(), &mut list);
-        self.tracker.access(dst.handle, t, vk::AccessFlags::empty(), vk::AccessFlags::TRANSFER_WRITE, &mut list);
+        let (read, write) = (vk::AccessFlags::TRANSFER_READ, vk::AccessFlags::TRANSFER_WRITE);
+        let none = vk::AccessFlags::empty();
+        self.tracker.access(src.handle, src_offset..src_offset + bytes, t, read, none, &mut list);
+        self.tracker.access(dst.handle, dst_offset..dst_offset + bytes, t, none, write, &mut list);
         self.barrier(t, &list);
         let region = [vk::BufferCopy { src_offset, dst_offset, size: bytes }];
         // SAFETY: both buffers are live, of this device, alive while the recording is,
@@ -146,7 +165,8 @@ impl Recording {
         self.check_buffer(dst)?;
         let t = vk::PipelineStageFlags::TRANSFER;
         let mut list = Vec::new();
-        self.tracker.access(dst.handle, t, vk::AccessFlags::empty(), vk::AccessFlags::TRANSFER_WRITE, &mut list);
+        let write = vk::AccessFlags::TRANSFER_WRITE;
+        self.tracker.access(dst.handle, 0..dst.bytes(), t, vk::AccessFlags::empty(), write, &mut list);
         self.barrier(t, &list);
         // SAFETY: the buffer is live, of this device and alive while the recording is;
         // WHOLE_SIZE fills it to its end (its size is a multiple of 4).
@@ -155,11 +175,12 @@ impl Recording {
     }
 
     /// Records one dispatch of `kernel` over `work` items with `buffers` bound
-    /// to its bindings in order. Checks the group counts against the device.
+    /// to its bindings in order, each whole or the part a [`Bind`] names.
+    /// Checks the group counts against the device.
     pub(super) fn dispatch<P: PushConstants>(
         &mut self,
         kernel: &Arc<Kernel>,
-        buffers: &[&Buffer],
+        buffers: &[Bind<'_>],
         push: &P,
         work: [u64; 3],
         label: &str,
@@ -182,11 +203,13 @@ impl Recording {
                 spec.push_size
             )));
         }
+        let mut ranges = Vec::with_capacity(buffers.len());
         for b in buffers {
-            self.check_buffer(b)?;
+            self.check_buffer(b.buf)?;
+            ranges.push(self.bound_range(b)?);
         }
         let groups = kernel.group_counts(&self.inner.limits, work)?;
-        let key = (kernel.set_layout, buffers.iter().map(|b| b.handle).collect::<Vec<_>>());
+        let key = (kernel.set_layout, buffers.iter().zip(&ranges).map(|(b, r)| (b.buf.handle, r.clone())).collect());
         let (set, fresh) = match self.sets.get(&key) {
             Some(&set) => (set, false),
             None => {
@@ -197,7 +220,11 @@ impl Recording {
         };
         let infos: Vec<[vk::DescriptorBufferInfo; 1]> = buffers
             .iter()
-            .map(|b| [vk::DescriptorBufferInfo { buffer: b.handle, offset: 0, range: vk::WHOLE_SIZE }])
+            .zip(&ranges)
+            .map(|(b, r)| {
+                let range = if b.part.is_some() { r.end - r.start } else { vk::WHOLE_SIZE };
+                [vk::DescriptorBufferInfo { buffer: b.buf.handle, offset: r.start, range }]
+            })
             .collect();
         let writes: Vec<vk::WriteDescriptorSet> = infos
             .iter()
@@ -212,10 +239,10 @@ impl Recording {
             .collect();
         let cs = vk::PipelineStageFlags::COMPUTE_SHADER;
         let mut list = Vec::new();
-        for (b, acc) in buffers.iter().zip(spec.bindings) {
+        for ((b, range), acc) in buffers.iter().zip(ranges).zip(spec.bindings) {
             let r = if acc.reads() { vk::AccessFlags::SHADER_READ } else { vk::AccessFlags::empty() };
             let w = if acc.writes() { vk::AccessFlags::SHADER_WRITE } else { vk::AccessFlags::empty() };
-            self.tracker.access(b.handle, cs, r, w, &mut list);
+            self.tracker.access(b.buf.handle, range, cs, r, w, &mut list);
         }
         if overlap_probe() {
             self.overlap_probe_barrier(label);

@@ -25,6 +25,21 @@ use super::kernel::{Kernel, PushConstants};
 /// Dispatches timed per sequence; later ones run untimed.
 const MAX_TIMED: u32 = 32768;
 
+/// What one binding of a dispatch sees: the whole buffer, or `part`, its
+/// bytes `(offset, len)` (the offset on the device's
+/// `minStorageBufferOffsetAlignment`).
+#[derive(Clone, Copy, Debug)]
+pub struct Bind<'a> {
+    pub buf: &'a Buffer,
+    pub part: Option<(u64, u64)>,
+}
+
+impl<'a> Bind<'a> {
+    pub fn whole(buf: &'a Buffer) -> Bind<'a> {
+        Bind { buf, part: None }
+    }
+}
+
 /// One command buffer being recorded. Buffers used are borrowed for `'a`, so
 /// they outlive the work; kernels are kept alive by `Arc`.
 pub struct Sequence<'a> {
@@ -46,6 +61,12 @@ impl<'a> Sequence<'a> {
     /// Dispatches recorded so far (the index the next one gets in [`Timings`]).
     pub fn dispatch_count(&self) -> usize {
         self.rec.dispatch_count()
+    }
+
+    /// Pipeline barriers recorded between commands so far: commands with no
+    /// barrier between them may run at the same time.
+    pub fn barrier_count(&self) -> usize {
+        self.rec.barriers
     }
 
     /// Copies `bytes` bytes from `src` at `src_offset` to `dst` at `dst_offset`.
@@ -75,7 +96,23 @@ impl<'a> Sequence<'a> {
         work: [u64; 3],
         label: &str,
     ) -> VkResult<()> {
-        self.rec.dispatch(kernel, buffers, push, work, label)
+        let binds: Vec<Bind<'a>> = buffers.iter().map(|&buf| Bind::whole(buf)).collect();
+        self.rec.dispatch(kernel, &binds, push, work, label)
+    }
+
+    /// [`Sequence::dispatch`] with each binding whole or a part of its
+    /// buffer: the kernel then sees only that part (its indices start at the
+    /// part's first byte), and only that part counts for the barriers, so
+    /// dispatches that write disjoint parts of one buffer may overlap.
+    pub fn dispatch_bound<P: PushConstants>(
+        &mut self,
+        kernel: &Arc<Kernel>,
+        binds: &[Bind<'a>],
+        push: &P,
+        work: [u64; 3],
+        label: &str,
+    ) -> VkResult<()> {
+        self.rec.dispatch(kernel, binds, push, work, label)
     }
 
     /// Ends recording, submits, waits, and returns the per-dispatch times.

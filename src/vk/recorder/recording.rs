@@ -36,13 +36,15 @@ pub struct Recording {
     pub(super) kernels: Vec<Arc<Kernel>>,
     /// Descriptor sets already written, by layout and bound buffers: a kernel
     /// dispatched many times on the same buffers (a recurrence) reuses one.
-    pub(super) sets: HashMap<(vk::DescriptorSetLayout, Vec<vk::Buffer>), vk::DescriptorSet>,
+    pub(super) sets: HashMap<(vk::DescriptorSetLayout, Vec<(vk::Buffer, std::ops::Range<u64>)>), vk::DescriptorSet>,
     pub(super) submitted: bool,
     pub(super) timing: Timing,
     /// Recording ended ([`super::Sequence::end`]): the buffer can be submitted again and again.
     pub(super) ended: bool,
     /// The last dispatch was a recurrence (`DUALSCOPE_BARRIER_PROBE=overlap` only).
     pub(super) last_grid: bool,
+    /// Pipeline barriers recorded between commands so far.
+    pub(super) barriers: usize,
 }
 
 impl Recording {
@@ -67,6 +69,7 @@ impl Recording {
             timing,
             ended: false,
             last_grid: false,
+            barriers: 0,
         };
         let recycled = s.inner.recycled.lock().unwrap_or_else(|p| p.into_inner()).pop();
         let d = &s.inner.device;
