@@ -4,9 +4,9 @@
 
 use super::kernels::*;
 use super::policy::Recurrence;
+use super::reduce::record_col_sum_later;
 use super::workspace::LayerBufs;
 use super::workspace::SCRATCH_REGIONS;
-use super::reduce::record_col_sum_later;
 use super::{Engine, Plan, Stage, Workspace, col_sum_scratch_len};
 use crate::vk::gemm::{self, GemmShape, Later, MapStage, MatRef};
 use crate::vk::kernel::KernelSpec;
@@ -103,8 +103,13 @@ impl Engine {
             gemm::split_k_scratch_len(path, &shape) <= ws.scratch_region,
             "gemm {m}x{n}x{k}: its split-K scratch is missing from workspace::step_products"
         );
-        let scratch = if gemm::split_k_scratch_len(path, &shape) > 0 { self.scratch_at(seq, later, ws)? } else { MatRef::whole(&ws.scratch) };
-        let (a, b, c) = (MatRef { buf: a.0, offset: a.1 }, MatRef { buf: b.0, offset: b.1 }, MatRef { buf: c.0, offset: c.1 });
+        let scratch = if gemm::split_k_scratch_len(path, &shape) > 0 {
+            self.scratch_at(seq, later, ws)?
+        } else {
+            MatRef::whole(&ws.scratch)
+        };
+        let (a, b, c) =
+            (MatRef { buf: a.0, offset: a.1 }, MatRef { buf: b.0, offset: b.1 }, MatRef { buf: c.0, offset: c.1 });
         later.extend(gemm::gemm_split_later(&self.ctx, seq, path, &shape, a, b, c, Some(scratch))?);
         Ok(())
     }
@@ -122,7 +127,11 @@ impl Engine {
     ) -> VkResult<()> {
         let (x, out) = (MatRef::whole(x), MatRef { buf: &self.grads, offset: out_off });
         let ws = self.ws()?;
-        let scratch = if col_sum_scratch_len(rows, d) > 0 { self.scratch_at(seq, later, ws)? } else { MatRef::whole(&ws.scratch) };
+        let scratch = if col_sum_scratch_len(rows, d) > 0 {
+            self.scratch_at(seq, later, ws)?
+        } else {
+            MatRef::whole(&ws.scratch)
+        };
         later.extend(record_col_sum_later(&self.ctx, seq, x, rows, d, out, scratch, label)?);
         Ok(())
     }

@@ -111,5 +111,7 @@ pub fn record_col_sum_later<'a>(
     let last = ctx.kernel(&COL_SUM_FINAL)?;
     let fin = ModelPush { off0: s_off, ..push };
     let label = format!("{label} (chunks)");
-    Ok(Some(Box::new(move |seq: &mut Sequence<'a>| seq.dispatch_bound(&last, &[s_bind, out_bind], &fin, [d as u64, 1, 1], &label))))
+    Ok(Some(Box::new(move |seq: &mut Sequence<'a>| {
+        seq.dispatch_bound(&last, &[s_bind, out_bind], &fin, [d as u64, 1, 1], &label)
+    })))
 }

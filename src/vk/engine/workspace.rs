@@ -179,7 +179,11 @@ pub fn workspace_bytes(cfg: &Config, rows: usize) -> u64 {
         + h
         + d;
     let emb = emb_chunks_max(rows, v) * d + 2 * (v + 1);
-    (rows as u64 * per_row as u64 + 4 * rows as u64 + emb as u64 + (SCRATCH_REGIONS * scratch_region(scratch_len(cfg, rows, 0))) as u64) * 4
+    (rows as u64 * per_row as u64
+        + 4 * rows as u64
+        + emb as u64
+        + (SCRATCH_REGIONS * scratch_region(scratch_len(cfg, rows, 0))) as u64)
+        * 4
 }
 
 impl Workspace {

@@ -6,7 +6,6 @@ use crate::vk::context::Context;
 use crate::vk::error::{VkError, VkResult};
 use crate::vk::recorder::Sequence;
 
-
 use super::path::{GemmPath, coopmat_unavailable};
 use super::specs::{GEMM_SPLITK_REDUCE, GemmPush};
 use super::split::{GemmShape, MatRef, SplitK, dim, part, split_k_plan};

@@ -3,8 +3,8 @@
 
 use crate::vk::buffer::Buffer;
 use crate::vk::context::Context;
-use crate::vk::recorder::Bind;
 use crate::vk::error::{VkError, VkResult};
+use crate::vk::recorder::Bind;
 
 use super::path::GemmPath;
 
@@ -91,6 +91,25 @@ pub const SPLIT_K_MAX_SHORT_SLICES: usize = 32;
 /// Output values under which a product counts as small.
 pub const SPLIT_K_SMALL_OUTPUT: usize = 1 << 16;
 
+/// Output tiles up to which a product counts as having few: its workgroups
+/// would leave most of a large GPU idle.
+pub const SPLIT_K_FEW_TILES: usize = 16;
+/// Workgroups a product with few tiles and K of 256 or more aims for, in
+/// slices of at least [`SPLIT_K_MIN_SHORT_SLICE`]. On the H200 (gemm-bench,
+/// 2026-12-02) the weight gradients and input gradients at B=1 T=512 and at
+/// `small` (4 to 16 tiles, K = 256 to 1536) took 14–21 µs this way against
+/// 17–54 µs in slices of 256; more workgroups than about 100 were slower
+/// again, and products with more tiles or long K gain nothing
+/// (docs/speed.md, "Round 2d").
+pub const SPLIT_K_FEW_TILES_GROUPS: usize = 96;
+
+/// Whether the few-tiles rule is on (`DUALSCOPE_SPLIT_FEW=0` turns it off,
+/// for comparison), read once per process.
+fn few_tiles_rule() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("DUALSCOPE_SPLIT_FEW").map_or(true, |v| v.trim() != "0"))
+}
+
 /// The shortest slice of a product of `s`'s shape: [`SPLIT_K_MIN_SLICE`], or
 /// for a small product `k / 32` down to [`SPLIT_K_MIN_SHORT_SLICE`], or
 /// `DUALSCOPE_SPLIT_MIN_SLICE` (a timing probe: the split then differs from
@@ -128,8 +147,10 @@ pub struct SplitK {
 
 /// The split of `s` on `path` when the scratch holds `max_scratch` values:
 /// as many slices as bring the workgroups to about
-/// [`SPLIT_K_TARGET_GROUPS`], each at least [`min_slice`] long, and no
-/// more than the scratch holds (`slices·m·n` values). Products with enough
+/// [`SPLIT_K_TARGET_GROUPS`], each at least [`min_slice`] long, or for a
+/// product of few tiles to [`SPLIT_K_FEW_TILES_GROUPS`] in slices of 32 or
+/// more where that gives more, and no more than the scratch holds
+/// (`slices·m·n` values). Products with enough
 /// output tiles, short K, or on the 64×64 cooperative-matrix kernel are not
 /// split. The output tiles and the chunk's alignment are the path's.
 pub fn split_k_plan(path: GemmPath, s: &GemmShape, max_scratch: usize) -> SplitK {
@@ -139,7 +160,14 @@ pub fn split_k_plan(path: GemmPath, s: &GemmShape, max_scratch: usize) -> SplitK
     if !path.splits() || tiles == 0 {
         return whole;
     }
-    let for_groups = (SPLIT_K_TARGET_GROUPS / tiles).min(s.k / min_slice(s));
+    let mut for_groups = (SPLIT_K_TARGET_GROUPS / tiles).min(s.k / min_slice(s));
+    if tiles <= SPLIT_K_FEW_TILES
+        && s.k >= 256
+        && few_tiles_rule()
+        && std::env::var_os("DUALSCOPE_SPLIT_MIN_SLICE").is_none()
+    {
+        for_groups = for_groups.max((SPLIT_K_FEW_TILES_GROUPS / tiles).min(s.k / SPLIT_K_MIN_SHORT_SLICE));
+    }
     let want = for_groups.max(s.k.div_ceil(SPLIT_K_MAX_CHUNK)).min(max_scratch / (s.m * s.n));
     if want < 2 {
         return whole;
@@ -182,9 +210,10 @@ mod tests {
                     assert!(p.chunk.is_multiple_of(GEMM_TILE_K), "{s:?} {p:?}");
                     // Every slice is non-empty and together they cover K.
                     assert!((p.slices - 1) * p.chunk < k && p.slices * p.chunk >= k, "{s:?} {p:?}");
-                    assert!(p.chunk >= min_slice(&s) && p.chunk >= SPLIT_K_MIN_SHORT_SLICE, "{s:?} {p:?}");
+                    let few = tiles <= SPLIT_K_FEW_TILES && p.slices * tiles <= SPLIT_K_FEW_TILES_GROUPS;
+                    assert!((few || p.chunk >= min_slice(&s)) && p.chunk >= SPLIT_K_MIN_SHORT_SLICE, "{s:?} {p:?}");
                     let small = m * n < SPLIT_K_SMALL_OUTPUT && k < SPLIT_K_MIN_SLICE * SPLIT_K_MAX_SHORT_SLICES;
-                    assert!(small || p.chunk >= SPLIT_K_MIN_SLICE, "{s:?} {p:?}");
+                    assert!(small || few || p.chunk >= SPLIT_K_MIN_SLICE, "{s:?} {p:?}");
                     assert!(p.slices * tiles <= SPLIT_K_TARGET_GROUPS, "{s:?} {p:?}");
                     let scratch = split_k_scratch_len(GemmPath::TiledF32, &s);
                     assert_eq!(scratch, p.slices * m * n);
@@ -234,6 +263,26 @@ mod tests {
             assert!(p.chunk >= 256, "{path:?} {p:?}");
             assert_eq!(split_k_plan(path, &shape(300, 200, 100), usize::MAX).slices, 1, "{path:?}");
         }
+    }
+
+    /// Products of few output tiles with K of 256 or more (B=1 T=512's
+    /// and `small`'s weight and input gradients) are cut into slices of 32
+    /// or more until they reach about 96 workgroups; more tiles, K under
+    /// 256, or a long K that the usual rule already cuts finer, are not.
+    #[test]
+    fn products_of_few_tiles_are_cut_to_about_96_workgroups() {
+        let path = GemmPath::CoopMatF16Big;
+        let plan = |m, n, k| {
+            let p = split_k_plan(path, &shape(m, n, k), usize::MAX);
+            (p.slices, p.chunk)
+        };
+        assert_eq!(plan(256, 512, 512), (8, 64), "8 tiles");
+        assert_eq!(plan(512, 512, 256), (4, 64), "16 tiles");
+        assert_eq!(plan(512, 256, 1536), (12, 128), "8 tiles, K = 1536");
+        assert_eq!(plan(1024, 64, 384), (12, 32), "8 tiles, slices of 32");
+        assert_eq!(plan(1536, 256, 512), (2, 256), "24 tiles: the usual rule");
+        assert_eq!(plan(1024, 256, 128).0, 1, "K under 256");
+        assert_eq!(plan(256, 512, 8192), (32, 256), "long K: the usual rule cuts finer");
     }
 
     /// The bench configuration's weight gradients get enough workgroups.

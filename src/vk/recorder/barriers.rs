@@ -22,8 +22,22 @@ struct Pending {
     reads: Vec<(Range<u64>, vk::PipelineStageFlags)>,
     /// Accesses before the last barrier: their stages and write accesses.
     settled: Option<(vk::PipelineStageFlags, vk::AccessFlags)>,
-    /// The stage the last barrier made them visible to (and ordered before).
+    /// The stage the last barrier made them visible to (and ordered
+    /// before), and the accesses it made them visible to.
     settled_for: vk::PipelineStageFlags,
+    settled_for_access: vk::AccessFlags,
+}
+
+/// The accesses of `stage` a barrier makes earlier writes visible to: both
+/// reads and writes of a shader or a transfer, so that either may follow.
+fn visible_to(stage: vk::PipelineStageFlags, access: vk::AccessFlags) -> vk::AccessFlags {
+    if stage == vk::PipelineStageFlags::COMPUTE_SHADER {
+        access | vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE
+    } else if stage == vk::PipelineStageFlags::TRANSFER {
+        access | vk::AccessFlags::TRANSFER_READ | vk::AccessFlags::TRANSFER_WRITE
+    } else {
+        access
+    }
 }
 
 fn overlap(a: &Range<u64>, b: &Range<u64>) -> bool {
@@ -42,7 +56,7 @@ impl Tracker {
     /// waiting for every access since the last one, where this access
     /// overlaps a write not yet behind a barrier (read or write after write),
     /// a write overlaps a read (write after read), or an earlier barrier did
-    /// not cover this stage.
+    /// not cover this stage and kind of access.
     pub(super) fn access(
         &mut self,
         buf: vk::Buffer,
@@ -56,7 +70,7 @@ impl Tracker {
         let writes = !write.is_empty();
         let hazard = p.writes.iter().any(|w| overlap(&w.0, &range))
             || (writes && p.reads.iter().any(|r| overlap(&r.0, &range)))
-            || (p.settled.is_some() && !p.settled_for.contains(stage));
+            || (p.settled.is_some() && !(p.settled_for.contains(stage) && p.settled_for_access.contains(read | write)));
         if hazard {
             let (mut src, mut src_access) = p.settled.unwrap_or_default();
             for w in &p.writes {
@@ -66,8 +80,14 @@ impl Tracker {
             for r in &p.reads {
                 src |= r.1;
             }
-            out.push((buf, src, src_access, read | write));
-            *p = Pending { settled: Some((src, src_access)), settled_for: stage, ..Default::default() };
+            let dst = visible_to(stage, read | write);
+            out.push((buf, src, src_access, dst));
+            *p = Pending {
+                settled: Some((src, src_access)),
+                settled_for: stage,
+                settled_for_access: dst,
+                ..Default::default()
+            };
         }
         if writes {
             p.writes.push((range, stage, write));
@@ -129,6 +149,17 @@ mod tests {
         assert_eq!(access(&mut t, 1, 0..64, true, false), 0, "already visible to this stage");
         assert_eq!(access(&mut t, 1, 200..300, false, true), 0, "write beside the reads");
         assert_eq!(access(&mut t, 1, 60..70, false, true), 1, "write after read");
+    }
+
+    #[test]
+    fn a_read_after_a_write_after_write_barrier_needs_none_and_sees_both() {
+        let mut t = Tracker::default();
+        access(&mut t, 1, 0..64, false, true);
+        let mut out = Vec::new();
+        t.access(buf(1), 0..64, CS, NONE, W, &mut out);
+        assert_eq!(out.len(), 1, "write after write");
+        assert!(out[0].3.contains(R | W), "made visible to reads too: {:?}", out[0].3);
+        assert_eq!(access(&mut t, 1, 32..64, true, false), 1, "read of the newest write");
     }
 
     #[test]

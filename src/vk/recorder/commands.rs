@@ -5,19 +5,26 @@ use std::sync::Arc;
 
 use ash::vk;
 
+use super::Bind;
 use super::MAX_TIMED;
 use super::barriers::BufferBarrier;
 use super::recording::Recording;
 use super::timings::Timing;
-use super::Bind;
 use crate::vk::buffer::Buffer;
 use crate::vk::error::{VkError, VkResult, call};
 use crate::vk::kernel::{Kernel, PushConstants};
 
-/// Whether `DUALSCOPE_BARRIER_PROBE=overlap` is set (read once per process).
+/// `DUALSCOPE_BARRIER_PROBE` (read once per process): `overlap`, no
+/// barriers but around the recurrences (timing only, results meaningless);
+/// `whole`, every binding counted whole for the barriers, as before they
+/// were placed by byte range (for comparison).
+fn barrier_probe() -> &'static str {
+    static MODE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    MODE.get_or_init(|| std::env::var("DUALSCOPE_BARRIER_PROBE").map(|v| v.trim().to_string()).unwrap_or_default())
+}
+
 fn overlap_probe() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("DUALSCOPE_BARRIER_PROBE").is_ok_and(|v| v.trim() == "overlap"))
+    barrier_probe() == "overlap"
 }
 
 /// Descriptor sets per descriptor pool chunk.
@@ -242,6 +249,7 @@ impl Recording {
         for ((b, range), acc) in buffers.iter().zip(ranges).zip(spec.bindings) {
             let r = if acc.reads() { vk::AccessFlags::SHADER_READ } else { vk::AccessFlags::empty() };
             let w = if acc.writes() { vk::AccessFlags::SHADER_WRITE } else { vk::AccessFlags::empty() };
+            let range = if barrier_probe() == "whole" { 0..u64::MAX } else { range };
             self.tracker.access(b.buf.handle, range, cs, r, w, &mut list);
         }
         if overlap_probe() {
