@@ -17,7 +17,10 @@
 //! ([`crate::vk::gemm::GemmChoice::from_env`]), `DUALSCOPE_GEMM_F32`
 //! (`tiled`: the f32 products on the 128×64 kernel, [`crate::vk::gemm::F32Kernel::from_env`]), `DUALSCOPE_COOPMAT_PROBE`
 //! (the GEMM timing probes, in `vk::gemm`), `DUALSCOPE_SPLIT_MIN_SLICE` (the
-//! shortest split-K slice, a timing probe, in `vk::gemm::split`), `DUALSCOPE_VK_DEVICE` and
+//! shortest split-K slice, a timing probe, in `vk::gemm::split`), `DUALSCOPE_SPLIT_FEW`
+//! (`0`: no finer split for products of few tiles, in `vk::gemm::split`),
+//! `DUALSCOPE_BARRIER_PROBE` (`whole` or `overlap`: barriers as on whole buffers,
+//! or only around the recurrences, in `vk::recorder`), `DUALSCOPE_VK_DEVICE` and
 //! `DUALSCOPE_VK_VALIDATION` ([`crate::vk::ContextOptions`]),
 //! `DUALSCOPE_GRID_PROBE` (the CLI's bench).
 
