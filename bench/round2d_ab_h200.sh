@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Device call 2: old/new in one run (old = barriers on whole buffers and no few-tiles split rule), then validation.
+# On the H200 host, from the repository root with .device/ carried (see ../shared/GPU.md): old against new in one run
+# (old = DUALSCOPE_BARRIER_PROBE=whole DUALSCOPE_SPLIT_FEW=0: barriers on whole buffers, no few-tiles split),
+# interleaved old new new old, then the ladders and train under layer 1.4.309. Writes to $OUT.
 set -u
 for f in .device/lib*.deb; do dpkg -x $f /; done; ldconfig
 BIN=.device/dualscope; O=$OUT

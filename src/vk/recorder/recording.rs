@@ -14,6 +14,9 @@ use crate::vk::error::{VkError, VkResult, call};
 use crate::vk::inner::{Inner, RECYCLED_SEQUENCES, SequenceParts};
 use crate::vk::kernel::Kernel;
 
+/// A descriptor set's layout and the byte ranges of the buffers it binds.
+pub(super) type SetKey = (vk::DescriptorSetLayout, Vec<(vk::Buffer, std::ops::Range<u64>)>);
+
 /// A command buffer with everything it needs besides its buffers: the
 /// handles it owns (pool, fence, timestamps, descriptor pools), the barrier
 /// state, the labels and the kernels it dispatches (kept alive by `Arc`). A
@@ -36,7 +39,7 @@ pub struct Recording {
     pub(super) kernels: Vec<Arc<Kernel>>,
     /// Descriptor sets already written, by layout and bound buffers: a kernel
     /// dispatched many times on the same buffers (a recurrence) reuses one.
-    pub(super) sets: HashMap<(vk::DescriptorSetLayout, Vec<(vk::Buffer, std::ops::Range<u64>)>), vk::DescriptorSet>,
+    pub(super) sets: HashMap<SetKey, vk::DescriptorSet>,
     pub(super) submitted: bool,
     pub(super) timing: Timing,
     /// Recording ended ([`super::Sequence::end`]): the buffer can be submitted again and again.
