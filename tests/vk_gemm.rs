@@ -908,7 +908,7 @@ fn disjoint_products_in_one_buffer_need_no_barrier() {
     let before = seq.barrier_count();
     let rd = GemmShape { m: s0.m, n: s0.m, k: s0.n, ta: false, tb: true, accumulate: false };
     let cm = MatRef { buf: &c, offset: off0 };
-    gemm::gemm_split_at(&ctx, &mut seq, path, &rd, cm, cm, MatRef::whole(&out), None).unwrap();
+    gemm::gemm_split(&ctx, &mut seq, path, &rd, cm, cm, MatRef::whole(&out), None).unwrap();
     assert_eq!(seq.barrier_count() - before, 1, "a read of a product's output waits for it");
     seq.copy(&c, 0, &back, 0, c.bytes()).unwrap();
     seq.submit().unwrap();

@@ -69,26 +69,7 @@ pub fn gemm_split<'a>(
     c: MatRef<'a>,
     scratch: Option<&'a Buffer>,
 ) -> VkResult<()> {
-    gemm_split_at(ctx, seq, path, s, a, b, c, scratch.map(MatRef::whole))
-}
-
-/// [`gemm_split`] with the split-K partials from `scratch`'s offset on. Each
-/// operand is bound as the part of its buffer that holds it ([`part`]), so
-/// products that write disjoint parts of one buffer (the weight gradients)
-/// and partials in disjoint parts of the scratch need no barrier between
-/// them.
-#[allow(clippy::too_many_arguments)]
-pub fn gemm_split_at<'a>(
-    ctx: &Context,
-    seq: &mut Sequence<'a>,
-    path: GemmPath,
-    s: &GemmShape,
-    a: MatRef<'a>,
-    b: MatRef<'a>,
-    c: MatRef<'a>,
-    scratch: Option<MatRef<'a>>,
-) -> VkResult<()> {
-    match gemm_split_later(ctx, seq, path, s, a, b, c, scratch)? {
+    match gemm_split_later(ctx, seq, path, s, a, b, c, scratch.map(MatRef::whole))? {
         Some(reduce) => reduce(seq),
         None => Ok(()),
     }
@@ -100,8 +81,12 @@ pub fn gemm_split_at<'a>(
 /// them, before any of their second passes.
 pub type Later<'a> = Box<dyn FnOnce(&mut Sequence<'a>) -> VkResult<()> + 'a>;
 
-/// [`gemm_split_at`] with the split-K sum returned, to be recorded by the
-/// caller after other work (`None`: the product was one dispatch, all done).
+/// [`gemm_split`] with the split-K partials from `scratch`'s offset on and
+/// their sum returned, to be recorded by the caller after other work
+/// (`None`: the product was one dispatch, all done). Each operand is bound as
+/// the part of its buffer that holds it ([`part`]), so products that write
+/// disjoint parts of one buffer (the weight gradients) and partials in
+/// disjoint parts of the scratch need no barrier between them.
 #[allow(clippy::too_many_arguments)]
 pub fn gemm_split_later<'a>(
     ctx: &Context,
