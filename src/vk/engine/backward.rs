@@ -4,9 +4,8 @@
 
 use super::kernels::*;
 use super::policy::Recurrence;
-use super::record::flush;
 use super::{BWD_WAVE_LAG, Engine, Workspace, u, workspace};
-use crate::vk::gemm::{MapStage, StageKind};
+use crate::vk::gemm::{MapStage, StageKind, flush};
 use crate::vk::{Sequence, VkResult};
 
 impl Engine {

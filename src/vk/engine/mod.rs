@@ -162,7 +162,7 @@ pub struct Engine {
     /// isolated rungs upload theirs).
     host_written: Mutex<Vec<usize>>,
     /// The scratch region the next product or column sum that needs one
-    /// takes ([`Engine::scratch_at`]).
+    /// takes ([`Engine::scratch_for`]).
     scratch_next: std::sync::atomic::AtomicUsize,
     ws: Option<Workspace>,
     /// The state each row of the next batches starts from (docs/carry-state.md);

@@ -8,7 +8,7 @@ use super::reduce::record_col_sum_later;
 use super::workspace::LayerBufs;
 use super::workspace::SCRATCH_REGIONS;
 use super::{Engine, Plan, Stage, Workspace, col_sum_scratch_len};
-use crate::vk::gemm::{self, GemmShape, Later, MapStage, MatRef};
+use crate::vk::gemm::{self, GemmShape, Later, MapStage, MatRef, flush};
 use crate::vk::kernel::KernelSpec;
 use crate::vk::{Buffer, Sequence, VkError, VkResult};
 
@@ -99,15 +99,12 @@ impl Engine {
         let shape = GemmShape { m, n, k, ta: a.2, tb: b.2, accumulate };
         let path = self.stage_path(stage);
         let ws = self.ws()?;
+        let need = gemm::split_k_scratch_len(path, &shape);
         debug_assert!(
-            gemm::split_k_scratch_len(path, &shape) <= ws.scratch_region,
+            need <= ws.scratch_region,
             "gemm {m}x{n}x{k}: its split-K scratch is missing from workspace::step_products"
         );
-        let scratch = if gemm::split_k_scratch_len(path, &shape) > 0 {
-            self.scratch_at(seq, later, ws)?
-        } else {
-            MatRef::whole(&ws.scratch)
-        };
+        let scratch = self.scratch_for(seq, later, ws, need > 0)?;
         let (a, b, c) =
             (MatRef { buf: a.0, offset: a.1 }, MatRef { buf: b.0, offset: b.1 }, MatRef { buf: c.0, offset: c.1 });
         later.extend(gemm::gemm_split_later(&self.ctx, seq, path, &shape, a, b, c, Some(scratch))?);
@@ -127,26 +124,27 @@ impl Engine {
     ) -> VkResult<()> {
         let (x, out) = (MatRef::whole(x), MatRef { buf: &self.grads, offset: out_off });
         let ws = self.ws()?;
-        let scratch = if col_sum_scratch_len(rows, d) > 0 {
-            self.scratch_at(seq, later, ws)?
-        } else {
-            MatRef::whole(&ws.scratch)
-        };
+        let scratch = self.scratch_for(seq, later, ws, col_sum_scratch_len(rows, d) > 0)?;
         later.extend(record_col_sum_later(&self.ctx, seq, x, rows, d, out, scratch, label)?);
         Ok(())
     }
 
-    /// The next of the workspace's scratch regions, in turn: a product or
-    /// column sum that needs scratch shares none with the few before it, so
-    /// nothing orders it after them but its own inputs.
-    /// Each pending second pass holds one of the last regions handed out, so
-    /// with all of them pending they are recorded first.
-    fn scratch_at<'a>(
+    /// Where a product or column sum puts its partial sums: where it `needs`
+    /// scratch, the next of the workspace's regions, in turn, so that it
+    /// shares none with the few before it and nothing orders it after them
+    /// but its own inputs (each pending second pass holds one of the last
+    /// regions handed out, so with all of them pending they are recorded
+    /// first); else the whole scratch, unused.
+    fn scratch_for<'a>(
         &self,
         seq: &mut Sequence<'a>,
         later: &mut Vec<Later<'a>>,
         ws: &'a Workspace,
+        needs: bool,
     ) -> VkResult<MatRef<'a>> {
+        if !needs {
+            return Ok(MatRef::whole(&ws.scratch));
+        }
         if later.len() >= SCRATCH_REGIONS {
             flush(seq, std::mem::take(later))?;
         }
@@ -389,9 +387,4 @@ impl Engine {
         bufs.extend(lb.d_gh16.as_ref().filter(|_| self.layer_rec_cm(l, true)));
         bufs
     }
-}
-
-/// Records the work kept for later, in order.
-pub(super) fn flush<'a>(seq: &mut Sequence<'a>, later: Vec<Later<'a>>) -> VkResult<()> {
-    later.into_iter().try_for_each(|rest| rest(seq))
 }

@@ -9,7 +9,7 @@
 //! `d` alone, so the result is the same bit for bit on every run.
 
 use super::kernels::{COL_SUM, COL_SUM_FINAL, ModelPush};
-use crate::vk::gemm::{Later, MatRef, part};
+use crate::vk::gemm::{Later, MatRef, flush, part};
 use crate::vk::{Bind, Context, Sequence, VkError, VkResult};
 
 /// Chunks a column sum is cut into at most (the second pass walks them all).
@@ -54,10 +54,8 @@ pub fn record_col_sum<'a>(
     scratch: MatRef<'a>,
     label: &str,
 ) -> VkResult<()> {
-    match record_col_sum_later(ctx, seq, x, rows, d, out, scratch, label)? {
-        Some(rest) => rest(seq),
-        None => Ok(()),
-    }
+    let rest = record_col_sum_later(ctx, seq, x, rows, d, out, scratch, label)?;
+    flush(seq, rest)
 }
 
 /// [`record_col_sum`] with its second pass (where it has one) returned, to

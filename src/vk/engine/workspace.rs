@@ -143,7 +143,7 @@ pub fn scratch_len_for(cfg: &Config, rows: usize, b: usize, path: GemmPath) -> u
 }
 
 /// Regions of the workspace's scratch: the products and column sums that
-/// need scratch take them in turn (`Engine::scratch_at`), so up to this many
+/// need scratch take them in turn (`Engine::scratch_for`), so up to this many
 /// in a row touch disjoint memory and need no barrier between them.
 pub const SCRATCH_REGIONS: usize = 4;
 
@@ -273,6 +273,7 @@ impl Workspace {
             })
             .collect::<VkResult<Vec<_>>>()?;
         let window = rows * cfg.heads * cfg.window;
+        let region = scratch_region(scratch_len_for(cfg, rows, b, path));
         Ok(Workspace {
             t,
             b,
@@ -306,8 +307,8 @@ impl Workspace {
             partials: dev("reduce.partials", n_params.div_ceil(SUMSQ_CHUNK).max(rows))?,
             wt: dev("gru.w_hh_t", 3 * h * h)?,
             sync: dev("grid.sync", WAVE_WIDE_MAX_GROUPS * GRID_FLAG_WORDS)?,
-            scratch: dev("reduce.scratch", SCRATCH_REGIONS * scratch_region(scratch_len_for(cfg, rows, b, path)))?,
-            scratch_region: scratch_region(scratch_len_for(cfg, rows, b, path)),
+            scratch: dev("reduce.scratch", SCRATCH_REGIONS * region)?,
+            scratch_region: region,
             carry_h0: (0..cfg.layers).map(|l| dev(&format!("carry.h0_l{l}"), b * h)).collect::<VkResult<_>>()?,
             s_pre: dev("carry.s_pre", pre * h)?,
             k_pre: dev("carry.k_pre", pre * a)?,

@@ -69,10 +69,8 @@ pub fn gemm_split<'a>(
     c: MatRef<'a>,
     scratch: Option<&'a Buffer>,
 ) -> VkResult<()> {
-    match gemm_split_later(ctx, seq, path, s, a, b, c, scratch.map(MatRef::whole))? {
-        Some(reduce) => reduce(seq),
-        None => Ok(()),
-    }
+    let reduce = gemm_split_later(ctx, seq, path, s, a, b, c, scratch.map(MatRef::whole))?;
+    flush(seq, reduce)
 }
 
 /// Work recorded later into the same sequence: the second pass of a split
@@ -80,6 +78,11 @@ pub fn gemm_split<'a>(
 /// independent products can be recorded together, with no barrier between
 /// them, before any of their second passes.
 pub type Later<'a> = Box<dyn FnOnce(&mut Sequence<'a>) -> VkResult<()> + 'a>;
+
+/// Records the work held back (a product's sum, a list of them), in order.
+pub fn flush<'a>(seq: &mut Sequence<'a>, later: impl IntoIterator<Item = Later<'a>>) -> VkResult<()> {
+    later.into_iter().try_for_each(|rest| rest(seq))
+}
 
 /// [`gemm_split`] with the split-K partials from `scratch`'s offset on and
 /// their sum returned, to be recorded by the caller after other work

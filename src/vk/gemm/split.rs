@@ -115,20 +115,25 @@ fn few_tiles_rule() -> bool {
 /// `DUALSCOPE_SPLIT_MIN_SLICE` (a timing probe: the split then differs from
 /// the default's, and with it the summation order), read once per process.
 pub fn min_slice(s: &GemmShape) -> usize {
-    static MIN: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
-    let probe = *MIN.get_or_init(|| {
-        std::env::var("DUALSCOPE_SPLIT_MIN_SLICE")
-            .ok()
-            .and_then(|v| v.trim().parse::<usize>().ok())
-            .filter(|&v| (16..=1 << 16).contains(&v))
-    });
     let small = s.m * s.n < SPLIT_K_SMALL_OUTPUT && s.k >= 512;
     let rule = if small {
         (s.k / SPLIT_K_MAX_SHORT_SLICES).clamp(SPLIT_K_MIN_SHORT_SLICE, SPLIT_K_MIN_SLICE)
     } else {
         SPLIT_K_MIN_SLICE
     };
-    probe.unwrap_or(rule)
+    min_slice_probe().unwrap_or(rule)
+}
+
+/// `DUALSCOPE_SPLIT_MIN_SLICE` where it names a slice of 16 to 65536 (a
+/// timing probe), read once per process.
+fn min_slice_probe() -> Option<usize> {
+    static MIN: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    *MIN.get_or_init(|| {
+        std::env::var("DUALSCOPE_SPLIT_MIN_SLICE")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .filter(|&v| (16..=1 << 16).contains(&v))
+    })
 }
 
 /// The longest K range a workgroup walks: its loop over K-slices (16 or
@@ -161,11 +166,7 @@ pub fn split_k_plan(path: GemmPath, s: &GemmShape, max_scratch: usize) -> SplitK
         return whole;
     }
     let mut for_groups = (SPLIT_K_TARGET_GROUPS / tiles).min(s.k / min_slice(s));
-    if tiles <= SPLIT_K_FEW_TILES
-        && s.k >= 256
-        && few_tiles_rule()
-        && std::env::var_os("DUALSCOPE_SPLIT_MIN_SLICE").is_none()
-    {
+    if tiles <= SPLIT_K_FEW_TILES && s.k >= 256 && few_tiles_rule() && min_slice_probe().is_none() {
         for_groups = for_groups.max((SPLIT_K_FEW_TILES_GROUPS / tiles).min(s.k / SPLIT_K_MIN_SHORT_SLICE));
     }
     let want = for_groups.max(s.k.div_ceil(SPLIT_K_MAX_CHUNK)).min(max_scratch / (s.m * s.n));
