@@ -17,9 +17,15 @@
 // FMAs over the same f16-rounded operands (W_hh read from the parameters
 // each step), each invocation summing its own unit over all 3H rows.
 //
-// Shared memory: COOPMAT 24 KB (d_gh[t+1] and d_gh[t], f16, 16 × 3H each;
-// the second also stages W_hh on its way into registers) + 16 KB (the two
-// halves' partial sums, 16 × H each); FMA: 24 KB (d_gh[t+1] rounded to f16,
+// No arrays of registers: every fragment and every pair's state is its own
+// variable, named in the code, so the driver keeps them in registers. As
+// arrays, indexed in loops it did not unroll, they lived in local memory
+// (version 39: 320 B an invocation, exactly the fragments and the pairs'
+// prefetched inputs).
+//
+// Shared memory: COOPMAT 24.5 KB (d_gh[t+1] and d_gh[t], f16, 16 × 3H each;
+// the second also stages W_hh on its way into registers) + 16.5 KB (the two
+// halves' partial sums, 16 × H each); FMA: 24.5 KB (d_gh[t+1] rounded to f16,
 // as f32, 16 × 3H).
 // The dispatch walks t = pc.t down to pc.t + 1 - pc.n.
 //   p: W_hh [3H, H] at off0; gh [T,B,3H]; gates [3][T,B,H]; h [T,B,H];
@@ -38,10 +44,14 @@
 #define WG 512u
 #define HMAX 128u
 #define NCMAX 384u
-// K-tiles per subgroup at most: 3·HMAX/16 over 2.
-#define KT_MAX 12
-// (row, unit) pairs each invocation owns at most: ceil(16 · HMAX / WG).
-#define PER 4
+// Shared rows padded by 16 bytes: the product's 16-row tiles read d_gh
+// (f16, row DS) and write part (f32, row PS); unpadded, their rows of 768
+// and 512 bytes all start in the same bank. DBUF: one d_gh buffer.
+#define DS (3u * pc.H + 8u)
+#define PS (pc.H + 4u)
+#define DBUF (16u * (NCMAX + 8u))
+// K-tiles a subgroup holds at most 3·HMAX/16 over 2 = 12 (wb0..wb11);
+// (row, unit) pairs an invocation owns at most ceil(16 · HMAX / WG) = 4.
 layout(local_size_x = 512) in;
 layout(std430, binding = 0) readonly buffer Par { float p[]; };
 layout(std430, binding = 1) readonly buffer Gh { float gh[]; };
@@ -54,9 +64,9 @@ layout(std430, binding = 7) buffer Dgh { float d_gh[]; };
 
 #ifdef COOPMAT
 // d_gh of the 16 rows in f16, [buffer][row][m] (rows past B zero).
-shared float16_t dg[2u * 16u * NCMAX];
+shared float16_t dg[2u * DBUF];
 // The two halves' partial sums, [half][row][unit].
-shared float part[2u * 16u * HMAX];
+shared float part[2u * 16u * (HMAX + 4u)];
 #define FRAG_A coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
 #define FRAG_B coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>
 #define FRAG_C coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
@@ -64,7 +74,7 @@ shared float part[2u * 16u * HMAX];
 #define DG_BUFS 2u
 #else
 // d_gh[t+1] of the rows rounded to f16, as f32, [row][m].
-shared float dg[16u * NCMAX];
+shared float dg[DBUF];
 #define DG_PUT(i, v) dg[i] = round_f16(v)
 #define DG_BUFS 1u
 #endif
@@ -85,63 +95,141 @@ StepIn fetch(uint t, uint b, uint j) {
     return q;
 }
 
+// Pair e = lid + WG·i of this invocation at the chunk's start: dh_{t+1} and
+// z_{t+1} from memory (zero at the sequence's end or past B) and its inputs
+// of step pc.t.
+void pair_init(uint e, bool first_above, out float dh_next, out float z_next, out StepIn qn) {
+    uint H = pc.H, B = pc.B;
+    uint rh = pc.T * B * H;
+    uint b = e / H, j = e - b * H;
+    dh_next = 0.0;
+    z_next = 0.0;
+    if (b < B && first_above) {
+        uint x = ((pc.t + 1u) * B + b) * H + j;
+        dh_next = dh_tot[x];
+        z_next = gates[rh + x];
+    }
+    if (b < B && pc.n > 0u) qn = fetch(pc.t, b, j);
+}
+
+// Step t (the chunk's s-th) of pair e: dh_t from above, the carry and the
+// product (in part, COOPMAT, or summed here, FMA), then the gate gradients.
+// COOPMAT writes d_gh[t] into the other shared buffer at once; FMA returns it
+// in res, written after a barrier (one buffer).
+void pair_step(uint e, uint s, uint t, bool above, uint po, uint co,
+               inout StepIn qn, inout float dh_next, inout float z_next, out vec3 res) {
+    uint H = pc.H, H3 = 3u * H, B = pc.B;
+    uint b = e / H, j = e - b * H;
+    res = vec3(0.0);
+    if (b >= B) return;
+    StepIn q = qn;
+    if (s + 1u < pc.n) qn = fetch(t - 1u, b, j);
+    uint row = t * B + b;
+    uint x = row * H + j;
+    float carry = 0.0;
+    if (above) {
+        float sum = 0.0;
+#ifdef COOPMAT
+        sum = part[b * PS + j] + part[16u * PS + b * PS + j];
+#else
+        uint drow = po + b * DS;
+        for (uint m = 0u; m < H3; ++m) sum += dg[drow + m] * round_f16(p[pc.off0 + m * H + j]);
+#endif
+        carry = dh_next * z_next + sum;
+    }
+    float dh = q.dh + carry;
+    dh_tot[x] = dh;
+    float dn = dh * (1.0 - q.z);
+    float dz = dh * (q.hp - q.n);
+    float dan = dn * (1.0 - q.n * q.n);
+    float dar = dan * q.ghn * q.r * (1.0 - q.r);
+    float daz = dz * q.z * (1.0 - q.z);
+    uint g = row * H3;
+    d_gi[g + j] = dar;
+    d_gi[g + H + j] = daz;
+    d_gi[g + 2u * H + j] = dan;
+    d_gh[g + j] = dar;
+    d_gh[g + H + j] = daz;
+    d_gh[g + 2u * H + j] = dan * q.r;
+    res = vec3(dar, daz, dan * q.r);
+#ifdef COOPMAT
+    // Two buffers: the next step's operand beside this step's.
+    uint o = co + b * DS + j;
+    DG_PUT(o, dar);
+    DG_PUT(o + H, daz);
+    DG_PUT(o + 2u * H, dan * q.r);
+#endif
+    dh_next = dh;
+    z_next = q.z;
+}
+
+#ifndef COOPMAT
+// FMA: pair e's d_gh[t] into the one shared buffer, after every read of d_gh[t+1].
+void pair_put(uint e, uint co, vec3 res) {
+    uint H = pc.H, H3 = 3u * H;
+    uint b = e / H, j = e - b * H;
+    if (b >= pc.B) return;
+    uint o = co + b * DS + j;
+    DG_PUT(o, res.x);
+    DG_PUT(o + H, res.y);
+    DG_PUT(o + 2u * H, res.z);
+}
+#endif
+
 void main() {
     uint lid = gl_LocalInvocationID.x;
     uint H = pc.H, H3 = 3u * H, B = pc.B;
     uint ktiles = H3 / 16u;
-    uint rh = pc.T * B * H;
 
 #ifdef COOPMAT
     uint sg = gl_SubgroupID;
     uint ct = sg % 8u, ks = sg / 8u;
     bool mult = ct < H / 16u;
-    // K-tile kt = ks + 2i of W_hh (rows 16kt .. 16kt + 15, all units) staged
-    // in the second d_gh buffer, [row in tile][unit].
-    FRAG_B wb[KT_MAX];
-    [[unroll]] for (uint i = 0u; i < KT_MAX; ++i) {
-        [[unroll]] for (uint half_ = 0u; half_ < 2u; ++half_) {
-            uint kt = half_ + 2u * i;
-            if (kt < ktiles) {
-                for (uint e = lid; e < 16u * H; e += WG)
-                    dg[16u * NCMAX + e] = float16_t(p[pc.off0 + 16u * kt * H + e]);
-                barrier();
-                if (mult && ks == half_)
-                    coopMatLoad(wb[i], dg, 16u * NCMAX + ct * 16u, H, gl_CooperativeMatrixLayoutRowMajor);
-                barrier();
-            }
-        }
+    FRAG_B wb0 = FRAG_B(0.0); FRAG_B wb1 = FRAG_B(0.0); FRAG_B wb2 = FRAG_B(0.0); FRAG_B wb3 = FRAG_B(0.0);
+    FRAG_B wb4 = FRAG_B(0.0); FRAG_B wb5 = FRAG_B(0.0); FRAG_B wb6 = FRAG_B(0.0); FRAG_B wb7 = FRAG_B(0.0);
+    FRAG_B wb8 = FRAG_B(0.0); FRAG_B wb9 = FRAG_B(0.0); FRAG_B wb10 = FRAG_B(0.0); FRAG_B wb11 = FRAG_B(0.0);
+// K-tiles 2I and 2I + 1 of W_hh (rows 16kt .. 16kt + 15, all units) staged in
+// the second d_gh buffer, [row in tile][unit]; this subgroup's fragment of
+// the one of its half (kt = ks + 2I) into W.
+#define LOAD_I(W, I) \
+    for (uint half_ = 0u; half_ < 2u; ++half_) { \
+        uint kt = half_ + 2u * I; \
+        if (kt < ktiles) { \
+            for (uint e = lid; e < 16u * H; e += WG) \
+                dg[DBUF + e] = float16_t(p[pc.off0 + 16u * kt * H + e]); \
+            barrier(); \
+            if (mult && ks == half_) \
+                coopMatLoad(W, dg, DBUF + ct * 16u, H, gl_CooperativeMatrixLayoutRowMajor); \
+            barrier(); \
+        } \
     }
+    LOAD_I(wb0, 0u) LOAD_I(wb1, 1u) LOAD_I(wb2, 2u) LOAD_I(wb3, 3u)
+    LOAD_I(wb4, 4u) LOAD_I(wb5, 5u) LOAD_I(wb6, 6u) LOAD_I(wb7, 7u)
+    LOAD_I(wb8, 8u) LOAD_I(wb9, 9u) LOAD_I(wb10, 10u) LOAD_I(wb11, 11u)
 #endif
 
-    // d_gh[t+1] (the chunk's first step's operand) and dh_{t+1}, from memory.
+    // d_gh[t+1] (the chunk's first step's operand), from memory.
     bool first_above = pc.t + 1u < pc.T;
-    float dh_next[PER];
     for (uint e = lid; e < 16u * H3; e += WG) {
-        uint b = e / H3;
+        uint b = e / H3, m = e - b * H3;
         float v = 0.0;
-        if (b < B && first_above) v = d_gh[((pc.t + 1u) * B + b) * H3 + e - b * H3];
-        DG_PUT(e, v);
+        if (b < B && first_above) v = d_gh[((pc.t + 1u) * B + b) * H3 + m];
+        DG_PUT(b * DS + m, v);
 #ifdef COOPMAT
-        DG_PUT(16u * NCMAX + e, 0.0);
+        DG_PUT(DBUF + b * DS + m, 0.0);
 #endif
     }
     // The step's inputs are loaded one step ahead, so that their latency
     // overlaps the previous step's barrier and product; z_{t+1} is the
-    // previous step's z (at the chunk's start, from memory).
-    StepIn qn[PER];
-    float z_next[PER];
-    [[unroll]] for (uint i = 0u; i < PER; ++i) {
-        uint e = lid + WG * uint(i);
-        uint b = e / H, j = e - b * H;
-        dh_next[i] = 0.0;
-        z_next[i] = 0.0;
-        if (b < B && first_above) {
-            uint x = ((pc.t + 1u) * B + b) * H + j;
-            dh_next[i] = dh_tot[x];
-            z_next[i] = gates[rh + x];
-        }
-        if (b < B && pc.n > 0u) qn[i] = fetch(pc.t, b, j);
-    }
+    // previous step's z (at the chunk's start, from memory). PER = 4 pairs
+    // (row, unit) an invocation: e = lid + WG·i.
+    uint e0 = lid, e1 = lid + WG, e2 = lid + 2u * WG, e3 = lid + 3u * WG;
+    float dn0, dn1, dn2, dn3, zn0, zn1, zn2, zn3;
+    StepIn q0, q1, q2, q3;
+    pair_init(e0, first_above, dn0, zn0, q0);
+    pair_init(e1, first_above, dn1, zn1, q1);
+    pair_init(e2, first_above, dn2, zn2, q2);
+    pair_init(e3, first_above, dn3, zn3, q3);
     barrier();
 
     uint prev = 0u;
@@ -149,95 +237,40 @@ void main() {
         uint t = pc.t - s;
         bool above = t + 1u < pc.T;
         uint cur = (prev + 1u) % DG_BUFS;
-        uint po = prev * 16u * NCMAX, co = cur * 16u * NCMAX;
+        uint po = prev * DBUF, co = cur * DBUF;
 #ifdef COOPMAT
         if (above) {
             if (mult) {
                 // Two accumulators, so that the products do not wait on each other.
-                FRAG_C acc[2];
-                acc[0] = FRAG_C(0.0);
-                acc[1] = FRAG_C(0.0);
-                [[unroll]] for (uint i = 0u; i < KT_MAX; ++i) {
-                    uint kt = ks + 2u * i;
-                    if (kt < ktiles) {
-                        FRAG_A ga;
-                        coopMatLoad(ga, dg, po + kt * 16u, H3, gl_CooperativeMatrixLayoutRowMajor);
-                        acc[i % 2u] = coopMatMulAdd(ga, wb[i], acc[i % 2u]);
-                    }
+                FRAG_C acc0 = FRAG_C(0.0); FRAG_C acc1 = FRAG_C(0.0);
+                FRAG_A ga;
+// d_gh[t+1]'s K-tile ks + 2I times this subgroup's fragment W, into ACC.
+#define MUL_I(W, I, ACC) \
+                if (ks + 2u * I < ktiles) { \
+                    coopMatLoad(ga, dg, po + (ks + 2u * I) * 16u, DS, gl_CooperativeMatrixLayoutRowMajor); \
+                    ACC = coopMatMulAdd(ga, W, ACC); \
                 }
-                acc[0] = acc[0] + acc[1];
-                coopMatStore(acc[0], part, ks * 16u * H + ct * 16u, H, gl_CooperativeMatrixLayoutRowMajor);
+                MUL_I(wb0, 0u, acc0) MUL_I(wb1, 1u, acc1) MUL_I(wb2, 2u, acc0) MUL_I(wb3, 3u, acc1)
+                MUL_I(wb4, 4u, acc0) MUL_I(wb5, 5u, acc1) MUL_I(wb6, 6u, acc0) MUL_I(wb7, 7u, acc1)
+                MUL_I(wb8, 8u, acc0) MUL_I(wb9, 9u, acc1) MUL_I(wb10, 10u, acc0) MUL_I(wb11, 11u, acc1)
+                acc0 = acc0 + acc1;
+                coopMatStore(acc0, part, ks * 16u * PS + ct * 16u, PS, gl_CooperativeMatrixLayoutRowMajor);
             }
             barrier();
         }
 #endif
-#ifndef COOPMAT
-        float res[PER][3];
-#endif
-        [[unroll]] for (uint i = 0u; i < PER; ++i) {
-            uint e = lid + WG * uint(i);
-            uint b = e / H, j = e - b * H;
-#ifndef COOPMAT
-            res[i][0] = 0.0;
-            res[i][1] = 0.0;
-            res[i][2] = 0.0;
-#endif
-            if (b >= B) continue;
-            StepIn q = qn[i];
-            if (s + 1u < pc.n) qn[i] = fetch(t - 1u, b, j);
-            uint row = t * B + b;
-            uint x = row * H + j;
-            float carry = 0.0;
-            if (above) {
-                float sum = 0.0;
-#ifdef COOPMAT
-                sum = part[b * H + j] + part[16u * H + b * H + j];
-#else
-                uint drow = po + b * H3;
-                for (uint m = 0u; m < H3; ++m) sum += dg[drow + m] * round_f16(p[pc.off0 + m * H + j]);
-#endif
-                carry = dh_next[i] * z_next[i] + sum;
-            }
-            float dh = q.dh + carry;
-            dh_tot[x] = dh;
-            float dn = dh * (1.0 - q.z);
-            float dz = dh * (q.hp - q.n);
-            float dan = dn * (1.0 - q.n * q.n);
-            float dar = dan * q.ghn * q.r * (1.0 - q.r);
-            float daz = dz * q.z * (1.0 - q.z);
-            uint g = row * H3;
-            d_gi[g + j] = dar;
-            d_gi[g + H + j] = daz;
-            d_gi[g + 2u * H + j] = dan;
-            d_gh[g + j] = dar;
-            d_gh[g + H + j] = daz;
-            d_gh[g + 2u * H + j] = dan * q.r;
-#ifdef COOPMAT
-            // Two buffers: the next step's operand beside this step's.
-            uint o = co + b * H3 + j;
-            DG_PUT(o, dar);
-            DG_PUT(o + H, daz);
-            DG_PUT(o + 2u * H, dan * q.r);
-#else
-            res[i][0] = dar;
-            res[i][1] = daz;
-            res[i][2] = dan * q.r;
-#endif
-            dh_next[i] = dh;
-            z_next[i] = q.z;
-        }
+        vec3 r0, r1, r2, r3;
+        pair_step(e0, s, t, above, po, co, q0, dn0, zn0, r0);
+        pair_step(e1, s, t, above, po, co, q1, dn1, zn1, r1);
+        pair_step(e2, s, t, above, po, co, q2, dn2, zn2, r2);
+        pair_step(e3, s, t, above, po, co, q3, dn3, zn3, r3);
 #ifndef COOPMAT
         // One buffer: every read of d_gh[t+1] is done before d_gh[t] replaces it.
         barrier();
-        [[unroll]] for (uint i = 0u; i < PER; ++i) {
-            uint e = lid + WG * uint(i);
-            uint b = e / H, j = e - b * H;
-            if (b >= B) continue;
-            uint o = co + b * H3 + j;
-            DG_PUT(o, res[i][0]);
-            DG_PUT(o + H, res[i][1]);
-            DG_PUT(o + 2u * H, res[i][2]);
-        }
+        pair_put(e0, co, r0);
+        pair_put(e1, co, r1);
+        pair_put(e2, co, r2);
+        pair_put(e3, co, r3);
 #endif
         // d_gh[t] is complete (and, COOPMAT, every read of part done) before
         // the next step's product.
