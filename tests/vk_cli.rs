@@ -614,3 +614,21 @@ fn pipeline_stats_are_printed_or_the_device_is_named() {
     assert_eq!(r["rungs"][0]["status"], "pass");
     assert_eq!(r["validation"]["errors"], 0);
 }
+
+/// A mistyped switch of the engine or of a probe is one line naming it and
+/// exit 2 when the engine is built, not a switch silently left at its
+/// default (`DUALSCOPE_WAVE=off` used to leave the wavefronts on).
+#[test]
+fn a_mistyped_switch_is_refused_naming_it() {
+    let (_, ctx) = common::vulkan!();
+    drop(ctx);
+    let args = ["bench", "--engine", "gpu", "--config", "tiny", "--steps", "1", "--warmup", "0"];
+    for (name, value) in
+        [("DUALSCOPE_WAVE", "off"), ("DUALSCOPE_SPLIT_MIN_SLICE", "8"), ("DUALSCOPE_BARRIER_PROBE", "all")]
+    {
+        let out = dualscope(&args, &[(name, value)]);
+        assert_eq!(out.status.code(), Some(2), "{name}={value}: {}", text(&out.stderr));
+        let err = text(&out.stderr);
+        assert!(err.contains(name) && err.contains(value) && err.lines().count() == 1, "{err}");
+    }
+}

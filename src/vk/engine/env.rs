@@ -13,6 +13,10 @@
 //! | `DUALSCOPE_ATTN` | `old`, `wide` or `auto`: the attention kernels in blocks of 16 queries, of 64, or the block [`AttnKernels::wide_for`] picks per shape (`auto`) |
 //! | `DUALSCOPE_POISON` | `1`: fill every buffer a step writes with NaN before it runs (reads of unwritten values turn non-finite) |
 //!
+//! A set switch whose value is not one it takes is an error naming it when an
+//! engine is built ([`check_switch`]; an empty value counts as unset), for
+//! the probes read elsewhere too.
+//!
 //! Read elsewhere, because they are not the engine's: `DUALSCOPE_GEMM_PATH`
 //! ([`crate::vk::gemm::GemmChoice::from_env`]), `DUALSCOPE_GEMM_F32`
 //! (`tiled`: the f32 products on the 128×64 kernel, [`crate::vk::gemm::F32Kernel::from_env`]), `DUALSCOPE_COOPMAT_PROBE`
@@ -22,7 +26,8 @@
 //! `DUALSCOPE_BARRIER_PROBE` (`whole` or `overlap`: barriers as on whole buffers,
 //! or only around the recurrences, in `vk::recorder`), `DUALSCOPE_VK_DEVICE` and
 //! `DUALSCOPE_VK_VALIDATION` ([`crate::vk::ContextOptions`]),
-//! `DUALSCOPE_GRID_PROBE` (the CLI's bench).
+//! `DUALSCOPE_PIPELINE_STATS` (`1`: the driver's statistics of each kernel, in
+//! `vk::context`), `DUALSCOPE_GRID_PROBE` (the CLI's bench).
 
 use super::kernels::AttnKernels;
 use super::policy::{Recurrence, WgChoice};
@@ -53,10 +58,67 @@ pub struct EngineEnv {
     pub attn: AttnKernels,
 }
 
+/// The switches whose values are a short list, the engine's and the probes
+/// read elsewhere (an empty value counts as unset). [`EngineEnv::from_env`]
+/// checks them all, so that a mistyped value is an error naming the
+/// variable rather than a switch silently left at its default.
+const CHOICES: &[(&str, &[&str])] = &[
+    ("DUALSCOPE_RECURRENCE_PRODUCT", &["f32"]),
+    ("DUALSCOPE_WAVE", &["0", "1"]),
+    ("DUALSCOPE_WAVE_COHERENT", &["0", "1"]),
+    ("DUALSCOPE_WAVE_WIDE", &["0", "1"]),
+    ("DUALSCOPE_POISON", &["0", "1"]),
+    ("DUALSCOPE_HOST_NORMS", &["0", "1"]),
+    ("DUALSCOPE_PIPELINE_STATS", &["0", "1"]),
+    ("DUALSCOPE_SPLIT_FEW", &["0", "1"]),
+    ("DUALSCOPE_BARRIER_PROBE", &["whole", "overlap"]),
+    ("DUALSCOPE_COOPMAT_PROBE", &["mma", "no_global"]),
+];
+
+/// The shortest split-K slice `DUALSCOPE_SPLIT_MIN_SLICE` may name.
+const MIN_SLICE_RANGE: std::ops::RangeInclusive<usize> = 16..=1 << 16;
+
+/// Whether `value` (trimmed) is one that the switch `name` accepts; a name
+/// this table does not know is not checked here.
+pub fn check_switch(name: &str, value: &str) -> Result<(), String> {
+    let v = value.trim();
+    if v.is_empty() {
+        return Ok(());
+    }
+    if name == "DUALSCOPE_SPLIT_MIN_SLICE" {
+        return match v.parse::<usize>() {
+            Ok(n) if MIN_SLICE_RANGE.contains(&n) => Ok(()),
+            _ => Err(format!("{name}={v:?}: expected a slice of 16 to 65536")),
+        };
+    }
+    match CHOICES.iter().find(|(n, _)| *n == name) {
+        Some((_, ok)) if !ok.contains(&v) => Err(format!("{name}={v:?}: expected {}", ok.join(" or "))),
+        _ => Ok(()),
+    }
+}
+
+/// Every switch of [`CHOICES`] and `DUALSCOPE_SPLIT_MIN_SLICE` that is set,
+/// checked; a value that is not UTF-8 is refused too.
+fn check_switches() -> VkResult<()> {
+    let names = CHOICES.iter().map(|(n, _)| *n).chain(["DUALSCOPE_SPLIT_MIN_SLICE"]);
+    for name in names {
+        match std::env::var(name) {
+            Ok(v) => check_switch(name, &v).map_err(VkError::Invalid)?,
+            Err(std::env::VarError::NotUnicode(_)) => {
+                return Err(VkError::Invalid(format!("{name}: the value is not UTF-8")));
+            }
+            Err(std::env::VarError::NotPresent) => {}
+        }
+    }
+    Ok(())
+}
+
 impl EngineEnv {
     /// The switches from the environment (values trimmed); an error for a
-    /// `DUALSCOPE_RECURRENCE` that names no recurrence.
+    /// `DUALSCOPE_RECURRENCE`, `DUALSCOPE_ATTN` or `DUALSCOPE_WG` that names
+    /// nothing they know, and for a value [`check_switch`] refuses.
     pub fn from_env() -> VkResult<EngineEnv> {
+        check_switches()?;
         let recurrence = match std::env::var("DUALSCOPE_RECURRENCE") {
             Ok(v) => {
                 Some(Recurrence::parse(v.trim()).map_err(|e| VkError::Invalid(format!("DUALSCOPE_RECURRENCE: {e}")))?)
@@ -107,5 +169,34 @@ impl super::Engine {
     pub fn set_attn_kernels(&mut self, attn: AttnKernels) {
         self.env.attn = attn;
         self.forget_replay();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_switch;
+
+    #[test]
+    fn switch_values_outside_their_lists_are_refused_naming_the_switch() {
+        for (name, good) in [("DUALSCOPE_WAVE", "0"), ("DUALSCOPE_WAVE", " 1 "), ("DUALSCOPE_BARRIER_PROBE", "overlap")]
+        {
+            assert_eq!(check_switch(name, good), Ok(()), "{name}={good}");
+        }
+        assert_eq!(check_switch("DUALSCOPE_POISON", ""), Ok(()), "empty is unset");
+        for (name, bad) in [
+            ("DUALSCOPE_WAVE", "off"),
+            ("DUALSCOPE_HOST_NORMS", "yes"),
+            ("DUALSCOPE_RECURRENCE_PRODUCT", "f64"),
+            ("DUALSCOPE_BARRIER_PROBE", "none"),
+            ("DUALSCOPE_COOPMAT_PROBE", "mmaa"),
+            ("DUALSCOPE_SPLIT_MIN_SLICE", "8"),
+            ("DUALSCOPE_SPLIT_MIN_SLICE", "18446744073709551616"),
+            ("DUALSCOPE_SPLIT_MIN_SLICE", "-1"),
+        ] {
+            let err = check_switch(name, bad).expect_err(bad);
+            assert!(err.starts_with(name) && err.contains("expected"), "{err}");
+        }
+        assert_eq!(check_switch("DUALSCOPE_SPLIT_MIN_SLICE", "65536"), Ok(()));
+        assert_eq!(check_switch("DUALSCOPE_SOMETHING_ELSE", "x"), Ok(()), "not this table's");
     }
 }

@@ -118,7 +118,7 @@ pub static GEMM_F16_COOPMAT_BIG_PROBE_NO_GLOBAL: KernelSpec = KernelSpec {
 };
 
 pub(super) fn coopmat_big_spec() -> &'static KernelSpec {
-    match std::env::var("DUALSCOPE_COOPMAT_PROBE").as_deref() {
+    match std::env::var("DUALSCOPE_COOPMAT_PROBE").as_deref().map(str::trim) {
         Ok("mma") => &GEMM_F16_COOPMAT_BIG_PROBE_MMA,
         Ok("no_global") => &GEMM_F16_COOPMAT_BIG_PROBE_NO_GLOBAL,
         _ => &GEMM_F16_COOPMAT_BIG,
