@@ -28,6 +28,9 @@
 // halves' partial sums, 16 × H each); FMA: 24.5 KB (d_gh[t+1] rounded to f16,
 // as f32, 16 × 3H).
 // The dispatch walks t = pc.t down to pc.t + 1 - pc.n.
+// pc.flag: 0 in a step; a timing probe (Engine::probe_wg) switches parts off,
+// results meaningless: 2 no product, 4 no stores to memory, 8 no loads of
+// the steps' inputs, 16 no barriers in the steps.
 //   p: W_hh [3H, H] at off0; gh [T,B,3H]; gates [3][T,B,H]; h [T,B,H];
 //   d_h [T,B,H] (from above); dh_tot [T,B,H]; d_gi, d_gh [T,B,3H].
 #extension GL_GOOGLE_include_directive : enable
@@ -123,11 +126,11 @@ void pair_step(uint e, uint s, uint t, bool above, uint po, uint co,
     res = vec3(0.0);
     if (b >= B) return;
     StepIn q = qn;
-    if (s + 1u < pc.n) qn = fetch(t - 1u, b, j);
+    if (s + 1u < pc.n && (pc.flag & 8u) == 0u) qn = fetch(t - 1u, b, j);
     uint row = t * B + b;
     uint x = row * H + j;
     float carry = 0.0;
-    if (above) {
+    if (above && (pc.flag & 2u) == 0u) {
         float sum = 0.0;
 #ifdef COOPMAT
         sum = part[b * PS + j] + part[16u * PS + b * PS + j];
@@ -138,19 +141,22 @@ void pair_step(uint e, uint s, uint t, bool above, uint po, uint co,
         carry = dh_next * z_next + sum;
     }
     float dh = q.dh + carry;
-    dh_tot[x] = dh;
+    bool store = (pc.flag & 4u) == 0u;
+    if (store) dh_tot[x] = dh;
     float dn = dh * (1.0 - q.z);
     float dz = dh * (q.hp - q.n);
     float dan = dn * (1.0 - q.n * q.n);
     float dar = dan * q.ghn * q.r * (1.0 - q.r);
     float daz = dz * q.z * (1.0 - q.z);
     uint g = row * H3;
-    d_gi[g + j] = dar;
-    d_gi[g + H + j] = daz;
-    d_gi[g + 2u * H + j] = dan;
-    d_gh[g + j] = dar;
-    d_gh[g + H + j] = daz;
-    d_gh[g + 2u * H + j] = dan * q.r;
+    if (store) {
+        d_gi[g + j] = dar;
+        d_gi[g + H + j] = daz;
+        d_gi[g + 2u * H + j] = dan;
+        d_gh[g + j] = dar;
+        d_gh[g + H + j] = daz;
+        d_gh[g + 2u * H + j] = dan * q.r;
+    }
     res = vec3(dar, daz, dan * q.r);
 #ifdef COOPMAT
     // Two buffers: the next step's operand beside this step's.
@@ -238,8 +244,9 @@ void main() {
         bool above = t + 1u < pc.T;
         uint cur = (prev + 1u) % DG_BUFS;
         uint po = prev * DBUF, co = cur * DBUF;
+        bool sync = (pc.flag & 16u) == 0u;
 #ifdef COOPMAT
-        if (above) {
+        if (above && (pc.flag & 2u) == 0u) {
             if (mult) {
                 // Two accumulators, so that the products do not wait on each other.
                 FRAG_C acc0 = FRAG_C(0.0); FRAG_C acc1 = FRAG_C(0.0);
@@ -256,7 +263,7 @@ void main() {
                 acc0 = acc0 + acc1;
                 coopMatStore(acc0, part, ks * 16u * PS + ct * 16u, PS, gl_CooperativeMatrixLayoutRowMajor);
             }
-            barrier();
+            if (sync) barrier();
         }
 #endif
         vec3 r0, r1, r2, r3;
@@ -266,7 +273,7 @@ void main() {
         pair_step(e3, s, t, above, po, co, q3, dn3, zn3, r3);
 #ifndef COOPMAT
         // One buffer: every read of d_gh[t+1] is done before d_gh[t] replaces it.
-        barrier();
+        if (sync) barrier();
         pair_put(e0, co, r0);
         pair_put(e1, co, r1);
         pair_put(e2, co, r2);
@@ -274,7 +281,7 @@ void main() {
 #endif
         // d_gh[t] is complete (and, COOPMAT, every read of part done) before
         // the next step's product.
-        barrier();
+        if (sync) barrier();
         prev = cur;
     }
 }

@@ -29,6 +29,9 @@
 // K-tile on its way into registers) + 24.3 KB (the step's 16 × 3H product);
 // FMA: 17 KB (h_{t-1} as f32, two buffers).
 // The dispatch runs steps pc.t .. pc.t + pc.n - 1 (chunks: the loop guard).
+// pc.flag: 0 in a step; a timing probe (Engine::probe_wg) switches parts off,
+// results meaningless: 2 no product, 4 no stores to memory, 8 no loads of
+// gi, 16 no barriers in the steps.
 //   p: W_hh [3H, H] at off0, b_hh [3H] at off1 of the parameters
 //   gi, gh: [T, B, 3H]; gates: [3][T, B, H]; h: [T, B, H]
 #extension GL_GOOGLE_include_directive : enable
@@ -99,7 +102,7 @@ void pair_init(uint e, out vec3 bias, out float hp) {
 vec3 pair_gi(uint e, uint t, uint t_end) {
     uint H = pc.H, H3 = 3u * H, B = pc.B;
     uint b = e / H, j = e - b * H;
-    if (b >= B || t >= t_end) return vec3(0.0);
+    if (b >= B || t >= t_end || (pc.flag & 8u) != 0u) return vec3(0.0);
     uint g = (t * B + b) * H3;
     return vec3(gi[g + j], gi[g + H + j], gi[g + 2u * H + j]);
 }
@@ -116,7 +119,7 @@ void pair_step(uint e, uint t, uint t_end, uint po, uint co, inout vec3 gnext, v
     vec3 gin = gnext;
     gnext = pair_gi(e, t + 1u, t_end);
     vec3 m = vec3(0.0);
-    if (t > 0u) {
+    if (t > 0u && (pc.flag & 2u) == 0u) {
 #ifdef COOPMAT
         uint o = b * GS_STRIDE + j;
         m = vec3(ghs[o], ghs[o + H], ghs[o + 2u * H]);
@@ -133,14 +136,16 @@ void pair_step(uint e, uint t, uint t_end, uint po, uint co, inout vec3 gnext, v
     float r = sigmoid(gin.x + ghv.x);
     float z = sigmoid(gin.y + ghv.y);
     float n = tanh_safe(gin.z + r * ghv.z);
-    gh[g + j] = ghv.x;
-    gh[g + H + j] = ghv.y;
-    gh[g + 2u * H + j] = ghv.z;
-    gates[row * H + j] = r;
-    gates[rh + row * H + j] = z;
-    gates[2u * rh + row * H + j] = n;
     hp = (1.0 - z) * n + z * hp;
-    h[row * H + j] = hp;
+    if ((pc.flag & 4u) == 0u) {
+        gh[g + j] = ghv.x;
+        gh[g + H + j] = ghv.y;
+        gh[g + 2u * H + j] = ghv.z;
+        gates[row * H + j] = r;
+        gates[rh + row * H + j] = z;
+        gates[2u * rh + row * H + j] = n;
+        h[row * H + j] = hp;
+    }
     HS_PUT(co + b * HS_STRIDE + j, hp);
 }
 
@@ -187,7 +192,8 @@ void main() {
         uint cur = prev ^ 1u;
         uint po = prev * 16u * HS_STRIDE, co = cur * 16u * HS_STRIDE;
 #ifdef COOPMAT
-        if (t > 0u) {
+        bool sync = (pc.flag & 16u) == 0u;
+        if (t > 0u && (pc.flag & 2u) == 0u) {
             if (sg < nct) {
                 FRAG_C acc = FRAG_C(0.0);
                 FRAG_A xa;
@@ -201,7 +207,7 @@ void main() {
                 MUL_KT(wb4, 4u) MUL_KT(wb5, 5u) MUL_KT(wb6, 6u) MUL_KT(wb7, 7u)
                 coopMatStore(acc, ghs, sg * 16u, GS_STRIDE, gl_CooperativeMatrixLayoutRowMajor);
             }
-            barrier();
+            if (sync) barrier();
         }
 #endif
         pair_step(e0, t, t_end, po, co, gn0, bias0, hp0);
@@ -209,7 +215,7 @@ void main() {
         pair_step(e2, t, t_end, po, co, gn2, bias2, hp2);
         // h_t is complete (and, COOPMAT, every read of ghs done) before the
         // next step's product.
-        barrier();
+        if ((pc.flag & 16u) == 0u) barrier();
         prev = cur;
     }
 }

@@ -125,3 +125,39 @@ fn the_fma_variant_matches_the_per_row_f16_kernels() {
     }
     assert_clean(&ctx, test);
 }
+
+/// The one-workgroup timing probe (`Engine::probe_wg`, `DUALSCOPE_GRID_PROBE`
+/// in `bench`) times layer 0's kernels in both directions, whole and with
+/// every part switched off, and leaves the parameters as they were (the
+/// step after it gives the same gradients); without the one-workgroup
+/// kernels it has nothing to time.
+#[test]
+fn the_one_workgroup_probe_times_both_directions_and_spoils_no_parameter() {
+    let (test, ctx) = common::vulkan!();
+    let cfg = cfg(48, 5, 13);
+    let params = Params::init(&cfg, 5);
+    let batch = random_batch(11, &[14, 14, 9, 14, 3]);
+    let opts = StepOptions::default();
+    let mut e = Engine::with_precision(&ctx, &cfg, &params, &opts, Precision::F16, GemmChoice::Auto).unwrap();
+    e.set_wg(WgChoice::Fma);
+    let before = e.grads(&batch).unwrap();
+    assert_eq!(e.recurrence_wg(), Some("fma"));
+    for backward in [false, true] {
+        for flag in [0, 2, 4, 8, 16, 30] {
+            let ms = e.probe_wg(backward, flag).unwrap();
+            if ctx.report().timestamps {
+                let ms = ms.expect("a time where the device has timestamps");
+                assert!(ms > 0.0 && ms.is_finite(), "backward {backward} flag {flag}: {ms}");
+            }
+        }
+    }
+    let after = e.grads(&batch).unwrap();
+    assert_eq!(before.loss.to_bits(), after.loss.to_bits());
+    for (x, y) in before.grads.tensors().iter().zip(after.grads.tensors()) {
+        assert!(x.data.iter().zip(&y.data).all(|(a, b)| a.to_bits() == b.to_bits()), "a gradient changed");
+    }
+    e.set_wg(WgChoice::Off);
+    e.grads(&batch).unwrap();
+    assert_eq!(e.probe_wg(false, 0).unwrap(), None);
+    assert_clean(&ctx, test);
+}

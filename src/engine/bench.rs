@@ -330,6 +330,10 @@ pub struct RecurrenceReport {
     /// The same for the backward wavefront, µs per interval.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bwd_wave_probe: Option<BTreeMap<String, f64>>,
+    /// The same for layer 0's one-workgroup recurrences (forward and
+    /// backward, by part), µs per step.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wg_probe: Option<BTreeMap<String, f64>>,
 }
 
 /// The recurrences' device time per step against their floor: the dependent
@@ -370,9 +374,13 @@ fn recurrence_floor(
         floor_ms: None,
         fwd_step_probe: None,
         bwd_wave_probe: None,
+        wg_probe: None,
     };
     // The one-workgroup recurrences have no grid barrier to take a floor from.
     if mode != Recurrence::Grid || t < 2 || e.recurrence_wg().is_some() {
+        if std::env::var("DUALSCOPE_GRID_PROBE").is_ok() && e.recurrence_wg().is_some() {
+            v.wg_probe = Some(wg_probe(e, t));
+        }
         return Ok(v);
     }
     let mut probes = Vec::new();
@@ -439,4 +447,30 @@ fn recurrence_floor(
         v.bwd_wave_probe = Some(probe);
     }
     Ok(v)
+}
+
+/// `DUALSCOPE_GRID_PROBE` with the one-workgroup recurrences: where a step
+/// of layer 0's forward and backward kernels goes, parts switched off one
+/// at a time and together (`Engine::probe_wg`), µs per step, medians of 5.
+fn wg_probe(e: &Engine, t: usize) -> BTreeMap<String, f64> {
+    let parts = [
+        ("whole", 0u32),
+        ("no_product", 2),
+        ("no_stores", 4),
+        ("no_inputs", 8),
+        ("no_barriers", 16),
+        ("no_stores_no_inputs", 12),
+        ("product_only", 4 | 8 | 16),
+        ("nothing", 2 | 4 | 8 | 16),
+    ];
+    let mut probe = BTreeMap::new();
+    for (dir, backward) in [("fwd", false), ("bwd", true)] {
+        for (name, flag) in parts {
+            let mut xs: Vec<f64> = (0..5).filter_map(|_| e.probe_wg(backward, flag).ok().flatten()).collect();
+            if !xs.is_empty() {
+                probe.insert(format!("{dir}_{name}_us"), percentiles(&mut xs).0 * 1e3 / t as f64);
+            }
+        }
+    }
+    probe
 }

@@ -4,6 +4,7 @@
 
 use super::kernels::*;
 use super::policy::Recurrence;
+use super::record::chunks_down;
 use super::{BWD_WAVE_LAG, Engine, Workspace, u, workspace};
 use crate::vk::gemm::{MapStage, StageKind, flush};
 use crate::vk::{Sequence, VkResult};
@@ -106,11 +107,7 @@ impl Engine {
             if wave {
                 // Recorded above.
             } else if let Some(spec) = self.wg_kernel(l, true) {
-                let bufs = [pb, &lb.gh, &lb.gates, &lb.h, &lb.d_h, &lb.dh_tot, &lb.d_gi, &lb.d_gh];
-                for (t, n) in chunks_down(ws.t, wg_chunk(h, spec.name.ends_with("_fma"))) {
-                    let p = ModelPush { t, n, ..p };
-                    self.dispatch(seq, spec, &bufs, &p, 1, &format!("{label}, one workgroup"))?;
-                }
+                self.record_wg(seq, ws, l, true, spec, 0)?;
             } else if self.recurrence != Recurrence::Seq && !carrying {
                 let bufs = self.grid_bwd_bufs(ws, lb, l);
                 let steps = (0..ws.t).rev().map(|t| (t, 1));
@@ -172,30 +169,5 @@ impl Engine {
         let p = ModelPush { n: u(v * d, "n")?, flag: 1, off0: self.off("embed.weight") as u32, ..base };
         self.dispatch(seq, &EMBED_BWD, &bufs, &p, v * d, "embed_bwd")?;
         Ok(())
-    }
-}
-
-/// The chunks of a backward walk over `t` steps, at most `chunk` each, from
-/// the last step down: (the chunk's first step, which is its latest, and its
-/// length), as the backward recurrence kernels take them in `pc.t` and `pc.n`.
-fn chunks_down(t: usize, chunk: usize) -> impl Iterator<Item = (u32, u32)> {
-    let chunk = chunk.max(1);
-    (0..t.div_ceil(chunk)).map(move |i| {
-        let hi = t - i * chunk;
-        ((hi - 1) as u32, chunk.min(hi) as u32)
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::chunks_down;
-
-    /// The chunks cover every step once, latest first, none longer than asked.
-    #[test]
-    fn chunks_down_cover_the_steps_from_the_last() {
-        assert_eq!(chunks_down(10, 4).collect::<Vec<_>>(), [(9, 4), (5, 4), (1, 2)]);
-        assert_eq!(chunks_down(8, 4).collect::<Vec<_>>(), [(7, 4), (3, 4)]);
-        assert_eq!(chunks_down(3, 100).collect::<Vec<_>>(), [(2, 3)]);
-        assert_eq!(chunks_down(0, 4).count(), 0);
     }
 }

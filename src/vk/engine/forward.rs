@@ -54,14 +54,7 @@ impl Engine {
             let b_hh = self.off(&format!("gru.bias_hh_l{l}")) as u32;
             let label = format!("gru.l{l} fwd recurrence");
             if let Some(spec) = self.wg_kernel(l, false).filter(|_| !seq_fault) {
-                // One workgroup walks the steps: chunks only for the loop guard.
-                let p = ModelPush { off0: w_hh as u32, off1: b_hh, ..base };
-                let bufs = [pb, &lb.gi, &lb.gh, &lb.gates, &lb.h];
-                let chunk = wg_chunk(h, spec.name.ends_with("_fma"));
-                for t0 in (0..ws.t).step_by(chunk) {
-                    let p = ModelPush { t: t0 as u32, n: chunk.min(ws.t - t0) as u32, ..p };
-                    self.dispatch(seq, spec, &bufs, &p, 1, &format!("{label}, one workgroup"))?;
-                }
+                self.record_wg(seq, ws, l, false, spec, 0)?;
                 continue;
             }
             if wave {

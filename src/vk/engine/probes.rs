@@ -1,6 +1,7 @@
 //! Timing probes: the grid kernels with parts switched off (the barrier
-//! alone, no product, no gates) and the backward wavefront likewise. What
-//! they write is meaningless; what they report is device time.
+//! alone, no product, no gates), the backward wavefront and the
+//! one-workgroup recurrences likewise. What they write is meaningless; what
+//! they report is device time.
 
 use super::kernels::*;
 use super::policy::Recurrence;
@@ -73,5 +74,24 @@ impl Engine {
         self.record_grid(&mut seq, (spec, groups), &bufs, &p, intervals, "bwd wave probe")?;
         let t = seq.submit()?;
         Ok(t.dispatches.last().and_then(|d| d.1).map(|ns| ns / 1e6))
+    }
+
+    /// Device milliseconds of layer 0's one-workgroup recurrence, forward or
+    /// backward, over the workspace's T steps with parts switched off by
+    /// `flag` (`gru_*_wg_cm`: bits 2, 4, 8, 16: no product, no stores to
+    /// memory, no loads of the steps' inputs, no barriers in the steps). A
+    /// timing probe: what it writes is meaningless. `None` where the step
+    /// does not run the one-workgroup kernels or has no timestamps.
+    pub fn probe_wg(&self, backward: bool, flag: u32) -> VkResult<Option<f64>> {
+        let Some(spec) = self.wg_kernel(0, backward) else {
+            return Ok(None);
+        };
+        let ws = self.ws()?;
+        let mut seq = Sequence::new(&self.ctx)?;
+        self.record_begin(&mut seq)?;
+        self.record_wg(&mut seq, ws, 0, backward, spec, flag)?;
+        let t = seq.submit()?;
+        let chunks = t.dispatches.iter().filter(|d| d.0.ends_with("one workgroup"));
+        Ok(chunks.map(|d| d.1).sum::<Option<f64>>().map(|ns| ns / 1e6))
     }
 }

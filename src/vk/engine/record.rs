@@ -387,4 +387,62 @@ impl Engine {
         bufs.extend(lb.d_gh16.as_ref().filter(|_| self.layer_rec_cm(l, true)));
         bufs
     }
+
+    /// Layer `l`'s recurrence, forward or backward, on the one-workgroup
+    /// kernel `spec`: one dispatch per chunk of steps (the loop guard), with
+    /// `flag` in the push constants (0 in a step; the parts a timing probe
+    /// switches off in [`Engine::probe_wg`]).
+    pub(super) fn record_wg<'a>(
+        &'a self,
+        seq: &mut Sequence<'a>,
+        ws: &'a Workspace,
+        l: usize,
+        backward: bool,
+        spec: &'static KernelSpec,
+        flag: u32,
+    ) -> VkResult<()> {
+        let (lb, pb) = (&ws.layers[l], &self.params);
+        let chunk = wg_chunk(self.cfg.hidden, spec.name.ends_with("_fma"));
+        let base = ModelPush { off0: self.off(&format!("gru.weight_hh_l{l}")) as u32, flag, ..self.push(ws) };
+        let label = format!("gru.l{l} {} recurrence, one workgroup", if backward { "bwd" } else { "fwd" });
+        if backward {
+            let bufs = [pb, &lb.gh, &lb.gates, &lb.h, &lb.d_h, &lb.dh_tot, &lb.d_gi, &lb.d_gh];
+            for (t, n) in chunks_down(ws.t, chunk) {
+                self.dispatch(seq, spec, &bufs, &ModelPush { t, n, ..base }, 1, &label)?;
+            }
+        } else {
+            let p = ModelPush { off1: self.off(&format!("gru.bias_hh_l{l}")) as u32, ..base };
+            let bufs = [pb, &lb.gi, &lb.gh, &lb.gates, &lb.h];
+            for t0 in (0..ws.t).step_by(chunk) {
+                let n = chunk.min(ws.t - t0) as u32;
+                self.dispatch(seq, spec, &bufs, &ModelPush { t: t0 as u32, n, ..p }, 1, &label)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The chunks of a backward walk over `t` steps, at most `chunk` each, from
+/// the last step down: (the chunk's first step, which is its latest, and its
+/// length), as the backward recurrence kernels take them in `pc.t` and `pc.n`.
+pub(super) fn chunks_down(t: usize, chunk: usize) -> impl Iterator<Item = (u32, u32)> {
+    let chunk = chunk.max(1);
+    (0..t.div_ceil(chunk)).map(move |i| {
+        let hi = t - i * chunk;
+        ((hi - 1) as u32, chunk.min(hi) as u32)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::chunks_down;
+
+    /// The chunks cover every step once, latest first, none longer than asked.
+    #[test]
+    fn chunks_down_cover_the_steps_from_the_last() {
+        assert_eq!(chunks_down(10, 4).collect::<Vec<_>>(), [(9, 4), (5, 4), (1, 2)]);
+        assert_eq!(chunks_down(8, 4).collect::<Vec<_>>(), [(7, 4), (3, 4)]);
+        assert_eq!(chunks_down(3, 100).collect::<Vec<_>>(), [(2, 3)]);
+        assert_eq!(chunks_down(0, 4).count(), 0);
+    }
 }
