@@ -31,6 +31,7 @@
 
 use super::kernels::AttnKernels;
 use super::policy::{Recurrence, WgChoice};
+use crate::vk::gemm::SPLIT_K_PROBE_SLICES;
 use crate::vk::{Context, VkError, VkResult};
 
 /// The engine's switches, as the environment set them.
@@ -75,9 +76,6 @@ const CHOICES: &[(&str, &[&str])] = &[
     ("DUALSCOPE_COOPMAT_PROBE", &["mma", "no_global"]),
 ];
 
-/// The shortest split-K slice `DUALSCOPE_SPLIT_MIN_SLICE` may name.
-const MIN_SLICE_RANGE: std::ops::RangeInclusive<usize> = 16..=1 << 16;
-
 /// Whether `value` (trimmed) is one that the switch `name` accepts; a name
 /// this table does not know is not checked here.
 pub fn check_switch(name: &str, value: &str) -> Result<(), String> {
@@ -87,8 +85,11 @@ pub fn check_switch(name: &str, value: &str) -> Result<(), String> {
     }
     if name == "DUALSCOPE_SPLIT_MIN_SLICE" {
         return match v.parse::<usize>() {
-            Ok(n) if MIN_SLICE_RANGE.contains(&n) => Ok(()),
-            _ => Err(format!("{name}={v:?}: expected a slice of 16 to 65536")),
+            Ok(n) if SPLIT_K_PROBE_SLICES.contains(&n) => Ok(()),
+            _ => {
+                let (lo, hi) = SPLIT_K_PROBE_SLICES.into_inner();
+                Err(format!("{name}={v:?}: expected a slice of {lo} to {hi}"))
+            }
         };
     }
     match CHOICES.iter().find(|(n, _)| *n == name) {

@@ -124,7 +124,11 @@ pub fn min_slice(s: &GemmShape) -> usize {
     min_slice_probe().unwrap_or(rule)
 }
 
-/// `DUALSCOPE_SPLIT_MIN_SLICE` where it names a slice of 16 to 65536 (a
+/// The shortest slices `DUALSCOPE_SPLIT_MIN_SLICE` may name (the engine
+/// refuses others when it is built, `vk::engine::env`).
+pub const SPLIT_K_PROBE_SLICES: std::ops::RangeInclusive<usize> = 16..=1 << 16;
+
+/// `DUALSCOPE_SPLIT_MIN_SLICE` where it names a slice in [`SPLIT_K_PROBE_SLICES`] (a
 /// timing probe), read once per process.
 fn min_slice_probe() -> Option<usize> {
     static MIN: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
@@ -132,7 +136,7 @@ fn min_slice_probe() -> Option<usize> {
         std::env::var("DUALSCOPE_SPLIT_MIN_SLICE")
             .ok()
             .and_then(|v| v.trim().parse::<usize>().ok())
-            .filter(|&v| (16..=1 << 16).contains(&v))
+            .filter(|v| SPLIT_K_PROBE_SLICES.contains(v))
     })
 }
 
