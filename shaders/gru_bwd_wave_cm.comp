@@ -40,13 +40,23 @@
 // loaded), written and made available before the last grid barrier; so no
 // line a load brings into L1 was there before its final value. (d_h0's
 // partial sums are read `coherent`.)
+// SCALAR_PRODUCT (the variant gru_bwd_wave_sc_nc, for a few rows, with
+// OPERANDS_NONCOHERENT): the same products as f32 FMAs of the f16 values
+// instead of cooperative matrices, for rows < B only, straight from the loads
+// without staging. Lane 8·tg + cg of a subgroup takes units 2cg, 2cg + 1 and
+// the subgroup's tiles q = tg + 4i (i < 3: R's, the others A's), its weights
+// in registers as f16 pairs of the two units; two shuffles sum the four
+// lanes of a unit, and the partial sums go to `part` as the fragments do.
 // Timing probes (Engine::probe_bwd_wave; what they write is meaningless):
 // flag bit 2: the products' operands not loaded (zeros); 4: no products;
 // 8: nothing stored after the products; 16: the step's own inputs not loaded.
 #extension GL_GOOGLE_include_directive : enable
+#ifndef SCALAR_PRODUCT
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
+#endif
 #extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_control_flow_attributes : require
@@ -105,9 +115,13 @@ shared uvec4 stg[SUBGROUPS * KT_STAGE * 32u];
 // Each subgroup's partial sums of the interval, R then A: [2][subgroup][row][unit].
 shared float part[2u * SUBGROUPS * 16u * 16u];
 
+#ifndef SCALAR_PRODUCT
 #define FRAG_B coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>
 #define FRAG_A coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
 #define FRAG_C coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
+#endif
+// The scalar variant's tiles a lane takes at most (KQ over 4 lanes).
+#define SC_Q 5
 
 // 8 values of the f16 copy `src` (0: d_gh0, 1: d_gh1, 2: d_gi1) at index i.
 uvec4 load8(uint src, uint i) {
@@ -136,6 +150,23 @@ void main() {
 
     // Tile q of this subgroup: q < KR_MAX is R's K-tile sg + 8q, the others
     // A's K-tile ka0 + sg + 8(q - KR_MAX); valid inside their ranges.
+#ifdef SCALAR_PRODUCT
+    // This lane's weights: wk[i][k] packs units 2cg, 2cg + 1 at row k of
+    // tile q = tg + 4i (zero where the tile is not valid).
+    uint tg = lane / 8u, cg = lane % 8u;
+    uint wk[SC_Q][16];
+    [[unroll]] for (uint i = 0u; i < SC_Q; ++i) {
+        uint q = tg + 4u * i;
+        bool is_r = i < 3u;
+        uint kt = is_r ? sg + SUBGROUPS * q : ka0 + sg + SUBGROUPS * (q - KR_MAX);
+        bool valid = q < KQ && kt < (is_r ? ktiles : ka1);
+        uint src = (is_r ? woff_r : pc.off2) + kt * 16u * H + j0 + 2u * cg;
+        [[unroll]] for (uint k = 0u; k < 16u; ++k) {
+            wk[i][k] = 0u;
+            if (valid) wk[i][k] = packFloat2x16(f16vec2(p[src + k * H], p[src + k * H + 1u]));
+        }
+    }
+#else
     uint sbase = sg * KT_STAGE * 32u;
     FRAG_B wb[KQ];
     [[unroll]] for (uint q = 0u; q < KQ; ++q) {
@@ -161,6 +192,7 @@ void main() {
         subgroupBarrier();
     }
 
+#endif
     if (pc.flag == 1u) {
         for (uint k = 1u; k < pc.n; ++k) grid_sync(k);
         return;
@@ -216,6 +248,52 @@ void main() {
         // Layer 1's partial sum of d_h0[t], written last interval.
         if (layer == 0u && mine && on_step) v_dh = d_h0[x];
         if ((pc.flag & 4u) == 0u) {
+#ifdef SCALAR_PRODUCT
+            bool loads = (pc.flag & 2u) == 0u;
+            for (uint r = 0u; r < 16u; ++r) {
+                uint br = rb * 16u + r;
+                if (br >= pc.B) break;
+                uint a_r = ((t + 1u) * pc.B + br) * H3;
+                uint a_a = (ta * pc.B + br) * H3;
+                // Every load of the row is issued before the first is used.
+                uvec4 ld[SC_Q][2];
+                [[unroll]] for (uint i = 0u; i < SC_Q; ++i) {
+                    uint q = tg + 4u * i;
+                    bool is_r = i < 3u;
+                    uint kt = is_r ? sg + SUBGROUPS * q : ka0 + sg + SUBGROUPS * (q - KR_MAX);
+                    bool valid = loads && q < KQ && (is_r ? r_on && kt < ktiles : a_on && kt < ka1);
+                    ld[i][0] = uvec4(0u);
+                    ld[i][1] = uvec4(0u);
+                    if (valid) {
+                        uint e = (is_r ? a_r : a_a) + kt * 16u;
+                        uint from = is_r ? src_r : 2u;
+                        ld[i][0] = load8(from, e);
+                        ld[i][1] = load8(from, e + 8u);
+                    }
+                }
+                vec2 acc_r = vec2(0.0), acc_a = vec2(0.0);
+                [[unroll]] for (uint i = 0u; i < SC_Q; ++i) {
+                    vec2 s = vec2(0.0);
+                    [[unroll]] for (uint x = 0u; x < 8u; ++x) {
+                        vec2 g = unpackHalf2x16(ld[i][x / 4u][x % 4u]);
+                        s = fma(vec2(g.x), unpackHalf2x16(wk[i][2u * x]), s);
+                        s = fma(vec2(g.y), unpackHalf2x16(wk[i][2u * x + 1u]), s);
+                    }
+                    if (i < 3u) acc_r += s; else acc_a += s;
+                }
+                acc_r += subgroupShuffleXor(acc_r, 8u);
+                acc_r += subgroupShuffleXor(acc_r, 16u);
+                acc_a += subgroupShuffleXor(acc_a, 8u);
+                acc_a += subgroupShuffleXor(acc_a, 16u);
+                if (tg == 0u) {
+                    uint o = r * 16u + 2u * cg;
+                    part[sg * 256u + o] = acc_r.x;
+                    part[sg * 256u + o + 1u] = acc_r.y;
+                    part[(SUBGROUPS + sg) * 256u + o] = acc_a.x;
+                    part[(SUBGROUPS + sg) * 256u + o + 1u] = acc_a.y;
+                }
+            }
+#else
             FRAG_C acc_r[3];
             FRAG_C acc_a[2];
             [[unroll]] for (uint q = 0u; q < 3u; ++q) acc_r[q] = FRAG_C(0.0);
@@ -260,6 +338,7 @@ void main() {
             acc_a[0] = acc_a[0] + acc_a[1];
             coopMatStore(acc_r[0], part, sg * 256u, 16u, gl_CooperativeMatrixLayoutRowMajor);
             coopMatStore(acc_a[0], part, (SUBGROUPS + sg) * 256u, 16u, gl_CooperativeMatrixLayoutRowMajor);
+#endif
         } else {
             // Probe without products: zero partial sums.
             for (uint e = lid; e < 2u * SUBGROUPS * 256u; e += 256u) part[e] = 0.0;

@@ -23,6 +23,14 @@
 // resident at once (the engine checks).
 //   gi0 [T,B,3H] (W_ih0 u_t + b_ih0); gh*, gi1 [T,B,3H]; gates* [3][T,B,H];
 //   h* [T,B,H]; h*s [T·B + 16, H] (f16).
+// SCALAR_PRODUCT (the variant gru_fwd_wave_sc_nc, for a few rows, with
+// OPERANDS_NONCOHERENT): the same products as f32 FMAs of the f16 values
+// instead of cooperative matrices, for rows < B only (a tile of 16 rows
+// wastes 15/16 of its work at B = 1), straight from the loads without
+// staging. Lane 8·tg + cg of subgroup ss takes the K-tiles ss + nsub·(tg + 4i)
+// and the gate columns 6cg .. 6cg + 5 (column c: gate c/16, unit c%16), its
+// weights in registers as f16 pairs along k; two shuffles sum the four
+// lanes of a column, and the partial sums go to `part` as the fragments do.
 // Parameter offsets: W_hh0 pc.off0, b_hh0 pc.off1, W_ih1 pc.off2, and (in
 // fields this kernel has no other use for) b_ih1 pc.A, W_hh1 pc.NH, b_hh1 pc.W.
 // flag 1: no arithmetic, only pc.n - 1 grid barriers (the residency check).
@@ -38,9 +46,12 @@
 // B % 16 != 0 that cached rows of steps not yet computed, and the B = 1
 // ladder failed.)
 #extension GL_GOOGLE_include_directive : enable
+#ifndef SCALAR_PRODUCT
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
+#endif
 #extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_control_flow_attributes : require
@@ -94,9 +105,13 @@ shared uvec4 stg[SUBGROUPS * KT_STAGE * 32u];
 // Each subgroup's partial sums of the interval: [subgroup][row][column].
 shared float part[SUBGROUPS * 16u * NC];
 
+#ifndef SCALAR_PRODUCT
 #define FRAG_B coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>
 #define FRAG_A coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
 #define FRAG_C coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
+#endif
+// The scalar variant's tiles a lane takes at most (KT_MAX over 4 lanes).
+#define SC_TILES (KT_MAX / 4u)
 
 vec3 load3(uint off, uint j) {
     return vec3(p[off + j], p[off + pc.H + j], p[off + 2u * pc.H + j]);
@@ -121,6 +136,23 @@ void main() {
     uint ss = sg % nsub;
     uint woff = layer == 0u ? OFF_WHH0 : (prod == 0u ? OFF_WIH1 : OFF_WHH1);
 
+#ifdef SCALAR_PRODUCT
+    // This lane's weights: wk[i][c][x] packs k = 2x, 2x + 1 of K-tile
+    // ss + nsub·(tg + 4i) for column 6cg + c (zero past the K-tiles).
+    uint tg = lane / 8u, cg = lane % 8u;
+    uint wk[SC_TILES][6][8];
+    [[unroll]] for (uint i = 0u; i < SC_TILES; ++i) {
+        uint kt = ss + nsub * (tg + 4u * i);
+        [[unroll]] for (uint c = 0u; c < 6u; ++c) {
+            uint col = 6u * cg + c, q = col / 16u;
+            uint src = woff + (q * H + j0 + col - q * 16u) * H + kt * 16u;
+            [[unroll]] for (uint x = 0u; x < 8u; ++x) {
+                wk[i][c][x] = 0u;
+                if (kt < ktiles) wk[i][c][x] = packFloat2x16(f16vec2(p[src + 2u * x], p[src + 2u * x + 1u]));
+            }
+        }
+    }
+#else
     // The weight fragments: tile i is K-tile ss + nsub·i of W^T, all three
     // gate tiles; staged per subgroup as [column][k] (k contiguous in memory).
     FRAG_B wb[KT_MAX][3];
@@ -143,6 +175,7 @@ void main() {
         subgroupBarrier();
     }
 
+#endif
     if (pc.flag == 1u) {
         for (uint k = 1u; k < pc.n; ++k) grid_sync(k);
         return;
@@ -176,6 +209,46 @@ void main() {
         if (!on_step) continue;
         // The recurrent product is zero at t = 0 (h_{-1} = 0).
         bool has_prod = prod == 0u || t > 0u;
+#ifdef SCALAR_PRODUCT
+        if (has_prod) {
+            uint srow = prod == 0u ? t : t - 1u;
+            bool from_h1 = layer == 1u && prod == 1u;
+            for (uint r = 0u; r < 16u; ++r) {
+                uint br = rb * 16u + r;
+                if (br >= pc.B) break;
+                // Every load of the row is issued before the first is used.
+                uint a0 = (srow * pc.B + br) * H;
+                uvec4 ld[SC_TILES][2];
+                [[unroll]] for (uint i = 0u; i < SC_TILES; ++i) {
+                    uint kt = ss + nsub * (tg + 4u * i);
+                    ld[i][0] = uvec4(0u);
+                    ld[i][1] = uvec4(0u);
+                    if (kt < ktiles) {
+                        uint e = (a0 + kt * 16u) >> 3;
+                        ld[i][0] = from_h1 ? h1v[e] : h0v[e];
+                        ld[i][1] = from_h1 ? h1v[e + 1u] : h0v[e + 1u];
+                    }
+                }
+                float acc[6];
+                [[unroll]] for (uint c = 0u; c < 6u; ++c) acc[c] = 0.0;
+                [[unroll]] for (uint i = 0u; i < SC_TILES; ++i) {
+                    [[unroll]] for (uint x = 0u; x < 8u; ++x) {
+                        vec2 hv = unpackHalf2x16(ld[i][x / 4u][x % 4u]);
+                        [[unroll]] for (uint c = 0u; c < 6u; ++c) {
+                            vec2 wv = unpackHalf2x16(wk[i][c][x]);
+                            acc[c] = fma(hv.y, wv.y, fma(hv.x, wv.x, acc[c]));
+                        }
+                    }
+                }
+                [[unroll]] for (uint c = 0u; c < 6u; ++c) {
+                    acc[c] += subgroupShuffleXor(acc[c], 8u);
+                    acc[c] += subgroupShuffleXor(acc[c], 16u);
+                }
+                if (tg == 0u)
+                    [[unroll]] for (uint c = 0u; c < 6u; ++c) part[(sg * 16u + r) * NC + 6u * cg + c] = acc[c];
+            }
+        }
+#else
         if (has_prod) {
             FRAG_C acc[3];
             [[unroll]] for (uint q = 0u; q < 3u; ++q) acc[q] = FRAG_C(0.0);
@@ -210,6 +283,7 @@ void main() {
             [[unroll]] for (uint q = 0u; q < 3u; ++q)
                 coopMatStore(acc[q], part, sg * 16u * NC + q * 16u, NC, gl_CooperativeMatrixLayoutRowMajor);
         }
+#endif
         barrier();
         if (mine) {
             vec3 m = vec3(0.0);

@@ -351,8 +351,11 @@ fn recurrence_floor(
     let measured: f64 = kernels.iter().filter(|(k, _)| k.contains("recurrence")).map(|(_, ms)| ms).sum();
     // How a recurrence kernel that runs reads its operands (None: it does not run).
     let kind = |runs: bool, noncoherent: bool| runs.then_some(if noncoherent { "noncoherent" } else { "coherent" });
-    // The wavefronts' operand loads (see Engine::wave_noncoherent).
-    let loads = |wave: bool, forward: bool| kind(wave, e.wave_noncoherent(forward));
+    // The wavefronts' operand loads (see Engine::wave_noncoherent), and
+    // whether their products are FMAs (Engine::wave_scalar).
+    let loads = |wave: bool, forward: bool| {
+        kind(wave, e.wave_noncoherent(forward)).map(|k| if e.wave_scalar(forward) { "noncoherent, fma" } else { k })
+    };
     let mut v = RecurrenceReport {
         mode: mode.name(),
         product: match (e.recurrence_wg(), e.recurrence_on_coopmat()) {
@@ -436,6 +439,7 @@ fn recurrence_floor(
             ("products_only", 8 | 16),
             ("barrier_only", 1),
             ("noncoherent_operands", 32),
+            ("fma_products", 64),
         ];
         let mut probe = BTreeMap::new();
         for (name, flag) in parts {

@@ -340,6 +340,23 @@ pub static GRU_BWD_WAVE_CM_NC: KernelSpec = KernelSpec {
     spirv: crate::vk::shaders::optional(shaders::GRU_BWD_WAVE_CM_NC),
     ..GRU_BWD_WAVE_CM
 };
+/// Most rows for which the wavefronts take their products as FMAs by
+/// default (`Engine::wave_scalar`).
+pub const WAVE_SCALAR_ROWS: usize = 1;
+/// `GRU_FWD_WAVE_CM_NC` with its products as f32 FMAs of the f16 values, for
+/// rows below B only (a 16-row fragment wastes most of its work at B = 1):
+/// where `Engine::wave_scalar` picks it.
+pub static GRU_FWD_WAVE_SC_NC: KernelSpec = KernelSpec {
+    name: "gru_fwd_wave_sc_nc",
+    spirv: crate::vk::shaders::optional(shaders::GRU_FWD_WAVE_SC_NC),
+    ..GRU_FWD_WAVE_CM
+};
+/// `GRU_BWD_WAVE_CM_NC` likewise.
+pub static GRU_BWD_WAVE_SC_NC: KernelSpec = KernelSpec {
+    name: "gru_bwd_wave_sc_nc",
+    spirv: crate::vk::shaders::optional(shaders::GRU_BWD_WAVE_SC_NC),
+    ..GRU_BWD_WAVE_CM
+};
 /// Rows and units of a workgroup of the cooperative-matrix grid kernels.
 pub const GRID_CM_TILE: usize = 16;
 

@@ -39,7 +39,7 @@ mod workspace;
 
 pub use env::EngineEnv;
 pub use faults::{Fault, STAGE_FAULT};
-pub use kernels::{AttnKernels, MAX_HIDDEN, ModelPush, st};
+pub use kernels::{AttnKernels, MAX_HIDDEN, ModelPush, WAVE_SCALAR_ROWS, st};
 pub use layout::{ParamEntry, ParamLayout};
 pub use norms::{Computed, DeviceNorms, NORM_CHUNK, norm_table};
 pub use policy::{Recurrence, WgChoice};

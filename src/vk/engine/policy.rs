@@ -170,6 +170,14 @@ impl Engine {
         self.env.wg = c;
     }
 
+    /// Chooses whether the wavefronts take their products as FMAs (what
+    /// `DUALSCOPE_WAVE_SCALAR` sets when the engine is built; None: by the
+    /// batch's rows, see [`Engine::wave_scalar`]).
+    pub fn set_wave_scalar(&mut self, on: Option<bool>) {
+        self.forget_replay();
+        self.env.wave_scalar = on;
+    }
+
     /// Layer `l`'s one-workgroup recurrence kernel of that direction for the
     /// current batch, if it runs: the shape fits (B ≤ [`WG_MAX_ROWS`], H ≤
     /// [`WG_MAX_HIDDEN`], H % 16 == 0), no carried state (the per-row kernels
@@ -246,9 +254,23 @@ impl Engine {
         self.cfg.hidden.is_multiple_of(if coopmat { 64 } else { 32 }) && !self.env.wave_coherent
     }
 
+    /// Whether the wavefront of that direction takes its products as f32
+    /// FMAs (`gru_*_wave_sc_nc`): where it reads its operands without
+    /// `coherent`, the kernel is built, and `DUALSCOPE_WAVE_SCALAR` says so
+    /// or (unset) the batch has at most [`WAVE_SCALAR_ROWS`] rows.
+    pub fn wave_scalar(&self, forward: bool) -> bool {
+        let spec = if forward { &GRU_FWD_WAVE_SC_NC } else { &GRU_BWD_WAVE_SC_NC };
+        let few = self.ws.as_ref().is_some_and(|ws| ws.b <= WAVE_SCALAR_ROWS);
+        self.wave_noncoherent(forward) && !spec.spirv.is_empty() && self.env.wave_scalar.unwrap_or(few)
+    }
+
     /// The wavefront kernel of that direction: the variant without
-    /// `coherent` operand loads where [`Engine::wave_noncoherent`] allows it.
+    /// `coherent` operand loads where [`Engine::wave_noncoherent`] allows it,
+    /// its products as FMAs where [`Engine::wave_scalar`] says so.
     pub(super) fn wave_spec(&self, forward: bool) -> &'static KernelSpec {
+        if self.wave_scalar(forward) {
+            return if forward { &GRU_FWD_WAVE_SC_NC } else { &GRU_BWD_WAVE_SC_NC };
+        }
         match (forward, self.wave_noncoherent(forward)) {
             (true, true) => &GRU_FWD_WAVE_CM_NC,
             (true, false) => &GRU_FWD_WAVE_CM,

@@ -58,8 +58,10 @@ impl Engine {
     /// T + BWD_WAVE_LAG intervals with parts switched off by `flag` (gru_bwd_wave_cm:
     /// bits 2, 4, 8, 16: no operand loads, no products, no stores, no step
     /// inputs; 32: on the kernel variant whose operand loads are not
-    /// `coherent`). A timing probe: what it writes is meaningless. `None` where
-    /// the step has no backward wavefront or no timestamps.
+    /// `coherent`; 64: on the one whose products are FMAs, where it is
+    /// built). A timing probe: what it writes is meaningless. `None` where
+    /// the step has no backward wavefront or no timestamps. The time is
+    /// the sum of the dispatches the intervals are cut into.
     pub fn probe_bwd_wave(&self, flag: u32) -> VkResult<Option<f64>> {
         if !self.backward_wave() || self.recurrence != Recurrence::Grid {
             return Ok(None);
@@ -68,12 +70,19 @@ impl Engine {
         let (p, bufs, groups) = self.wave_bwd_args(ws)?;
         let mut seq = Sequence::new(&self.ctx)?;
         self.record_begin(&mut seq)?;
-        let spec = if flag & 32 != 0 { &GRU_BWD_WAVE_CM_NC } else { &GRU_BWD_WAVE_CM };
-        let p = ModelPush { flag: flag & !32, ..p };
+        let spec = match flag & 96 {
+            0 => &GRU_BWD_WAVE_CM,
+            32 => &GRU_BWD_WAVE_CM_NC,
+            _ if GRU_BWD_WAVE_SC_NC.spirv.is_empty() => return Ok(None),
+            _ => &GRU_BWD_WAVE_SC_NC,
+        };
+        let p = ModelPush { flag: flag & !96, ..p };
         let intervals = (0..ws.t + BWD_WAVE_LAG).map(|t| (t, 1));
         self.record_grid(&mut seq, (spec, groups), &bufs, &p, intervals, "bwd wave probe")?;
         let t = seq.submit()?;
-        Ok(t.dispatches.last().and_then(|d| d.1).map(|ns| ns / 1e6))
+        // Every chunk's time: before, only the last chunk was counted.
+        let chunks = t.dispatches.iter().filter(|d| d.0 == "bwd wave probe");
+        Ok(chunks.map(|d| d.1).sum::<Option<f64>>().map(|ns| ns / 1e6))
     }
 
     /// Device milliseconds of layer 0's one-workgroup recurrence, forward or

@@ -1,0 +1,94 @@
+//! The wavefronts with their products as f32 FMAs of the f16 operands
+//! (`gru_*_wave_sc_nc`), the default for a batch of few rows: where the
+//! engine picks them, the mixed ladder with them, and their gradients
+//! against the cooperative-matrix wavefronts'. The kernels run where the
+//! wavefronts do (a device with cooperative matrices); elsewhere only the
+//! choice is checked.
+
+mod common;
+
+use common::{assert_clean, ladder_setup, random_batch};
+use dualscope::cpu::StepOptions;
+use dualscope::ladder::{Mode, ModelLadder, Precision, Rung, Status};
+use dualscope::model::{Config, Params};
+use dualscope::vk::engine::{Engine, WAVE_SCALAR_ROWS, WgChoice};
+use dualscope::vk::gemm::{GemmChoice, coopmat_f16_unavailable};
+
+fn cfg(hidden: usize, batch: usize, seq_len: usize) -> Config {
+    Config { vocab: 256, d_embed: 24, hidden, layers: 2, attn_dim: 16, heads: 2, window: 6, batch, seq_len }
+}
+
+/// The mixed ladder (rungs 2–11 and the end-to-end gate, chained) passes with
+/// the FMA wavefronts forced, on shapes that do not divide their tiles: one
+/// row (B = 1), a few (B = 3), two row blocks (B = 17, ragged), H = 64 (so
+/// half of layer 0's subgroups have no K-tile) and H = 192 (12 K-tiles over
+/// 8 subgroups). Their gradients agree with the cooperative-matrix
+/// wavefronts' on one batch to f16's unit roundoff (the same f16 operands,
+/// summed in another order). By default the engine picks them for at most
+/// `WAVE_SCALAR_ROWS` rows, and never where the wavefronts' operands are
+/// read `coherent` (H = 144).
+#[test]
+fn the_fma_wavefronts_pass_the_mixed_ladder() {
+    let (test, ctx) = common::vulkan!(validation_from_env);
+    let coopmat = coopmat_f16_unavailable(&ctx).is_none();
+    let cases = [
+        (cfg(128, 1, 37), vec![38]),
+        (cfg(192, 3, 21), vec![22, 15, 22]),
+        (cfg(64, 2, 19), vec![20, 20]),
+        (cfg(128, 17, 9), (0..17).map(|i| 10 - (i % 4)).collect::<Vec<_>>()),
+    ];
+    for (cfg, lens) in cases {
+        let label = format!("H={} B={}", cfg.hidden, cfg.batch);
+        let mut l = ModelLadder::new(&ctx, ladder_setup(&cfg, Mode::Chained, &lens, 9, Precision::F16)).unwrap();
+        l.engine_mut().set_wg(WgChoice::Off);
+        l.run(Rung::GruFwd).unwrap();
+        let default = (l.engine().wave_scalar(true), l.engine().wave_scalar(false));
+        let few = coopmat && cfg.batch <= WAVE_SCALAR_ROWS;
+        assert_eq!(default, (few, few), "{label}: the default");
+        l.engine_mut().set_wave_scalar(Some(true));
+        l.run(Rung::GruFwd).unwrap();
+        let e = l.engine();
+        assert_eq!((e.wave_scalar(true), e.wave_scalar(false)), (coopmat, coopmat), "{label}");
+        if !coopmat {
+            continue;
+        }
+        for &id in &Rung::ALL[1..] {
+            let r = l.run(id).unwrap();
+            let bad: Vec<_> =
+                r.cases.iter().filter(|c| c.status > Status::Warn || c.rel_l2.is_nan() || c.rel_l2 > c.tolerance).collect();
+            assert!(r.status <= Status::Warn && bad.is_empty(), "{label} {id}: {bad:#?}");
+            for c in r.cases.iter().filter(|c| c.name.starts_with("gru.")) {
+                eprintln!("{label} {id} {}: rel L2 {:.2e} of {:.1e}", c.name, c.rel_l2, c.tolerance);
+            }
+        }
+        let e2e = l.end_to_end().unwrap();
+        assert_eq!(e2e.status, Status::Pass, "{label}: {e2e:?}");
+        // Against the cooperative-matrix wavefronts, on one batch.
+        let params = Params::init(&cfg, 4);
+        let batch = random_batch(6, &lens);
+        let run = |fma: bool| {
+            let opts = StepOptions::default();
+            let mut e = Engine::with_precision(&ctx, &cfg, &params, &opts, Precision::F16, GemmChoice::Auto).unwrap();
+            e.set_wg(WgChoice::Off);
+            e.set_wave_scalar(Some(fma));
+            let g = e.grads(&batch).unwrap();
+            (g, e.wave_scalar(true) && e.wave_scalar(false), e.forward_wave() && e.backward_wave())
+        };
+        let ((new, fma_new, wave_new), (old, fma_old, wave_old)) = (run(true), run(false));
+        assert_eq!((fma_new, fma_old, wave_new, wave_old), (true, false, true, true), "{label}");
+        let bound = Precision::F16.unit_roundoff();
+        for (x, y) in new.grads.tensors().iter().zip(old.grads.tensors()) {
+            let r = common::rel_l2(&x.data, &y.data);
+            assert!(r < bound, "{label}: a gradient differs from the coopmat wavefronts' by rel L2 {r:.2e}");
+        }
+    }
+    // Operands read `coherent` (H % 64 != 0): never the FMA variant.
+    let mut l = ModelLadder::new(&ctx, ladder_setup(&cfg(144, 1, 9), Mode::Chained, &[10], 9, Precision::F16)).unwrap();
+    l.engine_mut().set_wave_scalar(Some(true));
+    l.run(Rung::GruFwd).unwrap();
+    assert!(!l.engine().wave_scalar(true) && !l.engine().wave_scalar(false), "H=144");
+    if !coopmat {
+        eprintln!("{test}: no cooperative matrices here; only the kernel choice was checked");
+    }
+    assert_clean(&ctx, test);
+}
