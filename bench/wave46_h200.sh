@@ -8,6 +8,7 @@
 # B = 1 T = 512 and B = 2 T = 300 under validation layer 1.4.309
 # (.device/vvl14.deb), chained and isolated.
 # Usage: bench/wave46_h200.sh BIN OUT [TESTBIN...]
+# With ONLY=checks, only the tests and the ladders.
 set -uo pipefail
 BIN=$1; OUT=$2; shift 2
 mkdir -p "$OUT"
@@ -20,6 +21,7 @@ ab() { # tag, order, bench args...
     python3 bench/bench_summary.py "$f" "$tag WAVE_SCALAR=$s"
   done
 }
+[ "${ONLY:-}" = checks ] || {
 ab b1t512 "0 1 1 0" --config bench --batch 1 --seq-len 512
 ab b2t512 "0 1" --config bench --batch 2 --seq-len 512
 ab b4t512 "0 1" --config bench --batch 4 --seq-len 512
@@ -36,12 +38,15 @@ for name in ("bwd_wave_probe", "fwd_step_probe"):
     for k, us in sorted((rec.get(name) or {}).items()):
         print(f"  {name} {k:28s} {us:7.2f} us")
 PY
+}
 for t in "$@"; do
-  $t --test-threads 1 2>&1 | grep -E "^test |test result|panicked|rel L2" | tee -a "$OUT/tests.txt" | grep -vE "rel L2"
+  $t --test-threads 1 --nocapture 2>&1 | grep -E "^test |test result|panicked|rel L2" | tee -a "$OUT/tests.txt" | grep -vE "rel L2"
 done
 mkdir -p /tmp/v14 && dpkg -x .device/vvl14.deb /tmp/v14
-for shape in "b1t512|--config bench --batch 1 --seq-len 512" "b2t300|--config bench --batch 2 --seq-len 300"; do
-  tag=${shape%%|*}; args=${shape#*|}
+for shape in "b1t512:1:512" "b2t300:2:300"; do
+  tag=${shape%%:*}; bt=${shape#*:}; cfg="$OUT/$tag.json"
+  printf '{"vocab":256,"d_embed":256,"hidden":512,"layers":2,"attn_dim":256,"heads":4,"window":128,"batch":%s,"seq_len":%s}\n' "${bt%%:*}" "${bt#*:}" > "$cfg"
+  args="--config $cfg"
   for md in chained isolated; do
     f="$OUT/ladder-$tag-$md.json"
     VK_LAYER_PATH=/tmp/v14/usr/share/vulkan/explicit_layer.d LD_LIBRARY_PATH=/tmp/v14/usr/lib/x86_64-linux-gnu \

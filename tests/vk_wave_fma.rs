@@ -8,7 +8,7 @@
 mod common;
 
 use common::{assert_clean, ladder_setup, random_batch};
-use dualscope::cpu::StepOptions;
+use dualscope::cpu::{self, StepOptions};
 use dualscope::ladder::{Mode, ModelLadder, Precision, Rung, Status};
 use dualscope::model::{Config, Params};
 use dualscope::vk::engine::{Engine, WAVE_SCALAR_ROWS, WgChoice};
@@ -22,9 +22,9 @@ fn cfg(hidden: usize, batch: usize, seq_len: usize) -> Config {
 /// the FMA wavefronts forced, on shapes that do not divide their tiles: one
 /// row (B = 1), a few (B = 3), two row blocks (B = 17, ragged), H = 64 (so
 /// half of layer 0's subgroups have no K-tile) and H = 192 (12 K-tiles over
-/// 8 subgroups). Their gradients agree with the cooperative-matrix
-/// wavefronts' on one batch to f16's unit roundoff (the same f16 operands,
-/// summed in another order). By default the engine picks them for at most
+/// 8 subgroups). On one batch their gradients are no farther from the
+/// float64 reference than the cooperative-matrix wavefronts' (plus half of
+/// f16's unit roundoff). By default the engine picks them for at most
 /// `WAVE_SCALAR_ROWS` rows, and never where the wavefronts' operands are
 /// read `coherent` (H = 144).
 #[test]
@@ -54,8 +54,11 @@ fn the_fma_wavefronts_pass_the_mixed_ladder() {
         }
         for &id in &Rung::ALL[1..] {
             let r = l.run(id).unwrap();
-            let bad: Vec<_> =
-                r.cases.iter().filter(|c| c.status > Status::Warn || c.rel_l2.is_nan() || c.rel_l2 > c.tolerance).collect();
+            let bad: Vec<_> = r
+                .cases
+                .iter()
+                .filter(|c| c.status > Status::Warn || c.rel_l2.is_nan() || c.rel_l2 > c.tolerance)
+                .collect();
             assert!(r.status <= Status::Warn && bad.is_empty(), "{label} {id}: {bad:#?}");
             for c in r.cases.iter().filter(|c| c.name.starts_with("gru.")) {
                 eprintln!("{label} {id} {}: rel L2 {:.2e} of {:.1e}", c.name, c.rel_l2, c.tolerance);
@@ -63,7 +66,12 @@ fn the_fma_wavefronts_pass_the_mixed_ladder() {
         }
         let e2e = l.end_to_end().unwrap();
         assert_eq!(e2e.status, Status::Pass, "{label}: {e2e:?}");
-        // Against the cooperative-matrix wavefronts, on one batch.
+        // Against the cooperative-matrix wavefronts, on one batch: both take
+        // the same f16 operands and sum in f32 in different orders, and on the
+        // H200 that alone moved these gradients by up to 6.5e-4 rel L2 from
+        // each other at B = 1 (as far as each is from the float64 reference).
+        // So each is held to the reference: the FMA path no farther from it
+        // than the coopmat path plus half of f16's unit roundoff.
         let params = Params::init(&cfg, 4);
         let batch = random_batch(6, &lens);
         let run = |fma: bool| {
@@ -76,10 +84,17 @@ fn the_fma_wavefronts_pass_the_mixed_ladder() {
         };
         let ((new, fma_new, wave_new), (old, fma_old, wave_old)) = (run(true), run(false));
         assert_eq!((fma_new, fma_old, wave_new, wave_old), (true, false, true, true), "{label}");
-        let bound = Precision::F16.unit_roundoff();
-        for (x, y) in new.grads.tensors().iter().zip(old.grads.tensors()) {
-            let r = common::rel_l2(&x.data, &y.data);
-            assert!(r < bound, "{label}: a gradient differs from the coopmat wavefronts' by rel L2 {r:.2e}");
+        let reference = cpu::grads::<f64>(&cfg, &params.cast(), &batch, None).unwrap().grads;
+        let margin = Precision::F16.unit_roundoff() / 2.0;
+        let tensors = new.grads.named(&cfg).into_iter().zip(old.grads.tensors()).zip(reference.tensors());
+        for (((name, x), y), want) in tensors {
+            let (e_new, e_old) = (common::rel_l2(&x.data, &want.data), common::rel_l2(&y.data, &want.data));
+            let between = common::rel_l2(&x.data, &y.data);
+            eprintln!("{label} {name}: fma {e_new:.2e}, coopmat {e_old:.2e} from float64; {between:.2e} apart");
+            assert!(
+                e_new <= e_old + margin,
+                "{label} {name}: the FMA path is {e_new:.2e} from float64, coopmat {e_old:.2e}"
+            );
         }
     }
     // Operands read `coherent` (H % 64 != 0): never the FMA variant.
