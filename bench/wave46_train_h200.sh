@@ -4,7 +4,8 @@
 # 50-step training runs (bench/validate_h200.sh ladders train), then at bench
 # width with one row of 512 positions, where the FMA wavefronts are the
 # default: `train` (f16, controller on) and `bench --controller`, validation on,
-# and the same bench without validation for its time. Usage:
+# and the same bench without validation for its time; last, the backward
+# wavefront's probe at `bench`. Usage:
 #   bench/wave46_train_h200.sh BIN OUT
 set -u
 BIN=$1; OUT=$2
@@ -30,4 +31,12 @@ import json, sys
 g = [e for e in json.load(open(sys.argv[1]))["engines"] if e["engine"] == "gpu"][0]
 print(f"bench --controller B=1 T=512 mixed: replayed {g['replay_median_ms']:.3f} (device {g['replay_device_median_ms']:.3f}), "
       f"controller's path {g['controller_median_ms']:.3f} (device {g['controller_device_median_ms']:.3f}); waves {g['recurrence']['wave_loads']}")
+PY
+# The backward wavefront's probe at `bench` (B = 32), with every chunk summed.
+DUALSCOPE_GRID_PROBE=1 $BIN bench --engine gpu --config bench --precision mixed --steps 5 --warmup 2 --json > "$OUT/probe-bench.json" 2> "$OUT/probe-bench.err"
+python3 - "$OUT/probe-bench.json" <<'PY'
+import json, sys
+g = [e for e in json.load(open(sys.argv[1]))["engines"] if e["engine"] == "gpu"][0]
+for k, us in sorted((g["recurrence"].get("bwd_wave_probe") or {}).items()):
+    print(f"  bench bwd_wave_probe {k:28s} {us:7.2f} us")
 PY
