@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{assert_clean, ladder_setup, odd, random_batch};
+use common::{assert_clean, assert_passes, ladder_setup, odd, random_batch, run_every_rung};
 use dualscope::cpu::{self, LossScale, OptimState, StepOptions};
 use dualscope::ladder::{self, Mode, ModelLadder, Precision, Rung, Status};
 use dualscope::model::{Config, Params};
@@ -326,27 +326,4 @@ fn mixed_training_tracks_the_f32_cpu_loss() {
         }
     }
     assert_clean(&ctx, test);
-}
-
-/// A rung passes: no case failed or was not run, and every case is inside its
-/// tolerance. A warning (an f16 headroom note, or the f64 distance) is a pass
-/// with a note, as the ladder reports it.
-fn assert_passes(r: &dualscope::ladder::RungResult, what: &str) {
-    let bad: Vec<_> =
-        r.cases.iter().filter(|c| c.status > Status::Warn || c.rel_l2.is_nan() || c.rel_l2 > c.tolerance).collect();
-    assert!(r.status <= Status::Warn && bad.is_empty(), "{what}: {:?} {bad:#?}", r.status);
-}
-
-/// Every rung after the batch's and the end-to-end gate pass on `l`, the GRU
-/// cases' errors printed.
-fn run_every_rung(l: &mut ModelLadder, label: &str) {
-    for &id in &Rung::ALL[1..] {
-        let r = l.run(id).unwrap();
-        assert_passes(&r, &format!("{label} {id}"));
-        for c in r.cases.iter().filter(|c| c.name.starts_with("gru.")) {
-            eprintln!("{label} {id} {}: rel L2 {:.2e} of {:.1e}", c.name, c.rel_l2, c.tolerance);
-        }
-    }
-    let e2e = l.end_to_end().unwrap();
-    assert_eq!(e2e.status, Status::Pass, "{label}: {e2e:?}");
 }

@@ -7,9 +7,9 @@
 
 mod common;
 
-use common::{assert_clean, ladder_setup, random_batch};
+use common::{assert_clean, ladder_setup, random_batch, run_every_rung};
 use dualscope::cpu::{self, StepOptions};
-use dualscope::ladder::{Mode, ModelLadder, Precision, Rung, Status};
+use dualscope::ladder::{Mode, ModelLadder, Precision, Rung};
 use dualscope::model::{Config, Params};
 use dualscope::vk::engine::{Engine, WAVE_SCALAR_ROWS, WgChoice};
 use dualscope::vk::gemm::{GemmChoice, coopmat_f16_unavailable};
@@ -52,26 +52,13 @@ fn the_fma_wavefronts_pass_the_mixed_ladder() {
         if !coopmat {
             continue;
         }
-        for &id in &Rung::ALL[1..] {
-            let r = l.run(id).unwrap();
-            let bad: Vec<_> = r
-                .cases
-                .iter()
-                .filter(|c| c.status > Status::Warn || c.rel_l2.is_nan() || c.rel_l2 > c.tolerance)
-                .collect();
-            assert!(r.status <= Status::Warn && bad.is_empty(), "{label} {id}: {bad:#?}");
-            for c in r.cases.iter().filter(|c| c.name.starts_with("gru.")) {
-                eprintln!("{label} {id} {}: rel L2 {:.2e} of {:.1e}", c.name, c.rel_l2, c.tolerance);
-            }
-        }
-        let e2e = l.end_to_end().unwrap();
-        assert_eq!(e2e.status, Status::Pass, "{label}: {e2e:?}");
+        run_every_rung(&mut l, &label);
         // Against the cooperative-matrix wavefronts, on one batch: both take
         // the same f16 operands and sum in f32 in different orders, and on the
-        // H200 that alone moved these gradients by up to 6.5e-4 rel L2 from
-        // each other at B = 1 (as far as each is from the float64 reference).
-        // So each is held to the reference: the FMA path no farther from it
-        // than the coopmat path plus half of f16's unit roundoff.
+        // H200 that alone put these gradients up to 7.3e-4 rel L2 apart, the
+        // FMA path the nearer to float64 on 59 of 60 tensors. So each is held
+        // to the reference: the FMA path no farther from it than the coopmat
+        // path plus half of f16's unit roundoff.
         let params = Params::init(&cfg, 4);
         let batch = random_batch(6, &lens);
         let run = |fma: bool| {

@@ -3,7 +3,7 @@
 
 use dualscope::cpu::StepOptions;
 use dualscope::dataset::Batch;
-use dualscope::ladder::{self, Mode, Precision};
+use dualscope::ladder::{self, Mode, ModelLadder, Precision, Rung, Status};
 use dualscope::model::{Config, Params};
 use dualscope::rng::Rng;
 
@@ -63,4 +63,27 @@ pub fn l2_parts<W: Copy + Into<f64>>(x: &[f32], want: &[W]) -> (f64, f64) {
 pub fn rel_l2<W: Copy + Into<f64>>(x: &[f32], want: &[W]) -> f64 {
     let (d, w) = squared_sums(x, want);
     if w > 0.0 { (d / w).sqrt() } else { d.sqrt() }
+}
+
+/// A rung passes: no case failed or was not run, and every case is inside its
+/// tolerance. A warning (an f16 headroom note, or the f64 distance) is a pass
+/// with a note, as the ladder reports it.
+pub fn assert_passes(r: &dualscope::ladder::RungResult, what: &str) {
+    let bad: Vec<_> =
+        r.cases.iter().filter(|c| c.status > Status::Warn || c.rel_l2.is_nan() || c.rel_l2 > c.tolerance).collect();
+    assert!(r.status <= Status::Warn && bad.is_empty(), "{what}: {:?} {bad:#?}", r.status);
+}
+
+/// Every rung after the batch's and the end-to-end gate pass on `l`, the GRU
+/// cases' errors printed.
+pub fn run_every_rung(l: &mut ModelLadder, label: &str) {
+    for &id in &Rung::ALL[1..] {
+        let r = l.run(id).unwrap();
+        assert_passes(&r, &format!("{label} {id}"));
+        for c in r.cases.iter().filter(|c| c.name.starts_with("gru.")) {
+            eprintln!("{label} {id} {}: rel L2 {:.2e} of {:.1e}", c.name, c.rel_l2, c.tolerance);
+        }
+    }
+    let e2e = l.end_to_end().unwrap();
+    assert_eq!(e2e.status, Status::Pass, "{label}: {e2e:?}");
 }

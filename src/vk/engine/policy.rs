@@ -105,6 +105,11 @@ pub(super) fn wg_width_fits(h: usize) -> bool {
     h.is_multiple_of(GRID_CM_TILE) && h <= WG_MAX_HIDDEN
 }
 
+/// The wavefront kernel of that direction with its products as FMAs.
+fn wave_sc_spec(forward: bool) -> &'static KernelSpec {
+    if forward { &GRU_FWD_WAVE_SC_NC } else { &GRU_BWD_WAVE_SC_NC }
+}
+
 /// Whether grid recurrences of width `h` can take their products on
 /// cooperative matrices when the f16 products run on `f16_path` (see
 /// [`Engine::recurrence_on_coopmat`]).
@@ -259,9 +264,8 @@ impl Engine {
     /// `coherent`, the kernel is built, and `DUALSCOPE_WAVE_SCALAR` says so
     /// or (unset) the batch has at most [`WAVE_SCALAR_ROWS`] rows.
     pub fn wave_scalar(&self, forward: bool) -> bool {
-        let spec = if forward { &GRU_FWD_WAVE_SC_NC } else { &GRU_BWD_WAVE_SC_NC };
         let few = self.ws.as_ref().is_some_and(|ws| ws.b <= WAVE_SCALAR_ROWS);
-        self.wave_noncoherent(forward) && !spec.spirv.is_empty() && self.env.wave_scalar.unwrap_or(few)
+        self.wave_noncoherent(forward) && !wave_sc_spec(forward).spirv.is_empty() && self.env.wave_scalar.unwrap_or(few)
     }
 
     /// The wavefront kernel of that direction: the variant without
@@ -269,7 +273,7 @@ impl Engine {
     /// its products as FMAs where [`Engine::wave_scalar`] says so.
     pub(super) fn wave_spec(&self, forward: bool) -> &'static KernelSpec {
         if self.wave_scalar(forward) {
-            return if forward { &GRU_FWD_WAVE_SC_NC } else { &GRU_BWD_WAVE_SC_NC };
+            return wave_sc_spec(forward);
         }
         match (forward, self.wave_noncoherent(forward)) {
             (true, true) => &GRU_FWD_WAVE_CM_NC,
