@@ -75,18 +75,18 @@ void main() {
             for (uint r = 0u; r < 4u; ++r) {
                 uint j = j0 + g + 4u * r;
                 if (j < j1 && x < dn && j >= P) {
-                    uint o = ((j - P) * pc.B + b) * pc.A + col + db + x;
+                    uint o = col + db + x;
                     if (which == 0u) {
-                        dk[o] = acc[r];
+                        dk[ATTN_AT(dk, j - P, o)] = acc[r];
                     } else {
-                        dv[o] = acc[r];
+                        dv[ATTN_AT(dv, j - P, o)] = acc[r];
                     }
                 } else if (j < j1 && x < dn) {
-                    uint o = (j * pc.B + b) * pc.A + col + db + x;
+                    uint o = col + db + x;
                     if (which == 0u) {
-                        dk_pre[o] = acc[r];
+                        dk_pre[ATTN_AT(dk_pre, j, o)] = acc[r];
                     } else {
-                        dv_pre[o] = acc[r];
+                        dv_pre[ATTN_AT(dv_pre, j, o)] = acc[r];
                     }
                 }
             }

@@ -112,7 +112,7 @@ void main() {
             if (x < dn) acc = mac_rows(acc, g * ATTN_KC, 1u, x, ATTN_DC, kn);
         }
         for (uint r = 0u; r < 4u; ++r) {
-            if (tq[r] < t1 && x < dn) dq[(tq[r] * pc.B + b) * pc.A + col + db + x] = acc[r];
+            if (tq[r] < t1 && x < dn) dq[ATTN_AT(dq, tq[r], col + db + x)] = acc[r];
         }
     }
 }

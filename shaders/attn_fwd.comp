@@ -1,6 +1,7 @@
 #version 450
 #extension GL_EXT_control_flow_attributes : require
-// Multi-head sliding-window attention, forward. q, k, v, c are [T, B, A]; attn
+// Multi-head sliding-window attention, forward. q, k, v are column
+// blocks of one [T, B, 3A] tensor and c is [T, B, A] (attn_layout.glsl); attn
 // is [T, B, NH, W], slot w of query t holding key t+1+w-W (0 before the row's
 // start). f0 = 1/sqrt(dh).
 //
@@ -58,7 +59,7 @@ void main() {
     uint j0 = window_lo(t0);
     uint nkc = ceil_div(t1 + P - j0, ATTN_KC);
     uint ndc = ceil_div(dh, ATTN_DC);
-    uint col = hd * dh; // the head's first column in [T, B, A]
+    uint col = hd * dh; // the head's first column of a block
 
     // This invocation's queries t0 + g + 4r: their first key and attn row.
     uvec4 tq = uvec4(t0 + g) + uvec4(0u, 4u, 8u, 12u);
@@ -144,7 +145,7 @@ void main() {
             if (x < dn) acc = mac_rows(acc, g * ATTN_KC, 1u, x, ATTN_DC, kn);
         }
         for (uint r = 0u; r < 4u; ++r) {
-            if (tq[r] < t1 && x < dn) c[(tq[r] * pc.B + b) * pc.A + col + db + x] = acc[r];
+            if (tq[r] < t1 && x < dn) c[ATTN_AT(c, tq[r], col + db + x)] = acc[r];
         }
     }
 }

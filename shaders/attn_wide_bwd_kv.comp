@@ -89,18 +89,18 @@ void main() {
                     uint d = 4u * ki + i;
                     if (j >= j1 || d >= dn) continue;
                     if (j >= P) {
-                        uint o = ((j - P) * pc.B + b) * pc.A + col + db + d;
+                        uint o = col + db + d;
                         if (which == 0u) {
-                            dk[o] = acc[r][i];
+                            dk[ATTN_AT(dk, j - P, o)] = acc[r][i];
                         } else {
-                            dv[o] = acc[r][i];
+                            dv[ATTN_AT(dv, j - P, o)] = acc[r][i];
                         }
                     } else {
-                        uint o = (j * pc.B + b) * pc.A + col + db + d;
+                        uint o = col + db + d;
                         if (which == 0u) {
-                            dk_pre[o] = acc[r][i];
+                            dk_pre[ATTN_AT(dk_pre, j, o)] = acc[r][i];
                         } else {
-                            dv_pre[o] = acc[r][i];
+                            dv_pre[ATTN_AT(dv_pre, j, o)] = acc[r][i];
                         }
                     }
                 }

@@ -120,7 +120,7 @@ void main() {
         [[unroll]] for (uint r = 0u; r < 4u; ++r) {
             [[unroll]] for (uint i = 0u; i < 4u; ++i) {
                 uint d = 4u * ki + i;
-                if (tq[r] < t1 && d < dn) dq[(tq[r] * pc.B + b) * pc.A + col + db + d] = acc[r][i];
+                if (tq[r] < t1 && d < dn) dq[ATTN_AT(dq, tq[r], col + db + d)] = acc[r][i];
             }
         }
     }

@@ -2,7 +2,8 @@
 #extension GL_EXT_control_flow_attributes : require
 // Multi-head sliding-window attention, forward, in blocks of 64 queries
 // (attn_wide.glsl): what attn_fwd.comp computes, with the same buffers and
-// outputs. q, k, v, c are [T, B, A]; attn is [T, B, NH, W], slot w of query t
+// outputs. q, k, v are column blocks of one
+// [T, B, 3A] tensor and c is [T, B, A] (attn_layout.glsl); attn is [T, B, NH, W], slot w of query t
 // holding key t+1+w-W (0 before the row's start). f0 = 1/sqrt(dh).
 //
 // One workgroup per (block of 64 queries t0..t0+63, row b, head): workgroup
@@ -46,7 +47,7 @@ void main() {
     uint j0 = window_lo(t0);
     uint nkc = ceil_div(t1 + P - j0, AW_KC);
     uint ndc = ceil_div(dh, AW_DC);
-    uint col = hd * dh; // the head's first column in [T, B, A]
+    uint col = hd * dh; // the head's first column of a block
 
     // This invocation's queries t0 + qi + 16r: their first key and attn row.
     uvec4 tq = uvec4(t0 + qi) + uvec4(0u, 16u, 32u, 48u);
@@ -138,7 +139,7 @@ void main() {
         [[unroll]] for (uint r = 0u; r < 4u; ++r) {
             [[unroll]] for (uint i = 0u; i < 4u; ++i) {
                 uint d = 4u * ki + i;
-                if (tq[r] < t1 && d < dn) c[(tq[r] * pc.B + b) * pc.A + col + db + d] = acc[r][i];
+                if (tq[r] < t1 && d < dn) c[ATTN_AT(c, tq[r], col + db + d)] = acc[r][i];
             }
         }
     }

@@ -16,6 +16,8 @@
 #ifndef DUALSCOPE_ATTN_TILE_GLSL
 #define DUALSCOPE_ATTN_TILE_GLSL
 
+#include "attn_layout.glsl"
+
 #define ATTN_QB 16u      // positions per workgroup (kernels.rs: ATTN_BLOCK)
 #define ATTN_KC 64u      // keys (or queries) per chunk
 #define ATTN_DC 64u      // head dims per chunk
@@ -39,7 +41,7 @@ shared float red[ATTN_QB * 64u];
     memoryBarrierShared();     \
     barrier()
 
-// The staging macros read a [T, B, A] buffer BUF at (position, row b, column
+// The staging macros read BUF at (position, row b, column
 // col + dim) and expect g = l / 64, x = l % 64, b and col in scope. Each
 // invocation issues all its loads before its first store, so that they are in
 // flight together (GL_EXT_control_flow_attributes: the including shader
@@ -52,7 +54,7 @@ shared float red[ATTN_QB * 64u];
         float v_[16];                                                                        \
         [[unroll]] for (uint i_ = 0u; i_ < 16u; ++i_) {                                      \
             uint j_ = g + 4u * i_;                                                           \
-            v_[i_] = j_ < (n) && x < (dn) ? BUF[(((base) + j_) * pc.B + b) * pc.A + col + (db) + x] : 0.0; \
+            v_[i_] = j_ < (n) && x < (dn) ? BUF[ATTN_AT(BUF, (base) + j_, col + (db) + x)] : 0.0; \
         }                                                                                    \
         [[unroll]] for (uint i_ = 0u; i_ < 16u; ++i_) tileb[(g + 4u * i_) * (PITCH) + x] = v_[i_]; \
     }
@@ -67,8 +69,8 @@ shared float red[ATTN_QB * 64u];
             uint j_ = g + 4u * i_, e_ = (base) + j_;                                         \
             float w_ = 0.0;                                                                  \
             if (j_ < (n) && x < (dn)) {                                                      \
-                w_ = e_ < (P) ? PRE[(e_ * pc.B + b) * pc.A + col + (db) + x]                 \
-                              : BUF[((e_ - (P)) * pc.B + b) * pc.A + col + (db) + x];       \
+                w_ = e_ < (P) ? PRE[ATTN_AT(PRE, e_, col + (db) + x)]                 \
+                              : BUF[ATTN_AT(BUF, e_ - (P), col + (db) + x)];       \
             }                                                                                \
             v_[i_] = w_;                                                                     \
         }                                                                                    \
@@ -82,7 +84,7 @@ shared float red[ATTN_QB * 64u];
         vec4 v_;                                                                             \
         [[unroll]] for (uint i_ = 0u; i_ < 4u; ++i_) {                                       \
             uint t_ = (t0) + g + 4u * i_;                                                    \
-            v_[i_] = t_ < (t1) && x < (dn) ? BUF[(t_ * pc.B + b) * pc.A + col + (db) + x] : 0.0; \
+            v_[i_] = t_ < (t1) && x < (dn) ? BUF[ATTN_AT(BUF, t_, col + (db) + x)] : 0.0; \
         }                                                                                    \
         rows4[g * ATTN_DC + x] = v_;                                                         \
     }

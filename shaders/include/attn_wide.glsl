@@ -20,6 +20,8 @@
 #ifndef DUALSCOPE_ATTN_WIDE_GLSL
 #define DUALSCOPE_ATTN_WIDE_GLSL
 
+#include "attn_layout.glsl"
+
 #define AW_QB 64u  // positions per workgroup (kernels.rs: ATTN_WIDE_BLOCK)
 #define AW_KC 64u  // keys (or queries) per chunk
 #define AW_DC 64u  // head dims per chunk
@@ -38,7 +40,7 @@ shared vec4 tb[AW_KC * 16u];
     barrier()
 
 // TILE[j·17 + c] = BUF rows base + j (j < 64; 0 from n on), dims db + 4c ..
-// db + 4c + 3 (0 from dn on) of a [T, B, A] buffer at column col. Invocation
+// db + 4c + 3 (0 from dn on) of BUF at column col (attn_layout.glsl). Invocation
 // l loads vec4 l % 16 of rows l / 16 + 16i, all 16 loads before any store.
 // Expects l, b and col in scope.
 #define AW_STAGE(TILE, BUF, base, n, db, dn)                                              \
@@ -46,7 +48,7 @@ shared vec4 tb[AW_KC * 16u];
         float v_[16];                                                                     \
         [[unroll]] for (uint i_ = 0u; i_ < 16u; ++i_) {                                   \
             uint j_ = l / 16u + 16u * (i_ / 4u), d_ = 4u * (l % 16u) + i_ % 4u;           \
-            v_[i_] = j_ < (n) && d_ < (dn) ? BUF[(((base) + j_) * pc.B + b) * pc.A + col + (db) + d_] : 0.0; \
+            v_[i_] = j_ < (n) && d_ < (dn) ? BUF[ATTN_AT(BUF, (base) + j_, col + (db) + d_)] : 0.0; \
         }                                                                                 \
         [[unroll]] for (uint i_ = 0u; i_ < 4u; ++i_) {                                    \
             TILE[AW_IX(l / 16u + 16u * i_, l % 16u)] =                                \
@@ -65,8 +67,8 @@ shared vec4 tb[AW_KC * 16u];
             uint e_ = (base) + j_;                                                        \
             float w_ = 0.0;                                                               \
             if (j_ < (n) && d_ < (dn)) {                                                  \
-                w_ = e_ < (P) ? PRE[(e_ * pc.B + b) * pc.A + col + (db) + d_]             \
-                              : BUF[((e_ - (P)) * pc.B + b) * pc.A + col + (db) + d_];    \
+                w_ = e_ < (P) ? PRE[ATTN_AT(PRE, e_, col + (db) + d_)]             \
+                              : BUF[ATTN_AT(BUF, e_ - (P), col + (db) + d_)];    \
             }                                                                             \
             v_[i_] = w_;                                                                  \
         }                                                                                 \

@@ -49,18 +49,16 @@ impl Engine {
         let s = &ws.layers.last().expect("layers >= 1").h;
         let np = self.carry_prefix().unwrap_or(0);
         let p = ModelPush { f0: (1.0 / (cfg.head_dim() as f64).sqrt()) as f32, off2: np as u32, ..base };
-        let bufs = [&ws.k, &ws.v, &ws.attn, &ws.d_c, &ws.ds, &ws.d_q, &ws.k_pre, &ws.v_pre];
+        let bufs = [&ws.qkv, &ws.qkv, &ws.attn, &ws.d_c, &ws.ds, &ws.d_qkv, &ws.k_pre, &ws.v_pre];
         let wide = self.attn_wide(ws);
         self.run_attn(seq, if wide { &ATTN_WIDE_BWD_Q } else { &ATTN_BWD_Q }, &bufs, &p, "attn_bwd_q")?;
-        let bufs = [&ws.q, &ws.attn, &ws.ds, &ws.d_c, &ws.d_k, &ws.d_v, &ws.dk_pre, &ws.dv_pre];
+        let bufs = [&ws.qkv, &ws.attn, &ws.ds, &ws.d_c, &ws.d_qkv, &ws.d_qkv, &ws.dk_pre, &ws.dv_pre];
         // One block of keys per 16 (64 wide) on the extended axis (the prefix's too).
         let kernel = self.ctx.kernel(if wide { &ATTN_WIDE_BWD_KV } else { &ATTN_BWD_KV })?;
         seq.dispatch(&kernel, &bufs, &p, [(ws.t + np) as u64, ws.b as u64, cfg.heads as u64], "attn_bwd_kv")?;
-        let parts = [("ctx.q.weight", &ws.d_q), ("ctx.k.weight", &ws.d_k), ("ctx.v.weight", &ws.d_v)];
-        let st = MapStage::bwd(StageKind::Attn, 0);
-        for (name, dx) in parts {
-            self.mm(seq, st, (a, h, rows), (dx, 0, true), (s, 0, false), (gb, self.off(name)), false)?;
-        }
+        // dW_q, dW_k, dW_v in one product, as q, k, v were computed.
+        let (st, w) = (MapStage::bwd(StageKind::Attn, 0), self.qkv_weights());
+        self.mm(seq, st, (3 * a, h, rows), (&ws.d_qkv, 0, true), (s, 0, false), (gb, w), false)?;
         // The prefix's keys and values are the current W_k, W_v times
         // constant states: their share of dW_k, dW_v (docs/carry-state.md).
         if np > 0 {
@@ -69,10 +67,7 @@ impl Engine {
                 self.mm(seq, st, (a, h, pb_rows), (dx, 0, true), (&ws.s_pre, 0, false), (gb, self.off(name)), true)?;
             }
         }
-        for (i, (name, dx)) in parts.into_iter().enumerate() {
-            let w = self.off(name);
-            self.mm(seq, st, (rows, h, a), (dx, 0, false), (pb, w, false), (&ws.d_s_ctx, 0), i > 0)?;
-        }
+        self.mm(seq, st, (rows, h, 3 * a), (&ws.d_qkv, 0, false), (pb, w, false), (&ws.d_s_ctx, 0), false)?;
         Ok(())
     }
 

@@ -97,10 +97,10 @@ impl Engine {
         let (h, a) = (self.cfg.hidden, self.cfg.attn_dim);
         let pb = &self.params;
         let s = &ws.layers.last().expect("layers >= 1").h;
-        for (name, out) in [("ctx.q.weight", &ws.q), ("ctx.k.weight", &ws.k), ("ctx.v.weight", &ws.v)] {
-            let stage = MapStage::fwd(StageKind::Attn, 0);
-            self.mm(seq, stage, (rows, a, h), (s, 0, false), (pb, self.off(name), true), (out, 0), false)?;
-        }
+        // q, k and v in one product: W_q, W_k, W_v lie one after the other,
+        // so together they are W_qkv, [3A, H], and the product is [T, B, 3A].
+        let stage = MapStage::fwd(StageKind::Attn, 0);
+        self.mm(seq, stage, (rows, 3 * a, h), (s, 0, false), (pb, self.qkv_weights(), true), (&ws.qkv, 0), false)?;
         // A carried prefix's keys and values, from its states with the current weights.
         let np = self.carry_prefix().unwrap_or(0);
         if np > 0 {
@@ -110,7 +110,7 @@ impl Engine {
             }
         }
         let p = ModelPush { f0: (1.0 / (cfg.head_dim() as f64).sqrt()) as f32, off2: np as u32, ..base };
-        let bufs = [&ws.q, &ws.k, &ws.v, &ws.attn, &ws.c, &ws.k_pre, &ws.v_pre];
+        let bufs = [&ws.qkv, &ws.qkv, &ws.qkv, &ws.attn, &ws.c, &ws.k_pre, &ws.v_pre];
         let spec = match self.fault {
             Some(Fault::SoftmaxNoMax) => &ATTN_FWD_FAULT_NO_MAX,
             Some(Fault::WindowOffByOne) => &ATTN_FWD_FAULT_WINDOW,

@@ -3,6 +3,7 @@
 //! counters, hyper-parameters) and the batch's inputs.
 
 use super::kernels::st;
+use super::workspace::Slot;
 use super::{Engine, FlatBuf, Workspace, u};
 use crate::cpu::{LossScale, OptimState, StepOptions};
 use crate::dataset::Batch;
@@ -102,25 +103,38 @@ impl Engine {
 
     /// The device range holding a named tensor: the CPU trace's names, plus
     /// `param.`, `adam.m.` and `adam.v.` + a parameter name.
-    pub fn slot(&self, name: &str) -> Option<(&Buffer, usize, usize)> {
-        self.flat_slot(name).or_else(|| self.ws.as_ref().and_then(|w| w.slot(&self.cfg, name)))
-    }
-
-    pub fn read_named(&self, names: &[&str]) -> VkResult<Vec<Vec<f32>>> {
-        let ranges = names
-            .iter()
-            .map(|n| self.slot(n).ok_or_else(|| VkError::Invalid(format!("no device tensor named {n:?}"))))
-            .collect::<VkResult<Vec<_>>>()?;
-        self.download(&ranges)
-    }
-
-    pub fn write_named(&self, name: &str, data: &[f32]) -> VkResult<()> {
-        let (buf, off, len) =
-            self.slot(name).ok_or_else(|| VkError::Invalid(format!("no device tensor named {name:?}")))?;
-        if data.len() != len {
-            return Err(VkError::Invalid(format!("{name}: {} values for a tensor of {len}", data.len())));
+    pub fn slot(&self, name: &str) -> Option<Slot<'_>> {
+        match self.flat_slot(name) {
+            Some((buf, off, len)) => Some(Slot { buf, off, len, cols: None }),
+            None => self.ws.as_ref().and_then(|w| w.slot(&self.cfg, name)),
         }
-        self.upload(buf, off, data)
+    }
+
+    fn slot_named(&self, name: &str) -> VkResult<Slot<'_>> {
+        self.slot(name).ok_or_else(|| VkError::Invalid(format!("no device tensor named {name:?}")))
+    }
+
+    /// The named tensors' values, read back in one submit.
+    pub fn read_named(&self, names: &[&str]) -> VkResult<Vec<Vec<f32>>> {
+        let slots = names.iter().map(|n| self.slot_named(n)).collect::<VkResult<Vec<_>>>()?;
+        let spans: Vec<_> = slots.iter().map(Slot::span).collect();
+        let read = self.download(&spans)?;
+        Ok(slots.iter().zip(&read).map(|(s, span)| s.gather(span)).collect())
+    }
+
+    /// Writes a named tensor (a column block by reading its span, writing
+    /// the block into it and uploading the span back).
+    pub fn write_named(&self, name: &str, data: &[f32]) -> VkResult<()> {
+        let slot = self.slot_named(name)?;
+        if data.len() != slot.len {
+            return Err(VkError::Invalid(format!("{name}: {} values for a tensor of {}", data.len(), slot.len)));
+        }
+        if slot.cols.is_none() {
+            return self.upload(slot.buf, slot.off, data);
+        }
+        let mut span = self.download(&[slot.span()])?.remove(0);
+        slot.scatter(&mut span, data);
+        self.upload(slot.buf, slot.off, &span)
     }
 
     /// The state words: loss scale, step counter, hyper-parameters.

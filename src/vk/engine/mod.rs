@@ -46,7 +46,7 @@ pub use policy::{Recurrence, WgChoice};
 pub use precision::{default_map, loss_scale_for};
 pub use reduce::{col_sum_chunks, col_sum_scratch_len, record_col_sum};
 pub use run::{Plan, Replay};
-pub use workspace::{Workspace, scratch_len, scratch_len_for, step_products, workspace_bytes};
+pub use workspace::{Slot, Workspace, scratch_len, scratch_len_for, step_products, workspace_bytes};
 
 use std::sync::{Arc, Mutex};
 

@@ -157,6 +157,14 @@ impl Engine {
         self.layout.offset(name)
     }
 
+    /// Where W_qkv = [W_q; W_k; W_v] starts: the three weights lie one after
+    /// the other in the flat buffers (`model::param_specs` lists them so).
+    pub(super) fn qkv_weights(&self) -> usize {
+        let (q, n) = (self.off("ctx.q.weight"), self.cfg.attn_dim * self.cfg.hidden);
+        debug_assert!(self.off("ctx.k.weight") == q + n && self.off("ctx.v.weight") == q + 2 * n);
+        q
+    }
+
     /// Records the beginning of a step: this step's loss scale, counters cleared.
     pub(super) fn record_begin<'a>(&'a self, seq: &mut Sequence<'a>) -> VkResult<()> {
         let ws = self.ws()?;

@@ -50,9 +50,9 @@ pub struct Workspace {
     pub emb_part: Buffer,
     pub emb: Buffer,
     pub layers: Vec<LayerBufs>,
-    pub q: Buffer,
-    pub k: Buffer,
-    pub v: Buffer,
+    /// q, k and v side by side, `[T, B, 3A]`: one product computes them
+    /// (`Engine::record_attn_fwd`).
+    pub qkv: Buffer,
     pub attn: Buffer,
     pub c: Buffer,
     pub logits: Buffer,
@@ -64,9 +64,8 @@ pub struct Workspace {
     pub d_s_head: Buffer,
     pub d_c: Buffer,
     pub ds: Buffer,
-    pub d_q: Buffer,
-    pub d_k: Buffer,
-    pub d_v: Buffer,
+    /// Their gradients, `[T, B, 3A]` likewise.
+    pub d_qkv: Buffer,
     pub d_s_ctx: Buffer,
     pub d_emb: Buffer,
     pub partials: Buffer,
@@ -97,15 +96,15 @@ pub struct Workspace {
 pub fn step_products(cfg: &Config, rows: usize, b: usize) -> Vec<(usize, usize, usize)> {
     let (h, a, v, g) = (cfg.hidden, cfg.attn_dim, cfg.vocab, 3 * cfg.hidden);
     let mut p = vec![
-        (rows, a, h), // q, k, v
+        (rows, 3 * a, h), // q, k, v
         (rows, v, h), // logits from s
         (rows, v, a), // logits += from c
         (v, h, rows), // dW_tok
         (v, a, rows), // dW_ctx
         (rows, h, v), // d_s from the head
         (rows, a, v), // d_c
-        (a, h, rows), // dW_q, dW_k, dW_v
-        (rows, h, a), // d_s from the context stream
+        (3 * a, h, rows), // dW_q, dW_k, dW_v
+        (rows, h, 3 * a), // d_s from the context stream
     ];
     // A carried state's products: the prefix's keys and values, their
     // weight gradients, and dW_hh's t = 0 term.
@@ -197,9 +196,7 @@ impl Workspace {
             v.extend([&lb.h16, &lb.d_gh16, &lb.d_gi16].into_iter().flatten());
         }
         v.extend([
-            &self.q,
-            &self.k,
-            &self.v,
+            &self.qkv,
             &self.attn,
             &self.c,
             &self.logits,
@@ -210,9 +207,7 @@ impl Workspace {
             &self.d_s_head,
             &self.d_c,
             &self.ds,
-            &self.d_q,
-            &self.d_k,
-            &self.d_v,
+            &self.d_qkv,
             &self.d_s_ctx,
             &self.d_emb,
             &self.partials,
@@ -286,9 +281,7 @@ impl Workspace {
             emb_part: dev("embed.chunk_sums", emb_chunks_max(rows, v) * d)?,
             emb: dev("embed.out", rows * d)?,
             layers,
-            q: dev("ctx.q", rows * a)?,
-            k: dev("ctx.k", rows * a)?,
-            v: dev("ctx.v", rows * a)?,
+            qkv: dev("ctx.qkv", rows * 3 * a)?,
             attn: dev("ctx.attn", window)?,
             c: dev("ctx.c", rows * a)?,
             logits: dev("head.logits", rows * v)?,
@@ -299,9 +292,7 @@ impl Workspace {
             d_s_head: dev("head.d_s", rows * h)?,
             d_c: dev("head.d_c", rows * a)?,
             ds: dev("ctx.d_scores", window)?,
-            d_q: dev("ctx.d_q", rows * a)?,
-            d_k: dev("ctx.d_k", rows * a)?,
-            d_v: dev("ctx.d_v", rows * a)?,
+            d_qkv: dev("ctx.d_qkv", rows * 3 * a)?,
             d_s_ctx: dev("ctx.d_s", rows * h)?,
             d_emb: dev("embed.d_out", rows * d)?,
             partials: dev("reduce.partials", n_params.div_ceil(SUMSQ_CHUNK).max(rows))?,
@@ -371,8 +362,26 @@ impl Workspace {
         Ok(())
     }
 
-    /// The buffer, offset and length of a trace tensor (the CPU trace's names).
-    pub fn slot(&self, cfg: &Config, name: &str) -> Option<(&Buffer, usize, usize)> {
+    /// Where a trace tensor (the CPU trace's names) lies.
+    pub fn slot(&self, cfg: &Config, name: &str) -> Option<Slot<'_>> {
+        let (rows, a) = (self.rows, cfg.attn_dim);
+        let block = |buf, i: usize| Slot { buf, off: i * a, len: rows * a, cols: Some((a, 3 * a)) };
+        Some(match name {
+            "ctx.q" => block(&self.qkv, 0),
+            "ctx.k" => block(&self.qkv, 1),
+            "ctx.v" => block(&self.qkv, 2),
+            "ctx.d_q" => block(&self.d_qkv, 0),
+            "ctx.d_k" => block(&self.d_qkv, 1),
+            "ctx.d_v" => block(&self.d_qkv, 2),
+            other => {
+                let (buf, off, len) = self.range(cfg, other)?;
+                Slot { buf, off, len, cols: None }
+            }
+        })
+    }
+
+    /// The buffer, offset and length of a trace tensor that lies in one piece.
+    fn range(&self, cfg: &Config, name: &str) -> Option<(&Buffer, usize, usize)> {
         let (rows, d, h, a, v) = (self.rows, cfg.d_embed, cfg.hidden, cfg.attn_dim, cfg.vocab);
         fn whole(b: &Buffer, n: usize) -> (&Buffer, usize, usize) {
             (b, 0, n)
@@ -380,9 +389,6 @@ impl Workspace {
         Some(match name {
             "embed.out" => whole(&self.emb, rows * d),
             "embed.d_out" => whole(&self.d_emb, rows * d),
-            "ctx.q" => whole(&self.q, rows * a),
-            "ctx.k" => whole(&self.k, rows * a),
-            "ctx.v" => whole(&self.v, rows * a),
             "ctx.attn" => whole(&self.attn, rows * cfg.heads * cfg.window),
             "ctx.c" => whole(&self.c, rows * a),
             "head.logits" => whole(&self.logits, rows * v),
@@ -390,9 +396,6 @@ impl Workspace {
             "loss.dlogits" => whole(&self.dlogits, rows * v),
             "head.d_s" => whole(&self.d_s_head, rows * h),
             "head.d_c" => whole(&self.d_c, rows * a),
-            "ctx.d_q" => whole(&self.d_q, rows * a),
-            "ctx.d_k" => whole(&self.d_k, rows * a),
-            "ctx.d_v" => whole(&self.d_v, rows * a),
             "ctx.d_s" => whole(&self.d_s_ctx, rows * h),
             "ctx.token_norm" => whole(&self.token_norm, rows),
             other => {
@@ -421,5 +424,72 @@ impl Workspace {
                 }
             }
         })
+    }
+}
+
+/// Where a named tensor lies in a device buffer: `len` values from `off`, or
+/// with `cols = Some((width, stride))` rows of `width` values, `stride` apart
+/// (a column block of a wider tensor, as q is of `[T, B, 3A]`).
+#[derive(Clone, Copy)]
+pub struct Slot<'a> {
+    pub buf: &'a Buffer,
+    pub off: usize,
+    pub len: usize,
+    pub cols: Option<(usize, usize)>,
+}
+
+impl<'a> Slot<'a> {
+    /// The one range that holds all of the tensor's values: `(buffer, offset, length)`.
+    pub fn span(&self) -> (&'a Buffer, usize, usize) {
+        (self.buf, self.off, span_len(self.len, self.cols))
+    }
+
+    /// The tensor's values out of its span's values.
+    pub fn gather(&self, span: &[f32]) -> Vec<f32> {
+        gather(self.cols, span)
+    }
+
+    /// Writes the tensor's values `data` into its span's values.
+    pub fn scatter(&self, span: &mut [f32], data: &[f32]) {
+        scatter(self.cols, span, data)
+    }
+}
+
+/// The length of the span of `len` values laid out as `cols` says.
+fn span_len(len: usize, cols: Option<(usize, usize)>) -> usize {
+    match cols {
+        Some((w, stride)) if len > 0 => (len / w - 1) * stride + w,
+        _ => len,
+    }
+}
+
+fn gather(cols: Option<(usize, usize)>, span: &[f32]) -> Vec<f32> {
+    match cols {
+        Some((w, stride)) => span.chunks(stride).flat_map(|r| &r[..w]).copied().collect(),
+        None => span.to_vec(),
+    }
+}
+
+fn scatter(cols: Option<(usize, usize)>, span: &mut [f32], data: &[f32]) {
+    match cols {
+        Some((w, stride)) => span.chunks_mut(stride).zip(data.chunks(w)).for_each(|(r, d)| r[..w].copy_from_slice(d)),
+        None => span.copy_from_slice(data),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A column block's span runs from its first value to its last, and
+    /// gather and scatter move exactly its values, leaving the others.
+    #[test]
+    fn a_column_block_reads_and_writes_only_its_columns() {
+        // Two rows of q | k | v with A = 2: the block k starts at 2.
+        let cols = Some((2, 6));
+        assert_eq!(super::span_len(4, cols), 8);
+        assert_eq!(super::span_len(6, None), 6);
+        let mut span: Vec<f32> = (2..10).map(|x| x as f32).collect();
+        assert_eq!(super::gather(cols, &span), vec![2.0, 3.0, 8.0, 9.0]);
+        super::scatter(cols, &mut span, &[-1.0, -2.0, -3.0, -4.0]);
+        assert_eq!(span, vec![-1.0, -2.0, 4.0, 5.0, 6.0, 7.0, -3.0, -4.0]);
     }
 }
