@@ -1,9 +1,11 @@
 #version 450
-// Column sums (bias gradients), pass 1: out[off1 + c·D + j] = Σ x[off0 + r·D + j]
+// Column sums (bias gradients), pass 1: out[off1 + c·D + j] = Σ x[off0 + r·S + j]
 // over the rows r of chunk c, [c·R, min(n, (c+1)·R)) with R = pc.t rows per
-// chunk; the dispatch is ceil(D/32) × chunks workgroups. With one chunk this
-// is the whole column sum, written straight to its place; with more,
-// col_sum_final.comp adds the chunks' sums in chunk order.
+// chunk and S = pc.H values between rows (S >= D); the dispatch is
+// ceil(D/32) × chunks workgroups. With one chunk this is the whole column sum,
+// written straight to its place, the sums of columns j < pc.off2 also at
+// off1 + D + j; with more, col_sum_final.comp adds the chunks' sums in chunk
+// order.
 //
 // A workgroup takes 32 columns (x) and splits the chunk's rows over 8 lanes
 // (y): lane l sums rows l, l+8, l+16, … of the chunk in increasing order
@@ -30,16 +32,16 @@ void main() {
         const uint base = pc.off0 + j;
         uint r = chunk * pc.t + lane;
         for (; r + 24u < r_end; r += 32u) {
-            const float v0 = x[base + r * pc.D];
-            const float v1 = x[base + (r + 8u) * pc.D];
-            const float v2 = x[base + (r + 16u) * pc.D];
-            const float v3 = x[base + (r + 24u) * pc.D];
+            const float v0 = x[base + r * pc.H];
+            const float v1 = x[base + (r + 8u) * pc.H];
+            const float v2 = x[base + (r + 16u) * pc.H];
+            const float v3 = x[base + (r + 24u) * pc.H];
             acc += v0;
             acc += v1;
             acc += v2;
             acc += v3;
         }
-        for (; r < r_end; r += 8u) acc += x[base + r * pc.D];
+        for (; r < r_end; r += 8u) acc += x[base + r * pc.H];
     }
     lanes[lane][col] = acc;
     barrier();
@@ -47,5 +49,6 @@ void main() {
         float s = lanes[0][col];
         for (uint l = 1u; l < 8u; ++l) s += lanes[l][col];
         o[pc.off1 + chunk * pc.D + j] = s;
+        if (j < pc.off2) o[pc.off1 + pc.D + j] = s;
     }
 }

@@ -393,6 +393,52 @@ fn col_sums_match_a_float64_sum() {
     assert_clean(&ctx, test);
 }
 
+/// A column sum over a column block (rows `stride` apart) with its first
+/// `dup` sums written twice, as the GRU's bias gradients take it: on small
+/// integers (every partial sum exact) each sum equals the float64 one, the
+/// duplicates equal the sums, and nothing else in the output changes, with
+/// one chunk and with many.
+#[test]
+fn strided_col_sums_write_their_duplicates() {
+    use dualscope::vk::engine::{ColSum, col_sum_scratch_len, record_col_sum_later};
+    use dualscope::vk::gemm::{MatRef, flush};
+    use dualscope::vk::{Buffer, Sequence};
+    let (test, ctx) = common::vulkan!();
+    let mut rng = Rng::new(23);
+    let (x_off, out_off, guard) = (6, 5, 4);
+    let sentinel = -3.5e30f32;
+    for &(rows, d, stride, dup) in &[(5, 7, 9, 3), (257, 33, 40, 33), (5000, 70, 210, 50), (70000, 3, 5, 2)] {
+        let x: Vec<f32> = (0..rows * stride).map(|_| (rng.below(17) as i64 - 8) as f32).collect();
+        let want: Vec<f64> = (0..d).map(|j| (0..rows).map(|r| x[r * stride + j] as f64).sum()).collect();
+        let mut x_pad = vec![f32::NAN; x_off];
+        x_pad.extend(&x);
+        let out_init = vec![sentinel; out_off + d + dup + guard];
+        let xb = Buffer::upload_f32(&ctx, "x", &x_pad).unwrap();
+        let out = Buffer::upload_f32(&ctx, "out", &out_init).unwrap();
+        let out_dev = Buffer::device_f32(&ctx, "out.dev", out_init.len()).unwrap();
+        let back = Buffer::readback_f32(&ctx, "out.back", out_init.len()).unwrap();
+        let scratch = Buffer::device_f32(&ctx, "scratch", col_sum_scratch_len(rows, d).max(1)).unwrap();
+        let mut seq = Sequence::new(&ctx).unwrap();
+        seq.copy(&out, 0, &out_dev, 0, out.bytes()).unwrap();
+        let (xm, om) = (MatRef { buf: &xb, offset: x_off }, MatRef { buf: &out_dev, offset: out_off });
+        let shape = ColSum { rows, d, stride, dup };
+        let rest = record_col_sum_later(&ctx, &mut seq, xm, shape, om, MatRef::whole(&scratch), "col_sum").unwrap();
+        flush(&mut seq, rest).unwrap();
+        seq.copy(&out_dev, 0, &back, 0, out.bytes()).unwrap();
+        seq.submit().unwrap();
+        let got = back.read_f32().unwrap();
+        for j in 0..d {
+            assert_eq!(got[out_off + j] as f64, want[j], "{rows}×{d} ({stride} apart): column {j}");
+        }
+        for j in 0..dup {
+            assert_eq!(got[out_off + d + j], got[out_off + j], "{rows}×{d}: duplicate {j}");
+        }
+        let guards = got[..out_off].iter().chain(&got[out_off + d + dup..]);
+        assert!(guards.into_iter().all(|v| v.to_bits() == sentinel.to_bits()), "{rows}×{d}: guard changed");
+    }
+    assert_clean(&ctx, test);
+}
+
 /// `train_step(.., Replay::Yes)` (what `train` runs: the step recorded once, replayed on
 /// batch after batch) gives bit for bit what recording every step gives:
 /// batches of one shape with different target counts (rows of different

@@ -5,6 +5,7 @@
 use super::kernels::*;
 use super::policy::Recurrence;
 use super::record::chunks_down;
+use super::reduce::ColSum;
 use super::{BWD_WAVE_LAG, Engine, Workspace, u, workspace};
 use crate::vk::gemm::{MapStage, StageKind, flush};
 use crate::vk::{Sequence, VkResult};
@@ -31,7 +32,8 @@ impl Engine {
         let mut later = Vec::new();
         self.mm_later(seq, &mut later, st, (v, h, rows), (&ws.dlogits, 0, true), (s, 0, false), (gb, tok), false)?;
         self.mm_later(seq, &mut later, st, (v, a, rows), (dl_ctx, 0, true), (&ws.c, 0, false), (gb, ctxw), false)?;
-        self.col_sum_later(seq, &mut later, &ws.dlogits, (rows, v), self.off("head.bias"), "head.bias grad")?;
+        let (dl, head_bias) = ((&ws.dlogits, 0), self.off("head.bias"));
+        self.col_sum_later(seq, &mut later, dl, ColSum::dense(rows, v), head_bias, "head.bias grad")?;
         let (d_s, d_c) = ((&ws.d_s_head, 0), (&ws.d_c, 0));
         self.mm_later(seq, &mut later, st, (rows, h, v), (&ws.dlogits, 0, false), (pb, tok, false), d_s, false)?;
         self.mm_later(seq, &mut later, st, (rows, a, v), (&ws.dlogits, 0, false), (pb, ctxw, false), d_c, false)?;
@@ -130,10 +132,18 @@ impl Engine {
             let shifted = rows - ws.b;
             let d_gh = (&lb.d_gh, ws.b * 3 * h, true);
             self.mm_later(seq, &mut later, st, (3 * h, h, shifted), d_gh, (&lb.h, 0, false), (gb, w_hh), false)?;
-            for (name, src) in [(format!("gru.bias_ih_l{l}"), &lb.d_gi), (format!("gru.bias_hh_l{l}"), &lb.d_gh)] {
-                let label = format!("{name} grad");
-                self.col_sum_later(seq, &mut later, src, (rows, 3 * h), self.off(&name), &label)?;
-            }
+            // The bias gradients: d_gi and d_gh hold the same r and z columns
+            // (the gates' inputs from x and from h add), so one sum of d_gi
+            // gives b_ih's gradient and b_hh's first 2H values, written twice
+            // (b_hh follows b_ih in the flat buffers); b_hh's n values are the
+            // sum of d_gh's n columns.
+            let (b_ih, b_hh) = (self.off(&format!("gru.bias_ih_l{l}")), self.off(&format!("gru.bias_hh_l{l}")));
+            debug_assert_eq!(b_hh, b_ih + 3 * h, "b_hh follows b_ih");
+            let both = ColSum { dup: 2 * h, ..ColSum::dense(rows, 3 * h) };
+            self.col_sum_later(seq, &mut later, (&lb.d_gi, 0), both, b_ih, &format!("gru.l{l} bias grads"))?;
+            let n_cols = ColSum { rows, d: h, stride: 3 * h, dup: 0 };
+            let label = format!("gru.bias_hh_l{l} grad, n");
+            self.col_sum_later(seq, &mut later, (&lb.d_gh, 2 * h), n_cols, b_hh + 2 * h, &label)?;
             let d_in = if l == 0 { &ws.d_emb } else { &ws.layers[l - 1].d_h };
             if !(wave && l > 0) {
                 let w = (pb, w_ih, false);

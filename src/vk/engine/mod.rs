@@ -44,7 +44,7 @@ pub use layout::{ParamEntry, ParamLayout};
 pub use norms::{Computed, DeviceNorms, NORM_CHUNK, norm_table};
 pub use policy::{Recurrence, WgChoice};
 pub use precision::{default_map, loss_scale_for};
-pub use reduce::{col_sum_chunks, col_sum_scratch_len, record_col_sum};
+pub use reduce::{ColSum, col_sum_chunks, col_sum_scratch_len, record_col_sum, record_col_sum_later};
 pub use run::{Plan, Replay};
 pub use workspace::{Slot, Workspace, scratch_len, scratch_len_for, step_products, workspace_bytes};
 

@@ -4,7 +4,7 @@
 
 use super::kernels::*;
 use super::policy::Recurrence;
-use super::reduce::record_col_sum_later;
+use super::reduce::{ColSum, record_col_sum_later};
 use super::workspace::LayerBufs;
 use super::workspace::SCRATCH_REGIONS;
 use super::{Engine, Plan, Stage, Workspace, col_sum_scratch_len};
@@ -111,21 +111,22 @@ impl Engine {
         Ok(())
     }
 
-    /// Records the column sums of `x` (`[rows, d]`) into the gradients at
-    /// `out_off`, the second pass (if any) pushed onto `later`.
+    /// Records the column sums of `x` (from its offset, as `shape` says)
+    /// into the gradients at `out_off`, the second pass (if any) pushed onto
+    /// `later`.
     pub(super) fn col_sum_later<'a>(
         &'a self,
         seq: &mut Sequence<'a>,
         later: &mut Vec<Later<'a>>,
-        x: &'a Buffer,
-        (rows, d): (usize, usize),
+        (x, x_off): (&'a Buffer, usize),
+        shape: ColSum,
         out_off: usize,
         label: &str,
     ) -> VkResult<()> {
-        let (x, out) = (MatRef::whole(x), MatRef { buf: &self.grads, offset: out_off });
+        let (x, out) = (MatRef { buf: x, offset: x_off }, MatRef { buf: &self.grads, offset: out_off });
         let ws = self.ws()?;
-        let scratch = self.scratch_for(seq, later, ws, col_sum_scratch_len(rows, d) > 0)?;
-        later.extend(record_col_sum_later(&self.ctx, seq, x, rows, d, out, scratch, label)?);
+        let scratch = self.scratch_for(seq, later, ws, col_sum_scratch_len(shape.rows, shape.d) > 0)?;
+        later.extend(record_col_sum_later(&self.ctx, seq, x, shape, out, scratch, label)?);
         Ok(())
     }
 

@@ -5,7 +5,9 @@
 //! columns) in one workgroup, whose 8 lanes each walk every 8th row of the
 //! chunk in order and are then added in lane order; `col_sum_final.comp` adds
 //! the chunks' sums in chunk order. With a single chunk the first pass writes
-//! the result directly. Every addition happens in an order fixed by `rows` and
+//! the result directly. The rows may lie further apart than `d` (a column
+//! block), and the first sums may be written twice (two bias gradients that
+//! are equal by the model, `Engine::record_gru_bwd`). Every addition happens in an order fixed by `rows` and
 //! `d` alone, so the result is the same bit for bit on every run.
 
 use super::kernels::{COL_SUM, COL_SUM_FINAL, ModelPush};
@@ -54,8 +56,26 @@ pub fn record_col_sum<'a>(
     scratch: MatRef<'a>,
     label: &str,
 ) -> VkResult<()> {
-    let rest = record_col_sum_later(ctx, seq, x, rows, d, out, scratch, label)?;
+    let rest = record_col_sum_later(ctx, seq, x, ColSum::dense(rows, d), out, scratch, label)?;
     flush(seq, rest)
+}
+
+/// The shape of a column sum: `rows` rows of `d` columns, `stride` values
+/// apart (a column block of a wider matrix), and the first `dup` of the `d`
+/// sums written twice, at `out[j]` and at `out[d + j]` (`dup <= d`).
+#[derive(Clone, Copy, Debug)]
+pub struct ColSum {
+    pub rows: usize,
+    pub d: usize,
+    pub stride: usize,
+    pub dup: usize,
+}
+
+impl ColSum {
+    /// `rows × d`, row-major and packed, each sum written once.
+    pub fn dense(rows: usize, d: usize) -> Self {
+        ColSum { rows, d, stride: d, dup: 0 }
+    }
 }
 
 /// [`record_col_sum`] with its second pass (where it has one) returned, to
@@ -65,12 +85,15 @@ pub fn record_col_sum_later<'a>(
     ctx: &Context,
     seq: &mut Sequence<'a>,
     x: MatRef<'a>,
-    rows: usize,
-    d: usize,
+    shape: ColSum,
     out: MatRef<'a>,
     scratch: MatRef<'a>,
     label: &str,
 ) -> VkResult<Option<Later<'a>>> {
+    let ColSum { rows, d, stride, dup } = shape;
+    if stride < d || dup > d {
+        return Err(VkError::Invalid(format!("col_sum: {d} columns {stride} apart, {dup} written twice")));
+    }
     let need = |what: &str, m: &MatRef<'a>, len: usize| -> VkResult<(Bind<'a>, u32)> {
         if m.offset + len > m.buf.len_f32() {
             return Err(VkError::Invalid(format!(
@@ -87,13 +110,15 @@ pub fn record_col_sum_later<'a>(
         return Ok(None);
     }
     let (per, chunks) = col_sum_chunks(rows);
-    let (x_bind, x_off) = need("x", &x, rows * d)?;
-    let (out_bind, out_off) = need("out", &out, d)?;
+    let (x_bind, x_off) = need("x", &x, rows.saturating_sub(1) * stride + d)?;
+    let (out_bind, out_off) = need("out", &out, if dup > 0 { d + dup } else { d })?;
     let push = ModelPush {
         n: u32_of(rows, "rows")?,
         d: u32_of(d, "columns")?,
+        h: u32_of(stride, "row stride")?,
         off0: x_off,
         off1: out_off,
+        off2: u32_of(dup, "columns written twice")?,
         t: u32_of(per, "rows per chunk")?,
         flag: chunks as u32,
         ..Default::default()
@@ -104,7 +129,7 @@ pub fn record_col_sum_later<'a>(
         return Ok(None);
     }
     let (s_bind, s_off) = need("scratch", &scratch, chunks * d)?;
-    let partial = ModelPush { off1: s_off, ..push };
+    let partial = ModelPush { off1: s_off, off2: 0, ..push };
     seq.dispatch_bound(&first, &[x_bind, s_bind], &partial, [d as u64, chunks as u64, 1], label)?;
     let last = ctx.kernel(&COL_SUM_FINAL)?;
     let fin = ModelPush { off0: s_off, ..push };
