@@ -97,12 +97,12 @@ pub fn step_products(cfg: &Config, rows: usize, b: usize) -> Vec<(usize, usize, 
     let (h, a, v, g) = (cfg.hidden, cfg.attn_dim, cfg.vocab, 3 * cfg.hidden);
     let mut p = vec![
         (rows, 3 * a, h), // q, k, v
-        (rows, v, h), // logits from s
-        (rows, v, a), // logits += from c
-        (v, h, rows), // dW_tok
-        (v, a, rows), // dW_ctx
-        (rows, h, v), // d_s from the head
-        (rows, a, v), // d_c
+        (rows, v, h),     // logits from s
+        (rows, v, a),     // logits += from c
+        (v, h, rows),     // dW_tok
+        (v, a, rows),     // dW_ctx
+        (rows, h, v),     // d_s from the head
+        (rows, a, v),     // d_c
         (3 * a, h, rows), // dW_q, dW_k, dW_v
         (rows, h, 3 * a), // d_s from the context stream
     ];

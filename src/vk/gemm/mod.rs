@@ -18,6 +18,6 @@ pub use record::{Later, flush, gemm, gemm_split, gemm_split_later, gemm_with};
 pub use specs::*;
 pub use split::{
     GemmShape, MatRef, SPLIT_K_FEW_TILES, SPLIT_K_FEW_TILES_GROUPS, SPLIT_K_MAX_SHORT_SLICES, SPLIT_K_MIN_SHORT_SLICE,
-    SPLIT_K_MIN_SLICE, SPLIT_K_PROBE_SLICES, SPLIT_K_SMALL_OUTPUT, SPLIT_K_TARGET_GROUPS, SplitK, part, split_k_plan,
-    split_k_scratch_len,
+    SPLIT_K_MIN_SLICE, SPLIT_K_PROBE_SLICES, SPLIT_K_SMALL_OUTPUT, SPLIT_K_TARGET_GROUPS, SplitK, part,
+    split_k_min_slice, split_k_plan, split_k_scratch_len,
 };

@@ -75,8 +75,24 @@ pub(super) fn dim(what: &str, x: usize) -> VkResult<u32> {
 /// shape only, so that the summation order (and so every bit of the result)
 /// is the same on every device.
 pub const SPLIT_K_TARGET_GROUPS: usize = 512;
-/// The shortest K range a slice gets.
+/// The shortest K range a slice gets (but see [`split_k_min_slice`]).
 pub const SPLIT_K_MIN_SLICE: usize = 256;
+
+/// The shortest K range a slice of a product of more than
+/// [`SPLIT_K_FEW_TILES`] output tiles gets on `path`, unless it is small:
+/// longer on the two 128×128 kernels. On the H200 (`bench`, every product
+/// with the same shortest slice) the whole step took 4.66 ms (mixed) and 9.59
+/// (f32) with slices of 256, 4.54 and 9.57 with 1024, 4.57 and 9.53 with 512;
+/// per kernel, the products of many tiles gained most from 1024 on the
+/// cooperative-matrix kernel and from 512 on the f32 one, and those of few
+/// tiles did best as they were (docs/speed.md, version 49).
+pub fn split_k_min_slice(path: GemmPath) -> usize {
+    match path {
+        GemmPath::CoopMatF16Big => 1024,
+        GemmPath::TiledF32Big => 512,
+        _ => SPLIT_K_MIN_SLICE,
+    }
+}
 /// The shortest K range a slice of a small product gets: an output of fewer
 /// than [`SPLIT_K_SMALL_OUTPUT`] values with K of 512 or more (the weight
 /// gradients at `small`, K = B·T = 1024) may be cut into up to
@@ -110,14 +126,19 @@ fn few_tiles_rule() -> bool {
     *ON.get_or_init(|| std::env::var("DUALSCOPE_SPLIT_FEW").map_or(true, |v| v.trim() != "0"))
 }
 
-/// The shortest slice of a product of `s`'s shape: [`SPLIT_K_MIN_SLICE`], or
-/// for a small product `k / 32` down to [`SPLIT_K_MIN_SHORT_SLICE`], or
+/// The shortest slice of a product of `s`'s shape on `path`:
+/// [`split_k_min_slice`] for one of many tiles, [`SPLIT_K_MIN_SLICE`] for one
+/// of few, for a small product `k / 32` between
+/// [`SPLIT_K_MIN_SHORT_SLICE`] and [`SPLIT_K_MIN_SLICE`], or
 /// `DUALSCOPE_SPLIT_MIN_SLICE` (a timing probe: the split then differs from
 /// the default's, and with it the summation order), read once per process.
-pub fn min_slice(s: &GemmShape) -> usize {
+pub fn min_slice(path: GemmPath, s: &GemmShape) -> usize {
     let small = s.m * s.n < SPLIT_K_SMALL_OUTPUT && s.k >= 512;
+    let (tm, tn, _) = path.tile();
     let rule = if small {
         (s.k / SPLIT_K_MAX_SHORT_SLICES).clamp(SPLIT_K_MIN_SHORT_SLICE, SPLIT_K_MIN_SLICE)
+    } else if s.m.div_ceil(tm) * s.n.div_ceil(tn) > SPLIT_K_FEW_TILES {
+        split_k_min_slice(path)
     } else {
         SPLIT_K_MIN_SLICE
     };
@@ -169,7 +190,7 @@ pub fn split_k_plan(path: GemmPath, s: &GemmShape, max_scratch: usize) -> SplitK
     if !path.splits() || tiles == 0 {
         return whole;
     }
-    let mut for_groups = (SPLIT_K_TARGET_GROUPS / tiles).min(s.k / min_slice(s));
+    let mut for_groups = (SPLIT_K_TARGET_GROUPS / tiles).min(s.k / min_slice(path, s));
     if tiles <= SPLIT_K_FEW_TILES && s.k >= 256 && few_tiles_rule() && min_slice_probe().is_none() {
         for_groups = for_groups.max((SPLIT_K_FEW_TILES_GROUPS / tiles).min(s.k / SPLIT_K_MIN_SHORT_SLICE));
     }
@@ -199,6 +220,29 @@ mod tests {
         GemmShape { m, n, k, ta: true, tb: false, accumulate: false }
     }
 
+    /// On the two 128×128 kernels a product that is neither small nor of
+    /// few tiles is cut into slices of at least their longer minimum, and
+    /// the bench products that the H200 ran faster unsplit are not split, and
+    /// a product of few tiles is cut as before.
+    #[test]
+    fn the_wide_kernels_take_longer_slices() {
+        for path in [GemmPath::CoopMatF16Big, GemmPath::TiledF32Big] {
+            let (tm, tn, _) = path.tile();
+            for (m, n, k) in [(1536, 512, 8160), (768, 512, 8192), (8192, 512, 768), (4096, 256, 3000)] {
+                let s = shape(m, n, k);
+                let p = split_k_plan(path, &s, usize::MAX);
+                let tiles = m.div_ceil(tm) * n.div_ceil(tn);
+                assert!(tiles > SPLIT_K_FEW_TILES && m * n >= SPLIT_K_SMALL_OUTPUT, "{s:?}");
+                assert!(p.slices == 1 || p.chunk >= split_k_min_slice(path), "{path:?} {s:?} {p:?}");
+            }
+            let s = GemmShape { m: 8192, n: 256, k: 512, ta: false, tb: true, accumulate: false };
+            assert_eq!(split_k_plan(path, &s, usize::MAX).slices, 1, "{path:?}");
+            let p = split_k_plan(path, &shape(256, 512, 8192), usize::MAX);
+            assert_eq!((p.slices, p.chunk), (32, 256), "{path:?}: 8 tiles");
+        }
+        assert_eq!(split_k_min_slice(GemmPath::TiledF32), SPLIT_K_MIN_SLICE);
+    }
+
     #[test]
     fn split_k_plans_cover_k_with_aligned_slices() {
         for m in [1, 7, 64, 128, 129, 256, 1536, 8192] {
@@ -216,7 +260,10 @@ mod tests {
                     // Every slice is non-empty and together they cover K.
                     assert!((p.slices - 1) * p.chunk < k && p.slices * p.chunk >= k, "{s:?} {p:?}");
                     let few = tiles <= SPLIT_K_FEW_TILES && p.slices * tiles <= SPLIT_K_FEW_TILES_GROUPS;
-                    assert!((few || p.chunk >= min_slice(&s)) && p.chunk >= SPLIT_K_MIN_SHORT_SLICE, "{s:?} {p:?}");
+                    assert!(
+                        (few || p.chunk >= min_slice(GemmPath::TiledF32, &s)) && p.chunk >= SPLIT_K_MIN_SHORT_SLICE,
+                        "{s:?} {p:?}"
+                    );
                     let small = m * n < SPLIT_K_SMALL_OUTPUT && k < SPLIT_K_MIN_SLICE * SPLIT_K_MAX_SHORT_SLICES;
                     assert!(small || few || p.chunk >= SPLIT_K_MIN_SLICE, "{s:?} {p:?}");
                     assert!(p.slices * tiles <= SPLIT_K_TARGET_GROUPS, "{s:?} {p:?}");
@@ -234,8 +281,10 @@ mod tests {
 
     /// The mixed step's kernels (and the 128×128 f32 one) split on their own
     /// tiles: the 128×128 cooperative-matrix kernel's chunks are multiples of
-    /// its K-slice of 32, and the long-K weight gradients get about as many
-    /// workgroups as the 128×64 f32 kernel's.
+    /// its K-slice of 32, and the long-K weight gradients get at least a
+    /// workgroup for each of a large GPU's multiprocessors (fewer than the
+    /// 128×64 f32 kernel's since version 49: the H200 ran the 128×128 kernels
+    /// faster on slices of 512 and 1024 than of 256).
     #[test]
     fn split_k_plans_follow_the_path_tiles() {
         for (m, n, k) in [(256, 512, 8192), (1536, 512, 8160), (1536, 256, 8192), (37, 70, 1500)] {
@@ -247,7 +296,7 @@ mod tests {
                 assert!((p.slices - 1) * p.chunk < k && p.slices * p.chunk >= k);
                 let groups = p.slices * m.div_ceil(tm) * n.div_ceil(tn);
                 assert!(groups <= SPLIT_K_TARGET_GROUPS, "{path:?} {s:?}: {groups}");
-                assert!(m * n < 10_000 || groups >= 256, "{path:?} {s:?}: {groups} workgroups");
+                assert!(m * n < 10_000 || groups >= 128, "{path:?} {s:?}: {groups} workgroups");
             }
         }
     }
@@ -285,7 +334,7 @@ mod tests {
         assert_eq!(plan(512, 512, 256), (4, 64), "16 tiles");
         assert_eq!(plan(512, 256, 1536), (12, 128), "8 tiles, K = 1536");
         assert_eq!(plan(1024, 64, 384), (12, 32), "8 tiles, slices of 32");
-        assert_eq!(plan(1536, 256, 512), (2, 256), "24 tiles: the usual rule");
+        assert_eq!(plan(1536, 256, 512), (1, 512), "24 tiles: the usual rule, slices of 1024 on this kernel");
         assert_eq!(plan(1024, 256, 128).0, 1, "K under 256");
         assert_eq!(plan(256, 512, 8192), (32, 256), "long K: the usual rule cuts finer");
     }

@@ -1,10 +1,10 @@
 #!/bin/bash
-# On the device host: version 47 (q, k, v as one product, their gradients
-# likewise) against the binary before it, interleaved old new new old, the
-# mixed and f32 steps at bench, small, B=1 T=512 and B=64 T=256; then the new
-# binary's ladders (f32, f16 at small and bench) and a carried-state check
-# under validation layer 1.4.309 (.device/vvl14.deb).
-# Usage: bench/qkv47_h200.sh OLD_BIN NEW_BIN OUT
+# On the device host: a version against the binary before it (first used for
+# version 47, q, k and v as one product), interleaved old new new old, the
+# mixed and f32 steps at bench and small, the mixed step at B=1 T=512 and
+# B=64 T=256; then the new binary's ladders (f32, f16 at small and bench) and
+# a carried-state check under validation layer 1.4.309 (.device/vvl14.deb).
+# Usage: bench/version_ab_h200.sh OLD_BIN NEW_BIN OUT
 set -uo pipefail
 OLD=$1; NEW=$2; OUT=$3
 mkdir -p "$OUT"
