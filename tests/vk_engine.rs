@@ -323,34 +323,42 @@ fn attention_is_bitwise_repeatable() {
 
 /// The bias gradients' column sums (`col_sum.comp`, then `col_sum_final.comp`
 /// past one chunk of rows) against a float64 sum: from one row to more rows
-/// than lavapipe lets one loop walk (65535), with offsets on both sides.
+/// than lavapipe lets one loop walk (65535), with offsets on both sides, on
+/// packed rows and on column blocks (rows `stride` apart) whose first `dup`
+/// sums are written twice, as the GRU's bias gradients take them.
 /// Small integers first: every partial sum is then exact in f32, so the result
 /// must equal the exact sum bit for bit whatever the order (a row or column
 /// missed or counted twice shows). Then normal values: the relative L2 error
 /// over the columns stays within 2·u·sqrt(rows) (u = 2^-24), twice the typical
 /// error of a plain sequential f32 sum of `rows` terms (u·sqrt(rows/2)); the
-/// chunked sum's is far smaller. A second run gives the same bits.
+/// chunked sum's is far smaller. The duplicates equal the sums, nothing else
+/// in the output changes, and a second run gives the same bits.
 #[test]
 fn col_sums_match_a_float64_sum() {
-    use dualscope::vk::engine::{col_sum_chunks, col_sum_scratch_len, record_col_sum};
-    use dualscope::vk::gemm::MatRef;
+    use dualscope::vk::engine::{ColSum, col_sum_chunks, col_sum_scratch_len, record_col_sum, record_col_sum_later};
+    use dualscope::vk::gemm::{MatRef, flush};
     use dualscope::vk::{Buffer, Sequence};
     let (test, ctx) = common::vulkan!();
     let mut rng = Rng::new(17);
     let (x_off, out_off, guard) = (13, 7, 5);
     let sentinel = -3.5e30f32;
     let u = f64::powi(2.0, -24);
-    for &(rows, d) in &[(1, 1), (5, 37), (256, 33), (257, 33), (5000, 70), (8192, 300), (70000, 3)] {
+    let dense =
+        [(1, 1), (5, 37), (256, 33), (257, 33), (5000, 70), (8192, 300), (70000, 3)].map(|(r, d)| ColSum::dense(r, d));
+    let blocks = [(5, 7, 9, 3), (257, 33, 40, 33), (5000, 70, 210, 50), (70000, 3, 5, 2)]
+        .map(|(rows, d, stride, dup)| ColSum { rows, d, stride, dup });
+    for shape in dense.into_iter().chain(blocks) {
+        let ColSum { rows, d, stride, dup } = shape;
         assert!(rows < 1000 || col_sum_chunks(rows).1 > 1, "{rows} rows: one chunk");
         for integers in [true, false] {
-            let x: Vec<f32> = (0..rows * d)
+            let x: Vec<f32> = (0..rows * stride)
                 .map(|_| if integers { (rng.below(17) as i64 - 8) as f32 } else { rng.normal() as f32 })
                 .collect();
-            let want: Vec<f64> = (0..d).map(|j| (0..rows).map(|r| x[r * d + j] as f64).sum()).collect();
+            let want: Vec<f64> = (0..d).map(|j| (0..rows).map(|r| x[r * stride + j] as f64).sum()).collect();
             let mut x_pad = vec![f32::NAN; x_off];
             x_pad.extend(&x);
-            let mut out_init = vec![sentinel; out_off + d + guard];
-            out_init[out_off..out_off + d].fill(f32::NAN);
+            let mut out_init = vec![sentinel; out_off + d + dup + guard];
+            out_init[out_off..out_off + d + dup].fill(f32::NAN);
             let xb = Buffer::upload_f32(&ctx, "x", &x_pad).unwrap();
             let out = Buffer::upload_f32(&ctx, "out", &out_init).unwrap();
             let out_dev = Buffer::device_f32(&ctx, "out.dev", out_init.len()).unwrap();
@@ -362,19 +370,27 @@ fn col_sums_match_a_float64_sum() {
                 seq.copy(&out, 0, &out_dev, 0, out.bytes()).unwrap();
                 let (xm, om) = (MatRef { buf: &xb, offset: x_off }, MatRef { buf: &out_dev, offset: out_off });
                 let sm = MatRef { buf: &scratch, offset: 37 };
-                record_col_sum(&ctx, &mut seq, xm, rows, d, om, sm, "col_sum test").unwrap();
+                if stride == d && dup == 0 {
+                    record_col_sum(&ctx, &mut seq, xm, rows, d, om, sm, "col_sum test").unwrap();
+                } else {
+                    let rest = record_col_sum_later(&ctx, &mut seq, xm, shape, om, sm, "col_sum test").unwrap();
+                    flush(&mut seq, rest).unwrap();
+                }
                 seq.copy(&out_dev, 0, &back, 0, out.bytes()).unwrap();
                 let t = seq.submit().unwrap();
                 assert_eq!(t.dispatches.len(), if col_sum_chunks(rows).1 > 1 { 2 } else { 1 });
                 let got = back.read_f32().unwrap();
-                let guards = got[..out_off].iter().chain(&got[out_off + d..]);
-                assert!(guards.into_iter().all(|v| v.to_bits() == sentinel.to_bits()), "{rows}×{d}: guard changed");
+                let guards = got[..out_off].iter().chain(&got[out_off + d + dup..]);
+                assert!(guards.into_iter().all(|v| v.to_bits() == sentinel.to_bits()), "{shape:?}: guard changed");
+                for j in 0..dup {
+                    assert_eq!(got[out_off + d + j].to_bits(), got[out_off + j].to_bits(), "{shape:?}: duplicate {j}");
+                }
                 got[out_off..out_off + d].to_vec()
             };
             let got = run();
             if integers {
                 for j in 0..d {
-                    assert_eq!(got[j] as f64, want[j], "{rows}×{d}, column {j}");
+                    assert_eq!(got[j] as f64, want[j], "{shape:?}, column {j}");
                 }
             } else {
                 let (mut e, mut w) = (0.0, 0.0);
@@ -384,57 +400,11 @@ fn col_sums_match_a_float64_sum() {
                 }
                 let err = (e / w).sqrt();
                 let tol = 2.0 * u * (rows as f64).sqrt();
-                assert!(err <= tol, "{rows}×{d}: rel L2 {err:.3e} > {tol:.3e}");
+                assert!(err <= tol, "{shape:?}: rel L2 {err:.3e} > {tol:.3e}");
             }
             let again = run();
-            assert!(got.iter().zip(&again).all(|(p, q)| p.to_bits() == q.to_bits()), "{rows}×{d}: runs differ");
+            assert!(got.iter().zip(&again).all(|(p, q)| p.to_bits() == q.to_bits()), "{shape:?}: runs differ");
         }
-    }
-    assert_clean(&ctx, test);
-}
-
-/// A column sum over a column block (rows `stride` apart) with its first
-/// `dup` sums written twice, as the GRU's bias gradients take it: on small
-/// integers (every partial sum exact) each sum equals the float64 one, the
-/// duplicates equal the sums, and nothing else in the output changes, with
-/// one chunk and with many.
-#[test]
-fn strided_col_sums_write_their_duplicates() {
-    use dualscope::vk::engine::{ColSum, col_sum_scratch_len, record_col_sum_later};
-    use dualscope::vk::gemm::{MatRef, flush};
-    use dualscope::vk::{Buffer, Sequence};
-    let (test, ctx) = common::vulkan!();
-    let mut rng = Rng::new(23);
-    let (x_off, out_off, guard) = (6, 5, 4);
-    let sentinel = -3.5e30f32;
-    for &(rows, d, stride, dup) in &[(5, 7, 9, 3), (257, 33, 40, 33), (5000, 70, 210, 50), (70000, 3, 5, 2)] {
-        let x: Vec<f32> = (0..rows * stride).map(|_| (rng.below(17) as i64 - 8) as f32).collect();
-        let want: Vec<f64> = (0..d).map(|j| (0..rows).map(|r| x[r * stride + j] as f64).sum()).collect();
-        let mut x_pad = vec![f32::NAN; x_off];
-        x_pad.extend(&x);
-        let out_init = vec![sentinel; out_off + d + dup + guard];
-        let xb = Buffer::upload_f32(&ctx, "x", &x_pad).unwrap();
-        let out = Buffer::upload_f32(&ctx, "out", &out_init).unwrap();
-        let out_dev = Buffer::device_f32(&ctx, "out.dev", out_init.len()).unwrap();
-        let back = Buffer::readback_f32(&ctx, "out.back", out_init.len()).unwrap();
-        let scratch = Buffer::device_f32(&ctx, "scratch", col_sum_scratch_len(rows, d).max(1)).unwrap();
-        let mut seq = Sequence::new(&ctx).unwrap();
-        seq.copy(&out, 0, &out_dev, 0, out.bytes()).unwrap();
-        let (xm, om) = (MatRef { buf: &xb, offset: x_off }, MatRef { buf: &out_dev, offset: out_off });
-        let shape = ColSum { rows, d, stride, dup };
-        let rest = record_col_sum_later(&ctx, &mut seq, xm, shape, om, MatRef::whole(&scratch), "col_sum").unwrap();
-        flush(&mut seq, rest).unwrap();
-        seq.copy(&out_dev, 0, &back, 0, out.bytes()).unwrap();
-        seq.submit().unwrap();
-        let got = back.read_f32().unwrap();
-        for j in 0..d {
-            assert_eq!(got[out_off + j] as f64, want[j], "{rows}×{d} ({stride} apart): column {j}");
-        }
-        for j in 0..dup {
-            assert_eq!(got[out_off + d + j], got[out_off + j], "{rows}×{d}: duplicate {j}");
-        }
-        let guards = got[..out_off].iter().chain(&got[out_off + d + dup..]);
-        assert!(guards.into_iter().all(|v| v.to_bits() == sentinel.to_bits()), "{rows}×{d}: guard changed");
     }
     assert_clean(&ctx, test);
 }
