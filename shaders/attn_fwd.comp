@@ -1,7 +1,7 @@
 #version 450
 #extension GL_EXT_control_flow_attributes : require
-// Multi-head sliding-window attention, forward. q, k, v are column
-// blocks of one [T, B, 3A] tensor and c is [T, B, A] (attn_layout.glsl); attn
+// Multi-head sliding-window attention, forward. q, k, v are column blocks of
+// one [T, B, 3A] tensor and c is [T, B, A] (attn_layout.glsl); attn
 // is [T, B, NH, W], slot w of query t holding key t+1+w-W (0 before the row's
 // start). f0 = 1/sqrt(dh).
 //

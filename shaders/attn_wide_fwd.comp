@@ -2,8 +2,8 @@
 #extension GL_EXT_control_flow_attributes : require
 // Multi-head sliding-window attention, forward, in blocks of 64 queries
 // (attn_wide.glsl): what attn_fwd.comp computes, with the same buffers and
-// outputs. q, k, v are column blocks of one
-// [T, B, 3A] tensor and c is [T, B, A] (attn_layout.glsl); attn is [T, B, NH, W], slot w of query t
+// outputs. q, k, v are column blocks of one [T, B, 3A] tensor and c is
+// [T, B, A] (attn_layout.glsl); attn is [T, B, NH, W], slot w of query t
 // holding key t+1+w-W (0 before the row's start). f0 = 1/sqrt(dh).
 //
 // One workgroup per (block of 64 queries t0..t0+63, row b, head): workgroup

@@ -101,7 +101,7 @@ impl Engine {
         Some((self.flat(which), e.offset, e.len))
     }
 
-    /// The device range holding a named tensor: the CPU trace's names, plus
+    /// Where a named tensor lies on the device: the CPU trace's names, plus
     /// `param.`, `adam.m.` and `adam.v.` + a parameter name.
     pub fn slot(&self, name: &str) -> Option<Slot<'_>> {
         match self.flat_slot(name) {

@@ -7,8 +7,9 @@
 //! the chunks' sums in chunk order. With a single chunk the first pass writes
 //! the result directly. The rows may lie further apart than `d` (a column
 //! block), and the first sums may be written twice (two bias gradients that
-//! are equal by the model, `Engine::record_gru_bwd`). Every addition happens in an order fixed by `rows` and
-//! `d` alone, so the result is the same bit for bit on every run.
+//! are equal by the model, `Engine::record_gru_bwd`). Every addition happens
+//! in an order fixed by `rows` and `d` alone, so the result is the same bit
+//! for bit on every run.
 
 use super::kernels::{COL_SUM, COL_SUM_FINAL, ModelPush};
 use crate::vk::gemm::{Later, MatRef, flush, part};

@@ -93,6 +93,7 @@ pub fn split_k_min_slice(path: GemmPath) -> usize {
         _ => SPLIT_K_MIN_SLICE,
     }
 }
+
 /// The shortest K range a slice of a small product gets: an output of fewer
 /// than [`SPLIT_K_SMALL_OUTPUT`] values with K of 512 or more (the weight
 /// gradients at `small`, K = B·T = 1024) may be cut into up to
