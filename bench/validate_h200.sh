@@ -1,7 +1,9 @@
 #!/bin/bash
 # Runs the ladders and a training run under the Khronos validation layer on the
 # device host. Usage: bench/validate_h200.sh BINARY MODE OUTDIR [what...]
-#   MODE: core | sync | gpu (DUALSCOPE_VK_VALIDATION); what: ladders, long, train, controller, triage, pmap (default all)
+#   MODE: core | sync | gpu (DUALSCOPE_VK_VALIDATION); what: ladders, shapes, long, train, controller, triage, pmap (default all)
+#   shapes: the f32 and f16 ladders at issue 19's other shapes, B=1 T=512 (one row, --len) and B=64 T=256
+#   (bench/configs/bench_b64.json) at bench width
 #   train: the default step with the controller on (the split step and its device norms, grad_norms.comp)
 #   controller: bench --controller (the split step replayed) and the old host-norms path for contrast
 #   pmap: the precision map's paths (all-f16, mixed maps, one f16 recurrence) in both ladder modes, train and precision-bisect
@@ -9,7 +11,7 @@
 # Needs .device/vvl14.deb (Debian 13's vulkan-validationlayers 1.4.309, see ../shared/GPU.md).
 set -u
 bin=$1; mode=$2; out=$3; shift 3
-what=${*:-ladders long train controller triage pmap}
+what=${*:-ladders shapes long train controller triage pmap}
 mkdir -p /tmp/v14 "$out" && dpkg -x .device/vvl14.deb /tmp/v14
 export VK_LAYER_PATH=/tmp/v14/usr/share/vulkan/explicit_layer.d
 export LD_LIBRARY_PATH=/tmp/v14/usr/lib/x86_64-linux-gnu
@@ -26,6 +28,10 @@ run() { # name, args...
 }
 for w in $what; do case $w in
   ladders) for p in f32 f16; do for c in small bench; do run ladder-$c-$p ladder --config $c --precision $p --json; done; done ;;
+  shapes) for p in f32 f16; do
+      run ladder-b1t512-$p ladder --config bench --len 512 --precision $p --json
+      run ladder-b64t256-$p ladder --config bench/configs/bench_b64.json --precision $p --json
+    done ;;
   long) for p in f32 f16; do run ladder-small-$p-T4096 ladder --config small --precision $p --data $text --len 4096 --json; done ;;
   train) for p in f32 f16; do run train50-small-$p train --config small --engine gpu --precision $p --data $text --steps 50 --out /tmp/run-$p-$mode-$$; done ;;
   controller)
