@@ -14,7 +14,7 @@ use super::stats::{medians_by_name, percentiles};
 use crate::cpu::{self, LossScale, OptimState, StepOptions};
 use crate::dataset::Batch;
 use crate::model::{Config, Params};
-use crate::vk::engine::{BWD_WAVE_LAG, Engine, FWD_WAVE_LAG, Plan, Recurrence};
+use crate::vk::engine::{BWD_WAVE_LAG, Engine, Plan, Recurrence};
 use crate::vk::gemm::{GemmChoice, Precision};
 use crate::vk::{Context, Sequence, Timing, VkError};
 
@@ -397,9 +397,10 @@ fn recurrence_floor(
     }
     let barrier_us = percentiles(&mut probes).0 * 1e3 / (t - 1) as f64;
     // One barrier between two steps of a layer, or between two intervals of
-    // a wavefront: T + FWD_WAVE_LAG intervals forward, T + BWD_WAVE_LAG backward.
+    // a wavefront: T + 1 intervals forward, T + BWD_WAVE_LAG backward.
     let per_layer = cfg.layers * (t - 1);
-    let barriers = [(e.forward_wave(), FWD_WAVE_LAG), (e.backward_wave(), BWD_WAVE_LAG)]
+    let lag = BWD_WAVE_LAG;
+    let barriers = [(e.forward_wave(), 1), (e.backward_wave(), lag)]
         .iter()
         .map(|&(w, lag)| if w { t + lag - 1 } else { per_layer })
         .sum::<usize>();
@@ -444,7 +445,7 @@ fn recurrence_floor(
         for (name, flag) in parts {
             let mut xs: Vec<f64> = (0..5).filter_map(|_| e.probe_bwd_wave(flag).ok().flatten()).collect();
             if !xs.is_empty() {
-                probe.insert(format!("{name}_us"), percentiles(&mut xs).0 * 1e3 / (t + BWD_WAVE_LAG) as f64);
+                probe.insert(format!("{name}_us"), percentiles(&mut xs).0 * 1e3 / (t + lag) as f64);
             }
         }
         v.bwd_wave_probe = Some(probe);

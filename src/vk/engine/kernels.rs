@@ -305,17 +305,14 @@ pub static GRU_BWD_GRID_CM_NC: KernelSpec = KernelSpec {
     ..GRU_BWD_GRID_CM
 };
 /// Both layers of a two-layer forward in one dispatch, as a wavefront (layer
-/// 1 two steps behind layer 0, its input projection computed in the kernel,
-/// half by each layer): T + 2 dependent intervals instead of 2T. Tiled as
-/// `GRU_FWD_GRID_CM`.
+/// 1 one step behind layer 0, its input projection computed in the kernel):
+/// T + 1 dependent intervals instead of 2T. Tiled as `GRU_FWD_GRID_CM`.
 pub static GRU_FWD_WAVE_CM: KernelSpec = KernelSpec {
     name: "gru_fwd_wave_cm",
     spirv: crate::vk::shaders::optional(shaders::GRU_FWD_WAVE_CM),
-    bindings: &[R, R, W, W, RW, RW, RW, RW, RW, W, W, RW, RW],
-    // 8 subgroups' staging of 6 f16 tiles (16×16), which then holds their
-    // 16×48 f32 partial sums of the projection, and those of the recurrent
-    // product: 48 KB, the most Vulkan gives a workgroup on NVIDIA.
-    shared_bytes: 8 * 6 * 512 + 8 * 16 * 48 * 4,
+    bindings: &[R, R, W, W, RW, RW, RW, RW, W, W, W, RW, RW],
+    // 8 subgroups' staging of 4 f16 tiles (16×16) and their 16×48 f32 partial sums.
+    shared_bytes: 8 * 4 * 512 + 8 * 16 * 48 * 4,
     ..GRU_FWD_GRID_CM
 };
 /// `GRU_FWD_WAVE_CM` with its operands (the f16 copies) read without
