@@ -34,6 +34,10 @@
 // Parameter offsets: W_hh0 pc.off0, b_hh0 pc.off1, W_ih1 pc.off2, and (in
 // fields this kernel has no other use for) b_ih1 pc.A, W_hh1 pc.NH, b_hh1 pc.W.
 // flag 1: no arithmetic, only pc.n - 1 grid barriers (the residency check).
+// Timing probes (Engine::probe_fwd_wave; what they write is meaningless):
+// flag bit 2: the products' operands not loaded (zeros); 4: no products (nor
+// their loads); 8: nothing stored to memory after the gates; 16: the step's
+// own inputs (gi0) not loaded.
 //
 // OPERANDS_NONCOHERENT (the variant gru_fwd_wave_cm_nc): the products' loads
 // of h0s, h1s without `coherent`, so that they may be served through the
@@ -201,14 +205,15 @@ void main() {
         uint t = it - layer;
         uint row = t * pc.B + b;
         vec3 gin = vec3(0.0);
-        if (on_step && mine && layer == 0u) {
+        if (on_step && mine && layer == 0u && (pc.flag & 16u) == 0u) {
             uint g = row * 3u * H;
             gin = vec3(gi0[g + j], gi0[g + H + j], gi0[g + 2u * H + j]);
         }
         if (it > pc.t) grid_sync(it - pc.t);
         if (!on_step) continue;
         // The recurrent product is zero at t = 0 (h_{-1} = 0).
-        bool has_prod = prod == 0u || t > 0u;
+        bool has_prod = (prod == 0u || t > 0u) && (pc.flag & 4u) == 0u;
+        bool load_ops = (pc.flag & 2u) == 0u;
 #ifdef SCALAR_PRODUCT
         if (has_prod) {
             uint srow = prod == 0u ? t : t - 1u;
@@ -223,7 +228,7 @@ void main() {
                     uint kt = ss + nsub * (tg + 4u * i);
                     ld[i][0] = uvec4(0u);
                     ld[i][1] = uvec4(0u);
-                    if (kt < ktiles) {
+                    if (kt < ktiles && load_ops) {
                         uint e = (a0 + kt * 16u) >> 3;
                         ld[i][0] = from_h1 ? h1v[e] : h0v[e];
                         ld[i][1] = from_h1 ? h1v[e + 1u] : h0v[e + 1u];
@@ -264,7 +269,7 @@ void main() {
             [[unroll]] for (uint i = 0u; i < KT_MAX; ++i) {
                 uint kt = ss + nsub * i;
                 ld[i] = uvec4(0u);
-                if (kt < ktiles && row_in) ld[i] = from_h1 ? h1v[(a0 + kt * 16u) >> 3] : h0v[(a0 + kt * 16u) >> 3];
+                if (kt < ktiles && row_in && load_ops) ld[i] = from_h1 ? h1v[(a0 + kt * 16u) >> 3] : h0v[(a0 + kt * 16u) >> 3];
             }
             [[unroll]] for (uint r = 0u; r < KT_MAX / KT_STAGE; ++r) {
                 if (r > 0u) subgroupBarrier();
@@ -285,6 +290,8 @@ void main() {
         }
 #endif
         barrier();
+        // (The probe without stores keeps the gates: the stores only are skipped.)
+        bool store = (pc.flag & 8u) == 0u;
         if (mine) {
             vec3 m = vec3(0.0);
             if (t > 0u) {
@@ -300,9 +307,11 @@ void main() {
                     uint o = (s * 16u + bl) * NC + u;
                     gin += vec3(part[o], part[o + 16u], part[o + 32u]);
                 }
-                gi1[g + j] = gin.x;
-                gi1[g + H + j] = gin.y;
-                gi1[g + 2u * H + j] = gin.z;
+                if (store) {
+                    gi1[g + j] = gin.x;
+                    gi1[g + H + j] = gin.y;
+                    gi1[g + 2u * H + j] = gin.z;
+                }
             }
             vec3 ghv = m + bias_h;
             float r = sigmoid(gin.x + ghv.x);
@@ -310,7 +319,7 @@ void main() {
             float n = tanh_safe(gin.z + r * ghv.z);
             hp = (1.0 - z) * n + z * hp;
             uint x = row * H + j;
-            if (layer == 0u) {
+            if (store && layer == 0u) {
                 gh0[g + j] = ghv.x;
                 gh0[g + H + j] = ghv.y;
                 gh0[g + 2u * H + j] = ghv.z;
@@ -319,7 +328,7 @@ void main() {
                 gates0[2u * rh + x] = n;
                 h0[x] = hp;
                 h0s[x] = float16_t(hp);
-            } else {
+            } else if (store) {
                 gh1[g + j] = ghv.x;
                 gh1[g + H + j] = ghv.y;
                 gh1[g + 2u * H + j] = ghv.z;

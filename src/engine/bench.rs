@@ -14,7 +14,7 @@ use super::stats::{medians_by_name, percentiles};
 use crate::cpu::{self, LossScale, OptimState, StepOptions};
 use crate::dataset::Batch;
 use crate::model::{Config, Params};
-use crate::vk::engine::{BWD_WAVE_LAG, Engine, Plan, Recurrence};
+use crate::vk::engine::{BWD_WAVE_LAG, Engine, FWD_WAVE_LAG, Plan, Recurrence};
 use crate::vk::gemm::{GemmChoice, Precision};
 use crate::vk::{Context, Sequence, Timing, VkError};
 
@@ -330,6 +330,9 @@ pub struct RecurrenceReport {
     /// The same for the backward wavefront, µs per interval.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bwd_wave_probe: Option<BTreeMap<String, f64>>,
+    /// The same for the forward wavefront the step runs, µs per interval.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fwd_wave_probe: Option<BTreeMap<String, f64>>,
     /// The same for layer 0's one-workgroup recurrences (forward and
     /// backward, by part), µs per step.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -377,6 +380,7 @@ fn recurrence_floor(
         floor_ms: None,
         fwd_step_probe: None,
         bwd_wave_probe: None,
+        fwd_wave_probe: None,
         wg_probe: None,
     };
     // The one-workgroup recurrences have no grid barrier to take a floor from.
@@ -397,10 +401,9 @@ fn recurrence_floor(
     }
     let barrier_us = percentiles(&mut probes).0 * 1e3 / (t - 1) as f64;
     // One barrier between two steps of a layer, or between two intervals of
-    // a wavefront: T + 1 intervals forward, T + BWD_WAVE_LAG backward.
+    // a wavefront: T + FWD_WAVE_LAG intervals forward, T + BWD_WAVE_LAG backward.
     let per_layer = cfg.layers * (t - 1);
-    let lag = BWD_WAVE_LAG;
-    let barriers = [(e.forward_wave(), 1), (e.backward_wave(), lag)]
+    let barriers = [(e.forward_wave(), FWD_WAVE_LAG), (e.backward_wave(), BWD_WAVE_LAG)]
         .iter()
         .map(|&(w, lag)| if w { t + lag - 1 } else { per_layer })
         .sum::<usize>();
@@ -441,16 +444,38 @@ fn recurrence_floor(
             ("noncoherent_operands", 32),
             ("fma_products", 64),
         ];
-        let mut probe = BTreeMap::new();
-        for (name, flag) in parts {
-            let mut xs: Vec<f64> = (0..5).filter_map(|_| e.probe_bwd_wave(flag).ok().flatten()).collect();
-            if !xs.is_empty() {
-                probe.insert(format!("{name}_us"), percentiles(&mut xs).0 * 1e3 / (t + lag) as f64);
-            }
-        }
-        v.bwd_wave_probe = Some(probe);
+        v.bwd_wave_probe = Some(wave_probe(&parts, t + BWD_WAVE_LAG, |f| e.probe_bwd_wave(f)));
+        let parts = [
+            ("whole", 0u32),
+            ("no_operand_loads", 2),
+            ("no_products", 4),
+            ("no_stores", 8),
+            ("no_step_inputs", 16),
+            ("no_loads_no_products", 6),
+            ("barrier_and_gates_only", 4 | 16),
+            ("products_only", 8 | 16),
+            ("barrier_only", 1),
+        ];
+        v.fwd_wave_probe = Some(wave_probe(&parts, t + FWD_WAVE_LAG, |f| e.probe_fwd_wave(f)));
     }
     Ok(v)
+}
+
+/// A wavefront's probe, part by part: µs per interval over `intervals`,
+/// medians of 5 runs of `probe` (device ms of the whole dispatch).
+fn wave_probe(
+    parts: &[(&str, u32)],
+    intervals: usize,
+    probe: impl Fn(u32) -> crate::vk::VkResult<Option<f64>>,
+) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    for &(name, flag) in parts {
+        let mut xs: Vec<f64> = (0..5).filter_map(|_| probe(flag).ok().flatten()).collect();
+        if !xs.is_empty() {
+            out.insert(format!("{name}_us"), percentiles(&mut xs).0 * 1e3 / intervals as f64);
+        }
+    }
+    out
 }
 
 /// `DUALSCOPE_GRID_PROBE` with the one-workgroup recurrences: where a step

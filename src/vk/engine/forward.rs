@@ -4,7 +4,7 @@
 use super::faults::Fault;
 use super::kernels::*;
 use super::policy::Recurrence;
-use super::{Engine, Workspace, u};
+use super::{Engine, FWD_WAVE_LAG, Workspace, u};
 use crate::vk::gemm::{MapStage, StageKind};
 use crate::vk::{Sequence, VkResult};
 
@@ -59,7 +59,7 @@ impl Engine {
             }
             if wave {
                 let (p, bufs, groups) = self.wave_fwd_args(ws)?;
-                let intervals = (0..=ws.t).map(|t| (t, 1));
+                let intervals = (0..ws.t + FWD_WAVE_LAG).map(|t| (t, 1));
                 let label = "gru.l0 fwd recurrence, wavefront with l1";
                 self.record_grid(seq, (self.wave_spec(true), groups), &bufs, &p, intervals, label)?;
                 continue;

@@ -173,6 +173,9 @@ pub struct Engine {
 /// Steps layer 0 runs behind layer 1 in the backward wavefront
 /// (gru_bwd_wave_cm): T + 2 intervals.
 pub const BWD_WAVE_LAG: usize = 2;
+/// Steps layer 1 runs behind layer 0 in the forward wavefront
+/// (gru_fwd_wave_cm): T + 1 intervals.
+pub const FWD_WAVE_LAG: usize = 1;
 
 /// Gradients of one batch, as `cpu::GradsResult`.
 #[derive(Clone, Debug)]

@@ -1,11 +1,11 @@
 //! Timing probes: the grid kernels with parts switched off (the barrier
-//! alone, no product, no gates), the backward wavefront and the
-//! one-workgroup recurrences likewise. What they write is meaningless; what
+//! alone, no product, no gates), the two wavefronts and the one-workgroup
+//! recurrences likewise. What they write is meaningless; what
 //! they report is device time.
 
 use super::kernels::*;
 use super::policy::Recurrence;
-use super::{BWD_WAVE_LAG, Engine, u};
+use super::{BWD_WAVE_LAG, Engine, FWD_WAVE_LAG, u};
 use crate::vk::{Sequence, VkError, VkResult};
 
 impl Engine {
@@ -82,6 +82,28 @@ impl Engine {
         let t = seq.submit()?;
         // Every chunk's time: before, only the last chunk was counted.
         let chunks = t.dispatches.iter().filter(|d| d.0 == "bwd wave probe");
+        Ok(chunks.map(|d| d.1).sum::<Option<f64>>().map(|ns| ns / 1e6))
+    }
+
+    /// Device milliseconds of the forward wavefront the step runs, over the
+    /// workspace's T + FWD_WAVE_LAG intervals with parts switched off by
+    /// `flag` (gru_fwd_wave_cm and its variants: 1, only the barriers; bits
+    /// 2, 4, 8, 16: no operand loads, no products, no stores, no step
+    /// inputs). A timing probe: what it writes is meaningless. `None` where
+    /// the step has no forward wavefront or no timestamps.
+    pub fn probe_fwd_wave(&self, flag: u32) -> VkResult<Option<f64>> {
+        if !self.forward_wave() || self.recurrence != Recurrence::Grid {
+            return Ok(None);
+        }
+        let ws = self.ws()?;
+        let (p, bufs, groups) = self.wave_fwd_args(ws)?;
+        let mut seq = Sequence::new(&self.ctx)?;
+        self.record_begin(&mut seq)?;
+        let p = ModelPush { flag, ..p };
+        let intervals = (0..ws.t + FWD_WAVE_LAG).map(|t| (t, 1));
+        self.record_grid(&mut seq, (self.wave_spec(true), groups), &bufs, &p, intervals, "fwd wave probe")?;
+        let t = seq.submit()?;
+        let chunks = t.dispatches.iter().filter(|d| d.0 == "fwd wave probe");
         Ok(chunks.map(|d| d.1).sum::<Option<f64>>().map(|ns| ns / 1e6))
     }
 
