@@ -37,7 +37,8 @@
 // Timing probes (Engine::probe_fwd_wave; what they write is meaningless):
 // flag bit 2: the products' operands not loaded (zeros); 4: no products (nor
 // their loads); 8: nothing stored to memory after the gates; 16: the step's
-// own inputs (gi0) not loaded.
+// own inputs (gi0) not loaded. Not in the FMA variant: there the switches
+// alone cost 0.07 ms of a B=1 T=512 step (session 18), so it has none.
 //
 // OPERANDS_NONCOHERENT (the variant gru_fwd_wave_cm_nc): the products' loads
 // of h0s, h1s without `coherent`, so that they may be served through the
@@ -68,6 +69,11 @@
 #define OFF_WHH1 pc.NH
 #define OFF_BHH1 pc.W
 
+#ifdef SCALAR_PRODUCT
+#define PROBE 0u
+#else
+#define PROBE pc.flag
+#endif
 #define SUBGROUPS 8u
 // K-tiles per subgroup at most: layer 1 splits each product over 4
 // subgroups (H <= 512: 32 K-tiles / 4).
@@ -205,15 +211,15 @@ void main() {
         uint t = it - layer;
         uint row = t * pc.B + b;
         vec3 gin = vec3(0.0);
-        if (on_step && mine && layer == 0u && (pc.flag & 16u) == 0u) {
+        if (on_step && mine && layer == 0u && (PROBE & 16u) == 0u) {
             uint g = row * 3u * H;
             gin = vec3(gi0[g + j], gi0[g + H + j], gi0[g + 2u * H + j]);
         }
         if (it > pc.t) grid_sync(it - pc.t);
         if (!on_step) continue;
         // The recurrent product is zero at t = 0 (h_{-1} = 0).
-        bool has_prod = (prod == 0u || t > 0u) && (pc.flag & 4u) == 0u;
-        bool load_ops = (pc.flag & 2u) == 0u;
+        bool has_prod = (prod == 0u || t > 0u) && (PROBE & 4u) == 0u;
+        bool load_ops = (PROBE & 2u) == 0u;
 #ifdef SCALAR_PRODUCT
         if (has_prod) {
             uint srow = prod == 0u ? t : t - 1u;
@@ -291,7 +297,7 @@ void main() {
 #endif
         barrier();
         // (The probe without stores keeps the gates: the stores only are skipped.)
-        bool store = (pc.flag & 8u) == 0u;
+        bool store = (PROBE & 8u) == 0u;
         if (mine) {
             vec3 m = vec3(0.0);
             if (t > 0u) {

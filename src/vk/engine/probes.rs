@@ -89,10 +89,11 @@ impl Engine {
     /// workspace's T + FWD_WAVE_LAG intervals with parts switched off by
     /// `flag` (gru_fwd_wave_cm and its variants: 1, only the barriers; bits
     /// 2, 4, 8, 16: no operand loads, no products, no stores, no step
-    /// inputs). A timing probe: what it writes is meaningless. `None` where
-    /// the step has no forward wavefront or no timestamps.
+    /// inputs; not on the FMA variant, which has no switches but 1). A
+    /// timing probe: what it writes is meaningless. `None` where the step has
+    /// no forward wavefront, no timestamps, or no such switch.
     pub fn probe_fwd_wave(&self, flag: u32) -> VkResult<Option<f64>> {
-        if !self.forward_wave() || self.recurrence != Recurrence::Grid {
+        if !self.forward_wave() || self.recurrence != Recurrence::Grid || (flag > 1 && self.wave_scalar(true)) {
             return Ok(None);
         }
         let ws = self.ws()?;
