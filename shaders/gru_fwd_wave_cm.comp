@@ -37,8 +37,10 @@
 // Timing probes (Engine::probe_fwd_wave; what they write is meaningless):
 // flag bit 2: the products' operands not loaded (zeros); 4: no products (nor
 // their loads); 8: nothing stored to memory after the gates; 16: the step's
-// own inputs (gi0) not loaded. Not in the FMA variant: there the switches
-// alone cost 0.07 ms of a B=1 T=512 step (session 18), so it has none.
+// own inputs (gi0) not loaded. Only in the variant built with WAVE_PROBE
+// (gru_fwd_wave_cm_nc_probe): the switches alone cost the FMA variant
+// 0.07 ms of a B=1 T=512 step and the cooperative-matrix one 9 µs of a
+// `small` step (session 18).
 //
 // OPERANDS_NONCOHERENT (the variant gru_fwd_wave_cm_nc): the products' loads
 // of h0s, h1s without `coherent`, so that they may be served through the
@@ -69,10 +71,10 @@
 #define OFF_WHH1 pc.NH
 #define OFF_BHH1 pc.W
 
-#ifdef SCALAR_PRODUCT
-#define PROBE 0u
-#else
+#ifdef WAVE_PROBE
 #define PROBE pc.flag
+#else
+#define PROBE 0u
 #endif
 #define SUBGROUPS 8u
 // K-tiles per subgroup at most: layer 1 splits each product over 4

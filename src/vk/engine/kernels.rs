@@ -322,6 +322,13 @@ pub static GRU_FWD_WAVE_CM_NC: KernelSpec = KernelSpec {
     spirv: crate::vk::shaders::optional(shaders::GRU_FWD_WAVE_CM_NC),
     ..GRU_FWD_WAVE_CM
 };
+/// `GRU_FWD_WAVE_CM_NC` with the timing probe's switches (`pc.flag` bits
+/// 2-16, `Engine::probe_fwd_wave`), which the step's kernels do not carry.
+pub static GRU_FWD_WAVE_CM_NC_PROBE: KernelSpec = KernelSpec {
+    name: "gru_fwd_wave_cm_nc_probe",
+    spirv: crate::vk::shaders::optional(shaders::GRU_FWD_WAVE_CM_NC_PROBE),
+    ..GRU_FWD_WAVE_CM
+};
 /// Both layers' backward in one dispatch, as a wavefront (layer 0 two steps
 /// behind layer 1, its gradient from above `d_gi1 · W_ih1` computed in the
 /// kernel, half by each layer): T + 2 dependent intervals instead of 2T. Tiled as `GRU_BWD_GRID_CM`.

@@ -85,24 +85,32 @@ impl Engine {
         Ok(chunks.map(|d| d.1).sum::<Option<f64>>().map(|ns| ns / 1e6))
     }
 
-    /// Device milliseconds of the forward wavefront the step runs, over the
-    /// workspace's T + FWD_WAVE_LAG intervals with parts switched off by
-    /// `flag` (gru_fwd_wave_cm and its variants: 1, only the barriers; bits
-    /// 2, 4, 8, 16: no operand loads, no products, no stores, no step
-    /// inputs; not on the FMA variant, which has no switches but 1). A
-    /// timing probe: what it writes is meaningless. `None` where the step has
-    /// no forward wavefront, no timestamps, or no such switch.
+    /// Device milliseconds of the forward wavefront over the workspace's
+    /// T + FWD_WAVE_LAG intervals with parts switched off by `flag`: 1, only
+    /// the barriers, on the kernel the step runs; else on
+    /// `gru_fwd_wave_cm_nc_probe`, bits 2, 4, 8, 16: no operand loads, no
+    /// products, no stores, no step inputs (0: the whole interval). A timing
+    /// probe: what it writes is meaningless. `None` where the step has no
+    /// forward wavefront or no timestamps, and for the parts where it does
+    /// not run `gru_fwd_wave_cm_nc` (the probe's kernel is that one).
     pub fn probe_fwd_wave(&self, flag: u32) -> VkResult<Option<f64>> {
-        if !self.forward_wave() || self.recurrence != Recurrence::Grid || (flag > 1 && self.wave_scalar(true)) {
+        if !self.forward_wave() || self.recurrence != Recurrence::Grid {
             return Ok(None);
         }
+        let spec = match flag {
+            1 => self.wave_spec(true),
+            _ if std::ptr::eq(self.wave_spec(true), &GRU_FWD_WAVE_CM_NC) && !GRU_FWD_WAVE_CM_NC_PROBE.spirv.is_empty() => {
+                &GRU_FWD_WAVE_CM_NC_PROBE
+            }
+            _ => return Ok(None),
+        };
         let ws = self.ws()?;
         let (p, bufs, groups) = self.wave_fwd_args(ws)?;
         let mut seq = Sequence::new(&self.ctx)?;
         self.record_begin(&mut seq)?;
         let p = ModelPush { flag, ..p };
         let intervals = (0..ws.t + FWD_WAVE_LAG).map(|t| (t, 1));
-        self.record_grid(&mut seq, (self.wave_spec(true), groups), &bufs, &p, intervals, "fwd wave probe")?;
+        self.record_grid(&mut seq, (spec, groups), &bufs, &p, intervals, "fwd wave probe")?;
         let t = seq.submit()?;
         let chunks = t.dispatches.iter().filter(|d| d.0 == "fwd wave probe");
         Ok(chunks.map(|d| d.1).sum::<Option<f64>>().map(|ns| ns / 1e6))
