@@ -99,7 +99,9 @@ impl Engine {
         }
         let spec = match flag {
             1 => self.wave_spec(true),
-            _ if std::ptr::eq(self.wave_spec(true), &GRU_FWD_WAVE_CM_NC) && !GRU_FWD_WAVE_CM_NC_PROBE.spirv.is_empty() => {
+            _ if std::ptr::eq(self.wave_spec(true), &GRU_FWD_WAVE_CM_NC)
+                && !GRU_FWD_WAVE_CM_NC_PROBE.spirv.is_empty() =>
+            {
                 &GRU_FWD_WAVE_CM_NC_PROBE
             }
             _ => return Ok(None),
