@@ -4,9 +4,6 @@
 // the two layers' T steps take T + 1 dependent intervals instead of 2T.
 // Layer 1's input projection gi1[t] = W_ih1 h0[t] + b_ih1 is computed here
 // from layer 0's h0[t] of the interval before (not by a GEMM beforehand).
-// Layer 0's comes from a GEMM without its bias: b_ih0 is added here, and
-// gi0 written back with it (for inspection: the ladder's gru_fwd rung), so
-// that no pass of its own adds it.
 //
 // The tiling and arithmetic are gru_fwd_grid_cm's: workgroups 0 .. G-1 run
 // layer 0 and G .. 2G-1 layer 1 (G = RB · H/16, RB = ceil(B/16)), each
@@ -24,7 +21,7 @@
 // barrier of include/grid.glsl between them (pc.n = 1: one dispatch per
 // interval). Needs subgroup size 32, H % 16 == 0, H <= 512, all workgroups
 // resident at once (the engine checks).
-//   gi0 [T,B,3H] (W_ih0 u_t; + b_ih0 on the way out); gh*, gi1 [T,B,3H]; gates* [3][T,B,H];
+//   gi0 [T,B,3H] (W_ih0 u_t + b_ih0); gh*, gi1 [T,B,3H]; gates* [3][T,B,H];
 //   h* [T,B,H]; h*s [T·B + 16, H] (f16).
 // SCALAR_PRODUCT (the variant gru_fwd_wave_sc_nc, for a few rows, with
 // OPERANDS_NONCOHERENT): the same products as f32 FMAs of the f16 values
@@ -35,8 +32,7 @@
 // weights in registers as f16 pairs along k; two shuffles sum the four
 // lanes of a column, and the partial sums go to `part` as the fragments do.
 // Parameter offsets: W_hh0 pc.off0, b_hh0 pc.off1, W_ih1 pc.off2, and (in
-// fields this kernel has no other use for) b_ih1 pc.A, W_hh1 pc.NH, b_hh1 pc.W,
-// b_ih0 pc.V.
+// fields this kernel has no other use for) b_ih1 pc.A, W_hh1 pc.NH, b_hh1 pc.W.
 // flag 1: no arithmetic, only pc.n - 1 grid barriers (the residency check).
 // Timing probes (Engine::probe_fwd_wave; what they write is meaningless):
 // flag bit 2: the products' operands not loaded (zeros); 4: no products (nor
@@ -74,7 +70,6 @@
 #define OFF_BIH1 pc.A
 #define OFF_WHH1 pc.NH
 #define OFF_BHH1 pc.W
-#define OFF_BIH0 pc.V
 
 #ifdef WAVE_PROBE
 #define PROBE pc.flag
@@ -91,7 +86,7 @@
 #define NC 48u
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer Par { float p[]; };
-layout(std430, binding = 1) buffer Gi0 { float gi0[]; };
+layout(std430, binding = 1) readonly buffer Gi0 { float gi0[]; };
 layout(std430, binding = 2) writeonly buffer Gh0 { float gh0[]; };
 layout(std430, binding = 3) writeonly buffer Gates0 { float gates0[]; };
 layout(std430, binding = 4) buffer H0 { float h0[]; };
@@ -205,7 +200,7 @@ void main() {
     float hp = 0.0;
     if (mine) {
         bias_h = load3(layer == 0u ? OFF_BHH0 : OFF_BHH1, j);
-        bias_i = load3(layer == 0u ? OFF_BIH0 : OFF_BIH1, j);
+        if (layer == 1u) bias_i = load3(OFF_BIH1, j);
         // h_{t-1} of the first interval's step.
         if (pc.t >= layer + 1u && pc.t - layer - 1u < pc.T) {
             uint x = ((pc.t - layer - 1u) * pc.B + b) * H + j;
@@ -220,7 +215,7 @@ void main() {
         vec3 gin = vec3(0.0);
         if (on_step && mine && layer == 0u && (PROBE & 16u) == 0u) {
             uint g = row * 3u * H;
-            gin = vec3(gi0[g + j], gi0[g + H + j], gi0[g + 2u * H + j]) + bias_i;
+            gin = vec3(gi0[g + j], gi0[g + H + j], gi0[g + 2u * H + j]);
         }
         if (it > pc.t) grid_sync(it - pc.t);
         if (!on_step) continue;
@@ -333,9 +328,6 @@ void main() {
             hp = (1.0 - z) * n + z * hp;
             uint x = row * H + j;
             if (store && layer == 0u) {
-                gi0[g + j] = gin.x;
-                gi0[g + H + j] = gin.y;
-                gi0[g + 2u * H + j] = gin.z;
                 gh0[g + j] = ghv.x;
                 gh0[g + H + j] = ghv.y;
                 gh0[g + 2u * H + j] = ghv.z;

@@ -49,10 +49,7 @@ impl Engine {
                 off1: self.off(&format!("gru.bias_ih_l{l}")) as u32,
                 ..base
             };
-            // The forward wavefront adds layer 0's input bias itself.
-            if !wave {
-                self.dispatch(seq, &BIAS_ADD, &[pb, &lb.gi], &p, rows * 3 * h, &format!("gru.l{l} bias_ih"))?;
-            }
+            self.dispatch(seq, &BIAS_ADD, &[pb, &lb.gi], &p, rows * 3 * h, &format!("gru.l{l} bias_ih"))?;
             let w_hh = self.off(&format!("gru.weight_hh_l{l}"));
             let b_hh = self.off(&format!("gru.bias_hh_l{l}")) as u32;
             let label = format!("gru.l{l} fwd recurrence");

@@ -310,7 +310,7 @@ pub static GRU_BWD_GRID_CM_NC: KernelSpec = KernelSpec {
 pub static GRU_FWD_WAVE_CM: KernelSpec = KernelSpec {
     name: "gru_fwd_wave_cm",
     spirv: crate::vk::shaders::optional(shaders::GRU_FWD_WAVE_CM),
-    bindings: &[R, RW, W, W, RW, RW, RW, RW, W, W, W, RW, RW],
+    bindings: &[R, R, W, W, RW, RW, RW, RW, W, W, W, RW, RW],
     // 8 subgroups' staging of 4 f16 tiles (16×16) and their 16×48 f32 partial sums.
     shared_bytes: 8 * 4 * 512 + 8 * 16 * 48 * 4,
     ..GRU_FWD_GRID_CM

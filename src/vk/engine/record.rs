@@ -350,7 +350,6 @@ impl Engine {
             a: off("gru.bias_ih_l1"),
             nh: off("gru.weight_hh_l1"),
             w: off("gru.bias_hh_l1"),
-            v: off("gru.bias_ih_l0"),
             ..self.push(ws)
         };
         let bufs = vec![
