@@ -412,7 +412,8 @@ fn recurrence_floor(
     v.floor_ms = Some(barrier_us * barriers as f64 / 1e3);
     // DUALSCOPE_GRID_PROBE=1: where a forward step's time goes, from the
     // forward grid kernel with parts switched off (its results are then
-    // meaningless; only the time is kept), µs per step.
+    // meaningless; only the time is kept), µs per step; and an interval of
+    // each wavefront likewise.
     if std::env::var("DUALSCOPE_GRID_PROBE").is_ok() {
         let parts = [
             ("whole", 0u32),
@@ -424,46 +425,32 @@ fn recurrence_floor(
             ("gates_only", 6),
             ("nothing", 14),
         ];
-        let mut probe = BTreeMap::new();
-        for (name, flag) in parts {
-            let mut xs: Vec<f64> = (0..5).filter_map(|_| e.probe_grid(t, flag).ok().flatten()).collect();
-            if !xs.is_empty() {
-                probe.insert(format!("{name}_us"), percentiles(&mut xs).0 * 1e3 / t as f64);
-            }
-        }
-        v.fwd_step_probe = Some(probe);
-        let parts = [
-            ("whole", 0u32),
-            ("no_operand_loads", 2),
-            ("no_products", 4),
-            ("no_stores", 8),
-            ("no_step_inputs", 16),
-            ("no_loads_no_products", 6),
-            ("products_only", 8 | 16),
-            ("barrier_only", 1),
-            ("noncoherent_operands", 32),
-            ("fma_products", 64),
-        ];
-        v.bwd_wave_probe = Some(wave_probe(&parts, t + BWD_WAVE_LAG, |f| e.probe_bwd_wave(f)));
-        let parts = [
-            ("whole", 0u32),
-            ("no_operand_loads", 2),
-            ("no_products", 4),
-            ("no_stores", 8),
-            ("no_step_inputs", 16),
-            ("no_loads_no_products", 6),
-            ("barrier_and_gates_only", 4 | 16),
-            ("products_only", 8 | 16),
-            ("barrier_only", 1),
-        ];
-        v.fwd_wave_probe = Some(wave_probe(&parts, t + FWD_WAVE_LAG, |f| e.probe_fwd_wave(f)));
+        v.fwd_step_probe = Some(probe_parts(&parts, t, |f| e.probe_grid(t, f)));
+        let bwd_parts = [("noncoherent_operands", 32), ("fma_products", 64)];
+        let parts: Vec<_> = WAVE_PARTS.iter().chain(&bwd_parts).copied().collect();
+        v.bwd_wave_probe = Some(probe_parts(&parts, t + BWD_WAVE_LAG, |f| e.probe_bwd_wave(f)));
+        v.fwd_wave_probe = Some(probe_parts(&WAVE_PARTS, t + FWD_WAVE_LAG, |f| e.probe_fwd_wave(f)));
     }
     Ok(v)
 }
 
-/// A wavefront's probe, part by part: µs per interval over `intervals`,
+/// The parts both wavefronts' probes switch off (`pc.flag` bits 2, 4, 8, 16:
+/// operand loads, products, stores, the step's inputs; 1: all but the barriers).
+const WAVE_PARTS: [(&str, u32); 9] = [
+    ("whole", 0),
+    ("no_operand_loads", 2),
+    ("no_products", 4),
+    ("no_stores", 8),
+    ("no_step_inputs", 16),
+    ("no_loads_no_products", 6),
+    ("barrier_and_gates_only", 4 | 16),
+    ("products_only", 8 | 16),
+    ("barrier_only", 1),
+];
+
+/// A probe, part by part: µs per step or interval over `intervals`,
 /// medians of 5 runs of `probe` (device ms of the whole dispatch).
-fn wave_probe(
+fn probe_parts(
     parts: &[(&str, u32)],
     intervals: usize,
     probe: impl Fn(u32) -> crate::vk::VkResult<Option<f64>>,
