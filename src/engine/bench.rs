@@ -330,7 +330,8 @@ pub struct RecurrenceReport {
     /// The same for the backward wavefront, µs per interval.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bwd_wave_probe: Option<BTreeMap<String, f64>>,
-    /// The same for the forward wavefront the step runs, µs per interval.
+    /// The same for the forward wavefront (its parts timed on the variant
+    /// with the switches, `gru_fwd_wave_cm_nc_probe`), µs per interval.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fwd_wave_probe: Option<BTreeMap<String, f64>>,
     /// The same for layer 0's one-workgroup recurrences (forward and
