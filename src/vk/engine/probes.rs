@@ -6,7 +6,7 @@
 use super::kernels::*;
 use super::policy::Recurrence;
 use super::{BWD_WAVE_LAG, Engine, FWD_WAVE_LAG, u};
-use crate::vk::{Sequence, VkError, VkResult};
+use crate::vk::{Buffer, KernelSpec, Sequence, VkError, VkResult};
 
 impl Engine {
     /// Device milliseconds of `steps - 1` grid-wide barriers alone (the
@@ -66,23 +66,14 @@ impl Engine {
         if !self.backward_wave() || self.recurrence != Recurrence::Grid {
             return Ok(None);
         }
-        let ws = self.ws()?;
-        let (p, bufs, groups) = self.wave_bwd_args(ws)?;
-        let mut seq = Sequence::new(&self.ctx)?;
-        self.record_begin(&mut seq)?;
         let spec = match flag & 96 {
             0 => &GRU_BWD_WAVE_CM,
             32 => &GRU_BWD_WAVE_CM_NC,
             _ if GRU_BWD_WAVE_SC_NC.spirv.is_empty() => return Ok(None),
             _ => &GRU_BWD_WAVE_SC_NC,
         };
-        let p = ModelPush { flag: flag & !96, ..p };
-        let intervals = (0..ws.t + BWD_WAVE_LAG).map(|t| (t, 1));
-        self.record_grid(&mut seq, (spec, groups), &bufs, &p, intervals, "bwd wave probe")?;
-        let t = seq.submit()?;
-        // Every chunk's time: before, only the last chunk was counted.
-        let chunks = t.dispatches.iter().filter(|d| d.0 == "bwd wave probe");
-        Ok(chunks.map(|d| d.1).sum::<Option<f64>>().map(|ns| ns / 1e6))
+        let ws = self.ws()?;
+        self.time_wave(spec, self.wave_bwd_args(ws)?, flag & !96, BWD_WAVE_LAG)
     }
 
     /// Device milliseconds of the forward wavefront over the workspace's
@@ -107,14 +98,28 @@ impl Engine {
             _ => return Ok(None),
         };
         let ws = self.ws()?;
-        let (p, bufs, groups) = self.wave_fwd_args(ws)?;
+        self.time_wave(spec, self.wave_fwd_args(ws)?, flag, FWD_WAVE_LAG)
+    }
+
+    /// Device milliseconds of the wavefront `spec` with its arguments
+    /// (push constants, buffers, workgroups) and `flag`, over the
+    /// workspace's T + `lag` intervals: the sum of the dispatches they are
+    /// cut into (not only the last one's).
+    fn time_wave(
+        &self,
+        spec: &'static KernelSpec,
+        (p, bufs, groups): (ModelPush, Vec<&Buffer>, usize),
+        flag: u32,
+        lag: usize,
+    ) -> VkResult<Option<f64>> {
+        let ws = self.ws()?;
         let mut seq = Sequence::new(&self.ctx)?;
         self.record_begin(&mut seq)?;
         let p = ModelPush { flag, ..p };
-        let intervals = (0..ws.t + FWD_WAVE_LAG).map(|t| (t, 1));
-        self.record_grid(&mut seq, (spec, groups), &bufs, &p, intervals, "fwd wave probe")?;
+        let intervals = (0..ws.t + lag).map(|t| (t, 1));
+        self.record_grid(&mut seq, (spec, groups), &bufs, &p, intervals, spec.name)?;
         let t = seq.submit()?;
-        let chunks = t.dispatches.iter().filter(|d| d.0 == "fwd wave probe");
+        let chunks = t.dispatches.iter().filter(|d| d.0 == spec.name);
         Ok(chunks.map(|d| d.1).sum::<Option<f64>>().map(|ns| ns / 1e6))
     }
 
