@@ -1,11 +1,14 @@
 #!/bin/bash
 # On the device host: the mixed step of two binaries, old new new old, at
 # B=1 T=512, bench and small (replayed medians of 20 steps; first losses).
-# Usage: bench/ab_mixed_h200.sh OLD_BIN NEW_BIN OUT
+# SHAPES (';'-separated TAG:ARGS) picks others. Usage:
+#   bench/ab_mixed_h200.sh OLD_BIN NEW_BIN OUT
 set -uo pipefail
 OLD=$1; NEW=$2; OUT=$3
 mkdir -p "$OUT"
-for s in "b1t512:--config bench --batch 1 --seq-len 512" "bench:--config bench" "small:--config small"; do
+SHAPES=${SHAPES:-"b1t512:--config bench --batch 1 --seq-len 512;bench:--config bench;small:--config small"}
+IFS=';' read -ra shapes <<< "$SHAPES"
+for s in "${shapes[@]}"; do
   tag=${s%%:*}; args=${s#*:}; i=0
   for which in old new new old; do
     i=$((i + 1)); f="$OUT/${tag}_${which}_$i.json"; bin=$OLD; [ $which = new ] && bin=$NEW

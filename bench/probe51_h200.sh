@@ -21,13 +21,6 @@ for k in ("fwd_wave_probe", "bwd_wave_probe"):
     print(sys.argv[2], k, {a: round(b, 2) for a, b in (r.get(k) or {}).items()})
 PY
 done
-for s in "bench:--config bench" "b1t512:--config bench --batch 1 --seq-len 512"; do
-  tag=${s%%:*}; args=${s#*:}; i=0
-  for which in old new new old; do
-    i=$((i + 1)); f="$OUT/ab/${tag}_${which}_$i.json"; bin=$OLD; [ $which = new ] && bin=$NEW
-    $bin bench --engine gpu --precision mixed --steps 20 --warmup 3 --json $args > "$f" 2> "${f%.json}.err"
-    python3 bench/bench_summary.py "$f" "$tag mixed $which" | head -1
-  done
-done
+SHAPES="bench:--config bench;b1t512:--config bench --batch 1 --seq-len 512" bench/ab_mixed_h200.sh "$OLD" "$NEW" "$OUT/ab"
 bench/validate_h200.sh "$NEW" core "$OUT/val" ladders shapes > /dev/null 2>&1
 cat "$OUT/val/summary.txt"
