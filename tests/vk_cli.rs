@@ -67,6 +67,8 @@ fn ladder_usage_errors_are_exit_2() {
         &["ladder", "--precision", "f64"],
         &["ladder", "--mode", "sideways"],
         &["ladder", "--offset", "5"],
+        &["ladder", "--len", "9", "--batch", "2"],
+        &["ladder", "--carry-check", "2", "--seq-len", "9"],
     ] {
         let out = dualscope(args, &[]);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out.stderr));
@@ -79,6 +81,15 @@ fn ladder_usage_errors_are_exit_2() {
         assert_ne!(out.status.code(), Some(0), "{args:?}");
         assert_eq!(text(&out.stderr).trim().lines().count(), 1, "{args:?}: {}", text(&out.stderr));
     }
+    for (args, flag) in [(&["--batch", "0"], "--batch"), (&["--seq-len", "0"], "--seq-len")] {
+        let out = dualscope(&[&["ladder", "--config", "tiny"][..], args].concat(), &[]);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out.stderr));
+        assert!(text(&out.stderr).contains(&format!("{flag} must be at least 1")), "{}", text(&out.stderr));
+    }
+    // A batch too large for this machine is refused before it is cut, naming the flags.
+    let out = dualscope(&["ladder", "--config", "tiny", "--batch", "100000", "--seq-len", "100000"], &[]);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(text(&out.stderr).contains("--batch 100000 --seq-len 100000"), "{}", text(&out.stderr));
     // f32 has no cooperative-matrix kernel: forcing one is an engine error.
     let out = dualscope(&["ladder", "--rungs", "gemm", "--config", "tiny", "--gemm-path", "coopmat"], &[]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
@@ -123,6 +134,13 @@ fn ladder_runs_every_rung_and_the_end_to_end_gate() {
     assert_eq!(out.status.code(), Some(0), "{}\n{}", text(&out.stdout), text(&out.stderr));
     assert!(text(&out.stdout).contains("one row of 300 positions at offset 3"), "{}", text(&out.stdout));
     assert!(text(&out.stdout).contains("end-to-end pass"));
+    // Another batch shape than the config's, as `bench` and `train` take it.
+    let args = ["ladder", "--config", "tiny", "--batch", "3", "--seq-len", "11", "--json"];
+    let out = dualscope(&args, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}\n{}", text(&out.stdout), text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!((v["batch"]["rows"].as_u64(), v["batch"]["seq_len"].as_u64()), (Some(3), Some(11)), "{}", v["batch"]);
+    assert_eq!(v["end_to_end"]["status"], "pass");
 }
 
 #[test]

@@ -38,8 +38,15 @@ pub struct LadderArgs {
     pub offset: Option<usize>,
     /// One row of this many positions (T; the row holds T+1 tokens) instead
     /// of the config's batch of random windows.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["batch", "seq_len"])]
     pub len: Option<usize>,
+    /// Rows of the batch of random windows; default: the config's batch (as
+    /// `bench` and `train` take it).
+    #[arg(long)]
+    pub batch: Option<usize>,
+    /// Positions per row of that batch; default: the config's seq_len.
+    #[arg(long)]
+    pub seq_len: Option<usize>,
     /// isolated: each rung's GPU inputs come from the CPU; chained: from the GPU's own earlier stages.
     #[arg(long, value_enum, default_value_t = Mode::Isolated)]
     pub mode: Mode,
@@ -70,7 +77,7 @@ pub struct LadderArgs {
     pub loss_scale: Option<f64>,
     /// Instead of the rungs: one row of K·T positions (T = --len, default 2W+3, from --offset of
     /// --data) passed whole against K chunks of T with the state carried (docs/carry-state.md).
-    #[arg(long, value_name = "K")]
+    #[arg(long, value_name = "K", conflicts_with_all = ["batch", "seq_len"])]
     pub carry_check: Option<usize>,
     #[arg(long)]
     pub json: bool,
@@ -84,7 +91,14 @@ fn ladder_inputs(
     a: &LadderArgs,
 ) -> Result<(crate::model::Config, crate::model::Params<f32>, crate::dataset::Batch, String), CliError> {
     use crate::ladder::inputs::{BatchChoice, ladder_batch};
-    let Inputs { cfg, params, ds } = load_inputs(&a.model, &a.data, &a.out)?;
+    let Inputs { mut cfg, params, ds } = load_inputs(&a.model, &a.data, &a.out)?;
+    for (flag, v, field) in [("--batch", a.batch, &mut cfg.batch), ("--seq-len", a.seq_len, &mut cfg.seq_len)] {
+        match v {
+            Some(0) => return Err(CliError::Usage(format!("{flag} must be at least 1"))),
+            Some(v) => *field = v,
+            None => {}
+        }
+    }
     let choice = match (a.len, a.offset) {
         (Some(0), _) => return Err(CliError::Usage("--len must be at least 1".into())),
         (Some(len), offset) => BatchChoice::Row { offset: offset.unwrap_or(0), len },
@@ -94,6 +108,9 @@ fn ladder_inputs(
     // Both CPU traces, the GPU's values and the kept tensors must fit before any row is cut.
     let (rows, t, what) = match choice {
         BatchChoice::Row { len, .. } => (1, len, format!("--len {len}")),
+        BatchChoice::Windows { .. } if a.batch.is_some() || a.seq_len.is_some() => {
+            (cfg.batch, cfg.seq_len, format!("--batch {} --seq-len {}", cfg.batch, cfg.seq_len))
+        }
         BatchChoice::Windows { .. } => {
             (cfg.batch, cfg.seq_len, format!("the config's batch {} × seq_len {}", cfg.batch, cfg.seq_len))
         }
