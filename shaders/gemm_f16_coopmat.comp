@@ -36,7 +36,8 @@ layout(push_constant) uniform Push {
     uint ta; uint tb; uint accumulate;
     // The tiled kernel's split-K fields: this kernel is never split (the
     // engine's planner keeps one slice for it) and ignores them.
-    uint k_chunk; uint c_stride; uint slices; uint reserved;
+    uint k_chunk; uint c_stride; uint slices;
+    uint bias;  // 0, or 1 + the offset in B's binding of a row vector added to C's rows (gemm_f32.comp)
 } pc;
 
 shared float16_t As[BM * ASTR];
@@ -102,6 +103,7 @@ void main() {
         const uint idx = pc.c_off + gr * pc.ldc + gq;
         float v = Cs[e];
         if (pc.accumulate != 0u) v += c[idx];
+        if (pc.bias != 0u) v += b[pc.bias - 1u + gq];
         c[idx] = v;
     }
 }

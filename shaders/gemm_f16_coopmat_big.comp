@@ -39,7 +39,9 @@
 // Out: a fragment that lies wholly inside C goes straight to memory
 // (coopMatStore; with accumulate the old block is loaded and added first);
 // one that crosses the edge goes through a 16×16 f32 block per subgroup and
-// bounds-checked scalar stores.
+// bounds-checked scalar stores. With a bias (gemm_f32.comp), a fragment
+// inside C adds a 16×16 block of the bias's 16 values repeated in each row,
+// staged in that subgroup's block.
 //
 // Shared memory: 2 stages × 2 operands × 1280 × 8 bytes + 4 × 1 KiB = 45056
 // bytes. Needs subgroup size 32 (the engine checks before it picks this kernel).
@@ -83,7 +85,7 @@ layout(push_constant) uniform Push {
     uint k_chunk;  // K range of one workgroup z (k for an unsplit product)
     uint c_stride; // elements between the output planes of successive z
     uint slices;   // the reduce kernel's plane count (unused here)
-    uint reserved;
+    uint bias;  // 0, or 1 + the offset in B's binding of a row vector added to C's rows (gemm_f32.comp)
 } pc;
 
 // [stage][A then B], each operand OPND f16vec4.
@@ -237,6 +239,14 @@ void store_slice(uint tid, uint stage) {
                 coopMatLoad(old, c, idx, pc.ldc, gl_CooperativeMatrixLayoutRowMajor);       \
                 acc = acc + old;                                                            \
             }                                                                               \
+            if (pc.bias != 0u) {                                                            \
+                for (uint e = lane; e < 256u; e += 32u) Cs[cs + e] = b[pc.bias - 1u + q + e % 16u]; \
+                subgroupBarrier();                                                          \
+                ACC brow;                                                                   \
+                coopMatLoad(brow, Cs, cs, 16, gl_CooperativeMatrixLayoutRowMajor);          \
+                acc = acc + brow;                                                           \
+                subgroupBarrier();                                                          \
+            }                                                                               \
             coopMatStore(acc, c, idx, pc.ldc, gl_CooperativeMatrixLayoutRowMajor);          \
         } else if (r < pc.m && q < pc.n) {                                                  \
             coopMatStore(acc, Cs, cs, 16, gl_CooperativeMatrixLayoutRowMajor);              \
@@ -248,6 +258,7 @@ void store_slice(uint tid, uint stage) {
                     const uint ci = plane + gr * pc.ldc + gq;                               \
                     float v = Cs[cs + e];                                                   \
                     if (pc.accumulate != 0u) v += c[ci];                                    \
+                    if (pc.bias != 0u) v += b[pc.bias - 1u + gq];                           \
                     c[ci] = v;                                                              \
                 }                                                                           \
             }                                                                               \

@@ -47,7 +47,7 @@ layout(push_constant) uniform Push {
     uint k_chunk;
     uint c_stride;
     uint slices;
-    uint reserved;
+    uint bias;  // 0, or 1 + the offset in B's binding of a row vector added to C's rows (gemm_f32.comp)
 } pc;
 
 // The f16 value of v, as an f32.
@@ -139,6 +139,7 @@ void main() {
             const uint idx = plane + gr * pc.ldc + gq;
             float v = acc[i][j];
             if (pc.accumulate != 0u) v += c[idx];
+            if (pc.bias != 0u) v += b[pc.bias - 1u + gq];
             c[idx] = v;
         }
     }

@@ -37,6 +37,12 @@
 // `gemm_split`) writes S partial planes into a scratch buffer with k_chunk a
 // multiple of BK, and gemm_splitk_reduce.comp adds them in a fixed order.
 //
+// Bias (every GEMM kernel, only on a product that is not split): with
+// pc.bias = 1 + o, the row vector b[o .. o + n) of B's binding is added to
+// each row of C after the product (and after the old C with accumulate),
+// the same f32 addition a pass of its own would make (src/vk/gemm/record.rs,
+// `gemm_bias`): the GRU's input bias, without another read and write of gi.
+//
 // The push-constant block is 16 × u32 = 64 bytes (src/vk/ops.rs asserts it).
 //
 // Shared memory: 2 × 16 × (128 + 4) + 2 × 16 × (64 + 4) floats = 25 KiB,
@@ -119,7 +125,7 @@ layout(push_constant) uniform Push {
     uint k_chunk;  // K range of one workgroup z (k for an unsplit product)
     uint c_stride; // elements between the output planes of successive z
     uint slices;   // the reduce kernel's plane count (unused here)
-    uint reserved;
+    uint bias;  // 0, or 1 + the offset in B's binding of a row vector added to every row of C
 } pc;
 
 // Buffer d, slice row p: As[d][p][0..BM/4) holds A's rows 4r..4r+3 at k p in
@@ -332,12 +338,14 @@ void main() {
                 vec4 v = acc[2u * i + h];
                 if (c_vec && gq + 3u < pc.n) {
                     if (pc.accumulate != 0u) v += c4[idx / 4u];
+                    if (pc.bias != 0u) v += vec4(b[pc.bias - 1u + gq], b[pc.bias + gq], b[pc.bias + 1u + gq], b[pc.bias + 2u + gq]);
                     c4[idx / 4u] = v;
                 } else {
                     [[unroll]] for (uint j = 0; j < 4u; ++j) {
                         if (gq + j < pc.n) {
                             float x = v[j];
                             if (pc.accumulate != 0u) x += c[idx + j];
+                            if (pc.bias != 0u) x += b[pc.bias - 1u + gq + j];
                             c[idx + j] = x;
                         }
                     }

@@ -68,7 +68,7 @@ layout(push_constant) uniform Push {
     uint k_chunk;
     uint c_stride;
     uint slices;
-    uint reserved;
+    uint bias;  // 0, or 1 + the offset in B's binding of a row vector added to every row of C
 } pc;
 
 // Buffer d, slice row p: As[d][p][v ^ (p & 4)] holds A's rows 4v..4v+3 at k p
@@ -255,12 +255,14 @@ void main() {
                 vec4 v = acc[2u * i + h];
                 if (c_vec && gq + 3u < pc.n) {
                     if (pc.accumulate != 0u) v += c4[idx / 4u];
+                    if (pc.bias != 0u) v += vec4(b[pc.bias - 1u + gq], b[pc.bias + gq], b[pc.bias + 1u + gq], b[pc.bias + 2u + gq]);
                     c4[idx / 4u] = v;
                 } else {
                     [[unroll]] for (uint j = 0; j < 4u; ++j) {
                         if (gq + j < pc.n) {
                             float x = v[j];
                             if (pc.accumulate != 0u) x += c[idx + j];
+                            if (pc.bias != 0u) x += b[pc.bias - 1u + gq + j];
                             c[idx + j] = x;
                         }
                     }

@@ -12,6 +12,7 @@
 //! | `DUALSCOPE_HOST_PROFILE` | set: print where the host's time goes in each step (stderr) |
 //! | `DUALSCOPE_HOST_NORMS` | `1`: the controller's step reads every gradient back and takes its norms on the host (the path before the device norms, kept for comparison) |
 //! | `DUALSCOPE_ATTN` | `old`, `wide` or `auto`: the attention kernels in blocks of 16 queries, of 64, or the block [`AttnKernels::wide_for`] picks per shape (`auto`) |
+//! | `DUALSCOPE_BIAS_PASS` | `1`: the GRU's input bias and the head's bias added by a pass of their own after the product (as before version 54), not by the product's kernel |
 //! | `DUALSCOPE_POISON` | `1`: fill every buffer a step writes with NaN before it runs (reads of unwritten values turn non-finite) |
 //!
 //! A set switch whose value is not one it takes is an error naming it when an
@@ -61,6 +62,8 @@ pub struct EngineEnv {
     pub host_norms: bool,
     /// `DUALSCOPE_ATTN`: which attention kernels run (default `auto`).
     pub attn: AttnKernels,
+    /// `DUALSCOPE_BIAS_PASS=1`: biases by a pass of their own, not in the products.
+    pub bias_pass: bool,
 }
 
 /// The switches whose values are a short list, the engine's and the probes
@@ -75,6 +78,7 @@ const CHOICES: &[(&str, &[&str])] = &[
     ("DUALSCOPE_WAVE_WIDE", &["0", "1"]),
     ("DUALSCOPE_POISON", &["0", "1"]),
     ("DUALSCOPE_HOST_NORMS", &["0", "1"]),
+    ("DUALSCOPE_BIAS_PASS", &["0", "1"]),
     ("DUALSCOPE_PIPELINE_STATS", &["0", "1"]),
     ("DUALSCOPE_SPLIT_FEW", &["0", "1"]),
     ("DUALSCOPE_BARRIER_PROBE", &["whole", "overlap"]),
@@ -158,6 +162,7 @@ impl EngineEnv {
             poison: is("DUALSCOPE_POISON", "1"),
             host_norms: is("DUALSCOPE_HOST_NORMS", "1"),
             attn,
+            bias_pass: is("DUALSCOPE_BIAS_PASS", "1"),
         })
     }
 

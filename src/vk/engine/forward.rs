@@ -42,14 +42,9 @@ impl Engine {
             let input = if l == 0 { &ws.emb } else { &ws.layers[l - 1].h };
             let w_ih = self.off(&format!("gru.weight_ih_l{l}"));
             let stage = MapStage::fwd(StageKind::GruInput, l);
-            self.mm(seq, stage, (rows, 3 * h, n_in), (input, 0, false), (pb, w_ih, true), (&lb.gi, 0), false)?;
-            let p = ModelPush {
-                n: u(rows * 3 * h, "n")?,
-                d: (3 * h) as u32,
-                off1: self.off(&format!("gru.bias_ih_l{l}")) as u32,
-                ..base
-            };
-            self.dispatch(seq, &BIAS_ADD, &[pb, &lb.gi], &p, rows * 3 * h, &format!("gru.l{l} bias_ih"))?;
+            let (b_ih, label) = (self.off(&format!("gru.bias_ih_l{l}")), format!("gru.l{l} bias_ih"));
+            let dims = (rows, 3 * h, n_in);
+            self.mm_bias(seq, stage, dims, (input, 0, false), (pb, w_ih, true), b_ih, (&lb.gi, 0, false), &label)?;
             let w_hh = self.off(&format!("gru.weight_hh_l{l}"));
             let b_hh = self.off(&format!("gru.bias_hh_l{l}")) as u32;
             let label = format!("gru.l{l} fwd recurrence");
@@ -128,7 +123,6 @@ impl Engine {
 
     /// The head's logits.
     pub(super) fn record_head_fwd<'a>(&'a self, seq: &mut Sequence<'a>, ws: &'a Workspace) -> VkResult<()> {
-        let base = self.push(ws);
         let rows = ws.rows;
         let (h, a, v) = (self.cfg.hidden, self.cfg.attn_dim, self.cfg.vocab);
         let pb = &self.params;
@@ -137,9 +131,8 @@ impl Engine {
         let ctxw = self.off("head.ctx.weight");
         let stage = MapStage::fwd(StageKind::Head, 0);
         self.mm(seq, stage, (rows, v, h), (s, 0, false), (pb, tok, true), (&ws.logits, 0), false)?;
-        self.mm(seq, stage, (rows, v, a), (&ws.c, 0, false), (pb, ctxw, true), (&ws.logits, 0), true)?;
-        let p = ModelPush { n: u(rows * v, "n")?, d: v as u32, off1: self.off("head.bias") as u32, ..base };
-        self.dispatch(seq, &BIAS_ADD, &[pb, &ws.logits], &p, rows * v, "head bias")?;
+        let (w, bias) = ((pb, ctxw, true), self.off("head.bias"));
+        self.mm_bias(seq, stage, (rows, v, a), (&ws.c, 0, false), w, bias, (&ws.logits, 0, true), "head bias")?;
         Ok(())
     }
 

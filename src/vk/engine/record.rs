@@ -7,7 +7,7 @@ use super::policy::Recurrence;
 use super::reduce::{ColSum, record_col_sum_later};
 use super::workspace::LayerBufs;
 use super::workspace::SCRATCH_REGIONS;
-use super::{Engine, Plan, Stage, Workspace, col_sum_scratch_len};
+use super::{Engine, Plan, Stage, Workspace, col_sum_scratch_len, u};
 use crate::vk::gemm::{self, GemmShape, Later, MapStage, MatRef, flush};
 use crate::vk::kernel::KernelSpec;
 use crate::vk::{Buffer, Sequence, VkError, VkResult};
@@ -79,6 +79,34 @@ impl Engine {
         let mut later = Vec::new();
         self.mm_later(seq, &mut later, stage, dims, a, b, c, accumulate)?;
         flush(seq, later)
+    }
+
+    /// `c (+)= op(a)·op(b) + 1·biasᵀ`, the bias a row vector in `b`'s buffer
+    /// at `bias` (added after the old `c` with `accumulate`): added by the product's kernel as it stores (version 54), or
+    /// by a pass of its own over `c` where the product is split along K or
+    /// `DUALSCOPE_BIAS_PASS=1` asks for the pass. The same values either way.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn mm_bias<'a>(
+        &'a self,
+        seq: &mut Sequence<'a>,
+        stage: MapStage,
+        (m, n, k): (usize, usize, usize),
+        a: (&'a Buffer, usize, bool),
+        b: (&'a Buffer, usize, bool),
+        bias: usize,
+        c: (&'a Buffer, usize, bool),
+        label: &str,
+    ) -> VkResult<()> {
+        let shape = GemmShape { m, n, k, ta: a.2, tb: b.2, accumulate: c.2 };
+        let path = self.stage_path(stage);
+        if !self.env.bias_pass && gemm::split_k_scratch_len(path, &shape) == 0 {
+            let (a, b, c) =
+                (MatRef { buf: a.0, offset: a.1 }, MatRef { buf: b.0, offset: b.1 }, MatRef { buf: c.0, offset: c.1 });
+            return gemm::gemm_bias(&self.ctx, seq, path, &shape, a, b, bias, c);
+        }
+        self.mm(seq, stage, (m, n, k), a, b, (c.0, c.1), c.2)?;
+        let p = ModelPush { n: u(m * n, "n")?, d: n as u32, off0: c.1 as u32, off1: bias as u32, ..Default::default() };
+        self.dispatch(seq, &BIAS_ADD, &[b.0, c.0], &p, m * n, label)
     }
 
     /// [`Engine::mm`] with a split product's sum pushed onto `later`: the

@@ -14,7 +14,7 @@ pub use path::{
     F32Kernel, GemmChoice, GemmPath, Precision, coopmat_f16_unavailable, coopmat_unavailable, path_for, pick_path,
 };
 pub use precision_map::{GROUPS as PRECISION_MAP_GROUPS, MapStage, PrecisionMap, StageKind};
-pub use record::{Later, flush, gemm, gemm_split, gemm_split_later, gemm_with};
+pub use record::{Later, flush, gemm, gemm_bias, gemm_split, gemm_split_later, gemm_with};
 pub use specs::*;
 pub use split::{
     GemmShape, MatRef, SPLIT_K_FEW_TILES, SPLIT_K_FEW_TILES_GROUPS, SPLIT_K_MAX_SHORT_SLICES, SPLIT_K_MIN_SHORT_SLICE,

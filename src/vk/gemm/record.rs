@@ -4,7 +4,7 @@
 use crate::vk::buffer::Buffer;
 use crate::vk::context::Context;
 use crate::vk::error::{VkError, VkResult};
-use crate::vk::recorder::Sequence;
+use crate::vk::recorder::{Bind, Sequence};
 
 use super::path::{GemmPath, coopmat_unavailable};
 use super::specs::{GEMM_SPLITK_REDUCE, GemmPush};
@@ -101,43 +101,8 @@ pub fn gemm_split_later<'a>(
     c: MatRef<'a>,
     scratch: Option<MatRef<'a>>,
 ) -> VkResult<Option<Later<'a>>> {
-    if path.coopmat()
-        && let Some(why) = coopmat_unavailable(ctx, path)
-    {
-        return Err(VkError::Unsupported(why));
-    }
-    // The 64×64 cooperative-matrix kernel cannot split K, so its K loop is
-    // bounded by refusing longer products (no driver's loop limit is relied on).
-    if !path.splits() && s.k > super::split::SPLIT_K_MAX_CHUNK {
-        return Err(VkError::Limit(format!(
-            "{}: a product with K = {} is past the {} this kernel takes in one loop (it does not split K); \
-             use another --gemm-path",
-            path.name(),
-            s.k,
-            super::split::SPLIT_K_MAX_CHUNK
-        )));
-    }
-    let (a_bind, a_off) = part(ctx, "A", &a, s.m * s.k)?;
-    let (b_bind, b_off) = part(ctx, "B", &b, s.k * s.n)?;
-    let (c_bind, c_off) = part(ctx, "C", &c, s.m * s.n)?;
-    let push = GemmPush {
-        m: dim("m", s.m)?,
-        n: dim("n", s.n)?,
-        k: dim("k", s.k)?,
-        lda: dim("lda", if s.ta { s.m } else { s.k })?,
-        ldb: dim("ldb", if s.tb { s.k } else { s.n })?,
-        ldc: dim("ldc", s.n)?,
-        a_off,
-        b_off,
-        c_off,
-        ta: s.ta as u32,
-        tb: s.tb as u32,
-        accumulate: s.accumulate as u32,
-        k_chunk: dim("k", s.k)?,
-        c_stride: 0,
-        slices: 1,
-        reserved: 0,
-    };
+    let (binds, push) = product(ctx, path, s, a, b, c, None)?;
+    let [a_bind, b_bind, c_bind] = binds;
     let kernel = ctx.kernel(path.spec())?;
     let label = label(s);
     let plan = match &scratch {
@@ -167,4 +132,91 @@ pub fn gemm_split_later<'a>(
     Ok(Some(Box::new(move |seq: &mut Sequence<'a>| {
         seq.dispatch_bound(&kernel, &[s_bind, c_bind], &reduce, [items, 1, 1], &label)
     })))
+}
+
+/// Records `c (+)= op(a)·op(b) + 1·biasᵀ` in one dispatch, never split: the
+/// row vector of `s.n` values at `bias` (an offset in `b`'s buffer) is added
+/// to every row of the product by the kernel as it stores it, the same f32
+/// addition that a pass of its own over `c` would make (the GRU's input bias:
+/// a read and a write of `gi` fewer). Dispatch label as [`gemm_split`]'s with
+/// ` bias`.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_bias<'a>(
+    ctx: &Context,
+    seq: &mut Sequence<'a>,
+    path: GemmPath,
+    s: &GemmShape,
+    a: MatRef<'a>,
+    b: MatRef<'a>,
+    bias: usize,
+    c: MatRef<'a>,
+) -> VkResult<()> {
+    let (binds, push) = product(ctx, path, s, a, b, c, Some(bias))?;
+    let kernel = ctx.kernel(path.spec())?;
+    let label = format!("{} bias", label(s));
+    seq.dispatch_bound(&kernel, &binds, &push, [s.n as u64, s.m as u64, 1], &label)
+}
+
+/// A product's checks, bindings and push constants, unsplit: B's binding
+/// reaches to the end of the bias where there is one.
+#[allow(clippy::too_many_arguments)]
+fn product<'a>(
+    ctx: &Context,
+    path: GemmPath,
+    s: &GemmShape,
+    a: MatRef<'a>,
+    b: MatRef<'a>,
+    c: MatRef<'a>,
+    bias: Option<usize>,
+) -> VkResult<([Bind<'a>; 3], GemmPush)> {
+    if path.coopmat()
+        && let Some(why) = coopmat_unavailable(ctx, path)
+    {
+        return Err(VkError::Unsupported(why));
+    }
+    // The 64×64 cooperative-matrix kernel cannot split K, so its K loop is
+    // bounded by refusing longer products (no driver's loop limit is relied on).
+    if !path.splits() && s.k > super::split::SPLIT_K_MAX_CHUNK {
+        return Err(VkError::Limit(format!(
+            "{}: a product with K = {} is past the {} this kernel takes in one loop (it does not split K); \
+             use another --gemm-path",
+            path.name(),
+            s.k,
+            super::split::SPLIT_K_MAX_CHUNK
+        )));
+    }
+    // B's binding covers the bias too, where it lies after B in the buffer.
+    let b_len = match bias {
+        Some(o) if o >= b.offset => (s.k * s.n).max(o - b.offset + s.n),
+        Some(_) => {
+            return Err(VkError::Invalid("gemm: a bias must lie after B in its buffer".into()));
+        }
+        None => s.k * s.n,
+    };
+    let (a_bind, a_off) = part(ctx, "A", &a, s.m * s.k)?;
+    let (b_bind, b_off) = part(ctx, "B", &b, b_len)?;
+    let (c_bind, c_off) = part(ctx, "C", &c, s.m * s.n)?;
+    let bias = match bias {
+        Some(o) => dim("the bias's offset", b_off as usize + (o - b.offset) + 1)?,
+        None => 0,
+    };
+    let push = GemmPush {
+        m: dim("m", s.m)?,
+        n: dim("n", s.n)?,
+        k: dim("k", s.k)?,
+        lda: dim("lda", if s.ta { s.m } else { s.k })?,
+        ldb: dim("ldb", if s.tb { s.k } else { s.n })?,
+        ldc: dim("ldc", s.n)?,
+        a_off,
+        b_off,
+        c_off,
+        ta: s.ta as u32,
+        tb: s.tb as u32,
+        accumulate: s.accumulate as u32,
+        k_chunk: dim("k", s.k)?,
+        c_stride: 0,
+        slices: 1,
+        bias,
+    };
+    Ok(([a_bind, b_bind, c_bind], push))
 }

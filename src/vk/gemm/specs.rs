@@ -28,7 +28,9 @@ pub struct GemmPush {
     pub c_stride: u32,
     /// The reduce kernel: how many partial planes it adds.
     pub slices: u32,
-    pub reserved: u32,
+    /// 0, or 1 + the offset in B's binding of a row vector added to every
+    /// row of C ([`super::gemm_bias`]; never on a split product).
+    pub bias: u32,
 }
 const _: () = assert!(std::mem::size_of::<GemmPush>() == 64);
 // SAFETY: `repr(C)`, sixteen `u32` fields, no padding; matches the shaders' block.
