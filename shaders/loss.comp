@@ -1,6 +1,10 @@
 #version 450
-// Masked softmax cross-entropy and its gradient, one workgroup per row
-// (position) of logits [R, V], R = T·B. On a masked position:
+// Masked softmax cross-entropy and its gradient over the rows (positions)
+// of logits [R, V], R = T·B, eight rows per workgroup: team i (invocations
+// 32i .. 32i+31) takes row 8w + i, each invocation the columns lane + 32j in
+// order, then a fixed tree of five levels over the team in shared memory, so
+// the result does not depend on scheduling (one workgroup per row spent ~20
+// workgroup barriers on each; version 55). On a masked position:
 //   token_loss = m + log Σ exp(x - m) - x[target]   (m the row maximum)
 //   dlogits    = coef · (softmax - onehot(target)),  coef = S / N
 // with S the loss scale from the state buffer; elsewhere both are 0. N and
@@ -22,52 +26,61 @@ layout(std430, binding = 3) writeonly buffer Tl { float token_loss[]; };
 layout(std430, binding = 4) writeonly buffer Dl { float dl[]; };
 STATE_BUFFER(5)
 
+#define TEAM 32u
+#define TEAMS 8u
 shared float red[256];
+
+// The team's values in red[] (one per invocation) reduced by a fixed tree
+// to red[32·team]: max or sum. Every invocation of the workgroup calls it.
+float team_reduce(uint lid, float v, bool is_max) {
+    uint lane = lid % TEAM;
+    red[lid] = v;
+    barrier();
+    for (uint s = TEAM / 2u; s > 0u; s >>= 1) {
+        if (lane < s) red[lid] = is_max ? max(red[lid], red[lid + s]) : red[lid] + red[lid + s];
+        barrier();
+    }
+    float r = red[lid - lane];
+    barrier();
+    return r;
+}
 
 void main() {
     uint lid = gl_LocalInvocationID.x;
+    uint lane = lid % TEAM;
     uint rows = pc.T * pc.B;
     float coef = ST_F(ST_SCALE) * uintBitsToFloat(tgt[rows + 1u]);
     if (gl_WorkGroupID.x == 0u && lid == 0u) st[ST_N_TARGETS] = tgt[rows];
-    for (uint row = gl_WorkGroupID.x; row < rows; row += gl_NumWorkGroups.x) {
-        uint o = row * pc.V;
+    // Every invocation walks the same bases, so the barriers stay uniform.
+    for (uint base = gl_WorkGroupID.x * TEAMS; base < rows; base += gl_NumWorkGroups.x * TEAMS) {
+        uint row = base + lid / TEAM;
+        bool live = row < rows;
 #ifdef FAULT_NO_MASK
-        if (false) {
+        bool on = live;
 #else
-        if (mask[row] == 0u) {
+        bool on = live && mask[row] != 0u;
 #endif
+        uint o = row * pc.V;
+        float m = uintBitsToFloat(0xff800000u);
+        if (on) for (uint c = lane; c < pc.V; c += TEAM) m = max(m, x[o + c]);
+        m = team_reduce(lid, m, true);
+        float sum = 0.0;
+        if (on) for (uint c = lane; c < pc.V; c += TEAM) sum += exp(x[o + c] - m);
+        sum = team_reduce(lid, sum, false);
+        if (!live) continue;
+        if (!on) {
 #ifndef FAULT_NO_CLEAR
-            for (uint c = lid; c < pc.V; c += 256u) dl[o + c] = 0.0;
+            for (uint c = lane; c < pc.V; c += TEAM) dl[o + c] = 0.0;
 #endif
-            if (lid == 0u) token_loss[row] = 0.0;
+            if (lane == 0u) token_loss[row] = 0.0;
             continue;
         }
-        float m = uintBitsToFloat(0xff800000u);
-        for (uint c = lid; c < pc.V; c += 256u) m = max(m, x[o + c]);
-        red[lid] = m;
-        barrier();
-        for (uint s = 128u; s > 0u; s >>= 1) {
-            if (lid < s) red[lid] = max(red[lid], red[lid + s]);
-            barrier();
-        }
-        m = red[0];
-        barrier();
-        float sum = 0.0;
-        for (uint c = lid; c < pc.V; c += 256u) sum += exp(x[o + c] - m);
-        red[lid] = sum;
-        barrier();
-        for (uint s = 128u; s > 0u; s >>= 1) {
-            if (lid < s) red[lid] += red[lid + s];
-            barrier();
-        }
-        sum = red[0];
-        barrier();
         float inv = 1.0 / sum;
         uint target = tgt[row];
-        for (uint c = lid; c < pc.V; c += 256u) {
+        for (uint c = lane; c < pc.V; c += TEAM) {
             float g = exp(x[o + c] - m) * inv * coef;
             dl[o + c] = c == target ? g - coef : g;
         }
-        if (lid == 0u) token_loss[row] = m + log(sum) - x[o + target];
+        if (lane == 0u) token_loss[row] = m + log(sum) - x[o + target];
     }
 }

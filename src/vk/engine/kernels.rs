@@ -101,8 +101,8 @@ spec!(SCALE_GRADS, "scale_grads", SCALE_GRADS, [R, RW], 256);
 spec!(ADAMW, "adamw", ADAMW, [R, RW, R, RW, RW, R], 256);
 // Column sums, pass 2: one invocation per column adds the chunks' sums.
 spec!(COL_SUM_FINAL, "col_sum_final", COL_SUM_FINAL, [R, W], 256);
-// One workgroup per row of logits.
-spec!(LOSS, "loss", LOSS, [R, R, R, W, W, RW], 1);
+// Eight rows of logits per workgroup.
+spec!(LOSS, "loss", LOSS, [R, R, R, W, W, RW], 8);
 // One workgroup per 4096 values.
 spec!(SUMSQ, "sumsq", SUMSQ, [R, W], 4096);
 // A single workgroup.
