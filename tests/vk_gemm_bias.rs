@@ -138,7 +138,8 @@ fn a_step_with_the_biases_in_the_products_is_the_step_with_their_passes() {
     let (test, ctx) = common::vulkan!();
     let batch = random_batch(54, &[12, 5, 9]);
     let names = ["gru.l0.gi", "gru.l1.gi", "head.logits", "gru.l1.h"];
-    for (cfg, path) in [(odd(), GemmPath::TiledF32), (odd(), GemmPath::TiledF16), (Config::tiny(), GemmPath::TiledF32Big)]
+    for (cfg, path) in
+        [(odd(), GemmPath::TiledF32), (odd(), GemmPath::TiledF16), (Config::tiny(), GemmPath::TiledF32Big)]
     {
         let params = Params::<f32>::init(&cfg, 9);
         let run = |bias_pass: bool| {
