@@ -338,7 +338,10 @@ void main() {
                 vec4 v = acc[2u * i + h];
                 if (c_vec && gq + 3u < pc.n) {
                     if (pc.accumulate != 0u) v += c4[idx / 4u];
-                    if (pc.bias != 0u) v += vec4(b[pc.bias - 1u + gq], b[pc.bias + gq], b[pc.bias + 1u + gq], b[pc.bias + 2u + gq]);
+                    if (pc.bias != 0u) {
+                        const uint o = pc.bias - 1u + gq;
+                        v += vec4(b[o], b[o + 1u], b[o + 2u], b[o + 3u]);
+                    }
                     c4[idx / 4u] = v;
                 } else {
                     [[unroll]] for (uint j = 0; j < 4u; ++j) {
