@@ -28,6 +28,9 @@ layout(std430, binding = 5) writeonly buffer Dv { float dv[]; };
 // dispatches blocks over P + T keys (attn_bwd_kv.comp).
 layout(std430, binding = 6) writeonly buffer Dkp { float dk_pre[]; };
 layout(std430, binding = 7) writeonly buffer Dvp { float dv_pre[]; };
+// The same buffers as vec4s, for the staging's vec4 loads (AW_STAGE).
+layout(std430, binding = 0) readonly buffer Q4 { vec4 q4[]; };
+layout(std430, binding = 3) readonly buffer Dc4 { vec4 dc4[]; };
 
 void main() {
     uint l = gl_LocalInvocationIndex;

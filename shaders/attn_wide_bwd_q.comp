@@ -11,9 +11,11 @@
 //   1. dp (the d_c block in ta, v rows in tb), written to ds; partial sums of
 //      a·dp;
 //   2. the row sums by a fixed tree;
-//   3. ds in place, and zeros before the row's start;
-//   4. dq: for each dim chunk, the chunk's ds staged in ta and k rows in tb,
-//      dq = Σ_j ds_j k_j over the keys in order (dims 4ki..4ki+3).
+//   3. zeros before the row's start;
+//   4. dq: for each dim chunk, the chunk's ds staged in ta (for the first
+//      chunk, ds = a (dp - Σ a dp) / sqrt(dh) computed and written as it is
+//      staged) and k rows in tb, dq = Σ_j ds_j k_j over the keys in order
+//      (dims 4ki..4ki+3).
 // Each invocation reads back only ds values that it wrote itself. Every sum
 // has a fixed order, so the result does not depend on scheduling.
 #include "model.glsl"
@@ -29,6 +31,12 @@ layout(std430, binding = 5) writeonly buffer Dq { float dq[]; };
 // the extended key axis).
 layout(std430, binding = 6) readonly buffer Kp { float k_pre[]; };
 layout(std430, binding = 7) readonly buffer Vp { float v_pre[]; };
+// The same buffers as vec4s, for the staging's vec4 loads (AW_STAGE).
+layout(std430, binding = 0) readonly buffer K4 { vec4 k4[]; };
+layout(std430, binding = 1) readonly buffer V4 { vec4 v4[]; };
+layout(std430, binding = 3) readonly buffer Dc4 { vec4 dc4[]; };
+layout(std430, binding = 6) readonly buffer Kp4 { vec4 k_pre4[]; };
+layout(std430, binding = 7) readonly buffer Vp4 { vec4 v_pre4[]; };
 
 uint window_lo(uint t) { return t + pc.off2 + 1u >= pc.W ? t + pc.off2 + 1u - pc.W : 0u; }
 
@@ -81,18 +89,7 @@ void main() {
     // 2. Row sums.
     sum = aw_reduce_rows(sum, false);
 
-    // 3. ds, and zeros before the row's start.
-    for (uint kc = 0u; kc < nkc; ++kc) {
-        [[unroll]] for (uint r = 0u; r < 4u; ++r) {
-            [[unroll]] for (uint cc = 0u; cc < 4u; ++cc) {
-                uint j = j0 + kc * AW_KC + ki + 16u * cc;
-                if (VALID(r, j)) {
-                    uint o = arow[r] + j;
-                    ds[o] = attn[o] * (ds[o] - sum[r]) * pc.f0;
-                }
-            }
-        }
-    }
+    // 3. Zeros before the row's start (ds itself is written as step 4 stages it).
     for (uint t = t0; t < t1; ++t) {
         uint row = ((t * pc.B + b) * pc.NH + hd) * pc.W;
         uint first = pc.W - 1u + window_lo(t) - (t + P); // slot of the first key
@@ -110,7 +107,16 @@ void main() {
             [[unroll]] for (uint r = 0u; r < 4u; ++r) {
                 [[unroll]] for (uint cc = 0u; cc < 4u; ++cc) {
                     uint kk = ki + 16u * cc;
-                    ta[AW_IX(qi + 16u * r, kk / 4u)][kk % 4u] = VALID(r, kb + kk) ? ds[arow[r] + kb + kk] : 0.0;
+                    float x = 0.0;
+                    if (VALID(r, kb + kk)) {
+                        uint o = arow[r] + kb + kk;
+                        x = ds[o];
+                        if (c == 0u) {
+                            x = attn[o] * (x - sum[r]) * pc.f0;
+                            ds[o] = x;
+                        }
+                    }
+                    ta[AW_IX(qi + 16u * r, kk / 4u)][kk % 4u] = x;
                 }
             }
             AW_STAGE_EXT(tb, k, k_pre, P, kb, kn, db, dn);

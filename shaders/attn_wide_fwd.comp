@@ -15,9 +15,10 @@
 //      maximum per query;
 //   2. the row maximum m by a fixed tree;
 //   3. e = exp(s - m) in place, and the row sum by the same tree;
-//   4. a = e / sum in place; the slots before the row's start get 0;
-//   5. c: for each dim chunk, the chunk's weights staged in ta and v rows in
-//      tb, c = Σ_j a_j v_j over the keys in order (dims 4ki..4ki+3).
+//   4. the slots before the row's start get 0;
+//   5. c: for each dim chunk, the chunk's weights staged in ta (for the first
+//      chunk, a = e / sum computed and written to attn as it is staged) and v
+//      rows in tb, c = Σ_j a_j v_j over the keys in order (dims 4ki..4ki+3).
 // Each invocation reads back only attn values that it wrote itself. Every sum
 // has a fixed order, so the result does not depend on scheduling.
 #include "model.glsl"
@@ -32,6 +33,12 @@ layout(std430, binding = 4) writeonly buffer C { float c[]; };
 // the extended key axis).
 layout(std430, binding = 5) readonly buffer Kp { float k_pre[]; };
 layout(std430, binding = 6) readonly buffer Vp { float v_pre[]; };
+// The same buffers as vec4s, for the staging's vec4 loads (AW_STAGE).
+layout(std430, binding = 0) readonly buffer Q4 { vec4 q4[]; };
+layout(std430, binding = 1) readonly buffer K4 { vec4 k4[]; };
+layout(std430, binding = 2) readonly buffer V4 { vec4 v4[]; };
+layout(std430, binding = 5) readonly buffer Kp4 { vec4 k_pre4[]; };
+layout(std430, binding = 6) readonly buffer Vp4 { vec4 v_pre4[]; };
 
 // First key (on the extended axis) query t sees.
 uint window_lo(uint t) { return t + pc.off2 + 1u >= pc.W ? t + pc.off2 + 1u - pc.W : 0u; }
@@ -103,15 +110,8 @@ void main() {
     }
     sum = aw_reduce_rows(sum, false);
 
-    // 4. Weights, and zeros before the row's start.
-    for (uint kc = 0u; kc < nkc; ++kc) {
-        [[unroll]] for (uint r = 0u; r < 4u; ++r) {
-            [[unroll]] for (uint cc = 0u; cc < 4u; ++cc) {
-                uint j = j0 + kc * AW_KC + ki + 16u * cc;
-                if (VALID(r, j)) attn[arow[r] + j] /= sum[r];
-            }
-        }
-    }
+    // 4. Zeros before the row's start (the weights a = e / sum are written
+    //    as step 5 stages them).
     for (uint t = t0; t < t1; ++t) {
         uint row = ((t * pc.B + b) * pc.NH + hd) * pc.W;
         uint first = pc.W - 1u + window_lo(t) - (t + P); // slot of the first key
@@ -129,7 +129,16 @@ void main() {
             [[unroll]] for (uint r = 0u; r < 4u; ++r) {
                 [[unroll]] for (uint cc = 0u; cc < 4u; ++cc) {
                     uint kk = ki + 16u * cc;
-                    ta[AW_IX(qi + 16u * r, kk / 4u)][kk % 4u] = VALID(r, kb + kk) ? attn[arow[r] + kb + kk] : 0.0;
+                    float a = 0.0;
+                    if (VALID(r, kb + kk)) {
+                        uint o = arow[r] + kb + kk;
+                        a = attn[o];
+                        if (dc == 0u) {
+                            a /= sum[r];
+                            attn[o] = a;
+                        }
+                    }
+                    ta[AW_IX(qi + 16u * r, kk / 4u)][kk % 4u] = a;
                 }
             }
             AW_STAGE_EXT(tb, v, v_pre, P, kb, kn, db, dn);

@@ -39,19 +39,35 @@ shared vec4 tb[AW_KC * 16u];
     memoryBarrierShared(); \
     barrier()
 
-// TILE[j·17 + c] = BUF rows base + j (j < 64; 0 from n on), dims db + 4c ..
+// Whether the rows of a tensor with row stride RS and first column CO can be
+// staged as vec4 loads from column col + db on: every group of four starts on
+// a multiple of 4 and none straddles the chunk's end dn. Uniform per dispatch.
+bool aw_vec4(uint RS, uint CO, uint col, uint db, uint dn) {
+    return RS % 4u == 0u && CO % 4u == 0u && (col + db) % 4u == 0u && dn % 4u == 0u;
+}
+
+// TILE[AW_IX(j, c)] = BUF rows base + j (j < 64; 0 from n on), dims db + 4c ..
 // db + 4c + 3 (0 from dn on) of BUF at column col (attn_layout.glsl). Invocation
-// l loads vec4 l % 16 of rows l / 16 + 16i, all 16 loads before any store.
+// l loads vec4 l % 16 of rows l / 16 + 16i, all loads before any store: four
+// vec4 loads through BUF##4 (the same buffer as vec4s) where aw_vec4 allows,
+// else sixteen scalar ones. The same values either way.
 // Expects l, b and col in scope.
 #define AW_STAGE(TILE, BUF, base, n, db, dn)                                              \
-    {                                                                                     \
+    if (aw_vec4(BUF##_RS, BUF##_CO, col, db, dn)) {                                       \
+        vec4 w_[4];                                                                       \
+        [[unroll]] for (uint i_ = 0u; i_ < 4u; ++i_) {                                    \
+            uint j_ = l / 16u + 16u * i_, d_ = 4u * (l % 16u);                            \
+            w_[i_] = j_ < (n) && d_ < (dn) ? BUF##4[ATTN_AT(BUF, (base) + j_, col + (db) + d_) / 4u] : vec4(0.0); \
+        }                                                                                 \
+        [[unroll]] for (uint i_ = 0u; i_ < 4u; ++i_) TILE[AW_IX(l / 16u + 16u * i_, l % 16u)] = w_[i_]; \
+    } else {                                                                              \
         float v_[16];                                                                     \
         [[unroll]] for (uint i_ = 0u; i_ < 16u; ++i_) {                                   \
             uint j_ = l / 16u + 16u * (i_ / 4u), d_ = 4u * (l % 16u) + i_ % 4u;           \
             v_[i_] = j_ < (n) && d_ < (dn) ? BUF[ATTN_AT(BUF, (base) + j_, col + (db) + d_)] : 0.0; \
         }                                                                                 \
         [[unroll]] for (uint i_ = 0u; i_ < 4u; ++i_) {                                    \
-            TILE[AW_IX(l / 16u + 16u * i_, l % 16u)] =                                \
+            TILE[AW_IX(l / 16u + 16u * i_, l % 16u)] =                                    \
                 vec4(v_[4u * i_], v_[4u * i_ + 1u], v_[4u * i_ + 2u], v_[4u * i_ + 3u]);  \
         }                                                                                 \
     }
@@ -60,20 +76,33 @@ shared vec4 tb[AW_KC * 16u];
 // row e < P is row e of PRE ([P, B, A]), row e >= P row e - P of BUF. With P =
 // 0 it is AW_STAGE exactly.
 #define AW_STAGE_EXT(TILE, BUF, PRE, P, base, n, db, dn)                                  \
-    {                                                                                     \
+    if (aw_vec4(BUF##_RS, BUF##_CO, col, db, dn) && aw_vec4(PRE##_RS, PRE##_CO, col, db, dn)) { \
+        vec4 w_[4];                                                                       \
+        [[unroll]] for (uint i_ = 0u; i_ < 4u; ++i_) {                                    \
+            uint j_ = l / 16u + 16u * i_, d_ = 4u * (l % 16u);                            \
+            uint e_ = (base) + j_;                                                        \
+            vec4 x_ = vec4(0.0);                                                          \
+            if (j_ < (n) && d_ < (dn)) {                                                  \
+                x_ = e_ < (P) ? PRE##4[ATTN_AT(PRE, e_, col + (db) + d_) / 4u]            \
+                              : BUF##4[ATTN_AT(BUF, e_ - (P), col + (db) + d_) / 4u];     \
+            }                                                                             \
+            w_[i_] = x_;                                                                  \
+        }                                                                                 \
+        [[unroll]] for (uint i_ = 0u; i_ < 4u; ++i_) TILE[AW_IX(l / 16u + 16u * i_, l % 16u)] = w_[i_]; \
+    } else {                                                                              \
         float v_[16];                                                                     \
         [[unroll]] for (uint i_ = 0u; i_ < 16u; ++i_) {                                   \
             uint j_ = l / 16u + 16u * (i_ / 4u), d_ = 4u * (l % 16u) + i_ % 4u;           \
             uint e_ = (base) + j_;                                                        \
             float w_ = 0.0;                                                               \
             if (j_ < (n) && d_ < (dn)) {                                                  \
-                w_ = e_ < (P) ? PRE[ATTN_AT(PRE, e_, col + (db) + d_)]             \
-                              : BUF[ATTN_AT(BUF, e_ - (P), col + (db) + d_)];    \
+                w_ = e_ < (P) ? PRE[ATTN_AT(PRE, e_, col + (db) + d_)]                    \
+                              : BUF[ATTN_AT(BUF, e_ - (P), col + (db) + d_)];             \
             }                                                                             \
             v_[i_] = w_;                                                                  \
         }                                                                                 \
         [[unroll]] for (uint i_ = 0u; i_ < 4u; ++i_) {                                    \
-            TILE[AW_IX(l / 16u + 16u * i_, l % 16u)] =                                \
+            TILE[AW_IX(l / 16u + 16u * i_, l % 16u)] =                                    \
                 vec4(v_[4u * i_], v_[4u * i_ + 1u], v_[4u * i_ + 2u], v_[4u * i_ + 3u]);  \
         }                                                                                 \
     }
