@@ -14,8 +14,11 @@
 set -uo pipefail
 BIN=$1; OUT=$2; DATA=${3:-}
 mkdir -p "$OUT"
+# The runs' checkpoints and the default text go here, not under OUT: they are
+# megabytes each, and only the reports need to come back.
+WORK=$(mktemp -d)
 if [ -z "$DATA" ]; then
-  DATA=$OUT/text.txt
+  DATA=$WORK/text.txt
   cat README.md docs/*.md src/*/*.rs > "$DATA" 2>/dev/null
 fi
 SHAPE=${CONTROLLER_SHAPE:---config bench --batch 16 --seq-len 1024}
@@ -55,7 +58,7 @@ PY
     esac
     # shellcheck disable=SC2086
     env "${env[@]}" $BIN train --engine gpu $SHAPE --precision ${p/mixed/f16} --data "$DATA" --steps 40 \
-      --out "$OUT/train-$p-$mode" $extra --json > "$OUT/train-$p-$mode.json" 2> "$OUT/train-$p-$mode.err"
+      --out "$WORK/train-$p-$mode" $extra --json > "$OUT/train-$p-$mode.json" 2> "$OUT/train-$p-$mode.err"
     echo "train $p $mode: exit $?"
   done
   rows+=("$p $b $(median_log "$OUT/train-$p-split.json") $(median_log "$OUT/train-$p-host.json") $(median_log "$OUT/train-$p-none.json")")
