@@ -1,9 +1,11 @@
 """Prints a `dualscope bench --engine gpu --json` report's GPU step in a few
 lines: replayed and recorded medians (wall, device), how the recurrences ran
-(mode, products, operand loads, fallback), the first loss, and the recurrence
-kernels' per-kernel ms. Used by the device scripts in bench/.
-Usage: python3 bench/bench_summary.py REPORT.json LABEL"""
+(mode, products, operand loads, fallback), the first loss, and the per-kernel
+ms of the kernels whose names match KERNELS (a regex; default the recurrence
+kernels). Used by the device scripts in bench/.
+Usage: python3 bench/bench_summary.py REPORT.json LABEL [KERNELS]"""
 import json
+import re
 import sys
 
 f = lambda x: "-" if x is None else f"{x:.3f}"
@@ -15,7 +17,7 @@ try:
           f" product {rec.get('product')}, grid loads {rec.get('grid_loads')}, waves {rec.get('wave_loads')};"
           f" recurrence kernels {f(rec.get('recurrence_ms'))} ms; fallback {rec.get('fallback')}; first loss {g.get('first_loss')}")
     for k in g.get("kernels_ms", []):
-        if "recurrence" in k["kernel"]:
+        if re.search(sys.argv[3] if len(sys.argv) > 3 else "recurrence", k["kernel"]):
             print(f"      {k['ms']:8.4f} ms  {k['kernel']}")
-except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
+except (OSError, ValueError, KeyError, IndexError, TypeError, re.error) as e:
     print(f"  {sys.argv[2]}: no report ({e})")

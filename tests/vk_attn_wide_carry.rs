@@ -16,12 +16,6 @@ use dualscope::rng::Rng;
 use dualscope::vk::engine::{AttnKernels, Engine};
 use dualscope::vk::gemm::{GemmChoice, Precision, path_for};
 
-fn rel(a: &[f32], b: &[f32]) -> f64 {
-    let d: f64 = a.iter().zip(b).map(|(x, y)| ((x - y) as f64).powi(2)).sum::<f64>().sqrt();
-    let n: f64 = b.iter().map(|y| (*y as f64).powi(2)).sum::<f64>().sqrt();
-    d / n.max(1e-30)
-}
-
 /// K = 3 chunks of T = 70 (two blocks of 64 queries, the second partial)
 /// under a window of 40, so chunks 2 and 3 carry a prefix of 39 keys. Each
 /// chunk starts from the CPU's carried state; the wide kernels' loss, final
@@ -64,20 +58,20 @@ fn wide_attention_with_a_carried_prefix_matches_the_tiled_kernels_and_the_cpu() 
                 let ((old, old_state), (wide, wide_state)) = (&out[0], &out[1]);
                 assert_eq!(wide_state.prefix_len, next.prefix_len, "{what}");
                 assert!((wide.loss - old.loss).abs() <= 1e-6 * old.loss, "{what}: loss {} vs {}", wide.loss, old.loss);
-                assert!(rel(&wide_state.prefix, &old_state.prefix) < 1e-6, "{what}: prefix");
+                assert!(common::rel_l2(&wide_state.prefix, &old_state.prefix) < 1e-6, "{what}: prefix");
                 // In the mixed step, what f16 products make of the attention's
                 // rounding-level differences may move a gradient by as much as the
                 // tiled kernels' own error against the CPU, no more.
                 let tensors = wide.grads.named(&cfg).into_iter().zip(old.grads.tensors()).zip(cpu.grads.tensors());
                 for (((name, w), o), b) in tensors {
-                    let r = rel(&w.data, &o.data);
-                    let own = if precision == Precision::F32 { 0.0 } else { rel(&o.data, &b.data) };
+                    let r = common::rel_l2(&w.data, &o.data);
+                    let own = if precision == Precision::F32 { 0.0 } else { common::rel_l2(&o.data, &b.data) };
                     assert!(r <= own.max(1e-5), "{what}: {name} wide vs tiled relative L2 {r:.3e} (own {own:.1e})");
                 }
                 if precision == Precision::F32 {
                     assert!((wide.loss - cpu.loss).abs() <= 1e-5 * cpu.loss, "{what}: loss vs the CPU");
                     for ((name, w), b) in wide.grads.named(&cfg).into_iter().zip(cpu.grads.tensors()) {
-                        let r = rel(&w.data, &b.data);
+                        let r = common::rel_l2(&w.data, &b.data);
                         assert!(r < 1e-4, "{what}: {name} vs the CPU relative L2 {r:.3e}");
                     }
                 }

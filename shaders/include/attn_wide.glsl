@@ -46,35 +46,14 @@ bool aw_vec4(uint RS, uint CO, uint col, uint db, uint dn) {
     return RS % 4u == 0u && CO % 4u == 0u && (col + db) % 4u == 0u && dn % 4u == 0u;
 }
 
-// TILE[AW_IX(j, c)] = BUF rows base + j (j < 64; 0 from n on), dims db + 4c ..
-// db + 4c + 3 (0 from dn on) of BUF at column col (attn_layout.glsl). Invocation
-// l loads vec4 l % 16 of rows l / 16 + 16i, all loads before any store: four
-// vec4 loads through BUF##4 (the same buffer as vec4s) where aw_vec4 allows,
+// TILE[AW_IX(j, c)] = rows base + j (j < 64; 0 from n on) of the extended key
+// axis of a carried prefix (docs/carry-state.md), dims db + 4c .. db + 4c + 3
+// (0 from dn on) at column col (attn_layout.glsl): row e < P is row e of PRE
+// ([P, B, A]), row e >= P row e - P of BUF. Invocation l loads vec4 l % 16 of
+// rows l / 16 + 16i, all loads before any store: four vec4 loads through
+// BUF##4 and PRE##4 (the same buffers as vec4s) where aw_vec4 allows for both,
 // else sixteen scalar ones. The same values either way.
 // Expects l, b and col in scope.
-#define AW_STAGE(TILE, BUF, base, n, db, dn)                                              \
-    if (aw_vec4(BUF##_RS, BUF##_CO, col, db, dn)) {                                       \
-        vec4 w_[4];                                                                       \
-        [[unroll]] for (uint i_ = 0u; i_ < 4u; ++i_) {                                    \
-            uint j_ = l / 16u + 16u * i_, d_ = 4u * (l % 16u);                            \
-            w_[i_] = j_ < (n) && d_ < (dn) ? BUF##4[ATTN_AT(BUF, (base) + j_, col + (db) + d_) / 4u] : vec4(0.0); \
-        }                                                                                 \
-        [[unroll]] for (uint i_ = 0u; i_ < 4u; ++i_) TILE[AW_IX(l / 16u + 16u * i_, l % 16u)] = w_[i_]; \
-    } else {                                                                              \
-        float v_[16];                                                                     \
-        [[unroll]] for (uint i_ = 0u; i_ < 16u; ++i_) {                                   \
-            uint j_ = l / 16u + 16u * (i_ / 4u), d_ = 4u * (l % 16u) + i_ % 4u;           \
-            v_[i_] = j_ < (n) && d_ < (dn) ? BUF[ATTN_AT(BUF, (base) + j_, col + (db) + d_)] : 0.0; \
-        }                                                                                 \
-        [[unroll]] for (uint i_ = 0u; i_ < 4u; ++i_) {                                    \
-            TILE[AW_IX(l / 16u + 16u * i_, l % 16u)] =                                    \
-                vec4(v_[4u * i_], v_[4u * i_ + 1u], v_[4u * i_ + 2u], v_[4u * i_ + 3u]);  \
-        }                                                                                 \
-    }
-
-// AW_STAGE on the extended key axis of a carried prefix (docs/carry-state.md):
-// row e < P is row e of PRE ([P, B, A]), row e >= P row e - P of BUF. With P =
-// 0 it is AW_STAGE exactly.
 #define AW_STAGE_EXT(TILE, BUF, PRE, P, base, n, db, dn)                                  \
     if (aw_vec4(BUF##_RS, BUF##_CO, col, db, dn) && aw_vec4(PRE##_RS, PRE##_CO, col, db, dn)) { \
         vec4 w_[4];                                                                       \
@@ -106,6 +85,9 @@ bool aw_vec4(uint RS, uint CO, uint col, uint db, uint dn) {
                 vec4(v_[4u * i_], v_[4u * i_ + 1u], v_[4u * i_ + 2u], v_[4u * i_ + 3u]);  \
         }                                                                                 \
     }
+
+// AW_STAGE_EXT without a prefix: rows base + j of BUF.
+#define AW_STAGE(TILE, BUF, base, n, db, dn) AW_STAGE_EXT(TILE, BUF, BUF, 0u, base, n, db, dn)
 
 // acc[r][c] += Σ_d ta[row qi + 16r][d] · tb[row ki + 16c][d] over the first
 // 4·n4 dims, in order of d: a 4 × 4 tile of dot products (rows × keys).
