@@ -10,7 +10,8 @@
 // arithmetic in f32:
 //   dh_t = d_h[t] + dh_{t+1} ⊙ z_{t+1} + (d_gh[t+1] · W_hh)[:, j]
 // then the gate gradients of step t. The dispatch walks t = pc.t down to
-// pc.t + 1 - pc.n, with the grid-wide barrier of include/grid.glsl between steps.
+// pc.t + 1 - pc.n, with a barrier of include/grid.glsl between steps that
+// waits for the workgroups of the row block only (grid_sync_rows).
 //
 // Needs: subgroup size 32, H % 16 == 0, H <= 512, every workgroup resident
 // at once. d_gh16 has 16 rows of padding past T·B (zeroed by the engine).
@@ -55,8 +56,9 @@ layout(std430, binding = 10) coherent buffer Dgh16 { float16_t d_gh16[]; };
 // so that they may be served through the SM's L1. Only where H % 64 == 0
 // (Engine::grid_noncoherent): a row is then whole 128-byte lines (buffers
 // start on a line); a step reads only rows of the step it reads, rows past B
-// of a partial row block are not loaded, and every row it reads was written
-// before the last grid barrier and never read before: nothing stale to hit.
+// of a partial row block are not loaded, and every row it reads (of its own
+// row block) was written by the workgroups it waited for at the last barrier
+// and never read before: nothing stale to hit.
 layout(std430, binding = 10) readonly buffer Dgh16v { uvec4 d_gh16v[]; };
 #else
 layout(std430, binding = 10) coherent buffer Dgh16v { uvec4 d_gh16v[]; };
@@ -136,7 +138,8 @@ void main() {
             v_ghn = gh[row * H3 + 2u * H + j];
             v_znext = above ? gates[rh + x + pc.B * H] : 0.0;
         }
-        if (s > 0u) grid_sync(s);
+        // The barrier waits for this row block's workgroups only.
+        if (s > 0u) grid_sync_rows(s, 0u, 1u, rb, rb_count, H / 16u, 0u);
         float carry = 0.0;
         if (above) {
             // Three accumulators, so that the products do not wait on each other.

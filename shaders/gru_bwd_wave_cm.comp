@@ -25,9 +25,11 @@
 // step's loads issued at once, staged through shared memory in rounds of 6
 // tiles. Everything stored besides them is f32, as gru_bwd_grid writes it.
 //
-// The dispatch walks intervals pc.t .. pc.t + pc.n - 1 with the grid-wide
-// barrier of include/grid.glsl between them (pc.n = 1: one dispatch per
-// interval). Needs subgroup size 32, H % 16 == 0, H <= 512, all workgroups
+// The dispatch walks intervals pc.t .. pc.t + pc.n - 1 with a barrier of
+// include/grid.glsl between them (pc.n = 1: one dispatch per interval) that
+// waits only for the workgroups whose values the next interval reads: layer
+// 1 for layer 1's of its row block, layer 0 for both layers' of it
+// (grid_sync_rows; layer 1 may run ahead of layer 0). Needs subgroup size 32, H % 16 == 0, H <= 512, all workgroups
 // resident at once (the engine checks).
 // Parameter offsets: W_hh0 pc.off0, W_hh1 pc.off1, W_ih1 pc.off2.
 // flag 1: no arithmetic, only pc.n - 1 grid barriers (the residency check).
@@ -37,8 +39,9 @@
 // through the SM's L1. Only for H % 64 == 0 (Engine::wave_noncoherent): a
 // row (3H halves) is then whole 128-byte cache lines, and a workgroup reads
 // only rows of the step it reads (rows past B in a partial row block are not
-// loaded), written and made available before the last grid barrier; so no
-// line a load brings into L1 was there before its final value. (d_h0's
+// loaded), written and made available by the workgroups it waited for at the
+// last barrier; so no line a load brings into L1 was there before its final
+// value. (d_h0's
 // partial sums are read `coherent`.)
 // SCALAR_PRODUCT (the variant gru_bwd_wave_sc_nc, for a few rows, with
 // OPERANDS_NONCOHERENT): the same products as f32 FMAs of the f16 values
@@ -243,7 +246,9 @@ void main() {
                 v_znext = above ? gates1[rh + x + pc.B * H] : 0.0;
             }
         }
-        if (it > pc.t) grid_sync(it - pc.t);
+        // Layer 1 reads d_gh1, d_gi1 of its row block; layer 0 d_gh0 and
+        // what layer 1 wrote for it (d_h0, d_gi1).
+        if (it > pc.t) grid_sync_rows(it - pc.t, layer, 2u - layer, rb, rb_count, H / 16u, groups);
         if (!on_step && !a_on) continue;
         // Layer 1's partial sum of d_h0[t], written last interval.
         if (layer == 0u && mine && on_step) v_dh = d_h0[x];

@@ -14,7 +14,8 @@
 // ...) of h_{t-1}[rows, :] by its fragments of W_hh^T into a 16×48 partial
 // sum and stores it in shared memory; invocation (row, unit) then sums the 8
 // partials of its three gate columns and applies the gates.
-// Between steps, the grid-wide barrier of include/grid.glsl.
+// Between steps, a barrier of include/grid.glsl that waits for the
+// workgroups of the row block only (grid_sync_rows).
 //
 // Needs: subgroup size 32, H % 16 == 0, H <= 512, and every workgroup
 // resident at once (the engine checks, as for gru_fwd_grid). The f16 copy has
@@ -58,8 +59,9 @@ layout(std430, binding = 7) coherent buffer H16 { float16_t h16[]; };
 // so that they may be served through the SM's L1. Only where H % 64 == 0
 // (Engine::grid_noncoherent): a row is then whole 128-byte lines (buffers
 // start on a line); a step reads only rows of the step it reads, rows past B
-// of a partial row block are not loaded, and every row it reads was written
-// before the last grid barrier and never read before: nothing stale to hit.
+// of a partial row block are not loaded, and every row it reads (of its own
+// row block) was written by the workgroups it waited for at the last barrier
+// and never read before: nothing stale to hit.
 layout(std430, binding = 7) readonly buffer H16v { uvec4 h16v[]; };
 #else
 layout(std430, binding = 7) coherent buffer H16v { uvec4 h16v[]; };
@@ -139,7 +141,8 @@ void main() {
             uint g = row * 3u * H;
             gin = vec3(gi[g + j], gi[g + H + j], gi[g + 2u * H + j]);
         }
-        if (t > pc.t) grid_sync(t - pc.t);
+        // The barrier waits for this row block's workgroups only.
+        if (t > pc.t) grid_sync_rows(t - pc.t, 0u, 1u, rb, rb_count, H / 16u, 0u);
         vec3 m = vec3(0.0);
         if (t > 0u) {
             FRAG_C acc[3];

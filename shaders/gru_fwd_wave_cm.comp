@@ -217,6 +217,9 @@ void main() {
             uint g = row * 3u * H;
             gin = vec3(gi0[g + j], gi0[g + H + j], gi0[g + 2u * H + j]);
         }
+        // Over every workgroup: waiting for the row block's alone (as the
+        // backward does) made no step faster on the H200 (docs/speed.md,
+        // version 58).
         if (it > pc.t) grid_sync(it - pc.t);
         if (!on_step) continue;
         // The recurrent product is zero at t = 0 (h_{-1} = 0).

@@ -73,7 +73,8 @@ fn mixed_rungs_pass_in_both_modes() {
 /// and the end-to-end gate, chained, with the grid barrier and with one
 /// dispatch per step, on shapes that do not divide their 16×16 tiles: a
 /// partial row block (B = 5, 20), K-tiles that do not divide over the 8
-/// subgroups (H = 144: 9 forward, 27 backward), three layers (no wavefront),
+/// subgroups (H = 144: 9 forward, 27 backward), three layers (no wavefront;
+/// B = 6 and 21, one and two row blocks on the per-layer kernels),
 /// and H = 200, where H % 16 != 0 leaves them to the f32 grid kernels. The
 /// wavefronts read their operands without `coherent` where rows are whole
 /// 128-byte lines (H % 64 == 0): H = 128 with B = 20 (a partial row block),
@@ -103,6 +104,9 @@ fn the_coopmat_recurrences_pass_the_mixed_ladder() {
         (cfg(128, 2, 20, 33), vec![34; 20], true, true, (true, true)),
         (cfg(192, 2, 32, 21), vec![22; 32], true, true, (true, true)),
         (cfg(64, 3, 6, 17), vec![18, 18, 18, 9, 18, 18], true, false, (false, false)),
+        // Two row blocks on the per-layer kernels, whose barrier waits for
+        // the row block's workgroups only.
+        (cfg(128, 3, 21, 13), (0..21).map(|i| 14 - (i % 5)).collect(), true, false, (false, false)),
         (cfg(200, 2, 4, 9), vec![10, 10, 6, 10], false, false, (false, false)),
     ];
     let grid_here = Recurrence::default_for(&ctx, 144).unwrap() == Recurrence::Grid;

@@ -3,7 +3,9 @@
 // binding GRID_SYNC_BINDING), which the engine zeroes before the dispatch. At
 // the k-th barrier a workgroup writes k into its flag, then its invocations
 // poll the flags of all workgroups (one each) until every flag reaches k. No
-// atomics: nothing serialises on one address.
+// atomics: nothing serialises on one address. The kernels tiled by row
+// blocks may wait for the workgroups of their own row block only
+// (grid_sync_rows), since no row reads another's values.
 //
 // Only correct when all workgroups of the dispatch are resident at once (the
 // engine decides where it uses it), so a wait is bounded: past
@@ -34,16 +36,17 @@ layout(std430, binding = GRID_SYNC_BINDING) volatile buffer SyncBuf { uint flags
 // Polls this invocation made in the dispatch (for the budget in pc.f1).
 uint grid_polls = 0u;
 
-// The k-th barrier of the dispatch (k = 1, 2, ...). Call from uniform control
-// flow with at most as many workgroups as the workgroup has invocations.
-void grid_sync(uint k) {
+// The k-th barrier of the dispatch as seen by this workgroup: it announces
+// its arrival, then invocation i < `count` polls the flag of workgroup
+// `idx` until it reaches k. Call from uniform control flow.
+void grid_wait(uint k, uint count, uint idx) {
     // Every invocation's global writes are made available before the
     // workgroup's arrival is announced.
     memoryBarrierBuffer();
     barrier();
     uint lid = gl_LocalInvocationIndex;
     if (lid == 0u) flags[gl_WorkGroupID.x * GRID_FLAG_STRIDE] = k;
-    if (lid < gl_NumWorkGroups.x) {
+    if (lid < count) {
         // Two nested loops of bounded length, and the poll budget.
         uint budget = uint(pc.f1);
         bool done = false, spent = false;
@@ -53,7 +56,7 @@ void grid_sync(uint k) {
                 break;
             }
             for (uint inner = 0u; inner < GRID_SPIN_INNER; ++inner) {
-                if (flags[lid * GRID_FLAG_STRIDE] >= k) {
+                if (flags[idx * GRID_FLAG_STRIDE] >= k) {
                     done = true;
                     break;
                 }
@@ -68,6 +71,25 @@ void grid_sync(uint k) {
     }
     barrier();
     memoryBarrierBuffer();
+}
+
+// The k-th barrier of the dispatch, over every workgroup (at most as many
+// as the workgroup has invocations).
+void grid_sync(uint k) {
+    grid_wait(k, gl_NumWorkGroups.x, gl_LocalInvocationIndex);
+}
+
+// The k-th barrier over one row block only, for the kernels tiled by row
+// blocks of 16 (workgroup layer·groups + rb + rb_count·c owns row block rb
+// and unit block c < per of its layer): waits for the workgroups of
+// `layers` layers from layer `first` on, in row block rb. Rows of different
+// blocks never meet in a GRU, so each block walks its steps as fast as its
+// own workgroups allow; and flags only grow, so a workgroup that has run
+// ahead is still waited for right. (The index is computed at each barrier:
+// computed once before the steps and kept, the H200's steps were slower.)
+void grid_sync_rows(uint k, uint first, uint layers, uint rb, uint rb_count, uint per, uint groups) {
+    uint i = gl_LocalInvocationIndex;
+    grid_wait(k, layers * per, (first + i / per) * groups + rb + rb_count * (i % per));
 }
 
 #endif
