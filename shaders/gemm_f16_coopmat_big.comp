@@ -227,20 +227,17 @@ void store_slice(uint tid, uint stage) {
     c##i##2 = coopMatMulAdd(a##i, b2, c##i##2);                                \
     c##i##3 = coopMatMulAdd(a##i, b3, c##i##3);
 
-// Accumulator (i, j) out to C (see the header).
-#define STORE_C(acc, i, j)                                                                  \
+// Accumulator (i, j) out to C (see the header), `old` its block of C as it
+// was (loaded by LOAD_OLD where the fragment lies inside C and accumulate).
+#define STORE_C(acc, old, i, j)                                                             \
     {                                                                                       \
         const uint r = row0 + wr + 16u * i;                                                 \
         const uint q = col0 + wc + 16u * j;                                                 \
         if (r + 16u <= pc.m && q + 16u <= pc.n) {                                           \
             const uint idx = plane + r * pc.ldc + q;                                        \
-            if (pc.accumulate != 0u) {                                                      \
-                ACC old;                                                                    \
-                coopMatLoad(old, c, idx, pc.ldc, gl_CooperativeMatrixLayoutRowMajor);       \
-                acc = acc + old;                                                            \
-            }                                                                               \
+            if (pc.accumulate != 0u) acc = acc + old;                                       \
             if (pc.bias != 0u) {                                                            \
-                for (uint e = lane; e < 256u; e += 32u) Cs[cs + e] = b[pc.bias - 1u + q + e % 16u]; \
+                for (uint e = lane; e < 256u; e += 32u) Cs[cs + e] = bias_v[j];             \
                 subgroupBarrier();                                                          \
                 ACC brow;                                                                   \
                 coopMatLoad(brow, Cs, cs, 16, gl_CooperativeMatrixLayoutRowMajor);          \
@@ -258,12 +255,29 @@ void store_slice(uint tid, uint stage) {
                     const uint ci = plane + gr * pc.ldc + gq;                               \
                     float v = Cs[cs + e];                                                   \
                     if (pc.accumulate != 0u) v += c[ci];                                    \
-                    if (pc.bias != 0u) v += b[pc.bias - 1u + gq];                           \
+                    if (pc.bias != 0u) v += bias_v[j];                                      \
                     c[ci] = v;                                                              \
                 }                                                                           \
             }                                                                               \
             subgroupBarrier();                                                              \
         }                                                                                   \
+    }
+// The old C of fragment (i, j) where STORE_C adds it: a row's four are
+// loaded before any of them is stored (a load after a store to C waits for
+// it, the bindings may alias).
+#define LOAD_OLD(old, i, j)                                                                 \
+    ACC old = ACC(0.0);                                                                     \
+    {                                                                                       \
+        const uint r = row0 + wr + 16u * i;                                                 \
+        const uint q = col0 + wc + 16u * j;                                                 \
+        if (pc.accumulate != 0u && r + 16u <= pc.m && q + 16u <= pc.n)                      \
+            coopMatLoad(old, c, plane + r * pc.ldc + q, pc.ldc, gl_CooperativeMatrixLayoutRowMajor); \
+    }
+#define STORE_ROW(i)                                                                        \
+    {                                                                                       \
+        LOAD_OLD(o0, i, 0u) LOAD_OLD(o1, i, 1u) LOAD_OLD(o2, i, 2u) LOAD_OLD(o3, i, 3u)     \
+        STORE_C(c##i##0, o0, i, 0u) STORE_C(c##i##1, o1, i, 1u)                             \
+        STORE_C(c##i##2, o2, i, 2u) STORE_C(c##i##3, o3, i, 3u)                             \
     }
 
 void main() {
@@ -343,8 +357,13 @@ void main() {
 
     const uint plane = pc.c_off + z * pc.c_stride;
     const uint cs = sg * 256u;
-    STORE_C(c00, 0u, 0u) STORE_C(c01, 0u, 1u) STORE_C(c02, 0u, 2u) STORE_C(c03, 0u, 3u)
-    STORE_C(c10, 1u, 0u) STORE_C(c11, 1u, 1u) STORE_C(c12, 1u, 2u) STORE_C(c13, 1u, 3u)
-    STORE_C(c20, 2u, 0u) STORE_C(c21, 2u, 1u) STORE_C(c22, 2u, 2u) STORE_C(c23, 2u, 3u)
-    STORE_C(c30, 3u, 0u) STORE_C(c31, 3u, 1u) STORE_C(c32, 3u, 2u) STORE_C(c33, 3u, 3u)
+    // The bias's values this lane adds, read before anything is stored (as
+    // LOAD_OLD): of column fragment j, column lane % 16 (e % 16 for each of
+    // the lane's elements e = lane + 32x of a 16×16 block).
+    float bias_v[4];
+    [[unroll]] for (uint j = 0; j < 4u; ++j) {
+        const uint gq = col0 + wc + 16u * j + lane % 16u;
+        bias_v[j] = pc.bias != 0u && gq < pc.n ? b[pc.bias - 1u + gq] : 0.0;
+    }
+    STORE_ROW(0) STORE_ROW(1) STORE_ROW(2) STORE_ROW(3)
 }

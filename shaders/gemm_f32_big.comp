@@ -71,6 +71,8 @@ layout(push_constant) uniform Push {
     uint bias;  // 0, or 1 + the offset in B's binding of a row vector added to every row of C
 } pc;
 
+#include "gemm_store.glsl"
+
 // Buffer d, slice row p: As[d][p][v ^ (p & 4)] holds A's rows 4v..4v+3 at k p
 // (Bs: B's columns 4v..4v+3).
 shared vec4 As[2][BK][BM / 4];
@@ -244,33 +246,5 @@ void main() {
         barrier();
     }
 
-    const uint plane = pc.c_off + z * pc.c_stride;
-    const bool c_vec = plane % 4u == 0u && pc.ldc % 4u == 0u;
-    [[unroll]] for (uint i = 0; i < 8u; ++i) {
-        const uint gr = row0 + (BM / 2u) * (i / 4u) + 4u * ty + i % 4u;
-        [[unroll]] for (uint h = 0; h < 2u; ++h) {
-            const uint gq = col0 + (BN / 2u) * h + 4u * tx;
-            if (gr < pc.m && gq < pc.n) {
-                const uint idx = plane + gr * pc.ldc + gq;
-                vec4 v = acc[2u * i + h];
-                if (c_vec && gq + 3u < pc.n) {
-                    if (pc.accumulate != 0u) v += c4[idx / 4u];
-                    if (pc.bias != 0u) {
-                        const uint o = pc.bias - 1u + gq;
-                        v += vec4(b[o], b[o + 1u], b[o + 2u], b[o + 3u]);
-                    }
-                    c4[idx / 4u] = v;
-                } else {
-                    [[unroll]] for (uint j = 0; j < 4u; ++j) {
-                        if (gq + j < pc.n) {
-                            float x = v[j];
-                            if (pc.accumulate != 0u) x += c[idx + j];
-                            if (pc.bias != 0u) x += b[pc.bias - 1u + gq + j];
-                            c[idx + j] = x;
-                        }
-                    }
-                }
-            }
-        }
-    }
+    store_c(acc, row0, col0, z, tx, ty);
 }
