@@ -4,7 +4,8 @@
 # 1.4.309 (the cooperative-matrix kernel runs there only), the step of the old
 # and new binaries old new new old with the products' per-kernel medians,
 # then bench/device_speed.sh with the new binary at TABLE_SHAPES if the call
-# has time left (cut at 570 s).
+# has time left, then bench/validate_h200.sh's stages VAL (cut at 570 s).
+# AB=0 skips the A/B.
 # Usage: bench/store59_h200.sh OUT (binaries as .device/*.xz, see ../shared/GPU.md)
 set -u
 OUT=$1
@@ -25,4 +26,8 @@ if [ -n "${TABLE_SHAPES:-}" ] && [ $SECONDS -lt 400 ]; then
   SHAPES=$TABLE_SHAPES TORCH_MODES=graph TORCH_CPU=0 timeout $((570 - SECONDS)) bench/device_speed.sh .device/new /tmp/table > /tmp/table.log 2>&1
   cat /tmp/table.log | tail -40
   tar czf "$OUT/table.tgz" -C /tmp table table.log
+fi
+if [ -n "${VAL:-}" ] && [ $SECONDS -lt 500 ]; then
+  timeout $((570 - SECONDS)) bench/validate_h200.sh .device/new core /tmp/val59 $VAL
+  tar czf "$OUT/val59.tgz" -C /tmp val59
 fi
