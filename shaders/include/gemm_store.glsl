@@ -10,6 +10,15 @@
 // other. The sums are the same, in the same order.
 // Needs pc, b, c, c4, BM and BN.
 
+// Where acc[2·i + h] goes: its first column gq and C's index idx of its
+// first value; false where it lies wholly outside C.
+bool c_place(uint i, uint h, uint row0, uint col0, uint plane, uint tx, uint ty, out uint gq, out uint idx) {
+    const uint gr = row0 + (BM / 2u) * (i / 4u) + 4u * ty + i % 4u;
+    gq = col0 + (BN / 2u) * h + 4u * tx;
+    idx = plane + gr * pc.ldc + gq;
+    return gr < pc.m && gq < pc.n;
+}
+
 void store_c(vec4 acc[16], uint row0, uint col0, uint z, uint tx, uint ty) {
     const uint plane = pc.c_off + z * pc.c_stride;
     const bool c_vec = plane % 4u == 0u && pc.ldc % 4u == 0u;
@@ -27,11 +36,9 @@ void store_c(vec4 acc[16], uint row0, uint col0, uint z, uint tx, uint ty) {
     [[unroll]] for (uint i = 0; i < 16u; ++i) old[i] = vec4(0.0);
     if (pc.accumulate != 0u) {
         [[unroll]] for (uint i = 0; i < 8u; ++i) {
-            const uint gr = row0 + (BM / 2u) * (i / 4u) + 4u * ty + i % 4u;
             [[unroll]] for (uint h = 0; h < 2u; ++h) {
-                const uint gq = col0 + (BN / 2u) * h + 4u * tx;
-                if (gr < pc.m && gq < pc.n) {
-                    const uint idx = plane + gr * pc.ldc + gq;
+                uint gq, idx;
+                if (c_place(i, h, row0, col0, plane, tx, ty, gq, idx)) {
                     if (c_vec && gq + 3u < pc.n) {
                         old[2u * i + h] = c4[idx / 4u];
                     } else {
@@ -44,11 +51,9 @@ void store_c(vec4 acc[16], uint row0, uint col0, uint z, uint tx, uint ty) {
         }
     }
     [[unroll]] for (uint i = 0; i < 8u; ++i) {
-        const uint gr = row0 + (BM / 2u) * (i / 4u) + 4u * ty + i % 4u;
         [[unroll]] for (uint h = 0; h < 2u; ++h) {
-            const uint gq = col0 + (BN / 2u) * h + 4u * tx;
-            if (gr < pc.m && gq < pc.n) {
-                const uint idx = plane + gr * pc.ldc + gq;
+            uint gq, idx;
+            if (c_place(i, h, row0, col0, plane, tx, ty, gq, idx)) {
                 vec4 v = acc[2u * i + h];
                 if (pc.accumulate != 0u) v += old[2u * i + h];
                 if (pc.bias != 0u) v += bias[h];
