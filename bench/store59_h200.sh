@@ -28,6 +28,14 @@ if [ -n "${TABLE_SHAPES:-}" ] && [ $SECONDS -lt 400 ]; then
   tar czf "$OUT/table.tgz" -C /tmp table table.log
 fi
 if [ -n "${VAL:-}" ] && [ $SECONDS -lt 500 ]; then
+  echo "validation from ${SECONDS}s"
   timeout $((570 - SECONDS)) bench/validate_h200.sh .device/new core /tmp/val59 $VAL
   tar czf "$OUT/val59.tgz" -C /tmp val59
+fi
+# TABLE_AFTER: bench/device_speed.sh at these shapes after the validation, if
+# the call has run under 380 s (cut at 570 s).
+if [ -n "${TABLE_AFTER:-}" ] && [ $SECONDS -lt 380 ]; then
+  SHAPES=$TABLE_AFTER TORCH_MODES=graph TORCH_CPU=0 timeout $((570 - SECONDS)) bench/device_speed.sh .device/new /tmp/table2 > /tmp/table2.log 2>&1
+  tail -20 /tmp/table2.log
+  tar czf "$OUT/table2.tgz" -C /tmp table2 table2.log
 fi
