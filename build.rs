@@ -79,6 +79,9 @@ const OPTIONAL: &[Variant] = &[
     ("gru_bwd_grid_cm", "gru_bwd_grid_cm.comp", &[]),
     ("gru_fwd_grid_cm_nc", "gru_fwd_grid_cm.comp", &[("OPERANDS_NONCOHERENT", "1")]),
     ("gru_bwd_grid_cm_nc", "gru_bwd_grid_cm.comp", &[("OPERANDS_NONCOHERENT", "1")]),
+    // The same with the timing probe's switches (Engine::probe_grid_cm).
+    ("gru_fwd_grid_cm_nc_probe", "gru_fwd_grid_cm.comp", &[("OPERANDS_NONCOHERENT", "1"), ("GRID_PROBE", "1")]),
+    ("gru_bwd_grid_cm_nc_probe", "gru_bwd_grid_cm.comp", &[("OPERANDS_NONCOHERENT", "1"), ("GRID_PROBE", "1")]),
     ("gru_fwd_wave_cm", "gru_fwd_wave_cm.comp", &[]),
     ("gru_fwd_wave_cm_nc", "gru_fwd_wave_cm.comp", &[("OPERANDS_NONCOHERENT", "1")]),
     ("gru_fwd_wave_cm_nc_probe", "gru_fwd_wave_cm.comp", &[("OPERANDS_NONCOHERENT", "1"), ("WAVE_PROBE", "1")]),

@@ -19,6 +19,10 @@
 //   d_h [T,B,H] (from above); dh_tot [T,B,H]; d_gi, d_gh [T,B,3H];
 //   d_gh16 [T·B + 16, 3H].
 // flag 1: no arithmetic, only pc.n - 1 grid barriers (the residency check).
+// Timing probes (Engine::probe_grid_cm; what they write is meaningless), only
+// in the variant built with GRID_PROBE (gru_bwd_grid_cm_nc_probe): flag bit 2,
+// the product's operands not loaded (zeros); 4: no product (nor its loads);
+// 8: nothing stored after the gates; 16: the step's own inputs not loaded.
 #extension GL_GOOGLE_include_directive : enable
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -28,6 +32,11 @@
 #extension GL_EXT_control_flow_attributes : require
 #include "model.glsl"
 
+#ifdef GRID_PROBE
+#define PROBE pc.flag
+#else
+#define PROBE 0u
+#endif
 #define SUBGROUPS 8u
 #ifdef OPERANDS_NONCOHERENT
 // Whether this lane's row (lane / 2 of the row block) is a row of the batch.
@@ -129,7 +138,7 @@ void main() {
         uint x = row * H + j;
         // The step's own inputs, loaded before the barrier.
         float v_dh = 0.0, v_r = 0.0, v_z = 0.0, v_n = 0.0, v_hp = 0.0, v_ghn = 0.0, v_znext = 0.0;
-        if (mine) {
+        if (mine && (PROBE & 16u) == 0u) {
             v_dh = d_h[x];
             v_r = gates[x];
             v_z = gates[rh + x];
@@ -141,7 +150,8 @@ void main() {
         // The barrier waits for this row block's workgroups only.
         if (s > 0u) grid_sync_rows(s, 0u, 1u, rb, rb_count, H / 16u, 0u);
         float carry = 0.0;
-        if (above) {
+        if (above && (PROBE & 4u) != 0u) carry = dh_next * v_znext;
+        if (above && (PROBE & 4u) == 0u) {
             // Three accumulators, so that the products do not wait on each other.
             FRAG_C acc[3];
             [[unroll]] for (uint q = 0u; q < 3u; ++q) acc[q] = FRAG_C(0.0);
@@ -152,7 +162,7 @@ void main() {
             [[unroll]] for (uint i = 0u; i < KT_MAX; ++i) {
                 uint kt = sg + SUBGROUPS * i;
                 ld[i] = uvec4(0u);
-                if (kt < ktiles && LOAD_ROW) ld[i] = d_gh16v[(a0 + kt * 16u) >> 3];
+                if (kt < ktiles && LOAD_ROW && (PROBE & 2u) == 0u) ld[i] = d_gh16v[(a0 + kt * 16u) >> 3];
             }
             [[unroll]] for (uint r = 0u; r < KT_MAX / KT_STAGE; ++r) {
                 if (r > 0u) subgroupBarrier();
@@ -179,6 +189,8 @@ void main() {
         }
         if (mine) {
             float dh = v_dh + carry;
+            dh_next = dh;
+            if ((PROBE & 8u) != 0u) continue;
             dh_tot[x] = dh;
             float dn = dh * (1.0 - v_z);
             float dz = dh * (v_hp - v_n);
@@ -195,7 +207,6 @@ void main() {
             d_gh16[g + j] = float16_t(dar);
             d_gh16[g + H + j] = float16_t(daz);
             d_gh16[g + 2u * H + j] = float16_t(dan * v_r);
-            dh_next = dh;
         }
     }
 }

@@ -334,6 +334,10 @@ pub struct RecurrenceReport {
     /// with the switches, `gru_fwd_wave_cm_nc_probe`), µs per interval.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fwd_wave_probe: Option<BTreeMap<String, f64>>,
+    /// The same for layer 0's per-layer cooperative-matrix grid kernels,
+    /// where a direction runs them (`fwd_…`, `bwd_…`), µs per step.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grid_cm_probe: Option<BTreeMap<String, f64>>,
     /// The same for layer 0's one-workgroup recurrences (forward and
     /// backward, by part), µs per step.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -382,6 +386,7 @@ fn recurrence_floor(
         fwd_step_probe: None,
         bwd_wave_probe: None,
         fwd_wave_probe: None,
+        grid_cm_probe: None,
         wg_probe: None,
     };
     // The one-workgroup recurrences have no grid barrier to take a floor from.
@@ -431,6 +436,12 @@ fn recurrence_floor(
         let parts: Vec<_> = WAVE_PARTS.iter().chain(&bwd_parts).copied().collect();
         v.bwd_wave_probe = Some(probe_parts(&parts, t + BWD_WAVE_LAG, |f| e.probe_bwd_wave(f)));
         v.fwd_wave_probe = Some(probe_parts(&WAVE_PARTS, t + FWD_WAVE_LAG, |f| e.probe_fwd_wave(f)));
+        let mut cm = BTreeMap::new();
+        for (dir, backward) in [("fwd", false), ("bwd", true)] {
+            let parts = probe_parts(&WAVE_PARTS, t, |f| e.probe_grid_cm(backward, f));
+            cm.extend(parts.into_iter().map(|(k, v)| (format!("{dir}_{k}"), v)));
+        }
+        v.grid_cm_probe = (!cm.is_empty()).then_some(cm);
     }
     Ok(v)
 }

@@ -304,6 +304,18 @@ pub static GRU_BWD_GRID_CM_NC: KernelSpec = KernelSpec {
     spirv: crate::vk::shaders::optional(shaders::GRU_BWD_GRID_CM_NC),
     ..GRU_BWD_GRID_CM
 };
+/// The `_nc` grid kernels with the timing probe's switches (`pc.flag` bits
+/// 2-16, `Engine::probe_grid_cm`), which the step's kernels do not carry.
+pub static GRU_FWD_GRID_CM_NC_PROBE: KernelSpec = KernelSpec {
+    name: "gru_fwd_grid_cm_nc_probe",
+    spirv: crate::vk::shaders::optional(shaders::GRU_FWD_GRID_CM_NC_PROBE),
+    ..GRU_FWD_GRID_CM
+};
+pub static GRU_BWD_GRID_CM_NC_PROBE: KernelSpec = KernelSpec {
+    name: "gru_bwd_grid_cm_nc_probe",
+    spirv: crate::vk::shaders::optional(shaders::GRU_BWD_GRID_CM_NC_PROBE),
+    ..GRU_BWD_GRID_CM
+};
 /// Both layers of a two-layer forward in one dispatch, as a wavefront (layer
 /// 1 one step behind layer 0, its input projection computed in the kernel):
 /// T + 1 dependent intervals instead of 2T. Tiled as `GRU_FWD_GRID_CM`.

@@ -1,6 +1,6 @@
 //! Timing probes: the grid kernels with parts switched off (the barrier
-//! alone, no product, no gates), the two wavefronts and the one-workgroup
-//! recurrences likewise. What they write is meaningless; what
+//! alone, no product, no gates), the two wavefronts, the per-layer
+//! cooperative-matrix grid kernels and the one-workgroup recurrences likewise. What they write is meaningless; what
 //! they report is device time.
 
 use super::kernels::*;
@@ -101,23 +101,70 @@ impl Engine {
         self.time_wave(spec, self.wave_fwd_args(ws)?, flag, FWD_WAVE_LAG)
     }
 
+    /// Device milliseconds of layer 0's per-layer grid kernel on cooperative
+    /// matrices, forward or backward, over the workspace's T steps with parts
+    /// switched off by `flag` (`gru_*_grid_cm_nc_probe`: bits 2, 4, 8, 16: no
+    /// operand loads, no product, no stores, no step inputs; 0: the whole
+    /// step). A timing probe: what it writes is meaningless. `None` where the
+    /// step does not run `gru_*_grid_cm_nc` in that direction (the probe's
+    /// kernel is that one) or has no timestamps.
+    pub fn probe_grid_cm(&self, backward: bool, flag: u32) -> VkResult<Option<f64>> {
+        let wave = if backward { self.backward_wave() } else { self.forward_wave() };
+        if self.recurrence != Recurrence::Grid || wave || self.wg_kernel(0, backward).is_some() {
+            return Ok(None);
+        }
+        let ws = self.ws()?;
+        let (step, probe) = match backward {
+            false => (&GRU_FWD_GRID_CM_NC, &GRU_FWD_GRID_CM_NC_PROBE),
+            true => (&GRU_BWD_GRID_CM_NC, &GRU_BWD_GRID_CM_NC_PROBE),
+        };
+        let (spec, groups) = self.grid_kernel(ws, 0, backward)?;
+        if !std::ptr::eq(spec, step) || probe.spirv.is_empty() {
+            return Ok(None);
+        }
+        let lb = &ws.layers[0];
+        let (p, bufs) = match backward {
+            false => {
+                let off0 = self.off("gru.weight_hh_l0") as u32;
+                let off1 = self.off("gru.bias_hh_l0") as u32;
+                (ModelPush { off0, off1, ..self.push(ws) }, self.grid_fwd_bufs(ws, lb, 0))
+            }
+            true => {
+                let off0 = self.off("gru.weight_hh_l0") as u32;
+                (ModelPush { off0, ..self.push(ws) }, self.grid_bwd_bufs(ws, lb, 0))
+            }
+        };
+        let steps: Vec<usize> = if backward { (0..ws.t).rev().collect() } else { (0..ws.t).collect() };
+        self.time_grid(probe, (p, bufs, groups), flag, steps)
+    }
+
     /// Device milliseconds of the wavefront `spec` with its arguments
     /// (push constants, buffers, workgroups) and `flag`, over the
-    /// workspace's T + `lag` intervals: the sum of the dispatches they are
-    /// cut into (not only the last one's).
+    /// workspace's T + `lag` intervals.
     fn time_wave(
+        &self,
+        spec: &'static KernelSpec,
+        args: (ModelPush, Vec<&Buffer>, usize),
+        flag: u32,
+        lag: usize,
+    ) -> VkResult<Option<f64>> {
+        self.time_grid(spec, args, flag, (0..self.ws()?.t + lag).collect())
+    }
+
+    /// Device milliseconds of the grid kernel `spec` with its arguments and
+    /// `flag` over `steps` (intervals, in the order the kernel walks them):
+    /// the sum of the dispatches they are cut into (not only the last one's).
+    fn time_grid(
         &self,
         spec: &'static KernelSpec,
         (p, bufs, groups): (ModelPush, Vec<&Buffer>, usize),
         flag: u32,
-        lag: usize,
+        steps: Vec<usize>,
     ) -> VkResult<Option<f64>> {
-        let ws = self.ws()?;
         let mut seq = Sequence::new(&self.ctx)?;
         self.record_begin(&mut seq)?;
         let p = ModelPush { flag, ..p };
-        let intervals = (0..ws.t + lag).map(|t| (t, 1));
-        self.record_grid(&mut seq, (spec, groups), &bufs, &p, intervals, spec.name)?;
+        self.record_grid(&mut seq, (spec, groups), &bufs, &p, steps.into_iter().map(|t| (t, 1)), spec.name)?;
         let t = seq.submit()?;
         let chunks = t.dispatches.iter().filter(|d| d.0 == spec.name);
         Ok(chunks.map(|d| d.1).sum::<Option<f64>>().map(|ns| ns / 1e6))

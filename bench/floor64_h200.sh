@@ -1,0 +1,66 @@
+#!/bin/bash
+# On the device host: the floors of the mixed step where issue 19's 2× target
+# is missed without a measured floor (B=64 T=256, and `bench` beside it).
+#   - B=64 with DUALSCOPE_GRID_PROBE=1: the per-layer cooperative-matrix grid
+#     kernels (the recurrences B=64 runs; the wavefronts do not fit) with parts
+#     switched off (`recurrence.grid_cm_probe`, µs per step of layer 0), and
+#     the barrier alone (`recurrence.floor_ms`);
+#   - B=64 and `bench` with DUALSCOPE_COOPMAT_PROBE=no_global: the products
+#     without their global loads (their sum in `kernels_ms`), and without the
+#     probe for the same sum with them.
+# Prints one summary (also OUT/summary.txt). About a minute on the H200.
+# Usage: bench/floor64_h200.sh BIN OUT
+set -uo pipefail
+BIN=$1; OUT=$2
+mkdir -p "$OUT"
+B64="--config bench/configs/bench_b64.json"
+BENCH="--config bench"
+one() { # name, env assignment or -, shape args...
+  local name=$1 envset=$2; shift 2
+  if [ "$envset" = - ]; then envset=DUALSCOPE_NONE=1; fi
+  # shellcheck disable=SC2086
+  env "$envset" "$BIN" bench --engine gpu "$@" --precision mixed --steps 20 --warmup 3 --json \
+    > "$OUT/$name.json" 2> "$OUT/$name.err"
+  echo "$name: exit $?"
+}
+one b64_probe DUALSCOPE_GRID_PROBE=1 $B64
+one b64_plain - $B64
+one b64_noglobal DUALSCOPE_COOPMAT_PROBE=no_global $B64
+one bench_plain - $BENCH
+one bench_noglobal DUALSCOPE_COOPMAT_PROBE=no_global $BENCH
+python3 - "$OUT" <<'PY' | tee "$OUT/summary.txt"
+import json, sys, os
+out = sys.argv[1]
+def eng(name):
+    try:
+        return json.load(open(os.path.join(out, name + ".json")))["engines"][0]
+    except Exception as e:
+        print(f"{name}: unreadable ({e})")
+        return None
+def products(g):
+    return sum(k["ms"] for k in g.get("kernels_ms", []) if k["kernel"].startswith("gemm"))
+def rec(g):
+    return sum(k["ms"] for k in g.get("kernels_ms", []) if "recurrence" in k["kernel"])
+for shape in ["b64", "bench"]:
+    plain, ng = eng(shape + "_plain"), eng(shape + "_noglobal")
+    if plain and ng:
+        print(f"{shape}: step replayed {plain['replay_median_ms']:.3f} ms; recurrences {rec(plain):.3f}; "
+              f"products {products(plain):.3f} ms, without global loads {products(ng):.3f} ms")
+g = eng("b64_probe")
+if g:
+    r = g.get("recurrence", {})
+    T = 256
+    print(f"b64: barrier {r.get('barrier_us')} us x {r.get('barriers_per_step')} = floor {r.get('floor_ms')} ms")
+    p = r.get("grid_cm_probe") or {}
+    for k in sorted(p):
+        print(f"  {k:32s} {p[k]:7.3f} us/step")
+    layers = 2
+    if "fwd_no_products_us" in p and "bwd_no_products_us" in p:
+        nop = layers * T * (p["fwd_no_products_us"] + p["bwd_no_products_us"]) / 1e3
+        whole = layers * T * (p.get("fwd_whole_us", 0) + p.get("bwd_whole_us", 0)) / 1e3
+        print(f"b64 recurrences from the probe: whole {whole:.3f} ms, products off {nop:.3f} ms")
+        ng = eng("b64_noglobal")
+        if ng:
+            print(f"b64 floor: recurrences without products {nop:.3f} + products without global loads "
+                  f"{products(ng):.3f} = {nop + products(ng):.3f} ms")
+PY
