@@ -1,13 +1,14 @@
 #!/bin/bash
 # On the device host: the floors of the mixed step where issue 19's 2× target
-# is missed without a measured floor (B=64 T=256, and `bench` beside it).
-#   - B=64 with DUALSCOPE_GRID_PROBE=1: the per-layer cooperative-matrix grid
-#     kernels (the recurrences B=64 runs; the wavefronts do not fit) with parts
-#     switched off (`recurrence.grid_cm_probe`, µs per step of layer 0), and
-#     the barrier alone (`recurrence.floor_ms`);
-#   - B=64 and `bench` with DUALSCOPE_COOPMAT_PROBE=no_global: the products
-#     without their global loads (their sum in `kernels_ms`), and without the
-#     probe for the same sum with them.
+# is missed without a measured floor (B=64 T=256 and `bench`).
+#   - DUALSCOPE_GRID_PROBE=1: the recurrences with parts switched off, µs per
+#     step or interval: at B=64 the per-layer cooperative-matrix grid kernels
+#     (the wavefronts do not fit; `recurrence.grid_cm_probe`, layer 0), at
+#     `bench` the two wavefronts (`fwd_wave_probe`, `bwd_wave_probe`); and the
+#     barrier alone (`recurrence.floor_ms`). The step itself is timed first.
+#   - DUALSCOPE_COOPMAT_PROBE=no_global: the products without their global
+#     loads (their sum over `kernels_ms`, which lists the 25 largest kernels:
+#     the products left out make the sum, and so the floor, a little low).
 # Prints one summary (also OUT/summary.txt). About a minute on the H200.
 # Usage: bench/floor64_h200.sh BIN OUT
 set -uo pipefail
@@ -24,9 +25,8 @@ one() { # name, env assignment or -, shape args...
   echo "$name: exit $?"
 }
 one b64_probe DUALSCOPE_GRID_PROBE=1 $B64
-one b64_plain - $B64
 one b64_noglobal DUALSCOPE_COOPMAT_PROBE=no_global $B64
-one bench_plain - $BENCH
+one bench_probe DUALSCOPE_GRID_PROBE=1 $BENCH
 one bench_noglobal DUALSCOPE_COOPMAT_PROBE=no_global $BENCH
 python3 - "$OUT" <<'PY' | tee "$OUT/summary.txt"
 import json, sys, os
@@ -42,7 +42,7 @@ def products(g):
 def rec(g):
     return sum(k["ms"] for k in g.get("kernels_ms", []) if "recurrence" in k["kernel"])
 for shape in ["b64", "bench"]:
-    plain, ng = eng(shape + "_plain"), eng(shape + "_noglobal")
+    plain, ng = eng(shape + "_probe"), eng(shape + "_noglobal")
     if plain and ng:
         print(f"{shape}: step replayed {plain['replay_median_ms']:.3f} ms; recurrences {rec(plain):.3f}; "
               f"products {products(plain):.3f} ms, without global loads {products(ng):.3f} ms")
@@ -63,4 +63,23 @@ if g:
         if ng:
             print(f"b64 floor: recurrences without products {nop:.3f} + products without global loads "
                   f"{products(ng):.3f} = {nop + products(ng):.3f} ms")
+        if "fwd_no_operand_loads_us" in p and "bwd_no_operand_loads_us" in p:
+            nol = layers * T * (p["fwd_no_operand_loads_us"] + p["bwd_no_operand_loads_us"]) / 1e3
+            print(f"b64 recurrences without their operand loads (products on zeros): {nol:.3f} ms")
+g = eng("bench_probe")
+if g:
+    r = g.get("recurrence", {})
+    T = 256
+    print(f"bench: barrier {r.get('barrier_us')} us x {r.get('barriers_per_step')} = floor {r.get('floor_ms')} ms")
+    fw, bw = r.get("fwd_wave_probe") or {}, r.get("bwd_wave_probe") or {}
+    for name, d in [("fwd", fw), ("bwd", bw)]:
+        for k in sorted(d):
+            print(f"  {name}_{k:28s} {d[k]:7.3f} us/interval")
+    ng = eng("bench_noglobal")
+    # T + 1 forward intervals, T + 2 backward (FWD_WAVE_LAG, BWD_WAVE_LAG).
+    for part in ["no_products_us", "no_operand_loads_us", "whole_us"]:
+        if part in fw and part in bw:
+            wave = ((T + 1) * fw[part] + (T + 2) * bw[part]) / 1e3
+            extra = f" + products without global loads {products(ng):.3f} = {wave + products(ng):.3f} ms" if ng else ""
+            print(f"bench wavefronts, {part[:-3]}: {wave:.3f} ms{extra}")
 PY
