@@ -7,8 +7,7 @@
 #     `bench` the two wavefronts (`fwd_wave_probe`, `bwd_wave_probe`); and the
 #     barrier alone (`recurrence.floor_ms`). The step itself is timed first.
 #   - DUALSCOPE_COOPMAT_PROBE=no_global: the products without their global
-#     loads (their sum over `kernels_ms`, which lists the 25 largest kernels:
-#     the products left out make the sum, and so the floor, a little low).
+#     loads (their sum over `kernels_ms`, every kernel since session 25).
 # Prints one summary (also OUT/summary.txt). About a minute on the H200.
 # Usage: bench/floor64_h200.sh BIN OUT
 set -uo pipefail
