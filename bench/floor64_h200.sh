@@ -1,6 +1,7 @@
 #!/bin/bash
 # On the device host: the floors of the mixed step where issue 19's 2× target
-# is missed without a measured floor (B=64 T=256 and `bench`).
+# is missed without a measured floor (B=64 T=256 and `bench`), and again
+# `small`'s (probe 51's, measured before version 58).
 #   - DUALSCOPE_GRID_PROBE=1: the recurrences with parts switched off, µs per
 #     step or interval: at B=64 the per-layer cooperative-matrix grid kernels
 #     (the wavefronts do not fit; `recurrence.grid_cm_probe`, layer 0), at
@@ -27,6 +28,8 @@ one b64_probe DUALSCOPE_GRID_PROBE=1 $B64
 one b64_noglobal DUALSCOPE_COOPMAT_PROBE=no_global $B64
 one bench_probe DUALSCOPE_GRID_PROBE=1 $BENCH
 one bench_noglobal DUALSCOPE_COOPMAT_PROBE=no_global $BENCH
+one small_probe DUALSCOPE_GRID_PROBE=1 --config small
+one small_noglobal DUALSCOPE_COOPMAT_PROBE=no_global --config small
 python3 - "$OUT" <<'PY' | tee "$OUT/summary.txt"
 import json, sys, os
 out = sys.argv[1]
@@ -65,20 +68,22 @@ if g:
         if "fwd_no_operand_loads_us" in p and "bwd_no_operand_loads_us" in p:
             nol = layers * T * (p["fwd_no_operand_loads_us"] + p["bwd_no_operand_loads_us"]) / 1e3
             print(f"b64 recurrences without their operand loads (products on zeros): {nol:.3f} ms")
-g = eng("bench_probe")
-if g:
+for shape, T in [("bench", 256), ("small", 128)]:
+    g = eng(shape + "_probe")
+    if not g:
+        continue
     r = g.get("recurrence", {})
-    T = 256
-    print(f"bench: barrier {r.get('barrier_us')} us x {r.get('barriers_per_step')} = floor {r.get('floor_ms')} ms")
+    print(f"{shape}: step replayed {g['replay_median_ms']:.3f} ms")
+    print(f"{shape}: barrier {r.get('barrier_us')} us x {r.get('barriers_per_step')} = floor {r.get('floor_ms')} ms")
     fw, bw = r.get("fwd_wave_probe") or {}, r.get("bwd_wave_probe") or {}
     for name, d in [("fwd", fw), ("bwd", bw)]:
         for k in sorted(d):
             print(f"  {name}_{k:28s} {d[k]:7.3f} us/interval")
-    ng = eng("bench_noglobal")
+    ng = eng(shape + "_noglobal")
     # T + 1 forward intervals, T + 2 backward (FWD_WAVE_LAG, BWD_WAVE_LAG).
     for part in ["no_products_us", "no_operand_loads_us", "whole_us"]:
         if part in fw and part in bw:
             wave = ((T + 1) * fw[part] + (T + 2) * bw[part]) / 1e3
             extra = f" + products without global loads {products(ng):.3f} = {wave + products(ng):.3f} ms" if ng else ""
-            print(f"bench wavefronts, {part[:-3]}: {wave:.3f} ms{extra}")
+            print(f"{shape} wavefronts, {part[:-3]}: {wave:.3f} ms{extra}")
 PY
