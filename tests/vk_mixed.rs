@@ -331,3 +331,49 @@ fn mixed_training_tracks_the_f32_cpu_loss() {
     }
     assert_clean(&ctx, test);
 }
+
+/// The per-layer cooperative-matrix grid kernels' timing probe
+/// (`Engine::probe_grid_cm`, `DUALSCOPE_GRID_PROBE` in `bench`) times layer
+/// 0's kernel in both directions, whole and with its parts switched off, and
+/// leaves the parameters as they were (the step after it gives the same
+/// gradients). Three layers (no wavefront), H = 128 (operands read without
+/// `coherent`, the probe's variant), two row blocks. Where the step does not
+/// run those kernels (no cooperative matrices, the per-row recurrence) it has
+/// nothing to time.
+#[test]
+fn the_grid_cm_probe_times_both_directions_and_spoils_no_parameter() {
+    use dualscope::vk::engine::Recurrence;
+    let (test, ctx) = common::vulkan!();
+    let cfg =
+        Config { vocab: 256, d_embed: 24, hidden: 128, layers: 3, attn_dim: 16, heads: 2, window: 6, batch: 21, seq_len: 13 };
+    let params = Params::init(&cfg, 5);
+    let batch = random_batch(11, &(0..21).map(|i| 14 - (i % 5)).collect::<Vec<_>>());
+    let opts = StepOptions::default();
+    let mut e = Engine::with_precision(&ctx, &cfg, &params, &opts, Precision::F16, GemmChoice::Auto).unwrap();
+    e.set_wg(WgChoice::Off);
+    let before = e.grads(&batch).unwrap();
+    let runs = e.recurrence() == Recurrence::Grid && e.recurrence_on_coopmat() && e.grid_noncoherent(true);
+    assert!(!e.forward_wave() && !e.backward_wave(), "three layers take no wavefront");
+    for backward in [false, true] {
+        for flag in [0, 1, 2, 4, 8, 16, 6, 24] {
+            let ms = e.probe_grid_cm(backward, flag).unwrap();
+            match (runs, ctx.report().timestamps) {
+                (true, true) => {
+                    let ms = ms.expect("a time where the kernels run and the device has timestamps");
+                    assert!(ms > 0.0 && ms.is_finite(), "backward {backward} flag {flag}: {ms}");
+                }
+                (false, _) => assert_eq!(ms, None, "backward {backward} flag {flag}: nothing to time here"),
+                (true, false) => {}
+            }
+        }
+    }
+    let after = e.grads(&batch).unwrap();
+    assert_eq!(before.loss.to_bits(), after.loss.to_bits());
+    for (x, y) in before.grads.tensors().iter().zip(after.grads.tensors()) {
+        assert!(x.data.iter().zip(&y.data).all(|(a, b)| a.to_bits() == b.to_bits()), "a gradient changed");
+    }
+    if !runs {
+        eprintln!("{test}: the step does not run gru_*_grid_cm_nc here; only the None was checked");
+    }
+    assert_clean(&ctx, test);
+}
