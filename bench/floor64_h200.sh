@@ -16,10 +16,8 @@ BIN=$1; OUT=$2
 mkdir -p "$OUT"
 B64="--config bench/configs/bench_b64.json"
 BENCH="--config bench"
-one() { # name, env assignment or -, shape args...
+one() { # name, env assignment, shape args...
   local name=$1 envset=$2; shift 2
-  if [ "$envset" = - ]; then envset=DUALSCOPE_NONE=1; fi
-  # shellcheck disable=SC2086
   env "$envset" "$BIN" bench --engine gpu "$@" --precision mixed --steps 20 --warmup 3 --json \
     > "$OUT/$name.json" 2> "$OUT/$name.err"
   echo "$name: exit $?"
@@ -43,7 +41,7 @@ def products(g):
     return sum(k["ms"] for k in g.get("kernels_ms", []) if k["kernel"].startswith("gemm"))
 def rec(g):
     return sum(k["ms"] for k in g.get("kernels_ms", []) if "recurrence" in k["kernel"])
-for shape in ["b64", "bench"]:
+for shape in ["b64", "bench", "small"]:
     plain, ng = eng(shape + "_probe"), eng(shape + "_noglobal")
     if plain and ng:
         print(f"{shape}: step replayed {plain['replay_median_ms']:.3f} ms; recurrences {rec(plain):.3f}; "
@@ -73,7 +71,6 @@ for shape, T in [("bench", 256), ("small", 128)]:
     if not g:
         continue
     r = g.get("recurrence", {})
-    print(f"{shape}: step replayed {g['replay_median_ms']:.3f} ms")
     print(f"{shape}: barrier {r.get('barrier_us')} us x {r.get('barriers_per_step')} = floor {r.get('floor_ms')} ms")
     fw, bw = r.get("fwd_wave_probe") or {}, r.get("bwd_wave_probe") or {}
     for name, d in [("fwd", fw), ("bwd", bw)]:

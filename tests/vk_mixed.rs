@@ -344,8 +344,17 @@ fn mixed_training_tracks_the_f32_cpu_loss() {
 fn the_grid_cm_probe_times_both_directions_and_spoils_no_parameter() {
     use dualscope::vk::engine::Recurrence;
     let (test, ctx) = common::vulkan!();
-    let cfg =
-        Config { vocab: 256, d_embed: 24, hidden: 128, layers: 3, attn_dim: 16, heads: 2, window: 6, batch: 21, seq_len: 13 };
+    let cfg = Config {
+        vocab: 256,
+        d_embed: 24,
+        hidden: 128,
+        layers: 3,
+        attn_dim: 16,
+        heads: 2,
+        window: 6,
+        batch: 21,
+        seq_len: 13,
+    };
     let params = Params::init(&cfg, 5);
     let batch = random_batch(11, &(0..21).map(|i| 14 - (i % 5)).collect::<Vec<_>>());
     let opts = StepOptions::default();

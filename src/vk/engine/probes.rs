@@ -1,7 +1,7 @@
 //! Timing probes: the grid kernels with parts switched off (the barrier
 //! alone, no product, no gates), the two wavefronts, the per-layer
-//! cooperative-matrix grid kernels and the one-workgroup recurrences likewise. What they write is meaningless; what
-//! they report is device time.
+//! cooperative-matrix grid kernels and the one-workgroup recurrences
+//! likewise. What they write is meaningless; what they report is device time.
 
 use super::kernels::*;
 use super::policy::Recurrence;
@@ -123,17 +123,11 @@ impl Engine {
             return Ok(None);
         }
         let lb = &ws.layers[0];
-        let (p, bufs) = match backward {
-            false => {
-                let off0 = self.off("gru.weight_hh_l0") as u32;
-                let off1 = self.off("gru.bias_hh_l0") as u32;
-                (ModelPush { off0, off1, ..self.push(ws) }, self.grid_fwd_bufs(ws, lb, 0))
-            }
-            true => {
-                let off0 = self.off("gru.weight_hh_l0") as u32;
-                (ModelPush { off0, ..self.push(ws) }, self.grid_bwd_bufs(ws, lb, 0))
-            }
-        };
+        // W_hh and (read by the forward kernel only) b_hh, as the step passes them.
+        let off0 = self.off("gru.weight_hh_l0") as u32;
+        let off1 = self.off("gru.bias_hh_l0") as u32;
+        let p = ModelPush { off0, off1, ..self.push(ws) };
+        let bufs = if backward { self.grid_bwd_bufs(ws, lb, 0) } else { self.grid_fwd_bufs(ws, lb, 0) };
         let steps: Vec<usize> = if backward { (0..ws.t).rev().collect() } else { (0..ws.t).collect() };
         self.time_grid(probe, (p, bufs, groups), flag, steps)
     }
