@@ -53,6 +53,12 @@
 // Timing probes (Engine::probe_bwd_wave; what they write is meaningless):
 // flag bit 2: the products' operands not loaded (zeros); 4: no products;
 // 8: nothing stored after the products; 16: the step's own inputs not loaded.
+// Only in the variant built with WAVE_PROBE (gru_bwd_wave_cm_nc_probe), the
+// products' own parts (session 26): bit 128, no staging (the operands'
+// stores to `stg` and the subgroup barriers); 256, no fragment loads from
+// `stg` (zero fragments); 512, no multiply-adds; 1024, no fragment stores to
+// `part`; 4096, the operand fragments loaded straight from the f16 copies
+// (no staging; valid only for full row blocks).
 #extension GL_GOOGLE_include_directive : enable
 #ifndef SCALAR_PRODUCT
 #extension GL_KHR_cooperative_matrix : require
@@ -125,6 +131,29 @@ shared float part[2u * SUBGROUPS * 16u * 16u];
 #endif
 // The scalar variant's tiles a lane takes at most (KQ over 4 lanes).
 #define SC_Q 5
+
+#ifdef WAVE_PROBE
+// A statement the probe's switches may skip (in the step's kernels, always run).
+#define IF_PROBE(c) if (c)
+#define AND_PROBE(c) && (c)
+#else
+#define IF_PROBE(c)
+#define AND_PROBE(c)
+#endif
+// Fragment ga of the operand tile staged at stg slot i, whose first element
+// in the f16 copy `src` is e (the probe's straight loads read it there).
+#ifdef WAVE_PROBE
+#define LOAD_A(ga, src, e, i)                                                                          \
+    ga = FRAG_A(float16_t(0.0));                                                                       \
+    if (direct) {                                                                                      \
+        if ((src) == 0u) coopMatLoad(ga, d_gh0v, (e) >> 3, H3 / 8u, gl_CooperativeMatrixLayoutRowMajor); \
+        else if ((src) == 1u) coopMatLoad(ga, d_gh1v, (e) >> 3, H3 / 8u, gl_CooperativeMatrixLayoutRowMajor); \
+        else coopMatLoad(ga, d_gi1v, (e) >> 3, H3 / 8u, gl_CooperativeMatrixLayoutRowMajor);          \
+    } else if (frag_loads)                                                                             \
+        coopMatLoad(ga, stg, sbase + (i) * 32u, 2u, gl_CooperativeMatrixLayoutRowMajor)
+#else
+#define LOAD_A(ga, src, e, i) coopMatLoad(ga, stg, sbase + (i) * 32u, 2u, gl_CooperativeMatrixLayoutRowMajor)
+#endif
 
 // 8 values of the f16 copy `src` (0: d_gh0, 1: d_gh1, 2: d_gi1) at index i.
 uvec4 load8(uint src, uint i) {
@@ -308,41 +337,52 @@ void main() {
             // Rows past B (a partial row block) are not read: their products
             // are not used.
             bool loads = (pc.flag & 2u) == 0u && rb * 16u + lane / 2u < pc.B;
+#ifdef WAVE_PROBE
+            bool stage = (pc.flag & 128u) == 0u, frag_loads = (pc.flag & 256u) == 0u;
+            bool mma = (pc.flag & 512u) == 0u, frag_stores = (pc.flag & 1024u) == 0u;
+            bool direct = (pc.flag & 4096u) != 0u;
+            // The first elements of the operands' row blocks (straight loads).
+            uint e_r = ((t + 1u) * pc.B + rb * 16u) * H3, e_a = (ta * pc.B + rb * 16u) * H3;
+#endif
             // Every load of the step is issued before the first is used.
             uvec4 ld[KQ];
             [[unroll]] for (uint q = 0u; q < KQ; ++q) {
                 ld[q] = uvec4(0u);
                 if (q < KR_MAX) {
                     uint kt = sg + SUBGROUPS * q;
-                    if (r_on && loads && kt < ktiles) ld[q] = load8(src_r, a_r + kt * 16u);
+                    if (r_on && loads && kt < ktiles AND_PROBE(!direct)) ld[q] = load8(src_r, a_r + kt * 16u);
                 } else {
                     uint kt = ka0 + sg + SUBGROUPS * (q - KR_MAX);
-                    if (a_on && loads && kt < ka1) ld[q] = load8(2u, a_a + kt * 16u);
+                    if (a_on && loads && kt < ka1 AND_PROBE(!direct)) ld[q] = load8(2u, a_a + kt * 16u);
                 }
             }
             [[unroll]] for (uint r = 0u; r < ROUNDS; ++r) {
-                if (r > 0u) subgroupBarrier();
-                [[unroll]] for (uint i = 0u; i < KT_STAGE; ++i) stg[sbase + i * 32u + lane] = ld[r * KT_STAGE + i];
-                subgroupMemoryBarrierShared();
-                subgroupBarrier();
+                IF_PROBE(stage && !direct) {
+                    if (r > 0u) subgroupBarrier();
+                    [[unroll]] for (uint i = 0u; i < KT_STAGE; ++i) stg[sbase + i * 32u + lane] = ld[r * KT_STAGE + i];
+                    subgroupMemoryBarrierShared();
+                    subgroupBarrier();
+                }
                 [[unroll]] for (uint i = 0u; i < KT_STAGE; ++i) {
                     uint q = r * KT_STAGE + i;
                     FRAG_A ga;
                     if (q < KR_MAX) {
                         if (r_on && sg + SUBGROUPS * q < ktiles) {
-                            coopMatLoad(ga, stg, sbase + i * 32u, 2u, gl_CooperativeMatrixLayoutRowMajor);
-                            acc_r[q % 3u] = coopMatMulAdd(ga, wb[q], acc_r[q % 3u]);
+                            LOAD_A(ga, src_r, e_r + (sg + SUBGROUPS * q) * 16u, i);
+                            IF_PROBE(mma) acc_r[q % 3u] = coopMatMulAdd(ga, wb[q], acc_r[q % 3u]);
                         }
                     } else if (a_on && ka0 + sg + SUBGROUPS * (q - KR_MAX) < ka1) {
-                        coopMatLoad(ga, stg, sbase + i * 32u, 2u, gl_CooperativeMatrixLayoutRowMajor);
-                        acc_a[q % 2u] = coopMatMulAdd(ga, wb[q], acc_a[q % 2u]);
+                        LOAD_A(ga, 2u, e_a + (ka0 + sg + SUBGROUPS * (q - KR_MAX)) * 16u, i);
+                        IF_PROBE(mma) acc_a[q % 2u] = coopMatMulAdd(ga, wb[q], acc_a[q % 2u]);
                     }
                 }
             }
             acc_r[0] = acc_r[0] + acc_r[1] + acc_r[2];
             acc_a[0] = acc_a[0] + acc_a[1];
-            coopMatStore(acc_r[0], part, sg * 256u, 16u, gl_CooperativeMatrixLayoutRowMajor);
-            coopMatStore(acc_a[0], part, (SUBGROUPS + sg) * 256u, 16u, gl_CooperativeMatrixLayoutRowMajor);
+            IF_PROBE(frag_stores) {
+                coopMatStore(acc_r[0], part, sg * 256u, 16u, gl_CooperativeMatrixLayoutRowMajor);
+                coopMatStore(acc_a[0], part, (SUBGROUPS + sg) * 256u, 16u, gl_CooperativeMatrixLayoutRowMajor);
+            }
 #endif
         } else {
             // Probe without products: zero partial sums.

@@ -40,7 +40,12 @@
 // own inputs (gi0) not loaded. Only in the variant built with WAVE_PROBE
 // (gru_fwd_wave_cm_nc_probe): the switches alone cost the FMA variant
 // 0.07 ms of a B=1 T=512 step and the cooperative-matrix one 9 µs of a
-// `small` step (session 18).
+// `small` step (session 18). The product's own parts (session 26): bit 128,
+// no staging (the operands' stores to `stg` and the subgroup barriers);
+// 256, no fragment loads from `stg` (zero fragments); 512, no
+// multiply-adds; 1024, no fragment stores to `part`; 4096, the operand
+// fragments loaded straight from h0s / h1s (no staging; valid only for
+// full row blocks).
 //
 // OPERANDS_NONCOHERENT (the variant gru_fwd_wave_cm_nc): the products' loads
 // of h0s, h1s without `coherent`, so that they may be served through the
@@ -73,8 +78,13 @@
 
 #ifdef WAVE_PROBE
 #define PROBE pc.flag
+// A statement the probe's switches may skip (in the step's kernels, always run).
+#define IF_PROBE(c) if (c)
+#define AND_PROBE(c) && (c)
 #else
 #define PROBE 0u
+#define IF_PROBE(c)
+#define AND_PROBE(c)
 #endif
 #define SUBGROUPS 8u
 // K-tiles per subgroup at most: layer 1 splits each product over 4
@@ -276,27 +286,42 @@ void main() {
             // Rows past B (a partial row block) are not read: they would be
             // rows of other steps, and their products are not used.
             bool row_in = rb * 16u + lane / 2u < pc.B;
+#ifdef WAVE_PROBE
+            bool stage = (PROBE & 128u) == 0u, frag_loads = (PROBE & 256u) == 0u;
+            bool mma = (PROBE & 512u) == 0u, frag_stores = (PROBE & 1024u) == 0u;
+            bool direct = (PROBE & 4096u) != 0u;
+#endif
             uvec4 ld[KT_MAX];
             [[unroll]] for (uint i = 0u; i < KT_MAX; ++i) {
                 uint kt = ss + nsub * i;
                 ld[i] = uvec4(0u);
-                if (kt < ktiles && row_in && load_ops) ld[i] = from_h1 ? h1v[(a0 + kt * 16u) >> 3] : h0v[(a0 + kt * 16u) >> 3];
+                if (kt < ktiles && row_in && load_ops AND_PROBE(!direct)) ld[i] = from_h1 ? h1v[(a0 + kt * 16u) >> 3] : h0v[(a0 + kt * 16u) >> 3];
             }
             [[unroll]] for (uint r = 0u; r < KT_MAX / KT_STAGE; ++r) {
-                if (r > 0u) subgroupBarrier();
-                [[unroll]] for (uint i = 0u; i < KT_STAGE; ++i) stg[sbase + i * 32u + lane] = ld[r * KT_STAGE + i];
-                subgroupMemoryBarrierShared();
-                subgroupBarrier();
+                IF_PROBE(stage && !direct) {
+                    if (r > 0u) subgroupBarrier();
+                    [[unroll]] for (uint i = 0u; i < KT_STAGE; ++i) stg[sbase + i * 32u + lane] = ld[r * KT_STAGE + i];
+                    subgroupMemoryBarrierShared();
+                    subgroupBarrier();
+                }
                 [[unroll]] for (uint i = 0u; i < KT_STAGE; ++i) {
                     uint ti = r * KT_STAGE + i;
                     if (ss + nsub * ti < ktiles) {
                         FRAG_A xa;
-                        coopMatLoad(xa, stg, sbase + i * 32u, 2u, gl_CooperativeMatrixLayoutRowMajor);
-                        [[unroll]] for (uint q = 0u; q < 3u; ++q) acc[q] = coopMatMulAdd(xa, wb[ti][q], acc[q]);
+#ifdef WAVE_PROBE
+                        xa = FRAG_A(float16_t(0.0));
+                        if (direct) {
+                            uint e = ((srow * pc.B + rb * 16u) * H + (ss + nsub * ti) * 16u) >> 3;
+                            if (from_h1) coopMatLoad(xa, h1v, e, H / 8u, gl_CooperativeMatrixLayoutRowMajor);
+                            else coopMatLoad(xa, h0v, e, H / 8u, gl_CooperativeMatrixLayoutRowMajor);
+                        } else
+#endif
+                        IF_PROBE(frag_loads) coopMatLoad(xa, stg, sbase + i * 32u, 2u, gl_CooperativeMatrixLayoutRowMajor);
+                        IF_PROBE(mma) [[unroll]] for (uint q = 0u; q < 3u; ++q) acc[q] = coopMatMulAdd(xa, wb[ti][q], acc[q]);
                     }
                 }
             }
-            [[unroll]] for (uint q = 0u; q < 3u; ++q)
+            IF_PROBE(frag_stores) [[unroll]] for (uint q = 0u; q < 3u; ++q)
                 coopMatStore(acc[q], part, sg * 16u * NC + q * 16u, NC, gl_CooperativeMatrixLayoutRowMajor);
         }
 #endif

@@ -433,9 +433,14 @@ fn recurrence_floor(
         ];
         v.fwd_step_probe = Some(probe_parts(&parts, t, |f| e.probe_grid(t, f)));
         let bwd_parts = [("noncoherent_operands", 32), ("fma_products", 64)];
-        let parts: Vec<_> = WAVE_PARTS.iter().chain(&bwd_parts).copied().collect();
+        // The products' parts on the probe variant of the kernel the step
+        // runs (the backward's by bit 2048), its whole and no-product baselines too.
+        let on_probe = |(name, flag): (&'static str, u32)| (name, flag | 2048);
+        let bwd_product_parts = PRODUCT_PARTS.iter().copied().map(on_probe);
+        let parts: Vec<_> = WAVE_PARTS.iter().chain(&bwd_parts).copied().chain(bwd_product_parts).collect();
         v.bwd_wave_probe = Some(probe_parts(&parts, t + BWD_WAVE_LAG, |f| e.probe_bwd_wave(f)));
-        v.fwd_wave_probe = Some(probe_parts(&WAVE_PARTS, t + FWD_WAVE_LAG, |f| e.probe_fwd_wave(f)));
+        let parts: Vec<_> = WAVE_PARTS.iter().chain(&PRODUCT_PARTS[3..]).copied().collect();
+        v.fwd_wave_probe = Some(probe_parts(&parts, t + FWD_WAVE_LAG, |f| e.probe_fwd_wave(f)));
         let mut cm = BTreeMap::new();
         for (dir, backward) in [("fwd", false), ("bwd", true)] {
             let parts = probe_parts(&WAVE_PARTS, t, |f| e.probe_grid_cm(backward, f));
@@ -458,6 +463,23 @@ const WAVE_PARTS: [(&str, u32); 9] = [
     ("barrier_and_gates_only", 4 | 16),
     ("products_only", 8 | 16),
     ("barrier_only", 1),
+];
+
+/// The parts of the wavefronts' products (bits 128-4096 of their probe
+/// variants: no staging, no fragment loads, no multiply-adds, no fragment
+/// stores; operands straight from memory), most on zero operands (bit 2).
+/// The first three are the baselines, for the backward on its probe variant.
+const PRODUCT_PARTS: [(&str, u32); 10] = [
+    ("probe_whole", 0),
+    ("probe_no_operand_loads", 2),
+    ("probe_no_products", 4),
+    ("zeros_no_staging", 2 | 128),
+    ("zeros_no_staging_no_frag_loads", 2 | 128 | 256),
+    ("zeros_no_mma", 2 | 512),
+    ("zeros_no_frag_stores", 2 | 1024),
+    ("zeros_frag_stores_only", 2 | 128 | 256 | 512),
+    ("zeros_mma_only", 2 | 128 | 256 | 1024),
+    ("direct_operand_loads", 4096),
 ];
 
 /// A probe, part by part: µs per step or interval over `intervals`,

@@ -359,6 +359,13 @@ pub static GRU_BWD_WAVE_CM_NC: KernelSpec = KernelSpec {
     spirv: crate::vk::shaders::optional(shaders::GRU_BWD_WAVE_CM_NC),
     ..GRU_BWD_WAVE_CM
 };
+/// `GRU_BWD_WAVE_CM_NC` with the switches of the products' parts (`pc.flag`
+/// bits 128-4096, `Engine::probe_bwd_wave`), which the step's kernels do not carry.
+pub static GRU_BWD_WAVE_CM_NC_PROBE: KernelSpec = KernelSpec {
+    name: "gru_bwd_wave_cm_nc_probe",
+    spirv: crate::vk::shaders::optional(shaders::GRU_BWD_WAVE_CM_NC_PROBE),
+    ..GRU_BWD_WAVE_CM
+};
 /// Most rows for which the wavefronts take their products as FMAs by
 /// default (`Engine::wave_scalar`).
 pub const WAVE_SCALAR_ROWS: usize = 1;

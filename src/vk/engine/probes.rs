@@ -59,28 +59,38 @@ impl Engine {
     /// bits 2, 4, 8, 16: no operand loads, no products, no stores, no step
     /// inputs; 32: on the kernel variant whose operand loads are not
     /// `coherent`; 64: on the one whose products are FMAs, where it is
-    /// built). A timing probe: what it writes is meaningless. `None` where
-    /// the step has no backward wavefront or no timestamps. The time is
-    /// the sum of the dispatches the intervals are cut into.
+    /// built; 2048, or any of the products' parts 128-4096, on
+    /// `gru_bwd_wave_cm_nc_probe`, where the step runs `gru_bwd_wave_cm_nc`).
+    /// A timing probe: what it writes is meaningless. `None` where the step
+    /// has no backward wavefront or no timestamps, or the kernel asked for
+    /// does not run here. The time is the sum of the dispatches the
+    /// intervals are cut into.
     pub fn probe_bwd_wave(&self, flag: u32) -> VkResult<Option<f64>> {
         if !self.backward_wave() || self.recurrence != Recurrence::Grid {
             return Ok(None);
         }
         let spec = match flag & 96 {
+            _ if flag & (128 | 256 | 512 | 1024 | 2048 | 4096) != 0 => {
+                if !std::ptr::eq(self.wave_spec(false), &GRU_BWD_WAVE_CM_NC) || GRU_BWD_WAVE_CM_NC_PROBE.spirv.is_empty() {
+                    return Ok(None);
+                }
+                &GRU_BWD_WAVE_CM_NC_PROBE
+            }
             0 => &GRU_BWD_WAVE_CM,
             32 => &GRU_BWD_WAVE_CM_NC,
             _ if GRU_BWD_WAVE_SC_NC.spirv.is_empty() => return Ok(None),
             _ => &GRU_BWD_WAVE_SC_NC,
         };
         let ws = self.ws()?;
-        self.time_wave(spec, self.wave_bwd_args(ws)?, flag & !96, BWD_WAVE_LAG)
+        self.time_wave(spec, self.wave_bwd_args(ws)?, flag & !(96 | 2048), BWD_WAVE_LAG)
     }
 
     /// Device milliseconds of the forward wavefront over the workspace's
     /// T + FWD_WAVE_LAG intervals with parts switched off by `flag`: 1, only
     /// the barriers, on the kernel the step runs; else on
     /// `gru_fwd_wave_cm_nc_probe`, bits 2, 4, 8, 16: no operand loads, no
-    /// products, no stores, no step inputs (0: the whole interval). A timing
+    /// products, no stores, no step inputs (0: the whole interval), and the
+    /// products' parts, 128-4096 (the shader's header). A timing
     /// probe: what it writes is meaningless. `None` where the step has no
     /// forward wavefront or no timestamps, and for the parts where it does
     /// not run `gru_fwd_wave_cm_nc` (the probe's kernel is that one).
