@@ -58,7 +58,9 @@
 // stores to `stg` and the subgroup barriers); 256, no fragment loads from
 // `stg` (zero fragments); 512, no multiply-adds; 1024, no fragment stores to
 // `part`; 4096, the operand fragments loaded straight from the f16 copies
-// (no staging; valid only for full row blocks).
+// (no staging; valid only for full row blocks). DIRECT_OPERANDS (the variant
+// gru_bwd_wave_cm_nc_direct, with OPERANDS_NONCOHERENT, for B % 16 == 0
+// only): the step with bit 4096's straight loads and no other such switch.
 #extension GL_GOOGLE_include_directive : enable
 #ifndef SCALAR_PRODUCT
 #extension GL_KHR_cooperative_matrix : require
@@ -132,8 +134,14 @@ shared float part[2u * SUBGROUPS * 16u * 16u];
 // The scalar variant's tiles a lane takes at most (KQ over 4 lanes).
 #define SC_Q 5
 
-#ifdef WAVE_PROBE
-// A statement the probe's switches may skip (in the step's kernels, always run).
+#if defined(WAVE_PROBE)
+#define PFLAG pc.flag
+#elif defined(DIRECT_OPERANDS)
+#define PFLAG 4096u
+#endif
+#if defined(WAVE_PROBE) || defined(DIRECT_OPERANDS)
+#define PRODUCT_SWITCHES
+// A statement the product's switches may skip (in the step's kernels, always run).
 #define IF_PROBE(c) if (c)
 #define AND_PROBE(c) && (c)
 #else
@@ -142,7 +150,7 @@ shared float part[2u * SUBGROUPS * 16u * 16u];
 #endif
 // Fragment ga of the operand tile staged at stg slot i, whose first element
 // in the f16 copy `src` is e (the probe's straight loads read it there).
-#ifdef WAVE_PROBE
+#ifdef PRODUCT_SWITCHES
 #define LOAD_A(ga, src, e, i)                                                                          \
     ga = FRAG_A(float16_t(0.0));                                                                       \
     if (direct) {                                                                                      \
@@ -337,10 +345,10 @@ void main() {
             // Rows past B (a partial row block) are not read: their products
             // are not used.
             bool loads = (pc.flag & 2u) == 0u && rb * 16u + lane / 2u < pc.B;
-#ifdef WAVE_PROBE
-            bool stage = (pc.flag & 128u) == 0u, frag_loads = (pc.flag & 256u) == 0u;
-            bool mma = (pc.flag & 512u) == 0u, frag_stores = (pc.flag & 1024u) == 0u;
-            bool direct = (pc.flag & 4096u) != 0u;
+#ifdef PRODUCT_SWITCHES
+            bool stage = (PFLAG & 128u) == 0u, frag_loads = (PFLAG & 256u) == 0u;
+            bool mma = (PFLAG & 512u) == 0u, frag_stores = (PFLAG & 1024u) == 0u;
+            bool direct = (PFLAG & 4096u) != 0u;
             // The first elements of the operands' row blocks (straight loads).
             uint e_r = ((t + 1u) * pc.B + rb * 16u) * H3, e_a = (ta * pc.B + rb * 16u) * H3;
 #endif

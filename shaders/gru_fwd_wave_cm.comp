@@ -45,7 +45,9 @@
 // 256, no fragment loads from `stg` (zero fragments); 512, no
 // multiply-adds; 1024, no fragment stores to `part`; 4096, the operand
 // fragments loaded straight from h0s / h1s (no staging; valid only for
-// full row blocks).
+// full row blocks). DIRECT_OPERANDS (the variant gru_fwd_wave_cm_nc_direct,
+// with OPERANDS_NONCOHERENT, for B % 16 == 0 only): the step with bit 4096's
+// straight loads and no other switch.
 //
 // OPERANDS_NONCOHERENT (the variant gru_fwd_wave_cm_nc): the products' loads
 // of h0s, h1s without `coherent`, so that they may be served through the
@@ -76,13 +78,19 @@
 #define OFF_WHH1 pc.NH
 #define OFF_BHH1 pc.W
 
-#ifdef WAVE_PROBE
+#if defined(WAVE_PROBE)
 #define PROBE pc.flag
-// A statement the probe's switches may skip (in the step's kernels, always run).
+#elif defined(DIRECT_OPERANDS)
+#define PROBE 4096u
+#else
+#define PROBE 0u
+#endif
+#if defined(WAVE_PROBE) || defined(DIRECT_OPERANDS)
+#define PRODUCT_SWITCHES
+// A statement the product's switches may skip (in the step's kernels, always run).
 #define IF_PROBE(c) if (c)
 #define AND_PROBE(c) && (c)
 #else
-#define PROBE 0u
 #define IF_PROBE(c)
 #define AND_PROBE(c)
 #endif
@@ -286,7 +294,7 @@ void main() {
             // Rows past B (a partial row block) are not read: they would be
             // rows of other steps, and their products are not used.
             bool row_in = rb * 16u + lane / 2u < pc.B;
-#ifdef WAVE_PROBE
+#ifdef PRODUCT_SWITCHES
             bool stage = (PROBE & 128u) == 0u, frag_loads = (PROBE & 256u) == 0u;
             bool mma = (PROBE & 512u) == 0u, frag_stores = (PROBE & 1024u) == 0u;
             bool direct = (PROBE & 4096u) != 0u;
@@ -308,7 +316,7 @@ void main() {
                     uint ti = r * KT_STAGE + i;
                     if (ss + nsub * ti < ktiles) {
                         FRAG_A xa;
-#ifdef WAVE_PROBE
+#ifdef PRODUCT_SWITCHES
                         xa = FRAG_A(float16_t(0.0));
                         if (direct) {
                             uint e = ((srow * pc.B + rb * 16u) * H + (ss + nsub * ti) * 16u) >> 3;

@@ -360,9 +360,14 @@ fn recurrence_floor(
     // How a recurrence kernel that runs reads its operands (None: it does not run).
     let kind = |runs: bool, noncoherent: bool| runs.then_some(if noncoherent { "noncoherent" } else { "coherent" });
     // The wavefronts' operand loads (see Engine::wave_noncoherent), and
-    // whether their products are FMAs (Engine::wave_scalar).
+    // whether their products are FMAs (Engine::wave_scalar) or read their
+    // operands straight into fragments (Engine::wave_direct).
     let loads = |wave: bool, forward: bool| {
-        kind(wave, e.wave_noncoherent(forward)).map(|k| if e.wave_scalar(forward) { "noncoherent, fma" } else { k })
+        kind(wave, e.wave_noncoherent(forward)).map(|k| match (e.wave_scalar(forward), e.wave_direct(forward)) {
+            (true, _) => "noncoherent, fma",
+            (_, true) => "noncoherent, direct",
+            _ => k,
+        })
     };
     let mut v = RecurrenceReport {
         mode: mode.name(),

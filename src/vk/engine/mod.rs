@@ -35,6 +35,7 @@ mod probes;
 mod record;
 mod reduce;
 mod run;
+mod wave_kernels;
 mod workspace;
 
 pub use env::EngineEnv;
