@@ -88,9 +88,6 @@ const OPTIONAL: &[Variant] = &[
     ("gru_bwd_wave_cm", "gru_bwd_wave_cm.comp", &[]),
     ("gru_bwd_wave_cm_nc", "gru_bwd_wave_cm.comp", &[("OPERANDS_NONCOHERENT", "1")]),
     ("gru_bwd_wave_cm_nc_probe", "gru_bwd_wave_cm.comp", &[("OPERANDS_NONCOHERENT", "1"), ("WAVE_PROBE", "1")]),
-    // The operands loaded straight into fragments, no staging (full row blocks only).
-    ("gru_fwd_wave_cm_nc_direct", "gru_fwd_wave_cm.comp", &[("OPERANDS_NONCOHERENT", "1"), ("DIRECT_OPERANDS", "1")]),
-    ("gru_bwd_wave_cm_nc_direct", "gru_bwd_wave_cm.comp", &[("OPERANDS_NONCOHERENT", "1"), ("DIRECT_OPERANDS", "1")]),
     // The wavefronts for a few rows: their products as f32 FMAs, not on cooperative matrices.
     ("gru_fwd_wave_sc_nc", "gru_fwd_wave_cm.comp", &[("OPERANDS_NONCOHERENT", "1"), ("SCALAR_PRODUCT", "1")]),
     ("gru_bwd_wave_sc_nc", "gru_bwd_wave_cm.comp", &[("OPERANDS_NONCOHERENT", "1"), ("SCALAR_PRODUCT", "1")]),

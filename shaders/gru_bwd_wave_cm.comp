@@ -58,9 +58,8 @@
 // stores to `stg` and the subgroup barriers); 256, no fragment loads from
 // `stg` (zero fragments); 512, no multiply-adds; 1024, no fragment stores to
 // `part`; 4096, the operand fragments loaded straight from the f16 copies
-// (no staging; valid only for full row blocks). DIRECT_OPERANDS (the variant
-// gru_bwd_wave_cm_nc_direct, with OPERANDS_NONCOHERENT, for B % 16 == 0
-// only): the step with bit 4096's straight loads and no other such switch.
+// (no staging; valid only for full row blocks); 8192 with 4, the operands'
+// loads alone (each waited for, nothing multiplied).
 #extension GL_GOOGLE_include_directive : enable
 #ifndef SCALAR_PRODUCT
 #extension GL_KHR_cooperative_matrix : require
@@ -134,13 +133,8 @@ shared float part[2u * SUBGROUPS * 16u * 16u];
 // The scalar variant's tiles a lane takes at most (KQ over 4 lanes).
 #define SC_Q 5
 
-#if defined(WAVE_PROBE)
+#ifdef WAVE_PROBE
 #define PFLAG pc.flag
-#elif defined(DIRECT_OPERANDS)
-#define PFLAG 4096u
-#endif
-#if defined(WAVE_PROBE) || defined(DIRECT_OPERANDS)
-#define PRODUCT_SWITCHES
 // A statement the product's switches may skip (in the step's kernels, always run).
 #define IF_PROBE(c) if (c)
 #define AND_PROBE(c) && (c)
@@ -150,7 +144,7 @@ shared float part[2u * SUBGROUPS * 16u * 16u];
 #endif
 // Fragment ga of the operand tile staged at stg slot i, whose first element
 // in the f16 copy `src` is e (the probe's straight loads read it there).
-#ifdef PRODUCT_SWITCHES
+#ifdef WAVE_PROBE
 #define LOAD_A(ga, src, e, i)                                                                          \
     ga = FRAG_A(float16_t(0.0));                                                                       \
     if (direct) {                                                                                      \
@@ -345,7 +339,7 @@ void main() {
             // Rows past B (a partial row block) are not read: their products
             // are not used.
             bool loads = (pc.flag & 2u) == 0u && rb * 16u + lane / 2u < pc.B;
-#ifdef PRODUCT_SWITCHES
+#ifdef WAVE_PROBE
             bool stage = (PFLAG & 128u) == 0u, frag_loads = (PFLAG & 256u) == 0u;
             bool mma = (PFLAG & 512u) == 0u, frag_stores = (PFLAG & 1024u) == 0u;
             bool direct = (PFLAG & 4096u) != 0u;
@@ -395,6 +389,27 @@ void main() {
         } else {
             // Probe without products: zero partial sums.
             for (uint e = lid; e < 2u * SUBGROUPS * 256u; e += 256u) part[e] = 0.0;
+#ifdef WAVE_PROBE
+            if ((pc.flag & 8192u) != 0u) {
+                // The operands' loads alone: each one waited for.
+                uint a_r = ((t + 1u) * pc.B + rb * 16u + lane / 2u) * H3 + (lane & 1u) * 8u;
+                uint a_a = (ta * pc.B + rb * 16u + lane / 2u) * H3 + (lane & 1u) * 8u;
+                bool row_in = rb * 16u + lane / 2u < pc.B;
+                uint x = 0u;
+                [[unroll]] for (uint q = 0u; q < KQ; ++q) {
+                    uvec4 v = uvec4(0u);
+                    if (q < KR_MAX) {
+                        uint kt = sg + SUBGROUPS * q;
+                        if (r_on && row_in && kt < ktiles) v = load8(src_r, a_r + kt * 16u);
+                    } else {
+                        uint kt = ka0 + sg + SUBGROUPS * (q - KR_MAX);
+                        if (a_on && row_in && kt < ka1) v = load8(2u, a_a + kt * 16u);
+                    }
+                    x ^= v.x ^ v.y ^ v.z ^ v.w;
+                }
+                if (x == 0x7fc00001u) part[sg * 256u + lane] = 1.0;
+            }
+#endif
         }
         barrier();
         if (!mine) {

@@ -45,9 +45,8 @@
 // 256, no fragment loads from `stg` (zero fragments); 512, no
 // multiply-adds; 1024, no fragment stores to `part`; 4096, the operand
 // fragments loaded straight from h0s / h1s (no staging; valid only for
-// full row blocks). DIRECT_OPERANDS (the variant gru_fwd_wave_cm_nc_direct,
-// with OPERANDS_NONCOHERENT, for B % 16 == 0 only): the step with bit 4096's
-// straight loads and no other switch.
+// full row blocks; 25 % slower a step at `bench`, session 26); 8192 with 4,
+// the operands' loads alone (each waited for, nothing multiplied).
 //
 // OPERANDS_NONCOHERENT (the variant gru_fwd_wave_cm_nc): the products' loads
 // of h0s, h1s without `coherent`, so that they may be served through the
@@ -78,19 +77,13 @@
 #define OFF_WHH1 pc.NH
 #define OFF_BHH1 pc.W
 
-#if defined(WAVE_PROBE)
+#ifdef WAVE_PROBE
 #define PROBE pc.flag
-#elif defined(DIRECT_OPERANDS)
-#define PROBE 4096u
-#else
-#define PROBE 0u
-#endif
-#if defined(WAVE_PROBE) || defined(DIRECT_OPERANDS)
-#define PRODUCT_SWITCHES
-// A statement the product's switches may skip (in the step's kernels, always run).
+// A statement the probe's switches may skip (in the step's kernels, always run).
 #define IF_PROBE(c) if (c)
 #define AND_PROBE(c) && (c)
 #else
+#define PROBE 0u
 #define IF_PROBE(c)
 #define AND_PROBE(c)
 #endif
@@ -283,6 +276,23 @@ void main() {
             }
         }
 #else
+#ifdef WAVE_PROBE
+        if ((PROBE & 8192u) != 0u && (prod == 0u || t > 0u)) {
+            // The operands' loads alone (with bit 4): each one waited for.
+            uint srow = prod == 0u ? t : t - 1u;
+            uint a0 = (srow * pc.B + rb * 16u + lane / 2u) * H + (lane & 1u) * 8u;
+            bool from_h1 = layer == 1u && prod == 1u;
+            uint x = 0u;
+            [[unroll]] for (uint i = 0u; i < KT_MAX; ++i) {
+                uint kt = ss + nsub * i;
+                if (kt < ktiles && rb * 16u + lane / 2u < pc.B) {
+                    uvec4 v = from_h1 ? h1v[(a0 + kt * 16u) >> 3] : h0v[(a0 + kt * 16u) >> 3];
+                    x ^= v.x ^ v.y ^ v.z ^ v.w;
+                }
+            }
+            if (x == 0x7fc00001u) part[sg * 16u * NC + lane] = 1.0;
+        }
+#endif
         if (has_prod) {
             FRAG_C acc[3];
             [[unroll]] for (uint q = 0u; q < 3u; ++q) acc[q] = FRAG_C(0.0);
@@ -294,7 +304,7 @@ void main() {
             // Rows past B (a partial row block) are not read: they would be
             // rows of other steps, and their products are not used.
             bool row_in = rb * 16u + lane / 2u < pc.B;
-#ifdef PRODUCT_SWITCHES
+#ifdef WAVE_PROBE
             bool stage = (PROBE & 128u) == 0u, frag_loads = (PROBE & 256u) == 0u;
             bool mma = (PROBE & 512u) == 0u, frag_stores = (PROBE & 1024u) == 0u;
             bool direct = (PROBE & 4096u) != 0u;
@@ -316,7 +326,7 @@ void main() {
                     uint ti = r * KT_STAGE + i;
                     if (ss + nsub * ti < ktiles) {
                         FRAG_A xa;
-#ifdef PRODUCT_SWITCHES
+#ifdef WAVE_PROBE
                         xa = FRAG_A(float16_t(0.0));
                         if (direct) {
                             uint e = ((srow * pc.B + rb * 16u) * H + (ss + nsub * ti) * 16u) >> 3;

@@ -360,14 +360,9 @@ fn recurrence_floor(
     // How a recurrence kernel that runs reads its operands (None: it does not run).
     let kind = |runs: bool, noncoherent: bool| runs.then_some(if noncoherent { "noncoherent" } else { "coherent" });
     // The wavefronts' operand loads (see Engine::wave_noncoherent), and
-    // whether their products are FMAs (Engine::wave_scalar) or read their
-    // operands straight into fragments (Engine::wave_direct).
+    // whether their products are FMAs (Engine::wave_scalar).
     let loads = |wave: bool, forward: bool| {
-        kind(wave, e.wave_noncoherent(forward)).map(|k| match (e.wave_scalar(forward), e.wave_direct(forward)) {
-            (true, _) => "noncoherent, fma",
-            (_, true) => "noncoherent, direct",
-            _ => k,
-        })
+        kind(wave, e.wave_noncoherent(forward)).map(|k| if e.wave_scalar(forward) { "noncoherent, fma" } else { k })
     };
     let mut v = RecurrenceReport {
         mode: mode.name(),
@@ -470,11 +465,12 @@ const WAVE_PARTS: [(&str, u32); 9] = [
     ("barrier_only", 1),
 ];
 
-/// The parts of the wavefronts' products (bits 128-4096 of their probe
+/// The parts of the wavefronts' products (bits 128-8192 of their probe
 /// variants: no staging, no fragment loads, no multiply-adds, no fragment
-/// stores; operands straight from memory), most on zero operands (bit 2).
-/// The first three are the baselines, for the backward on its probe variant.
-const PRODUCT_PARTS: [(&str, u32); 10] = [
+/// stores; operands straight from memory; with bit 4, the operands' loads
+/// alone), most on zero operands (bit 2). The first three are the
+/// baselines, for the backward on its probe variant.
+const PRODUCT_PARTS: [(&str, u32); 11] = [
     ("probe_whole", 0),
     ("probe_no_operand_loads", 2),
     ("probe_no_products", 4),
@@ -485,6 +481,7 @@ const PRODUCT_PARTS: [(&str, u32); 10] = [
     ("zeros_frag_stores_only", 2 | 128 | 256 | 512),
     ("zeros_mma_only", 2 | 128 | 256 | 1024),
     ("direct_operand_loads", 4096),
+    ("operand_loads_only", 4 | 8192),
 ];
 
 /// A probe, part by part: µs per step or interval over `intervals`,

@@ -9,7 +9,6 @@
 //! | `DUALSCOPE_WG` | `1`: the small layers' recurrences in one workgroup each (`gru_*_wg_cm`) where they run on cooperative matrices and B ≤ 16, H ≤ 128; `fma`: one workgroup with the product as f32 FMAs (`gru_*_wg_fma`) wherever the shape fits, cooperative matrices or not (the default, `0`: the grid kernels and wavefronts; the one-workgroup kernels were slower on the H200) |
 //! | `DUALSCOPE_WAVE_SCALAR` | `1`: the wavefronts' products as f32 FMAs of their f16 values (`gru_*_wave_sc_nc`) wherever the wavefronts read their operands without `coherent`; `0`: on cooperative matrices at any B (the default: the FMAs where B ≤ [`super::kernels::WAVE_SCALAR_ROWS`]) |
 //! | `DUALSCOPE_WAVE_COHERENT` | `1`: the wavefronts' operand loads stay `coherent` everywhere |
-//! | `DUALSCOPE_WAVE_DIRECT` | `1`: the wavefronts load their operands straight into cooperative-matrix fragments, without staging them through shared memory, where every row block is full (`gru_*_wave_cm_nc_direct`; off by default) |
 //! | `DUALSCOPE_HOST_PROFILE` | set: print where the host's time goes in each step (stderr) |
 //! | `DUALSCOPE_HOST_NORMS` | `1`: the controller's step reads every gradient back and takes its norms on the host (the path before the device norms, kept for comparison) |
 //! | `DUALSCOPE_ATTN` | `old`, `wide` or `auto`: the attention kernels in blocks of 16 queries, of 64, or the block [`AttnKernels::wide_for`] picks per shape (`auto`) |
@@ -48,8 +47,6 @@ pub struct EngineEnv {
     pub wave_off: bool,
     /// `DUALSCOPE_WAVE_COHERENT=1`.
     pub wave_coherent: bool,
-    /// `DUALSCOPE_WAVE_DIRECT=1`.
-    pub wave_direct: bool,
     /// `DUALSCOPE_WAVE_SCALAR`: `Some(true)` for `1`, `Some(false)` for `0`
     /// (None: the default by the batch's rows).
     pub wave_scalar: Option<bool>,
@@ -77,7 +74,6 @@ const CHOICES: &[(&str, &[&str])] = &[
     ("DUALSCOPE_RECURRENCE_PRODUCT", &["f32"]),
     ("DUALSCOPE_WAVE", &["0", "1"]),
     ("DUALSCOPE_WAVE_COHERENT", &["0", "1"]),
-    ("DUALSCOPE_WAVE_DIRECT", &["0", "1"]),
     ("DUALSCOPE_WAVE_SCALAR", &["0", "1"]),
     ("DUALSCOPE_WAVE_WIDE", &["0", "1"]),
     ("DUALSCOPE_POISON", &["0", "1"]),
@@ -153,7 +149,6 @@ impl EngineEnv {
             recurrence_product_f32: is("DUALSCOPE_RECURRENCE_PRODUCT", "f32"),
             wave_off: is("DUALSCOPE_WAVE", "0"),
             wave_coherent: is("DUALSCOPE_WAVE_COHERENT", "1"),
-            wave_direct: is("DUALSCOPE_WAVE_DIRECT", "1"),
             wave_scalar: if is("DUALSCOPE_WAVE_SCALAR", "1") {
                 Some(true)
             } else if is("DUALSCOPE_WAVE_SCALAR", "0") {

@@ -110,10 +110,6 @@ fn wave_sc_spec(forward: bool) -> &'static KernelSpec {
     if forward { &GRU_FWD_WAVE_SC_NC } else { &GRU_BWD_WAVE_SC_NC }
 }
 
-fn wave_direct_spec(forward: bool) -> &'static KernelSpec {
-    if forward { &GRU_FWD_WAVE_CM_NC_DIRECT } else { &GRU_BWD_WAVE_CM_NC_DIRECT }
-}
-
 /// Whether grid recurrences of width `h` can take their products on
 /// cooperative matrices when the f16 products run on `f16_path` (see
 /// [`Engine::recurrence_on_coopmat`]).
@@ -272,31 +268,12 @@ impl Engine {
         self.wave_noncoherent(forward) && !wave_sc_spec(forward).spirv.is_empty() && self.env.wave_scalar.unwrap_or(few)
     }
 
-    /// Whether the wavefront of that direction loads its operands straight
-    /// into cooperative-matrix fragments (`gru_*_wave_cm_nc_direct`, no
-    /// staging through shared memory): where it reads them without
-    /// `coherent` and not as FMAs, every row block is full (B % 16 == 0:
-    /// a fragment reads 16 rows of one step), the kernel is built, and
-    /// `DUALSCOPE_WAVE_DIRECT=1` asks for it.
-    pub fn wave_direct(&self, forward: bool) -> bool {
-        let full = self.ws.as_ref().is_some_and(|ws| ws.b.is_multiple_of(GRID_CM_TILE));
-        self.env.wave_direct
-            && full
-            && self.wave_noncoherent(forward)
-            && !self.wave_scalar(forward)
-            && !wave_direct_spec(forward).spirv.is_empty()
-    }
-
     /// The wavefront kernel of that direction: the variant without
     /// `coherent` operand loads where [`Engine::wave_noncoherent`] allows it,
-    /// its products as FMAs where [`Engine::wave_scalar`] says so, its
-    /// operands straight into fragments where [`Engine::wave_direct`] does.
+    /// its products as FMAs where [`Engine::wave_scalar`] says so.
     pub(super) fn wave_spec(&self, forward: bool) -> &'static KernelSpec {
         if self.wave_scalar(forward) {
             return wave_sc_spec(forward);
-        }
-        if self.wave_direct(forward) {
-            return wave_direct_spec(forward);
         }
         match (forward, self.wave_noncoherent(forward)) {
             (true, true) => &GRU_FWD_WAVE_CM_NC,

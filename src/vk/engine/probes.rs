@@ -59,7 +59,7 @@ impl Engine {
     /// bits 2, 4, 8, 16: no operand loads, no products, no stores, no step
     /// inputs; 32: on the kernel variant whose operand loads are not
     /// `coherent`; 64: on the one whose products are FMAs, where it is
-    /// built; 2048, or any of the products' parts 128-4096, on
+    /// built; 2048, or any of the products' parts 128-8192, on
     /// `gru_bwd_wave_cm_nc_probe`, where the step runs `gru_bwd_wave_cm_nc`).
     /// A timing probe: what it writes is meaningless. `None` where the step
     /// has no backward wavefront or no timestamps, or the kernel asked for
@@ -70,7 +70,7 @@ impl Engine {
             return Ok(None);
         }
         let spec = match flag & 96 {
-            _ if flag & (128 | 256 | 512 | 1024 | 2048 | 4096) != 0 => {
+            _ if flag & (128 | 256 | 512 | 1024 | 2048 | 4096 | 8192) != 0 => {
                 if !std::ptr::eq(self.wave_spec(false), &GRU_BWD_WAVE_CM_NC) || GRU_BWD_WAVE_CM_NC_PROBE.spirv.is_empty() {
                     return Ok(None);
                 }
@@ -90,7 +90,7 @@ impl Engine {
     /// the barriers, on the kernel the step runs; else on
     /// `gru_fwd_wave_cm_nc_probe`, bits 2, 4, 8, 16: no operand loads, no
     /// products, no stores, no step inputs (0: the whole interval), and the
-    /// products' parts, 128-4096 (the shader's header). A timing
+    /// products' parts, 128-8192 (the shader's header). A timing
     /// probe: what it writes is meaningless. `None` where the step has no
     /// forward wavefront or no timestamps, and for the parts where it does
     /// not run `gru_fwd_wave_cm_nc` (the probe's kernel is that one).

@@ -51,7 +51,7 @@ pub static GRU_BWD_WAVE_CM_NC: KernelSpec = KernelSpec {
     ..GRU_BWD_WAVE_CM
 };
 /// `GRU_BWD_WAVE_CM_NC` with the switches of the products' parts (`pc.flag`
-/// bits 128-4096, `Engine::probe_bwd_wave`), which the step's kernels do not carry.
+/// bits 128-8192, `Engine::probe_bwd_wave`), which the step's kernels do not carry.
 pub static GRU_BWD_WAVE_CM_NC_PROBE: KernelSpec = KernelSpec {
     name: "gru_bwd_wave_cm_nc_probe",
     spirv: shaders::optional(shaders::GRU_BWD_WAVE_CM_NC_PROBE),
@@ -72,19 +72,5 @@ pub static GRU_FWD_WAVE_SC_NC: KernelSpec = KernelSpec {
 pub static GRU_BWD_WAVE_SC_NC: KernelSpec = KernelSpec {
     name: "gru_bwd_wave_sc_nc",
     spirv: shaders::optional(shaders::GRU_BWD_WAVE_SC_NC),
-    ..GRU_BWD_WAVE_CM
-};
-/// `GRU_FWD_WAVE_CM_NC` with its operands loaded straight into fragments
-/// (no staging through shared memory), for full row blocks (B % 16 == 0):
-/// where `Engine::wave_direct` picks it.
-pub static GRU_FWD_WAVE_CM_NC_DIRECT: KernelSpec = KernelSpec {
-    name: "gru_fwd_wave_cm_nc_direct",
-    spirv: shaders::optional(shaders::GRU_FWD_WAVE_CM_NC_DIRECT),
-    ..GRU_FWD_WAVE_CM
-};
-/// `GRU_BWD_WAVE_CM_NC` likewise.
-pub static GRU_BWD_WAVE_CM_NC_DIRECT: KernelSpec = KernelSpec {
-    name: "gru_bwd_wave_cm_nc_direct",
-    spirv: shaders::optional(shaders::GRU_BWD_WAVE_CM_NC_DIRECT),
     ..GRU_BWD_WAVE_CM
 };
