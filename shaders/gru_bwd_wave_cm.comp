@@ -395,18 +395,20 @@ void main() {
                 uint a_r = ((t + 1u) * pc.B + rb * 16u + lane / 2u) * H3 + (lane & 1u) * 8u;
                 uint a_a = (ta * pc.B + rb * 16u + lane / 2u) * H3 + (lane & 1u) * 8u;
                 bool row_in = rb * 16u + lane / 2u < pc.B;
-                uint x = 0u;
+                // As the products issue them: every load before the first use.
+                uvec4 ld[KQ];
                 [[unroll]] for (uint q = 0u; q < KQ; ++q) {
-                    uvec4 v = uvec4(0u);
+                    ld[q] = uvec4(0u);
                     if (q < KR_MAX) {
                         uint kt = sg + SUBGROUPS * q;
-                        if (r_on && row_in && kt < ktiles) v = load8(src_r, a_r + kt * 16u);
+                        if (r_on && row_in && kt < ktiles) ld[q] = load8(src_r, a_r + kt * 16u);
                     } else {
                         uint kt = ka0 + sg + SUBGROUPS * (q - KR_MAX);
-                        if (a_on && row_in && kt < ka1) v = load8(2u, a_a + kt * 16u);
+                        if (a_on && row_in && kt < ka1) ld[q] = load8(2u, a_a + kt * 16u);
                     }
-                    x ^= v.x ^ v.y ^ v.z ^ v.w;
                 }
+                uint x = 0u;
+                [[unroll]] for (uint q = 0u; q < KQ; ++q) x ^= ld[q].x ^ ld[q].y ^ ld[q].z ^ ld[q].w;
                 if (x == 0x7fc00001u) part[sg * 256u + lane] = 1.0;
             }
 #endif

@@ -282,14 +282,15 @@ void main() {
             uint srow = prod == 0u ? t : t - 1u;
             uint a0 = (srow * pc.B + rb * 16u + lane / 2u) * H + (lane & 1u) * 8u;
             bool from_h1 = layer == 1u && prod == 1u;
-            uint x = 0u;
+            // As the product issues them: every load before the first use.
+            uvec4 ld[KT_MAX];
             [[unroll]] for (uint i = 0u; i < KT_MAX; ++i) {
                 uint kt = ss + nsub * i;
-                if (kt < ktiles && rb * 16u + lane / 2u < pc.B) {
-                    uvec4 v = from_h1 ? h1v[(a0 + kt * 16u) >> 3] : h0v[(a0 + kt * 16u) >> 3];
-                    x ^= v.x ^ v.y ^ v.z ^ v.w;
-                }
+                ld[i] = uvec4(0u);
+                if (kt < ktiles && rb * 16u + lane / 2u < pc.B) ld[i] = from_h1 ? h1v[(a0 + kt * 16u) >> 3] : h0v[(a0 + kt * 16u) >> 3];
             }
+            uint x = 0u;
+            [[unroll]] for (uint i = 0u; i < KT_MAX; ++i) x ^= ld[i].x ^ ld[i].y ^ ld[i].z ^ ld[i].w;
             if (x == 0x7fc00001u) part[sg * 16u * NC + lane] = 1.0;
         }
 #endif
