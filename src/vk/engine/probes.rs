@@ -71,7 +71,9 @@ impl Engine {
         }
         let spec = match flag & 96 {
             _ if flag & (128 | 256 | 512 | 1024 | 2048 | 4096 | 8192) != 0 => {
-                if !std::ptr::eq(self.wave_spec(false), &GRU_BWD_WAVE_CM_NC) || GRU_BWD_WAVE_CM_NC_PROBE.spirv.is_empty() {
+                if !std::ptr::eq(self.wave_spec(false), &GRU_BWD_WAVE_CM_NC)
+                    || GRU_BWD_WAVE_CM_NC_PROBE.spirv.is_empty()
+                {
                     return Ok(None);
                 }
                 &GRU_BWD_WAVE_CM_NC_PROBE

@@ -20,11 +20,8 @@ pub static GRU_FWD_WAVE_CM: KernelSpec = KernelSpec {
 };
 /// `GRU_FWD_WAVE_CM` with its operands (the f16 copies) read without
 /// `coherent`, where that is safe (`Engine::wave_noncoherent`).
-pub static GRU_FWD_WAVE_CM_NC: KernelSpec = KernelSpec {
-    name: "gru_fwd_wave_cm_nc",
-    spirv: shaders::optional(shaders::GRU_FWD_WAVE_CM_NC),
-    ..GRU_FWD_WAVE_CM
-};
+pub static GRU_FWD_WAVE_CM_NC: KernelSpec =
+    KernelSpec { name: "gru_fwd_wave_cm_nc", spirv: shaders::optional(shaders::GRU_FWD_WAVE_CM_NC), ..GRU_FWD_WAVE_CM };
 /// `GRU_FWD_WAVE_CM_NC` with the timing probe's switches (`pc.flag` bits
 /// 2-16, `Engine::probe_fwd_wave`), which the step's kernels do not carry.
 pub static GRU_FWD_WAVE_CM_NC_PROBE: KernelSpec = KernelSpec {
@@ -45,11 +42,8 @@ pub static GRU_BWD_WAVE_CM: KernelSpec = KernelSpec {
 };
 /// `GRU_BWD_WAVE_CM` with its operands (the f16 copies) read without
 /// `coherent`, where that is safe (`Engine::wave_noncoherent`).
-pub static GRU_BWD_WAVE_CM_NC: KernelSpec = KernelSpec {
-    name: "gru_bwd_wave_cm_nc",
-    spirv: shaders::optional(shaders::GRU_BWD_WAVE_CM_NC),
-    ..GRU_BWD_WAVE_CM
-};
+pub static GRU_BWD_WAVE_CM_NC: KernelSpec =
+    KernelSpec { name: "gru_bwd_wave_cm_nc", spirv: shaders::optional(shaders::GRU_BWD_WAVE_CM_NC), ..GRU_BWD_WAVE_CM };
 /// `GRU_BWD_WAVE_CM_NC` with the switches of the products' parts (`pc.flag`
 /// bits 128-8192, `Engine::probe_bwd_wave`), which the step's kernels do not carry.
 pub static GRU_BWD_WAVE_CM_NC_PROBE: KernelSpec = KernelSpec {
@@ -63,14 +57,8 @@ pub const WAVE_SCALAR_ROWS: usize = 1;
 /// `GRU_FWD_WAVE_CM_NC` with its products as f32 FMAs of the f16 values, for
 /// rows below B only (a 16-row fragment wastes most of its work at B = 1):
 /// where `Engine::wave_scalar` picks it.
-pub static GRU_FWD_WAVE_SC_NC: KernelSpec = KernelSpec {
-    name: "gru_fwd_wave_sc_nc",
-    spirv: shaders::optional(shaders::GRU_FWD_WAVE_SC_NC),
-    ..GRU_FWD_WAVE_CM
-};
+pub static GRU_FWD_WAVE_SC_NC: KernelSpec =
+    KernelSpec { name: "gru_fwd_wave_sc_nc", spirv: shaders::optional(shaders::GRU_FWD_WAVE_SC_NC), ..GRU_FWD_WAVE_CM };
 /// `GRU_BWD_WAVE_CM_NC` likewise.
-pub static GRU_BWD_WAVE_SC_NC: KernelSpec = KernelSpec {
-    name: "gru_bwd_wave_sc_nc",
-    spirv: shaders::optional(shaders::GRU_BWD_WAVE_SC_NC),
-    ..GRU_BWD_WAVE_CM
-};
+pub static GRU_BWD_WAVE_SC_NC: KernelSpec =
+    KernelSpec { name: "gru_bwd_wave_sc_nc", spirv: shaders::optional(shaders::GRU_BWD_WAVE_SC_NC), ..GRU_BWD_WAVE_CM };
