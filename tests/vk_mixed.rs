@@ -386,3 +386,56 @@ fn the_grid_cm_probe_times_both_directions_and_spoils_no_parameter() {
     }
     assert_clean(&ctx, test);
 }
+
+/// The wavefronts' probes, their products' parts included (bits 128-8192, the
+/// backward's on its probe variant by 2048), give a time for every part where
+/// the wavefronts run on cooperative matrices with noncoherent operands, None
+/// elsewhere (lavapipe), and leave the step's results as they were.
+#[test]
+fn the_wavefront_probes_time_every_part_and_spoil_no_parameter() {
+    use dualscope::vk::engine::Recurrence;
+    let (test, ctx) = common::vulkan!();
+    let cfg = Config {
+        vocab: 256,
+        d_embed: 24,
+        hidden: 128,
+        layers: 2,
+        attn_dim: 16,
+        heads: 2,
+        window: 6,
+        batch: 21,
+        seq_len: 13,
+    };
+    let params = Params::init(&cfg, 6);
+    let batch = random_batch(12, &(0..21).map(|i| 14 - (i % 5)).collect::<Vec<_>>());
+    let opts = StepOptions::default();
+    let mut e = Engine::with_precision(&ctx, &cfg, &params, &opts, Precision::F16, GemmChoice::Auto).unwrap();
+    e.set_wg(WgChoice::Off);
+    let before = e.grads(&batch).unwrap();
+    let grid = e.recurrence() == Recurrence::Grid;
+    let fwd_runs = grid && e.forward_wave() && e.wave_noncoherent(true);
+    let bwd_runs = grid && e.backward_wave() && e.wave_noncoherent(false);
+    let parts = [0, 2, 4, 8, 16, 2 | 128, 2 | 128 | 256, 2 | 512, 2 | 1024, 2 | 128 | 256 | 512, 4096, 4 | 8192];
+    for flag in parts {
+        let times = [(fwd_runs, e.probe_fwd_wave(flag).unwrap()), (bwd_runs, e.probe_bwd_wave(flag | 2048).unwrap())];
+        for (dir, (runs, ms)) in ["forward", "backward"].iter().zip(times) {
+            match (runs, ctx.report().timestamps) {
+                (true, true) => {
+                    let ms = ms.expect("a time where the wavefront runs and the device has timestamps");
+                    assert!(ms > 0.0 && ms.is_finite(), "{dir} flag {flag}: {ms}");
+                }
+                (false, _) => assert_eq!(ms, None, "{dir} flag {flag}: nothing to time here"),
+                (true, false) => {}
+            }
+        }
+    }
+    let after = e.grads(&batch).unwrap();
+    assert_eq!(before.loss.to_bits(), after.loss.to_bits());
+    for (x, y) in before.grads.tensors().iter().zip(after.grads.tensors()) {
+        assert!(x.data.iter().zip(&y.data).all(|(a, b)| a.to_bits() == b.to_bits()), "a gradient changed");
+    }
+    if !(fwd_runs && bwd_runs) {
+        eprintln!("{test}: the wavefronts do not run here with noncoherent operands; only the None was checked");
+    }
+    assert_clean(&ctx, test);
+}
