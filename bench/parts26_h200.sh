@@ -4,11 +4,10 @@
 # parts of each interval switched off, now also the products' own parts on
 # zero operands (no staging, no fragment loads, no multiply-adds, no fragment
 # stores; bench.rs's PRODUCT_PARTS) and the operands loaded straight into
-# fragments. Then the step at `bench` with those straight loads
-# (DUALSCOPE_WAVE_DIRECT=1, gru_*_wave_cm_nc_direct) against without, off on
-# on off, and its f16 ladder under layer 1.4.309 (.device/vvl14.deb); and
-# optionally TESTBIN (tests/vk_mixed.rs built) under the layer. Prints one
-# summary (also OUT/summary.txt); about five minutes.
+# fragments; optionally TESTBIN (tests/vk_mixed.rs built) under layer 1.4.309
+# (.device/vvl14.deb). Prints one summary (also OUT/summary.txt); about two
+# minutes. (Session 26's call 1 ran it with the straight-loads variant, version
+# 60, and an A/B of it under DUALSCOPE_WAVE_DIRECT: both removed since.)
 # Usage: bench/parts26_h200.sh BIN OUT [TESTBIN]
 set -uo pipefail
 BIN=$1; OUT=$2; TESTBIN=${3:-}
@@ -33,23 +32,10 @@ for shape in ["bench", "small"]:
         for k in sorted(p):
             print(f"  {d[:3]} {k:36s} {p[k]:7.3f} us/interval")
 PY
-i=0
-for d in 0 1 1 0; do
-  i=$((i + 1)); f="$OUT/ab_direct${d}_$i.json"
-  DUALSCOPE_WAVE_DIRECT=$d "$BIN" bench --engine gpu --config bench --precision mixed --steps 20 --warmup 3 --json \
-    > "$f" 2> "${f%.json}.err"
-  python3 bench/bench_summary.py "$f" "bench mixed direct=$d" recurrence | tee -a "$OUT/summary.txt"
-done
-mkdir -p /tmp/v14 && dpkg -x .device/vvl14.deb /tmp/v14
-layer() {
-  VK_LAYER_PATH=/tmp/v14/usr/share/vulkan/explicit_layer.d LD_LIBRARY_PATH=/tmp/v14/usr/lib/x86_64-linux-gnu \
-    DUALSCOPE_VK_VALIDATION=core "$@"
-}
-DUALSCOPE_WAVE_DIRECT=1 layer "$BIN" ladder --config bench --precision f16 --json > "$OUT/ladder_direct.json" 2> "$OUT/ladder_direct.err"
-echo "f16 ladder at bench, direct, under the layer: exit $?; $(grep -h '^dualscope: validation' "$OUT/ladder_direct.err" | tail -1)" \
-  | tee -a "$OUT/summary.txt"
 if [ -n "$TESTBIN" ]; then
-  layer "$TESTBIN" --test-threads 1 > "$OUT/vk_mixed.txt" 2>&1
+  mkdir -p /tmp/v14 && dpkg -x .device/vvl14.deb /tmp/v14
+  VK_LAYER_PATH=/tmp/v14/usr/share/vulkan/explicit_layer.d LD_LIBRARY_PATH=/tmp/v14/usr/lib/x86_64-linux-gnu \
+    DUALSCOPE_VK_VALIDATION=core "$TESTBIN" --test-threads 1 > "$OUT/vk_mixed.txt" 2>&1
   echo "vk_mixed under the layer: exit $?" | tee -a "$OUT/summary.txt"
   grep -E "^test |test result" "$OUT/vk_mixed.txt" | tee -a "$OUT/summary.txt"
 fi

@@ -134,7 +134,6 @@ shared float part[2u * SUBGROUPS * 16u * 16u];
 #define SC_Q 5
 
 #ifdef WAVE_PROBE
-#define PFLAG pc.flag
 // A statement the product's switches may skip (in the step's kernels, always run).
 #define IF_PROBE(c) if (c)
 #define AND_PROBE(c) && (c)
@@ -340,9 +339,9 @@ void main() {
             // are not used.
             bool loads = (pc.flag & 2u) == 0u && rb * 16u + lane / 2u < pc.B;
 #ifdef WAVE_PROBE
-            bool stage = (PFLAG & 128u) == 0u, frag_loads = (PFLAG & 256u) == 0u;
-            bool mma = (PFLAG & 512u) == 0u, frag_stores = (PFLAG & 1024u) == 0u;
-            bool direct = (PFLAG & 4096u) != 0u;
+            bool stage = (pc.flag & 128u) == 0u, frag_loads = (pc.flag & 256u) == 0u;
+            bool mma = (pc.flag & 512u) == 0u, frag_stores = (pc.flag & 1024u) == 0u;
+            bool direct = (pc.flag & 4096u) != 0u;
             // The first elements of the operands' row blocks (straight loads).
             uint e_r = ((t + 1u) * pc.B + rb * 16u) * H3, e_a = (ta * pc.B + rb * 16u) * H3;
 #endif

@@ -332,6 +332,19 @@ fn mixed_training_tracks_the_f32_cpu_loss() {
     assert_clean(&ctx, test);
 }
 
+/// A timing probe's result: a finite positive time where its kernel `runs`
+/// and the device has timestamps, `None` where it does not run.
+fn check_probe_time(ctx: &dualscope::vk::Context, runs: bool, ms: Option<f64>, what: &str) {
+    match (runs, ctx.report().timestamps) {
+        (true, true) => {
+            let ms = ms.expect("a time where the kernel runs and the device has timestamps");
+            assert!(ms > 0.0 && ms.is_finite(), "{what}: {ms}");
+        }
+        (false, _) => assert_eq!(ms, None, "{what}: nothing to time here"),
+        (true, false) => {}
+    }
+}
+
 /// The per-layer cooperative-matrix grid kernels' timing probe
 /// (`Engine::probe_grid_cm`, `DUALSCOPE_GRID_PROBE` in `bench`) times layer
 /// 0's kernel in both directions, whole and with its parts switched off, and
@@ -366,21 +379,10 @@ fn the_grid_cm_probe_times_both_directions_and_spoils_no_parameter() {
     for backward in [false, true] {
         for flag in [0, 1, 2, 4, 8, 16, 6, 24] {
             let ms = e.probe_grid_cm(backward, flag).unwrap();
-            match (runs, ctx.report().timestamps) {
-                (true, true) => {
-                    let ms = ms.expect("a time where the kernels run and the device has timestamps");
-                    assert!(ms > 0.0 && ms.is_finite(), "backward {backward} flag {flag}: {ms}");
-                }
-                (false, _) => assert_eq!(ms, None, "backward {backward} flag {flag}: nothing to time here"),
-                (true, false) => {}
-            }
+            check_probe_time(&ctx, runs, ms, &format!("backward {backward} flag {flag}"));
         }
     }
-    let after = e.grads(&batch).unwrap();
-    assert_eq!(before.loss.to_bits(), after.loss.to_bits());
-    for (x, y) in before.grads.tensors().iter().zip(after.grads.tensors()) {
-        assert!(x.data.iter().zip(&y.data).all(|(a, b)| a.to_bits() == b.to_bits()), "a gradient changed");
-    }
+    common::assert_same_grads(&before, &e.grads(&batch).unwrap());
     if !runs {
         eprintln!("{test}: the step does not run gru_*_grid_cm_nc here; only the None was checked");
     }
@@ -419,21 +421,10 @@ fn the_wavefront_probes_time_every_part_and_spoil_no_parameter() {
     for flag in parts {
         let times = [(fwd_runs, e.probe_fwd_wave(flag).unwrap()), (bwd_runs, e.probe_bwd_wave(flag | 2048).unwrap())];
         for (dir, (runs, ms)) in ["forward", "backward"].iter().zip(times) {
-            match (runs, ctx.report().timestamps) {
-                (true, true) => {
-                    let ms = ms.expect("a time where the wavefront runs and the device has timestamps");
-                    assert!(ms > 0.0 && ms.is_finite(), "{dir} flag {flag}: {ms}");
-                }
-                (false, _) => assert_eq!(ms, None, "{dir} flag {flag}: nothing to time here"),
-                (true, false) => {}
-            }
+            check_probe_time(&ctx, runs, ms, &format!("{dir} flag {flag}"));
         }
     }
-    let after = e.grads(&batch).unwrap();
-    assert_eq!(before.loss.to_bits(), after.loss.to_bits());
-    for (x, y) in before.grads.tensors().iter().zip(after.grads.tensors()) {
-        assert!(x.data.iter().zip(&y.data).all(|(a, b)| a.to_bits() == b.to_bits()), "a gradient changed");
-    }
+    common::assert_same_grads(&before, &e.grads(&batch).unwrap());
     if !(fwd_runs && bwd_runs) {
         eprintln!("{test}: the wavefronts do not run here with noncoherent operands; only the None was checked");
     }

@@ -436,10 +436,10 @@ fn recurrence_floor(
         // The products' parts on the probe variant of the kernel the step
         // runs (the backward's by bit 2048), its whole and no-product baselines too.
         let on_probe = |(name, flag): (&'static str, u32)| (name, flag | 2048);
-        let bwd_product_parts = PRODUCT_PARTS.iter().copied().map(on_probe);
+        let bwd_product_parts = PROBE_BASELINES.iter().chain(&PRODUCT_PARTS).copied().map(on_probe);
         let parts: Vec<_> = WAVE_PARTS.iter().chain(&bwd_parts).copied().chain(bwd_product_parts).collect();
         v.bwd_wave_probe = Some(probe_parts(&parts, t + BWD_WAVE_LAG, |f| e.probe_bwd_wave(f)));
-        let parts: Vec<_> = WAVE_PARTS.iter().chain(&PRODUCT_PARTS[3..]).copied().collect();
+        let parts: Vec<_> = WAVE_PARTS.iter().chain(&PRODUCT_PARTS).copied().collect();
         v.fwd_wave_probe = Some(probe_parts(&parts, t + FWD_WAVE_LAG, |f| e.probe_fwd_wave(f)));
         let mut cm = BTreeMap::new();
         for (dir, backward) in [("fwd", false), ("bwd", true)] {
@@ -465,15 +465,16 @@ const WAVE_PARTS: [(&str, u32); 9] = [
     ("barrier_only", 1),
 ];
 
+/// `WAVE_PARTS`' baselines again, for the backward on its probe variant
+/// (`WAVE_PARTS` time it on the coherent kernel; the forward's are on its
+/// probe variant already).
+const PROBE_BASELINES: [(&str, u32); 3] = [("probe_whole", 0), ("probe_no_operand_loads", 2), ("probe_no_products", 4)];
+
 /// The parts of the wavefronts' products (bits 128-8192 of their probe
 /// variants: no staging, no fragment loads, no multiply-adds, no fragment
 /// stores; operands straight from memory; with bit 4, the operands' loads
-/// alone), most on zero operands (bit 2). The first three are the
-/// baselines, for the backward on its probe variant.
-const PRODUCT_PARTS: [(&str, u32); 11] = [
-    ("probe_whole", 0),
-    ("probe_no_operand_loads", 2),
-    ("probe_no_products", 4),
+/// alone), most on zero operands (bit 2).
+const PRODUCT_PARTS: [(&str, u32); 8] = [
     ("zeros_no_staging", 2 | 128),
     ("zeros_no_staging_no_frag_loads", 2 | 128 | 256),
     ("zeros_no_mma", 2 | 512),

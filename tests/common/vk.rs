@@ -99,6 +99,15 @@ pub fn assert_clean(ctx: &Context, test: &str) {
     assert_eq!(ctx.validation_errors(), 0, "{test}: the validation layer reported errors (see stderr)");
 }
 
+/// Asserts that two runs of the step gave the same loss and gradients, bit
+/// for bit (a timing probe between them spoiled nothing the step reads).
+pub fn assert_same_grads(before: &dualscope::vk::engine::GpuGrads, after: &dualscope::vk::engine::GpuGrads) {
+    assert_eq!(before.loss.to_bits(), after.loss.to_bits());
+    for (x, y) in before.grads.tensors().iter().zip(after.grads.tensors()) {
+        assert!(x.data.iter().zip(&y.data).all(|(a, b)| a.to_bits() == b.to_bits()), "a gradient changed");
+    }
+}
+
 /// `n` normal samples from `rng`, as f32.
 pub fn random(rng: &mut dualscope::rng::Rng, n: usize) -> Vec<f32> {
     (0..n).map(|_| rng.normal() as f32).collect()

@@ -69,15 +69,11 @@ impl Engine {
         if !self.backward_wave() || self.recurrence != Recurrence::Grid {
             return Ok(None);
         }
+        let on_probe_variant = flag & (128 | 256 | 512 | 1024 | 2048 | 4096 | 8192) != 0;
         let spec = match flag & 96 {
-            _ if flag & (128 | 256 | 512 | 1024 | 2048 | 4096 | 8192) != 0 => {
-                if !std::ptr::eq(self.wave_spec(false), &GRU_BWD_WAVE_CM_NC)
-                    || GRU_BWD_WAVE_CM_NC_PROBE.spirv.is_empty()
-                {
-                    return Ok(None);
-                }
-                &GRU_BWD_WAVE_CM_NC_PROBE
-            }
+            _ if on_probe_variant && !std::ptr::eq(self.wave_spec(false), &GRU_BWD_WAVE_CM_NC) => return Ok(None),
+            _ if on_probe_variant && GRU_BWD_WAVE_CM_NC_PROBE.spirv.is_empty() => return Ok(None),
+            _ if on_probe_variant => &GRU_BWD_WAVE_CM_NC_PROBE,
             0 => &GRU_BWD_WAVE_CM,
             32 => &GRU_BWD_WAVE_CM_NC,
             _ if GRU_BWD_WAVE_SC_NC.spirv.is_empty() => return Ok(None),
