@@ -54,7 +54,7 @@
 // flag bit 2: the products' operands not loaded (zeros); 4: no products;
 // 8: nothing stored after the products; 16: the step's own inputs not loaded.
 // Only in the variant built with WAVE_PROBE (gru_bwd_wave_cm_nc_probe), the
-// products' own parts (session 26): bit 128, no staging (the operands'
+// products' own parts: bit 128, no staging (the operands'
 // stores to `stg` and the subgroup barriers); 256, no fragment loads from
 // `stg` (zero fragments); 512, no multiply-adds; 1024, no fragment stores to
 // `part`; 4096, the operand fragments loaded straight from the f16 copies

@@ -20,7 +20,7 @@
 // No arrays of registers: every fragment and every pair's state is its own
 // variable, named in the code, so the driver keeps them in registers. As
 // arrays, indexed in loops it did not unroll, they lived in local memory
-// (version 39: 320 B an invocation, exactly the fragments and the pairs'
+// (320 B an invocation, exactly the fragments and the pairs'
 // prefetched inputs).
 //
 // Shared memory: COOPMAT 24.5 KB (d_gh[t+1] and d_gh[t], f16, 16 × 3H each;

@@ -82,7 +82,7 @@ layout(std430, binding = 7) coherent buffer H16v { uvec4 h16v[]; };
 //   values per uvec4); then each subgroup's tiles of h_{t-1} on their way
 //   into fragments ([subgroup][tile][16 rows × 16], 32 uvec4 per tile).
 //   coopMatLoad reads shared memory; from global memory marked coherent it
-//   was slower than the f32 kernel (docs/speed.md, version 17).
+//   was slower than the f32 kernel (docs/speed.md).
 shared uvec4 stg[SUBGROUPS * KT_MAX * 32u];
 // Each subgroup's partial sums of the step: [subgroup][row][column].
 shared float part[SUBGROUPS * 16u * NC];

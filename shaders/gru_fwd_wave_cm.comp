@@ -40,12 +40,12 @@
 // own inputs (gi0) not loaded. Only in the variant built with WAVE_PROBE
 // (gru_fwd_wave_cm_nc_probe): the switches alone cost the FMA variant
 // 0.07 ms of a B=1 T=512 step and the cooperative-matrix one 9 µs of a
-// `small` step (session 18). The product's own parts (session 26): bit 128,
+// `small` step. The product's own parts: bit 128,
 // no staging (the operands' stores to `stg` and the subgroup barriers);
 // 256, no fragment loads from `stg` (zero fragments); 512, no
 // multiply-adds; 1024, no fragment stores to `part`; 4096, the operand
 // fragments loaded straight from h0s / h1s (no staging; valid only for
-// full row blocks; 25 % slower a step at `bench`, session 26); 8192 with 4,
+// full row blocks; 25 % slower a step at `bench`); 8192 with 4,
 // the operands' loads alone (each waited for, nothing multiplied).
 //
 // OPERANDS_NONCOHERENT (the variant gru_fwd_wave_cm_nc): the products' loads
@@ -55,9 +55,9 @@
 // step it reads (rows past B in a partial row block are not loaded), whose
 // values were written and made available before the last grid barrier; so
 // no line a load brings into L1 was there before its final value, and there
-// is nothing stale to hit. (Session 5's variant loaded the whole block: with
-// B % 16 != 0 that cached rows of steps not yet computed, and the B = 1
-// ladder failed.)
+// is nothing stale to hit. (Loading the whole block would not do: with
+// B % 16 != 0 that caches rows of steps not yet computed, and the B = 1
+// ladder fails.)
 #extension GL_GOOGLE_include_directive : enable
 #ifndef SCALAR_PRODUCT
 #extension GL_KHR_cooperative_matrix : require
@@ -229,8 +229,7 @@ void main() {
             gin = vec3(gi0[g + j], gi0[g + H + j], gi0[g + 2u * H + j]);
         }
         // Over every workgroup: waiting for the row block's alone (as the
-        // backward does) made no step faster on the H200 (docs/speed.md,
-        // version 58).
+        // backward does) made no step faster on the H200 (docs/speed.md).
         if (it > pc.t) grid_sync(it - pc.t);
         if (!on_step) continue;
         // The recurrent product is zero at t = 0 (h_{-1} = 0).

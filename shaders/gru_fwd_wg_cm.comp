@@ -23,7 +23,7 @@
 // No arrays of registers: every fragment and every pair's state is its own
 // variable, named in the code, so the driver keeps them in registers. As
 // arrays, indexed in loops it did not unroll, they lived in local memory
-// (version 39: 112 B an invocation here, 320 B in the backward).
+// (112 B an invocation here, 320 B in the backward).
 //
 // Shared memory: COOPMAT 8.5 KB (h_{t-1}, f16, two buffers) + 12 KB (W_hh^T's
 // K-tile on its way into registers) + 24.3 KB (the step's 16 × 3H product);

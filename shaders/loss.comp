@@ -3,8 +3,8 @@
 // of logits [R, V], R = T·B, eight rows per workgroup: team i (invocations
 // 32i .. 32i+31) takes row 8w + i, each invocation the columns lane + 32j in
 // order, then a fixed tree of five levels over the team in shared memory, so
-// the result does not depend on scheduling (one workgroup per row spent ~20
-// workgroup barriers on each; version 55). On a masked position:
+// the result does not depend on scheduling (one workgroup per row would spend
+// ~20 workgroup barriers on each). On a masked position:
 //   token_loss = m + log Σ exp(x - m) - x[target]   (m the row maximum)
 //   dlogits    = coef · (softmax - onehot(target)),  coef = S / N
 // with S the loss scale from the state buffer; elsewhere both are 0. N and

@@ -1,4 +1,4 @@
-//! A bias added by the product's kernel (`gemm::gemm_bias`, version 54)
+//! A bias added by the product's kernel (`gemm::gemm_bias`)
 //! against the product followed by the bias: the same bits, on every kernel
 //! this device runs, at shapes that divide no tile; and a whole step with the
 //! biases in the products against one with their own passes.

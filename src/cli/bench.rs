@@ -167,7 +167,7 @@ fn summary(engine: &str, t: &mut Timed, tokens: f64) -> serde_json::Value {
         "device_median_ms": device.map(|d| d.0), "device_p10_ms": device.map(|d| d.1), "device_p90_ms": device.map(|d| d.2),
         "tokens_per_s": tokens / (median / 1e3), "first_loss": t.first_loss,
         "breakdown_ms": t.breakdown.iter().map(|(n, ms)| json!({"phase": n, "ms": ms})).collect::<Vec<_>>(),
-        // Every kernel, largest first (before session 25 the 25 largest), so that sums over them are whole.
+        // Every kernel, largest first (not only the largest few), so that sums over them are whole.
         "kernels_ms": t.kernels.iter().map(|(n, ms)| json!({"kernel": n, "ms": ms})).collect::<Vec<_>>(),
         "recurrence": t.recurrence,
         "replay_median_ms": t.replay.as_mut().map(|r| percentiles(&mut r.0).0),

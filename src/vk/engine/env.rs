@@ -12,7 +12,7 @@
 //! | `DUALSCOPE_HOST_PROFILE` | set: print where the host's time goes in each step (stderr) |
 //! | `DUALSCOPE_HOST_NORMS` | `1`: the controller's step reads every gradient back and takes its norms on the host (the path before the device norms, kept for comparison) |
 //! | `DUALSCOPE_ATTN` | `old`, `wide` or `auto`: the attention kernels in blocks of 16 queries, of 64, or the block [`AttnKernels::wide_for`] picks per shape (`auto`) |
-//! | `DUALSCOPE_BIAS_PASS` | `1`: the GRU's input bias and the head's bias added by a pass of their own after the product (as before version 54), not by the product's kernel |
+//! | `DUALSCOPE_BIAS_PASS` | `1`: the GRU's input bias and the head's bias added by a pass of their own after the product, not by the product's kernel |
 //! | `DUALSCOPE_POISON` | `1`: fill every buffer a step writes with NaN before it runs (reads of unwritten values turn non-finite) |
 //!
 //! A set switch whose value is not one it takes is an error naming it when an

@@ -83,7 +83,7 @@ impl Engine {
 
     /// `c (+)= op(a)·op(b) + 1·biasᵀ`, the bias a row vector in `b`'s buffer
     /// at `bias` (added after the old `c` with `accumulate`): by the
-    /// product's kernel as it stores (version 54), or by a pass of its own
+    /// product's kernel as it stores, or by a pass of its own
     /// over `c` where the product is split along K or `DUALSCOPE_BIAS_PASS=1`
     /// asks for the pass. The same values either way.
     #[allow(clippy::too_many_arguments)]
