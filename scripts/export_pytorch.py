@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""MODEL.md's dual-stream model as a plain PyTorch nn.Module, and the interop fixture.
+"""docs/model.md's dual-stream model as a plain PyTorch nn.Module, and the interop fixture.
 
     export_pytorch.py write [--out DIR] [--seed N]
         Builds the model with PyTorch's own seeded initialisation, writes DIR/pytorch_tiny.safetensors
@@ -89,7 +89,7 @@ class Head(nn.Module):
 class DualStream(nn.Module):
     """Byte embedding -> stacked GRU (nn.GRU: gates r, z, n) -> classifier, plus the context stream.
 
-    Its state_dict names are MODEL.md's: embed.weight, gru.weight_ih_l{l}, gru.weight_hh_l{l},
+    Its state_dict names are docs/model.md's: embed.weight, gru.weight_ih_l{l}, gru.weight_hh_l{l},
     gru.bias_ih_l{l}, gru.bias_hh_l{l}, ctx.{q,k,v}.weight, head.tok.weight, head.ctx.weight, head.bias.
     """
 

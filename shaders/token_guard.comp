@@ -1,5 +1,5 @@
 #version 450
-// The per-token guard of MODEL.md, per position t:
+// The per-token guard of docs/model.md, per position t:
 //   norm = ‖g_t‖ · ‖c_t‖ with g_t = dlogits_t / S (unscaled), always written;
 // with flag = 1 and cap τ = f0, the row of dlogits feeding the W_ctx gradient is
 // scaled by τ/norm where norm > τ (into dl_ctx), and the capped positions are

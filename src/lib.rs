@@ -1,5 +1,5 @@
 //! dualscope: a visual debugger for a GPU training engine of the dual-stream
-//! language model in MODEL.md.
+//! language model in docs/model.md.
 //!
 //! Data flows one way: `dataset → model → {cpu, vk} → engine → {ladder, train}
 //! → session → {ui, cli}`; a module imports only what stands to its left.

@@ -301,7 +301,7 @@ fn planted_and_requested_steps_leave_captures_with_every_field() {
 }
 
 /// Without the controller the step is one submit, and a step only the guard
-/// skipped is captured after it ran: MODEL.md step 4 leaves weights, moments
+/// skipped is captured after it ran: docs/model.md step 4 leaves weights, moments
 /// and step counter as they were, and the capture gets the loss scale from
 /// before the step. Weights with a NaN (on purpose) make every step such a skip.
 #[test]

@@ -1,6 +1,6 @@
 //! Checkpoint files: the model's parameters (or gradients) as safetensors.
 //!
-//! The contract of MODEL.md: float32, little-endian, row-major tensors under the
+//! The contract of docs/model.md: float32, little-endian, row-major tensors under the
 //! names of [`param_specs`](crate::model::param_specs), and the configuration as
 //! JSON under the safetensors metadata key `config`. This module adds a
 //! `format` key ([`FORMAT`]) and lets callers add their own entries (`kind`,

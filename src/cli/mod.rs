@@ -47,7 +47,7 @@ pub enum Command {
     Bench(bench::BenchArgs),
     /// The Vulkan device: name, driver, limits, features (exit 2 without Vulkan).
     GpuInfo(gpu::GpuInfoArgs),
-    /// CPU-vs-GPU ladder of MODEL.md (exit 0: nothing failed, 1: a rung failed, 2: usage or device error).
+    /// CPU-vs-GPU ladder of docs/model.md (exit 0: nothing failed, 1: a rung failed, 2: usage or device error).
     Ladder(gpu::LadderArgs),
     /// The fault catalogue: planted bugs the ladder must catch (use with `ladder --fault NAME`).
     Faults(gpu::FaultsArgs),

@@ -1,4 +1,4 @@
-//! Backward pass of MODEL.md on the CPU: `∂(S·loss)/∂θ` for every parameter,
+//! Backward pass of docs/model.md on the CPU: `∂(S·loss)/∂θ` for every parameter,
 //! recording every intermediate gradient. The per-token guard on the `W_ctx`
 //! gradient lives here too.
 

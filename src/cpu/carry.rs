@@ -6,7 +6,7 @@
 //!
 //! Both are constants of the step that reads them: no gradient flows into the
 //! previous window. An absent state (`None` where a `&Carry` is asked for) is
-//! the model of MODEL.md exactly: `h_{-1} = 0` and an empty buffer.
+//! the model of docs/model.md exactly: `h_{-1} = 0` and an empty buffer.
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -1,4 +1,4 @@
-//! Forward pass of MODEL.md on the CPU, recording every intermediate.
+//! Forward pass of docs/model.md on the CPU, recording every intermediate.
 //!
 //! Activations are time-major: the row of position `t` in batch row `b` is
 //! `t * B + b`, so one timestep's hidden states `[B, H]` are contiguous for the
@@ -51,7 +51,7 @@ pub struct Forward<T> {
     pub loss: f64,
     /// N = Σ mask.
     pub n_targets: usize,
-    /// The carried state the pass started from (None: zeros, MODEL.md), with
+    /// The carried state the pass started from (None: zeros, docs/model.md), with
     /// the prefix's keys and values `W_k s_pre`, `W_v s_pre` (`[P, B, A]`).
     pub carry: Option<Carry<T>>,
     pub k_pre: Vec<T>,

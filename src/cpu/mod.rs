@@ -1,4 +1,4 @@
-//! The CPU reference engine: MODEL.md computed exactly, in f32 or f64,
+//! The CPU reference engine: docs/model.md computed exactly, in f32 or f64,
 //! multi-threaded (rayon) with vectorised GEMMs (the `gemm` crate).
 
 pub(crate) mod attention;

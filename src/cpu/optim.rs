@@ -1,6 +1,6 @@
 //! The training step after backward: unscale → float64 global norm → guard →
 //! clip → post-clip check → AdamW (torch semantics) → dynamic loss scale
-//! (GradScaler semantics). MODEL.md, "Training step".
+//! (GradScaler semantics). docs/model.md, "Training step".
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::model::{Config, Params, decays, param_specs};
 use crate::tensor::Real;
 
-/// AdamW hyper-parameters and the clip threshold; defaults from MODEL.md.
+/// AdamW hyper-parameters and the clip threshold; defaults from docs/model.md.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StepOptions {
     pub lr: f64,
@@ -289,7 +289,7 @@ mod tests {
         assert_eq!(g, before);
     }
 
-    /// AdamW against the formula of MODEL.md, written out independently.
+    /// AdamW against the formula of docs/model.md, written out independently.
     #[test]
     fn adamw_two_steps_match_the_formula() {
         let (cfg, p0, g) = setup(5);

@@ -126,7 +126,7 @@ pub(crate) struct RecurrenceOut<'a, T> {
 }
 
 /// `gi` is `W_ih u + b_ih` for every step; fills `gh`, the gates and `h`.
-/// `h0` is `h_{-1}`, `[B, H]` (None: zeros, MODEL.md's start). `round`
+/// `h0` is `h_{-1}`, `[B, H]` (None: zeros, docs/model.md's start). `round`
 /// rounds the product's operands, `W_hh` and `h_{t−1}` (Exact: none).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn forward<T: Real>(

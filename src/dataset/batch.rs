@@ -63,7 +63,7 @@ impl Batch {
         t + 1 < self.lens[b]
     }
 
-    /// N in MODEL.md: the number of positions that count towards the loss.
+    /// N in docs/model.md: the number of positions that count towards the loss.
     pub fn num_targets(&self) -> usize {
         self.lens.iter().map(|&l| l.saturating_sub(1)).sum()
     }

@@ -464,7 +464,7 @@ impl Engine {
     /// The state each row of the next batches starts from (`docs/carry-state.md`):
     /// `Some` turns carrying on, and every step, `compute` or `grads` from
     /// now on leaves the state it ends with in [`Engine::final_state`];
-    /// `None` (the default) is MODEL.md's start from zero. The state stays
+    /// `None` (the default) is docs/model.md's start from zero. The state stays
     /// what was set until it is set again.
     pub fn set_carry(&mut self, carry: Option<Carry<f32>>) -> Result<(), EngineError> {
         if let Some(c) = &carry {

@@ -106,7 +106,7 @@ pub fn gemm_cases_for(cfg: &Config, precision: Precision) -> Vec<GemmCase> {
     cases
 }
 
-/// The products of one training step of `cfg` (MODEL.md; activations are
+/// The products of one training step of `cfg` (docs/model.md; activations are
 /// `[T·B, width]` row-major, weights `[out, in]` as PyTorch stores them), then
 /// odd shapes in all four transpose combinations.
 pub fn gemm_cases(cfg: &Config) -> Vec<GemmCase> {

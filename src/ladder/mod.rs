@@ -1,4 +1,4 @@
-//! The ladder of MODEL.md: each rung runs one stage on the CPU reference and on
+//! The ladder of docs/model.md: each rung runs one stage on the CPU reference and on
 //! the Vulkan engine from the same inputs and compares them under a numerical
 //! contract. Rung 1 (`gemm`) checks the matrix products alone (`gemm.rs`);
 //! rungs 2–11 and the end-to-end gate run the stages of the training step
@@ -64,7 +64,7 @@ const fn ids<const N: usize>(rungs: [Rung; N]) -> [&'static str; N] {
     out
 }
 
-/// Every rung of MODEL.md, in order, by id ([`Rung::ALL`]).
+/// Every rung of docs/model.md, in order, by id ([`Rung::ALL`]).
 pub const ALL_RUNGS: [&str; 11] = ids(Rung::ALL);
 
 /// The rungs this build implements, by id.

@@ -1,4 +1,4 @@
-//! The rungs of MODEL.md as one enum: each rung's id, label, stage, the
+//! The rungs of docs/model.md as one enum: each rung's id, label, stage, the
 //! tensors it compares and reads, its CPU profile phases, its base tolerance
 //! and the product depth of its tensors. Adding a rung means adding a variant
 //! here; every table below is an exhaustive match, so the compiler lists what

@@ -198,7 +198,7 @@ pub fn norm_tolerance_for(map: Option<&PrecisionMap>, precision: Precision, cfg:
     }
 }
 
-/// The loss gate (relative), MODEL.md's contract for an f32 engine.
+/// The loss gate (relative), docs/model.md's contract for an f32 engine.
 pub const LOSS_TOLERANCE: f64 = 1e-5;
 /// The gradient-norm diagnostic (relative).
 pub const NORM_TOLERANCE: f64 = 1e-4;

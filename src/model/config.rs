@@ -1,9 +1,9 @@
-//! The model configuration of MODEL.md, its presets and its validation.
+//! The model configuration of docs/model.md, its presets and its validation.
 
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
-/// Configuration fields exactly as MODEL.md names them (and as the checkpoint's
+/// Configuration fields exactly as docs/model.md names them (and as the checkpoint's
 /// `config` metadata stores them). `batch` and `seq_len` are the benchmark
 /// step's shape, not part of the model: JSON without them (as an outside
 /// exporter writes it) reads with [`Config::default_run_shape`]'s values.

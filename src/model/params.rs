@@ -1,4 +1,4 @@
-//! The parameter set of MODEL.md: names, shapes, initialisation and the
+//! The parameter set of docs/model.md: names, shapes, initialisation and the
 //! canonical order (the table's order) in which norms and files visit them.
 
 use super::Config;

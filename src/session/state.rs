@@ -190,7 +190,7 @@ pub struct State {
     /// precision's own step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub precision_map: Option<crate::vk::gemm::PrecisionMap>,
-    /// The per-token guard's cap on the `W_ctx` gradient (MODEL.md); `None`: off.
+    /// The per-token guard's cap on the `W_ctx` gradient (docs/model.md); `None`: off.
     /// Applies to the traces and the ladder.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_cap: Option<f64>,

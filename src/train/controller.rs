@@ -5,7 +5,7 @@
 //!
 //! - **skip** a step whose gradient norm (global or of one tensor) is a far
 //!   outlier (`--gn-skip-z`), or that the engine's guard skipped (non-finite
-//!   or zero norm: MODEL.md step 4);
+//!   or zero norm: docs/model.md step 4);
 //! - **back off the loss scale** on a non-finite step (the engine halves a
 //!   dynamic scale as GradScaler does; the controller reports it);
 //! - **lower the learning rate for a while** on a bad step or a milder spike

@@ -59,7 +59,7 @@ pub(super) fn batch_at(
 }
 
 /// Pads every row to `t + 1` tokens (masked), so that a GPU workspace sized
-/// once fits every batch. Padding changes no valid position (MODEL.md).
+/// once fits every batch. Padding changes no valid position (docs/model.md).
 fn pad_to(b: Batch, t: usize) -> Batch {
     if b.t >= t {
         return b;

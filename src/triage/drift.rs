@@ -6,7 +6,7 @@
 //! Per step and parameter tensor, the *divergence* is
 //! `‖θ_gpu − θ_cpu32‖ / ‖θ_cpu32‖` and the *reference*
 //! `‖θ_cpu32 − θ_cpu64‖ / ‖θ_cpu64‖`: the reference is what f32 rounding alone
-//! does to a run that follows MODEL.md exactly. The [`Envelope`] (see
+//! does to a run that follows docs/model.md exactly. The [`Envelope`] (see
 //! docs/triage.md, "Drift") bounds the divergence by `K` times the reference
 //! (with a floor of a few ulps), scaled for a mixed-precision step by its
 //! unit roundoff. The loop is [`run`] (in `drift_run.rs`).

@@ -189,7 +189,7 @@ impl Command {
                 "Each stage of the ladder's step in f32 or f16 (docs/precision.md); reset: the precision's own step"
             }
             Command::SetTokenCap(_) => {
-                "Cap each position's contribution to the W_ctx gradient at tau (MODEL.md's per-token guard); press Run"
+                "Cap each position's contribution to the W_ctx gradient at tau (docs/model.md's per-token guard); press Run"
             }
             Command::SetOffset(_) => "First token of the sequence in the dataset",
             Command::SetLen(_) => "Tokens in the sequence (one row)",

@@ -1,4 +1,4 @@
-//! `dualscope ladder`: the CPU-vs-GPU ladder of MODEL.md, run by
+//! `dualscope ladder`: the CPU-vs-GPU ladder of docs/model.md, run by
 //! `ladder::run`, printed as a table or JSON.
 
 use clap::Args;

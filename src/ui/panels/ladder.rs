@@ -1,4 +1,4 @@
-//! The ladder panel: the eleven rungs of MODEL.md and the end-to-end step as a
+//! The ladder panel: the eleven rungs of docs/model.md and the end-to-end step as a
 //! checklist; and the selected rung's cases, which the inspector view shows
 //! (there the wide table has the central area's width, and it goes away
 //! with the view).

@@ -93,7 +93,7 @@ fn train_here(ui: &mut egui::Ui, t: &mut TrainHere, capture_open: bool, out: &mu
             .on_hover_text("Steps the next Train here runs");
         ui.label("lr");
         ui.add_enabled(!busy, DragValue::new(&mut t.lr).range(1e-6..=1.0).speed(1e-4))
-            .on_hover_text("The learning rate of the training (AdamW, the other settings MODEL.md's defaults)");
+            .on_hover_text("The learning rate of the training (AdamW, the other settings docs/model.md's defaults)");
         let cmd = Command::TrainHere { steps: t.n, lr: t.lr };
         let r = button(ui, cmd, !busy && !capture_open, out);
         if capture_open {

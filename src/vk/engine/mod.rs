@@ -1,4 +1,4 @@
-//! The whole training step of MODEL.md on the Vulkan engine.
+//! The whole training step of docs/model.md on the Vulkan engine.
 //!
 //! Parameters, gradients and the AdamW moments live in flat device buffers
 //! (one [`ParamLayout`]); a [`Workspace`] holds one batch shape's
@@ -167,7 +167,7 @@ pub struct Engine {
     scratch_next: std::sync::atomic::AtomicUsize,
     ws: Option<Workspace>,
     /// The state each row of the next batches starts from (docs/carry-state.md);
-    /// `None`: MODEL.md's start from zero, recorded exactly as before.
+    /// `None`: docs/model.md's start from zero, recorded exactly as before.
     carry: Option<crate::cpu::Carry<f32>>,
 }
 
