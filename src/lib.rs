@@ -14,6 +14,8 @@ pub mod model;
 
 pub mod checkpoint;
 
+pub mod step;
+
 pub mod cpu;
 pub mod vk;
 

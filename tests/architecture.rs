@@ -5,13 +5,14 @@
 use std::path::{Path, PathBuf};
 
 /// The top-level modules, left to right: each may use those before it.
-const LAYERS: [&str; 16] = [
+const LAYERS: [&str; 17] = [
     "rng",
     "tensor",
     "memory",
     "dataset",
     "model",
     "checkpoint",
+    "step",
     "cpu",
     "vk",
     "engine",
@@ -84,6 +85,63 @@ fn modules_use_only_what_stands_to_their_left() {
     wrong.sort();
     wrong.dedup();
     assert!(wrong.is_empty(), "imports against the data flow ({}):\n{}", LAYERS.join(" → "), wrong.join("\n"));
+}
+
+/// The two engines stand side by side: neither names the other.
+const SIBLINGS: [(&str, &str); 2] = [("vk", "cpu"), ("cpu", "vk")];
+
+/// The modules above `engine` that compare the engines stage by stage, and so
+/// drive each engine's stage API directly (docs/architecture.md, "The engine's
+/// surface"). Every other module above `engine` reaches the engines only
+/// through `engine` (its `Engine`, `engine::gpu` and `engine::reference`).
+const STAGE_LEVEL: [&str; 2] = ["ladder", "triage"];
+
+/// The first module that stands above the engines.
+const ABOVE: &str = "engine";
+
+#[test]
+fn the_engines_are_reached_through_engine_and_never_name_each_other() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let above = LAYERS.iter().position(|l| *l == ABOVE).expect("engine is a layer");
+    let mut wrong = Vec::new();
+    for f in &files {
+        let Some(own) = layer_of(&src, f) else { continue };
+        let text = std::fs::read_to_string(f).expect("a readable source file");
+        let rel = f.strip_prefix(&src).unwrap().display().to_string();
+        for m in named_modules(&text) {
+            if SIBLINGS.iter().any(|(a, b)| LAYERS[own] == *a && m == *b) {
+                wrong.push(format!("{rel} uses crate::{m} (the engines never name each other)"));
+            }
+            let engine_internal = m == "vk" || m == "cpu";
+            if own > above && engine_internal && !STAGE_LEVEL.contains(&LAYERS[own]) {
+                wrong.push(format!("{rel} uses crate::{m} (go through crate::engine)"));
+            }
+        }
+    }
+    wrong.sort();
+    wrong.dedup();
+    assert!(wrong.is_empty(), "imports past the engine's surface:\n{}", wrong.join("\n"));
+}
+
+#[test]
+fn the_architecture_map_names_every_module_and_exception() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("docs/architecture.md")).expect("docs/architecture.md");
+    let missing: Vec<String> = LAYERS
+        .iter()
+        .filter(|l| !doc.contains(&format!("`{l}`")))
+        .map(|l| format!("module `{l}`"))
+        .chain(
+            STAGE_LEVEL
+                .iter()
+                .filter(|m| !doc.contains(&format!("`{m}` (stage level)")))
+                .map(|m| format!("exception `{m}` (stage level)")),
+        )
+        .chain(["docs/model.md", "## Where to add"].iter().filter(|t| !doc.contains(**t)).map(|t| t.to_string()))
+        .collect();
+    assert!(missing.is_empty(), "docs/architecture.md does not name: {}", missing.join(", "));
 }
 
 #[test]

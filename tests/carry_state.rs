@@ -9,11 +9,11 @@ use std::path::Path;
 
 use common::{fails, ok_json, run, s, train_tiny};
 use dualscope::checkpoint::load_params;
-use dualscope::cpu::{Carry, LossScale, StepOptions};
 use dualscope::dataset::Batch;
 use dualscope::engine::{Engine, TrainState};
 use dualscope::model::{Config, Params};
 use dualscope::rng::Rng;
+use dualscope::step::{Carry, LossScale, StepOptions};
 
 /// A text of a few kilobytes with structure a tiny model can learn.
 fn text_file(dir: &Path) -> std::path::PathBuf {

@@ -9,12 +9,12 @@ use std::path::Path;
 
 use common::{docs_jsonl, dualscope, ok_json, random_batch, s, train_tiny};
 use dualscope::checkpoint::load_train_checkpoint;
-use dualscope::cpu::{LossScale, StepOptions};
 use dualscope::engine::{self, TrainState, VulkanOptions, norms_of};
 use dualscope::model::{Config, Params};
 use dualscope::rng::Rng;
+use dualscope::step::{GemmChoice, Precision};
+use dualscope::step::{LossScale, StepOptions};
 use dualscope::vk::engine::{Engine, FlatBuf, NORM_CHUNK};
-use dualscope::vk::gemm::{GemmChoice, Precision};
 
 /// Widths that divide no tile, with tensors of several norm chunks
 /// (`head.tok.weight` 256 × 45 and `gru.weight_hh_*` 135 × 45 are over 4096 values).

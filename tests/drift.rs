@@ -9,13 +9,13 @@ use std::sync::Arc;
 
 use common::{Dir, fails, run, s, text};
 use dualscope::capture;
-use dualscope::cpu::StepOptions;
 use dualscope::dataset::Dataset;
 use dualscope::model::{Config, Params};
+use dualscope::step::Fault;
+use dualscope::step::StepOptions;
+use dualscope::step::{GemmChoice, Precision};
 use dualscope::triage::drift::{DriftPlan, DriftReport, Planted, REPORT_FILE, batch_seed};
 use dualscope::vk::Context;
-use dualscope::vk::engine::Fault;
-use dualscope::vk::gemm::{GemmChoice, Precision};
 
 /// 6 KB of the synthetic corpus, as a byte dataset.
 fn corpus() -> Dataset {

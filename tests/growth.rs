@@ -11,9 +11,9 @@ use std::sync::Arc;
 use common::{Dir, fails, run, s, text};
 use dualscope::dataset::Dataset;
 use dualscope::model::{Config, Params};
+use dualscope::step::{GemmChoice, Precision};
 use dualscope::triage::growth::{Direction, GrowthPlan, GrowthReport};
 use dualscope::vk::Context;
-use dualscope::vk::gemm::{GemmChoice, Precision};
 
 const T: usize = 300;
 const P: usize = 150;

@@ -1138,7 +1138,7 @@ fn fault_combo_plants_a_fault_in_the_ladder() {
     let attn = h.state().ladder().results.get("attn_fwd").expect("attn_fwd ran");
     assert_eq!(attn.as_ref().map(|r| r.status), Ok(dualscope::ladder::Status::Fail));
     assert_eq!(h.state().ladder().first_failed(), Some("attn_fwd"));
-    assert_eq!(h.state().ladder().planted(), Some(dualscope::vk::engine::Fault::WindowOffByOne));
+    assert_eq!(h.state().ladder().planted(), Some(dualscope::step::Fault::WindowOffByOne));
     h.get_by_label("planted: window_off_by_one (expected to fail first: attn_fwd)");
     h.get_by_label("first failed: attn_fwd, as expected");
     // A failing rung is the ladder's result, not an error.
@@ -1336,7 +1336,7 @@ fn token_guard_and_precision_controls() {
 // ---- captures -------------------------------------------------------------
 
 use dualscope::capture::{self as cap, BatchMeta, CaptureMeta, Recorded};
-use dualscope::vk::engine::Fault as EngineFault;
+use dualscope::step::Fault as EngineFault;
 
 /// Text with one run of a rare byte in it (an outlier for the gradient).
 fn capture_text() -> Vec<u8> {
@@ -1355,7 +1355,7 @@ fn write_capture(dir: &Path, step: u64, planted: Option<&str>, row_len: usize) -
         [40usize, 1200, 2300].iter().map(|&o| RowOrigin { document: 0, offset: o, len: row_len }).collect();
     let rows: Vec<Vec<u8>> = origins.iter().map(|o| ds.row_at(o).unwrap()).collect();
     let batch = Batch::from_rows(&rows).unwrap();
-    let scale = dualscope::cpu::LossScale::fixed();
+    let scale = dualscope::step::LossScale::fixed();
     let state = dualscope::engine::TrainState::fresh(&cfg, dualscope::model::Params::init(&cfg, 4), scale.clone());
     let meta = CaptureMeta {
         format_version: cap::CAPTURE_FORMAT,
@@ -1365,7 +1365,7 @@ fn write_capture(dir: &Path, step: u64, planted: Option<&str>, row_len: usize) -
         engine: "gpu".into(),
         precision: dualscope::ladder::Precision::F32,
         gemm_path: "tiled".into(),
-        optim: dualscope::cpu::StepOptions::default(),
+        optim: dualscope::step::StepOptions::default(),
         seed: 1,
         loss_scale: scale,
         optim_step: step,
@@ -1465,7 +1465,7 @@ fn a_carried_capture_opens_and_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let path = write_capture(dir.path(), 190, None, 17);
     let mut c = cap::load(&path).unwrap();
-    let mut k = dualscope::cpu::Carry::<f32>::zeros(&c.config, c.batch.rows);
+    let mut k = dualscope::step::Carry::<f32>::zeros(&c.config, c.batch.rows);
     k.prefix_len = c.config.window - 1;
     let n = k.prefix_len * c.batch.rows * c.config.hidden;
     k.prefix = (0..n).map(|i| ((i % 13) as f32 - 6.0) * 0.1).collect();

@@ -85,5 +85,5 @@ fn a_command_file_drives_the_app_to_the_inspector() {
     // The precision map: tiny's default map with head in f32.
     let map = app.state.precision_map.as_ref().expect("the map was set");
     let head = map.iter().find(|(s, _)| s.name() == "head").map(|(_, p)| p);
-    assert_eq!(head, Some(dualscope::vk::gemm::Precision::F32));
+    assert_eq!(head, Some(dualscope::step::Precision::F32));
 }

@@ -13,10 +13,10 @@ use std::time::Duration;
 
 use dualscope::model::{Config, Params};
 use dualscope::session::state::{ConfigName, State};
+use dualscope::step::{GemmChoice, Precision};
 use dualscope::triage::growth::GrowthPlan;
 use dualscope::ui::panels::growth::PLOT_LABEL;
 use dualscope::ui::{App, LaunchOptions};
-use dualscope::vk::gemm::{GemmChoice, Precision};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 

@@ -326,7 +326,7 @@ fn warnings_follow_the_precision_map() {
 fn the_ladder_warns_only_through_f16_stages() {
     use dualscope::ladder::headroom::passes_f16;
     use dualscope::ladder::{MapStage, PrecisionMap, StageKind};
-    use dualscope::vk::gemm::GemmChoice;
+    use dualscope::step::GemmChoice;
     let (_test, ctx) = common::vulkan!(validation_from_env);
     let cfg = Config::tiny();
     let setup = || ladder_setup(&cfg, Mode::Isolated, &[9, 6], 5, Precision::F16);

@@ -29,7 +29,7 @@ fn ladder_long_row(test: &str, ctx: &Arc<Context>, len: usize, precision: Precis
     let ds = load_dataset(None).unwrap();
     let (batch, source) = ladder_batch(&ds, &cfg, BatchChoice::Row { offset: 0, len }).unwrap();
     assert_eq!((batch.rows, batch.t), (1, len), "{source}");
-    let setup = ladder::Setup { cfg, params, batch, opts: dualscope::cpu::StepOptions::default(), mode, precision };
+    let setup = ladder::Setup { cfg, params, batch, opts: dualscope::step::StepOptions::default(), mode, precision };
     let start = Instant::now();
     let report = ladder::run(ctx, ladder::LadderSpec::new(Rung::ALL.to_vec(), setup), |_| {}).unwrap();
     let worst = report

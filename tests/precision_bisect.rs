@@ -7,8 +7,8 @@ use std::sync::atomic::AtomicBool;
 
 use common::{assert_clean, ladder_setup, odd};
 use dualscope::ladder::{self, MapStage, Mode, Outcome, Precision, PrecisionBisectSpec};
-use dualscope::vk::engine::Fault;
-use dualscope::vk::gemm::GemmChoice;
+use dualscope::step::Fault;
+use dualscope::step::GemmChoice;
 
 fn spec(fault: Option<Fault>) -> PrecisionBisectSpec {
     PrecisionBisectSpec {

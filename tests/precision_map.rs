@@ -6,12 +6,13 @@
 mod common;
 
 use common::{assert_clean, ladder_setup, odd, random_batch};
-use dualscope::cpu::StepOptions;
 use dualscope::ladder::{self, MapStage, Mode, Precision, PrecisionMap, Rung, StageKind, Status};
 use dualscope::model::Params;
+use dualscope::step::GemmChoice;
+use dualscope::step::LossScale;
+use dualscope::step::StepOptions;
 use dualscope::vk::VkError;
-use dualscope::vk::engine::{Engine, loss_scale_for};
-use dualscope::vk::gemm::GemmChoice;
+use dualscope::vk::engine::Engine;
 
 /// Below f16's error level (its unit roundoff 2^-11 / 16) and far above
 /// f32's (a few 1e-7).
@@ -172,11 +173,11 @@ fn stages_without_a_kernel_are_refused() {
 #[test]
 fn the_loss_scale_follows_the_backward() {
     let f32_map = PrecisionMap::uniform(Precision::F32, 2);
-    assert!(loss_scale_for(&f32_map.with("attn.bwd=f16").unwrap()).dynamic);
-    assert!(!loss_scale_for(&f32_map.with("fwd=f16").unwrap()).dynamic);
-    assert!(!loss_scale_for(&f32_map.with("bwd=bf16,embed.bwd=f32").unwrap()).dynamic);
+    assert!(LossScale::for_map(&f32_map.with("attn.bwd=f16").unwrap()).dynamic);
+    assert!(!LossScale::for_map(&f32_map.with("fwd=f16").unwrap()).dynamic);
+    assert!(!LossScale::for_map(&f32_map.with("bwd=bf16,embed.bwd=f32").unwrap()).dynamic);
     let default = PrecisionMap::default_for(Precision::F16, 2, false);
-    assert!(loss_scale_for(&default).dynamic);
+    assert!(LossScale::for_map(&default).dynamic);
 }
 
 /// Without a map the ladder judges each tensor by the engine's default map,

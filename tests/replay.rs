@@ -15,13 +15,14 @@ use common::{fails, s, text};
 use dualscope::capture::{
     self, BATCH_FILE, BatchMeta, CAPTURE_FORMAT, Capture, CaptureMeta, DatasetRef, NormLevel, Recorded,
 };
-use dualscope::cpu::{LossScale, StepOptions};
 use dualscope::dataset::{Batch, Dataset, RowOrigin};
 use dualscope::engine::{Engine, TrainState};
 use dualscope::model::{Config, Params};
+use dualscope::step::Precision;
+use dualscope::step::{LossScale, StepOptions};
 use dualscope::triage::replay::{ReplayOptions, ReplayReport, Verdict, replay};
 use dualscope::vk::Context;
-use dualscope::vk::gemm::{GemmPath, Precision};
+use dualscope::vk::gemm::GemmPath;
 
 /// Positions per row of the test batches.
 const T: usize = 16;

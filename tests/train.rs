@@ -253,7 +253,7 @@ fn planted_and_requested_steps_leave_captures_with_every_field() {
     assert_eq!(m.planted.as_deref(), Some("nan"));
     assert_eq!((m.engine.as_str(), m.gemm_path.as_str(), m.seed), ("cpu", "cpu", 3));
     assert_eq!((m.optim.lr, m.optim.token_cap), (3e-3, None));
-    assert_eq!(m.loss_scale, dualscope::cpu::LossScale::fixed());
+    assert_eq!(m.loss_scale, dualscope::step::LossScale::fixed());
     assert_eq!(m.dataset.content_hash, ds.content_hash());
     assert_eq!(m.dataset.path.as_deref(), Some(std::fs::canonicalize(&data).unwrap().to_str().unwrap()));
     assert_eq!((c.batch.rows, c.batch.t, m.batch.origins.len()), (4, 48, 4));

@@ -213,7 +213,7 @@ fn gpu_captures_hold_the_state_before_the_step() {
         (c2.meta.triggers.clone(), c2.meta.planted.clone()),
         (vec!["planted".to_string()], Some("persistent=reset_before_matmul".to_string()))
     );
-    assert_eq!((c2.meta.engine.as_str(), c2.meta.precision), ("gpu", dualscope::vk::gemm::Precision::F16));
+    assert_eq!((c2.meta.engine.as_str(), c2.meta.precision), ("gpu", dualscope::step::Precision::F16));
     assert_eq!(c2.state.optim.step, 1);
     let c3 = capture::load(&out.join("captures/step_000003")).unwrap();
     assert_eq!(c3.meta.triggers, ["skip", "scale_backoff", "planted"]);

@@ -9,12 +9,13 @@ mod common;
 
 use std::sync::Arc;
 
-use dualscope::cpu::{Carry, LossScale, StepOptions};
 use dualscope::dataset::Batch;
 use dualscope::model::{Config, Params};
 use dualscope::rng::Rng;
+use dualscope::step::{Carry, LossScale, StepOptions};
+use dualscope::step::{GemmChoice, Precision};
 use dualscope::vk::engine::{AttnKernels, Engine};
-use dualscope::vk::gemm::{GemmChoice, Precision, path_for};
+use dualscope::vk::gemm::path_for;
 
 /// K = 3 chunks of T = 70 (two blocks of 64 queries, the second partial)
 /// under a window of 40, so chunks 2 and 3 carry a prefix of 39 keys. Each

@@ -4,10 +4,11 @@
 mod common;
 
 use common::{assert_clean, odd, random_batch as batch, rel_l2 as rel};
-use dualscope::cpu::{self, LossScale, OptimState, StepOptions};
+use dualscope::cpu;
 use dualscope::dataset::Batch;
 use dualscope::model::{Config, Params};
 use dualscope::rng::Rng;
+use dualscope::step::{LossScale, OptimState, StepOptions};
 use dualscope::vk::engine::{Engine, FlatBuf, Replay};
 use dualscope::vk::gemm::GemmPath;
 
@@ -101,8 +102,8 @@ fn the_device_guard_skips_and_the_dynamic_scale_follows_gradscaler() {
         (e.read_flat(FlatBuf::Params).unwrap(), e.read_flat(FlatBuf::M).unwrap(), e.read_flat(FlatBuf::V).unwrap());
     let cpu_r = cpu::train_step(&cfg, &mut bad.clone(), &mut st.clone(), &mut sc.clone(), &b, &opts).unwrap();
     let (gpu_r, _) = e.train_step(&b, Replay::No).unwrap();
-    assert_eq!(cpu_r.optim.skipped, Some(cpu::SkipReason::NonFiniteNorm));
-    assert_eq!(gpu_r.optim.skipped, Some(cpu::SkipReason::NonFiniteNorm));
+    assert_eq!(cpu_r.optim.skipped, Some(dualscope::step::SkipReason::NonFiniteNorm));
+    assert_eq!(gpu_r.optim.skipped, Some(dualscope::step::SkipReason::NonFiniteNorm));
     assert!(gpu_r.loss.is_nan());
     assert_eq!(gpu_r.optim.next_scale, 65536.0, "backed off from 2^17");
     let after =
@@ -417,7 +418,7 @@ fn col_sums_match_a_float64_sum() {
 /// `step`).
 #[test]
 fn replayed_steps_match_recorded_steps() {
-    use dualscope::vk::engine::Fault;
+    use dualscope::step::Fault;
     let (test, ctx) = common::vulkan!();
     let cfg = odd();
     let params = Params::<f32>::init(&cfg, 5);

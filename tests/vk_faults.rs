@@ -8,8 +8,8 @@ use std::sync::Arc;
 use common::assert_clean;
 use dualscope::ladder::{self, Mode, ModelLadder, Precision, Rung, Status};
 use dualscope::model::{Config, Params};
-use dualscope::vk::engine::Fault;
-use dualscope::vk::gemm::GemmChoice;
+use dualscope::step::Fault;
+use dualscope::step::GemmChoice;
 
 /// Widths past one SIMD group (H = 40, so a missing barrier can race), none a
 /// multiple of a tile; T = 12 > W = 4; every other row shortened (padding).

@@ -6,9 +6,9 @@
 mod common;
 
 use common::{assert_clean, odd, random, random_batch, reference, rel_l2};
-use dualscope::cpu::{LossScale, StepOptions};
 use dualscope::model::{Config, Params};
 use dualscope::rng::Rng;
+use dualscope::step::{LossScale, StepOptions};
 use dualscope::vk::engine::{Engine, EngineEnv};
 use dualscope::vk::gemm::{self, GemmPath, GemmShape, MatRef};
 use dualscope::vk::{Buffer, Sequence};

@@ -9,8 +9,8 @@ use dualscope::model::Config;
 #[test]
 fn gemm_rung_passes_on_the_tiny_config() {
     let (_, ctx) = common::vulkan!();
-    let r = ladder::run_gemm(&ctx, &Config::tiny(), Precision::F32, 1, dualscope::vk::gemm::GemmChoice::Auto, None)
-        .unwrap();
+    let r =
+        ladder::run_gemm(&ctx, &Config::tiny(), Precision::F32, 1, dualscope::step::GemmChoice::Auto, None).unwrap();
     for c in &r.cases {
         eprintln!(
             "{:?} {} {}: rel_l2 {:.2e} (cpu f32 {:.2e}) {:?}",
@@ -58,7 +58,8 @@ fn unknown_rungs_are_errors() {
 /// has them (`auto`), else the tiled kernel with its inputs rounded to f16.
 #[test]
 fn gemm_rung_passes_in_f16_on_every_path_the_device_has() {
-    use dualscope::vk::gemm::{GemmChoice, coopmat_f16_unavailable};
+    use dualscope::step::GemmChoice;
+    use dualscope::vk::gemm::coopmat_f16_unavailable;
     let (_, ctx) = common::vulkan!();
     let mut choices = vec![GemmChoice::Tiled];
     match coopmat_f16_unavailable(&ctx) {
@@ -87,7 +88,7 @@ fn gemm_rung_passes_in_f16_on_every_path_the_device_has() {
 /// bfloat16 inputs on the tiled kernel; no cooperative-matrix kernel for them.
 #[test]
 fn gemm_rung_passes_in_bf16_on_the_tiled_kernel() {
-    use dualscope::vk::gemm::GemmChoice;
+    use dualscope::step::GemmChoice;
     let (_, ctx) = common::vulkan!();
     let r = ladder::run_gemm(&ctx, &Config::tiny(), Precision::Bf16, 3, GemmChoice::Auto, None).unwrap();
     let bad: Vec<_> = r.cases.iter().filter(|c| c.status != Status::Pass).collect();
@@ -306,7 +307,7 @@ fn the_runner_stops_or_records_what_cannot_run() {
     // bfloat16 has no cooperative-matrix kernel on any device.
     s.precision = Precision::Bf16;
     let spec = ladder::LadderSpec {
-        gemm_choice: dualscope::vk::gemm::GemmChoice::CoopMat,
+        gemm_choice: dualscope::step::GemmChoice::CoopMat,
         ..ladder::LadderSpec::new(vec![Rung::Gemm, Rung::EmbedFwd], s)
     };
     assert!(ladder::run(&ctx, spec.clone(), |_| {}).is_err());

@@ -6,11 +6,13 @@
 mod common;
 
 use common::{assert_clean, assert_passes, ladder_setup, odd, random_batch, run_every_rung};
-use dualscope::cpu::{self, LossScale, OptimState, StepOptions};
+use dualscope::cpu;
 use dualscope::ladder::{self, Mode, ModelLadder, Precision, Rung, Status};
 use dualscope::model::{Config, Params};
+use dualscope::step::GemmChoice;
+use dualscope::step::{LossScale, OptimState, StepOptions};
 use dualscope::vk::engine::{Engine, FlatBuf, Replay, WgChoice};
-use dualscope::vk::gemm::{GemmChoice, GemmPath, coopmat_f16_unavailable};
+use dualscope::vk::gemm::{GemmPath, coopmat_f16_unavailable};
 
 /// The kernel `auto` picks for f16 here.
 fn f16_path(ctx: &dualscope::vk::Context) -> GemmPath {
@@ -279,7 +281,7 @@ fn an_f16_overflow_skips_the_step_and_backs_the_scale_off() {
         if r.optim.skipped.is_none() {
             break;
         }
-        assert_eq!(r.optim.skipped, Some(cpu::SkipReason::NonFiniteNorm));
+        assert_eq!(r.optim.skipped, Some(dualscope::step::SkipReason::NonFiniteNorm));
         assert!(!r.optim.grad_norm.is_finite());
         assert!(r.loss.is_finite(), "the forward is unscaled and finite");
         assert_eq!(r.optim.next_scale, scale / 2.0, "backed off");

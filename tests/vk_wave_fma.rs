@@ -8,11 +8,13 @@
 mod common;
 
 use common::{assert_clean, ladder_setup, random_batch, run_every_rung};
-use dualscope::cpu::{self, StepOptions};
+use dualscope::cpu;
 use dualscope::ladder::{Mode, ModelLadder, Precision, Rung};
 use dualscope::model::{Config, Params};
+use dualscope::step::GemmChoice;
+use dualscope::step::StepOptions;
 use dualscope::vk::engine::{Engine, WAVE_SCALAR_ROWS, WgChoice};
-use dualscope::vk::gemm::{GemmChoice, coopmat_f16_unavailable};
+use dualscope::vk::gemm::coopmat_f16_unavailable;
 
 fn cfg(hidden: usize, batch: usize, seq_len: usize) -> Config {
     Config { vocab: 256, d_embed: 24, hidden, layers: 2, attn_dim: 16, heads: 2, window: 6, batch, seq_len }

@@ -9,11 +9,11 @@
 mod common;
 
 use common::{assert_clean, ladder_setup, random_batch};
-use dualscope::cpu::StepOptions;
 use dualscope::ladder::{Mode, ModelLadder, Precision, PrecisionMap, Rung, Status};
 use dualscope::model::{Config, Params};
+use dualscope::step::GemmChoice;
+use dualscope::step::StepOptions;
 use dualscope::vk::engine::{Engine, WgChoice};
-use dualscope::vk::gemm::GemmChoice;
 
 fn cfg(hidden: usize, batch: usize, seq_len: usize) -> Config {
     Config { vocab: 256, d_embed: 24, hidden, layers: 2, attn_dim: 16, heads: 2, window: 6, batch, seq_len }

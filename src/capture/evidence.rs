@@ -6,8 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::cpu::{CpuError, backward};
 use crate::dataset::{Batch, RowOrigin};
+use crate::engine::reference::{CpuError, backward};
 use crate::model::{Config, Params};
 use crate::tensor::Real;
 
@@ -49,9 +49,9 @@ pub fn dominant_positions_with<T: Real>(
     batch: &Batch,
     origins: &[RowOrigin],
     k: usize,
-    carry: Option<&crate::cpu::Carry<T>>,
+    carry: Option<&crate::step::Carry<T>>,
 ) -> Result<(Vec<TokenGrad>, Vec<f64>), CpuError> {
-    let f = crate::cpu::forward_with(cfg, params, batch, carry)?;
+    let f = crate::engine::reference::forward_with(cfg, params, batch, carry)?;
     let g = backward(cfg, params, batch, &f, 1.0, None);
     let (rows, d) = (batch.rows, cfg.d_embed);
     let mut all = Vec::new();

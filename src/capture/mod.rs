@@ -29,11 +29,11 @@ pub use evidence::{TokenGrad, context_around, dominant_positions, dominant_posit
 pub use read::{CaptureError, list, load};
 pub use write::{dir_name, prune, remove_stale, write, write_hooked};
 
-use crate::cpu::{LossScale, StepOptions};
 use crate::dataset::{Batch, RowOrigin};
 use crate::engine::TrainState;
 use crate::model::Config;
-use crate::vk::gemm::Precision;
+use crate::step::Precision;
+use crate::step::{LossScale, StepOptions};
 
 /// The version of the capture format this code writes and reads.
 pub const CAPTURE_FORMAT: u32 = 1;
@@ -181,7 +181,7 @@ pub struct Capture {
     /// The batches of `meta.lead_up`, in the same order.
     pub lead_up: Vec<Batch>,
     /// The carried state the step started from (`meta.carry`); `None`: from zero.
-    pub carry: Option<crate::cpu::Carry<f32>>,
+    pub carry: Option<crate::step::Carry<f32>>,
 }
 
 impl Capture {

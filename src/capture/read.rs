@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use super::write::TEMP_PREFIX;
 use super::{BATCH_FILE, CAPTURE_FORMAT, CARRY_FILE, Capture, CaptureMeta, LEAD_UP_FILE, META_FILE, STATE_FILE};
 use crate::checkpoint::{CheckpointError, LoadOptions, load_train_checkpoint_with};
-use crate::cpu::{LossScale, OptimState};
 use crate::dataset::{Batch, Dataset, fnv1a64, open_input_file, show_path};
 use crate::engine::TrainState;
+use crate::step::{LossScale, OptimState};
 
 /// What can be wrong with a capture; every message names the file, and the
 /// field where one is at fault.
@@ -131,7 +131,7 @@ fn read_carry(
     cfg: &crate::model::Config,
     rows: usize,
     meta: &CaptureMeta,
-) -> Result<crate::cpu::Carry<f32>, CaptureError> {
+) -> Result<crate::step::Carry<f32>, CaptureError> {
     let path = dir.join(CARRY_FILE);
     if !path.exists() {
         return Err(CaptureError::Missing { file: path });
@@ -139,7 +139,7 @@ fn read_carry(
     let invalid =
         |field: &str, reason: String| CaptureError::Invalid { file: path.clone(), field: field.into(), reason };
     let (tensors, _) = crate::checkpoint::load_named(&path)?;
-    let c = crate::cpu::Carry::from_named(&tensors, cfg, rows).map_err(|e| invalid("(state)", e))?;
+    let c = crate::step::Carry::from_named(&tensors, cfg, rows).map_err(|e| invalid("(state)", e))?;
     if let Some(p) = meta.carry_prefix_len.filter(|&p| p != c.prefix_len) {
         return Err(invalid("prefix", format!("{} positions, {META_FILE} says carry_prefix_len {p}", c.prefix_len)));
     }

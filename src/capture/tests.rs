@@ -1,9 +1,9 @@
 use std::path::Path;
 
 use super::*;
-use crate::cpu::{LossScale, OptimState};
 use crate::dataset::Dataset;
 use crate::model::Params;
+use crate::step::{LossScale, OptimState};
 
 fn text() -> Vec<u8> {
     crate::dataset::corpus(3, 4000)
@@ -220,7 +220,7 @@ fn dominant_positions_rank_the_embedding_gradient() {
 #[test]
 fn a_carried_state_round_trips_and_is_checked() {
     let (mut c, _) = sample();
-    let mut k = crate::cpu::Carry::<f32>::zeros(&c.config, 3);
+    let mut k = crate::step::Carry::<f32>::zeros(&c.config, 3);
     k.h0[1][5] = -0.75;
     k.prefix_len = 2;
     k.prefix = (0..2 * 3 * c.config.hidden).map(|i| i as f32 * 0.125).collect();
@@ -240,7 +240,7 @@ fn a_carried_state_round_trips_and_is_checked() {
     assert!(!std::fs::read_to_string(q.join(META_FILE)).unwrap().contains("carry"));
     assert!(!q.join(CARRY_FILE).exists() && load(&q).unwrap().carry.is_none());
     // A state for another number of rows.
-    let wrong = crate::cpu::Carry::<f32>::zeros(&c.config, 2);
+    let wrong = crate::step::Carry::<f32>::zeros(&c.config, 2);
     std::fs::remove_file(p.join(CARRY_FILE)).unwrap();
     wrong.save(&p.join(CARRY_FILE), &Default::default()).unwrap();
     let e = err_of(&p);

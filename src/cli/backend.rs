@@ -4,7 +4,7 @@
 use super::common::CliError;
 use super::{EngineArg, PrecisionArg};
 use crate::engine::EngineKind;
-use crate::vk::Context;
+use crate::engine::gpu::Context;
 
 /// Opens the Vulkan device (`device`, else `DUALSCOPE_VK_DEVICE`, else the
 /// best one); any failure to do so is an engine error (exit 2).

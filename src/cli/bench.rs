@@ -52,13 +52,13 @@ pub struct BenchArgs {
     /// The GPU step's precision: f32, or the mixed-precision step (f16 =
     /// mixed: f16 products with f32 accumulation and a dynamic loss scale;
     /// bf16). The CPU engine always runs f32.
-    #[arg(long, value_enum, default_value_t = crate::ladder::Precision::F32)]
-    pub precision: crate::ladder::Precision,
+    #[arg(long, value_enum, default_value_t = crate::step::Precision::F32)]
+    pub precision: crate::step::Precision,
     #[command(flatten)]
     pub precision_map: super::args::PrecisionMapArg,
     /// GEMM kernel of the mixed step (default: DUALSCOPE_GEMM_PATH, else auto).
     #[arg(long, value_enum)]
-    pub gemm_path: Option<crate::vk::gemm::GemmChoice>,
+    pub gemm_path: Option<crate::step::GemmChoice>,
     /// Write the benchmark's batch (JSON: `tokens` per row and `lens`), so that
     /// a peer implementation can time the very same step.
     #[arg(long)]
@@ -112,7 +112,7 @@ fn bench_gpu(a: &BenchArgs, cfg: &Config, params: &Params<f32>, batch: &Batch) -
     let choice = super::gpu::choice_for(a.gemm_path, precision)?;
     let n = BenchSteps { warmup: a.warmup, steps: a.steps };
     let map = a.precision_map.over(|| {
-        crate::vk::engine::default_map(&ctx, cfg, precision, choice).map_err(|e| CliError::Engine(e.to_string()))
+        crate::engine::gpu::default_map(&ctx, cfg, precision, choice).map_err(|e| CliError::Engine(e.to_string()))
     })?;
     let mut t =
         bench::vulkan(n, &ctx, cfg, params, batch, precision, choice, map.as_ref(), &mut Bars(None, a.quiet || a.json))

@@ -6,10 +6,10 @@ use std::path::Path;
 use super::progress::Bar;
 
 use crate::checkpoint::CheckpointError;
-use crate::cpu::CpuError;
 use crate::dataset::{Batch, BatchError, DatasetError};
 use crate::engine::EngineError;
 use crate::engine::inputs::InputError;
+use crate::engine::reference::CpuError;
 use crate::model::{Config, ConfigError};
 use crate::train::TrainError;
 

@@ -35,8 +35,8 @@ pub struct DriftArgs {
     #[command(flatten)]
     pub trust: NonFiniteArg,
     /// The GPU step's precision (f32, or the mixed step: f16, bf16); the CPU runs are f32 and f64.
-    #[arg(long, value_enum, default_value_t = crate::ladder::Precision::F32)]
-    pub precision: crate::ladder::Precision,
+    #[arg(long, value_enum, default_value_t = crate::step::Precision::F32)]
+    pub precision: crate::step::Precision,
     /// Rows per batch (B); default: the config's batch.
     #[arg(long)]
     pub batch: Option<usize>,

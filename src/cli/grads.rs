@@ -9,8 +9,8 @@ use super::backend;
 use super::common::{CliError, check_output, emit, rows_from_files};
 use super::{EngineArg, OptimArgs, PrecisionArg};
 use crate::checkpoint::{load_params_opts, save_params, save_params_with};
-use crate::cpu::{LossScale, StepOptions};
 use crate::engine::{Engine, GradsOut, TrainState, VulkanOptions};
+use crate::step::{LossScale, StepOptions};
 use crate::tensor::Real;
 
 /// What `grads` and `step` run: a checkpoint, a batch of whole files, an engine.
@@ -74,7 +74,7 @@ pub fn run_grads(a: &GradsArgs) -> Result<i32, CliError> {
     let batch = rows_from_files(&a.batch.data, &cfg, elem)?;
     let GradsOut { loss, grad_norm, n_targets, capped, grads } = match (a.batch.engine, a.precision) {
         (EngineArg::Cpu, PrecisionArg::F64) => {
-            crate::cpu::grads(&cfg, &params.cast::<f64>(), &batch, a.token_cap)?.into()
+            crate::engine::reference::grads(&cfg, &params.cast::<f64>(), &batch, a.token_cap)?.into()
         }
         (engine, _) => {
             let state = TrainState::fresh(&cfg, params, LossScale::fixed());

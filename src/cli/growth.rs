@@ -48,8 +48,8 @@ pub struct GrowthArgs {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// The GPU step's precision (f32, or the mixed step: f16, bf16); the CPU runs are f32 and f64.
-    #[arg(long, value_enum, default_value_t = crate::ladder::Precision::F32)]
-    pub precision: crate::ladder::Precision,
+    #[arg(long, value_enum, default_value_t = crate::step::Precision::F32)]
+    pub precision: crate::step::Precision,
     /// A test of the report: the GPU's row has its token at this position changed.
     #[arg(long, hide = true)]
     pub plant_token_at: Option<usize>,
@@ -162,7 +162,7 @@ impl GrowthArgs {
 /// The envelope's references in words: `f32 ` or `f32 and f16-operands `.
 fn reference_words(r: &GrowthReport) -> String {
     match r.envelope.operands {
-        crate::vk::gemm::Precision::F32 => "f32 ".into(),
+        crate::step::Precision::F32 => "f32 ".into(),
         _ if r.rounded_stages.is_empty() => "f32 ".into(),
         p => format!("f32 and {}-operands ", p.name()),
     }

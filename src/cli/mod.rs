@@ -99,7 +99,7 @@ pub struct OptimArgs {
 }
 
 impl OptimArgs {
-    pub fn options(&self) -> Result<dualscope_cpu::StepOptions, CliError> {
+    pub fn options(&self) -> Result<StepOptions, CliError> {
         let bad = |m: String| Err(CliError::Usage(m));
         validate_lr(self.lr)?;
         if !(self.clip.is_finite() && self.clip > 0.0) {
@@ -109,7 +109,7 @@ impl OptimArgs {
             return bad(format!("--wd must be a finite non-negative number, got {}", self.wd));
         }
         validate_token_cap(self.token_cap)?;
-        Ok(dualscope_cpu::StepOptions {
+        Ok(StepOptions {
             lr: self.lr,
             clip: self.clip,
             weight_decay: self.wd,
@@ -119,7 +119,7 @@ impl OptimArgs {
     }
 }
 
-use crate::cpu as dualscope_cpu;
+use crate::step::StepOptions;
 
 /// The largest `--lr` accepted: past it a step only throws the weights away.
 pub(crate) const MAX_LR: f64 = 10.0;

@@ -15,10 +15,11 @@ use super::backend::open_context;
 use super::common::{CliError, emit};
 use super::gpu::{Inputs, choice, load_inputs, parse_fault, write_report};
 use super::progress::{Bar, shown};
+use crate::engine::gpu::VkError;
 use crate::ladder::inputs::{BatchChoice, ladder_batch};
-use crate::ladder::{self, Mode, Outcome, Precision, PrecisionBisectReport, PrecisionBisectSpec, Setup};
-use crate::vk::VkError;
-use crate::vk::gemm::GemmChoice;
+use crate::ladder::{self, Mode, Outcome, PrecisionBisectReport, PrecisionBisectSpec, Setup};
+use crate::step::GemmChoice;
+use crate::step::Precision;
 
 #[derive(Args, Debug)]
 pub struct PrecisionBisectArgs {
@@ -65,12 +66,12 @@ pub struct PrecisionBisectArgs {
 /// The setup, fault and loss scale of the run: a capture's (the scale its
 /// step ran), or the flags' (None: the ladder's for each map).
 #[allow(clippy::type_complexity)]
-fn setup(a: &PrecisionBisectArgs) -> Result<(Setup, Option<crate::vk::engine::Fault>, Option<f64>, String), CliError> {
+fn setup(a: &PrecisionBisectArgs) -> Result<(Setup, Option<crate::step::Fault>, Option<f64>, String), CliError> {
     let setup = |cfg, params, batch| Setup {
         cfg,
         params,
         batch,
-        opts: crate::cpu::StepOptions::default(),
+        opts: crate::step::StepOptions::default(),
         mode: a.mode,
         precision: Precision::F16,
     };

@@ -15,9 +15,9 @@ use super::common::{CliError, data_error, emit, show};
 use super::progress::{self, Bar};
 use crate::dataset::Dataset;
 use crate::engine::inputs::{ParamSource, load_model};
+use crate::step::Precision;
 use crate::triage::TriageError;
 use crate::triage::scan::{ModelId, Progress, Rank, ScanModel, ScanReport, ScanSpec, Shard, merge, scan, state};
-use crate::vk::gemm::Precision;
 
 #[derive(Args, Debug)]
 pub struct ScanArgs {

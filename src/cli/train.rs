@@ -9,11 +9,11 @@ use std::path::{Path, PathBuf};
 use super::common::{CliError, emit, log_line, progress};
 use super::controller::ControllerArgs;
 use super::{EngineArg, OptimArgs};
-use crate::cpu::{LossScale, StepOptions};
 use crate::dataset::{Dataset, synthetic};
 use crate::engine::stats::mean;
 use crate::engine::{EngineKind, VulkanOptions};
 use crate::model::Config;
+use crate::step::{LossScale, StepOptions};
 use crate::train::inject::{self, Inject, Injections};
 use crate::train::{
     Action, Begin, CaptureOptions, ControllerConfig, MemoryCheck, Observer, StepEvent, TrainError, TrainPlan, train,
@@ -71,13 +71,13 @@ pub struct TrainArgs {
     pub loss_scale: Option<ScaleArg>,
     /// The GPU step's precision: f32, or the mixed-precision step (f16 =
     /// mixed: f16 products with f32 accumulation; bf16). --engine gpu only.
-    #[arg(long, value_enum, default_value_t = crate::ladder::Precision::F32)]
-    pub precision: crate::ladder::Precision,
+    #[arg(long, value_enum, default_value_t = crate::step::Precision::F32)]
+    pub precision: crate::step::Precision,
     #[command(flatten)]
     pub precision_map: super::args::PrecisionMapArg,
     /// GEMM kernel of the mixed step (default: DUALSCOPE_GEMM_PATH, else auto).
     #[arg(long, value_enum)]
-    pub gemm_path: Option<crate::vk::gemm::GemmChoice>,
+    pub gemm_path: Option<crate::step::GemmChoice>,
     #[command(flatten)]
     pub optim: OptimArgs,
     #[command(flatten)]

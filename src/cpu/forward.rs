@@ -7,11 +7,11 @@
 use rayon::prelude::*;
 
 use super::attention::{Prefix, attention_with};
-use super::carry::Carry;
 use super::rounding::{Round, Rounding};
 use super::{CpuError, profile};
 use crate::dataset::Batch;
 use crate::model::{Config, Params};
+use crate::step::Carry;
 use crate::tensor::{Real, gemm};
 
 /// One GRU layer's forward intermediates, each `[T, B, ·]`.

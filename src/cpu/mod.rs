@@ -3,7 +3,7 @@
 
 pub(crate) mod attention;
 mod backward;
-pub mod carry;
+mod carry;
 pub(crate) mod forward;
 mod math;
 mod optim;
@@ -13,14 +13,19 @@ pub mod rounding;
 mod trace;
 
 pub use backward::{Backward, GruBwd, backward, backward_rounded};
-pub use carry::{Carry, CarryError};
 pub use forward::{Forward, GruFwd, forward, forward_rounded, forward_with};
-pub use optim::{LossScale, OptimOutcome, OptimState, SkipReason, StepOptions, apply_step};
+pub use optim::apply_step;
 pub use rounding::{Round, Rounding};
 pub use trace::Trace;
 
 use crate::dataset::Batch;
 use crate::model::{Config, Params};
+use crate::step::Carry;
+use crate::step::CarryError;
+use crate::step::LossScale;
+use crate::step::OptimState;
+use crate::step::StepOptions;
+use crate::step::StepReport;
 use crate::tensor::Real;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -133,16 +138,6 @@ pub fn traced_rounded<T: Real>(
     tr.record_forward(cfg, &f);
     tr.record_backward(cfg, &f, &g);
     Ok((f, g, tr))
-}
-
-/// What one training step did.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct StepReport {
-    pub loss: f64,
-    pub n_targets: usize,
-    pub capped_tokens: usize,
-    #[serde(flatten)]
-    pub optim: OptimOutcome,
 }
 
 /// A whole training step: forward, backward of S·loss, then the optimizer.

@@ -11,11 +11,12 @@ use serde::Serialize;
 
 use super::EngineError;
 use super::stats::{medians_by_name, percentiles};
-use crate::cpu::{self, LossScale, OptimState, StepOptions};
+use crate::cpu;
 use crate::dataset::Batch;
 use crate::model::{Config, Params};
+use crate::step::{GemmChoice, Precision};
+use crate::step::{LossScale, OptimState, StepOptions};
 use crate::vk::engine::{BWD_WAVE_LAG, Engine, FWD_WAVE_LAG, Plan, Recurrence};
-use crate::vk::gemm::{GemmChoice, Precision};
 use crate::vk::{Context, Sequence, Timing, VkError};
 
 /// Where a benchmark is: a phase of `len` steps starts, one step is done,
@@ -136,7 +137,7 @@ pub fn vulkan(
     batch: &Batch,
     precision: Precision,
     choice: GemmChoice,
-    map: Option<&crate::vk::gemm::PrecisionMap>,
+    map: Option<&crate::step::PrecisionMap>,
     pb: &mut dyn Progress,
 ) -> Result<Timed, EngineError> {
     // Under a precision map, each stage in its own precision (from its loss scale).
@@ -234,37 +235,30 @@ pub fn controller_path(
     batch: &Batch,
     precision: Precision,
     choice: GemmChoice,
-    map: Option<&crate::vk::gemm::PrecisionMap>,
+    map: Option<&crate::step::PrecisionMap>,
     assess: &mut dyn FnMut(&super::Norms) -> bool,
     pb: &mut dyn Progress,
 ) -> Result<(Vec<f64>, Vec<f64>), EngineError> {
     let scale = match map {
-        Some(m) => crate::vk::engine::loss_scale_for(m),
-        None => crate::vk::engine::default_loss_scale(precision),
+        Some(m) => crate::step::LossScale::for_map(m),
+        None => crate::step::LossScale::for_precision(precision),
     };
     let state = super::TrainState::fresh(cfg, params.clone(), scale);
     let vk = super::VulkanOptions { precision, gemm: choice, timing: Timing::Span };
-    let mut g = super::VulkanEngine::new(ctx, cfg, &state, &StepOptions::default(), &vk)?;
+    let mut v = super::VulkanEngine::new(ctx, cfg, &state, &StepOptions::default(), &vk)?;
     if let Some(m) = map {
-        g.set_precision_map(Some(m.clone()), choice)?;
+        v.set_precision_map(Some(m.clone()), choice)?;
     }
+    let mut g = super::Engine::Vulkan(Box::new(v));
     pb.start("benchmark gpu (controller's path)", (n.warmup + n.steps) as u64);
     let (mut wall, mut device) = (Vec::new(), Vec::new());
     for i in 0..n.warmup + n.steps {
         let t0 = Instant::now();
-        let p = g.compute(batch, None)?;
-        let compute_ms = p.device_ms;
-        let skip = assess(&p.norms);
-        let apply_ms = if skip {
-            Some(0.0)
-        } else {
-            g.apply(p)?;
-            g.last_apply_ms()
-        };
+        let step = g.guarded_step(batch, None, &mut *assess, |skip| *skip, |_, _, _| Ok(()))?;
         let ms = t0.elapsed().as_secs_f64() * 1e3;
         if i >= n.warmup {
             wall.push(ms);
-            device.extend(compute_ms.zip(apply_ms).map(|(a, b)| a + b));
+            device.extend(step.device_ms);
         }
         pb.inc();
     }

@@ -2,9 +2,10 @@
 //! training state and the step, the two-phase step and the gradients on it.
 
 use super::{EngineError, GradsOut, Pending, Poison, TrainState, norms_of, poison};
-use crate::cpu::{self, Carry, LossScale, OptimState, StepOptions, StepReport};
+use crate::cpu;
 use crate::dataset::Batch;
 use crate::model::{Config, Params};
+use crate::step::{Carry, LossScale, OptimState, StepOptions, StepReport};
 
 /// The CPU reference's training state.
 pub struct CpuEngine {

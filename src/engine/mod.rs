@@ -11,7 +11,10 @@
 pub mod bench;
 mod cpu_engine;
 mod error;
+pub mod gpu;
+mod guarded;
 pub mod inputs;
+pub mod reference;
 pub mod stats;
 mod vulkan;
 
@@ -20,12 +23,13 @@ use std::sync::Arc;
 
 pub use cpu_engine::CpuEngine;
 pub use error::EngineError;
+pub use guarded::Guarded;
 pub use vulkan::{VulkanEngine, open_context};
 
-use crate::cpu::{Carry, LossScale, OptimState, StepOptions, StepReport};
 use crate::dataset::Batch;
 use crate::model::{Config, Params};
-use crate::vk::gemm::{GemmChoice, Precision};
+use crate::step::{Carry, LossScale, OptimState, StepOptions, StepReport};
+use crate::step::{GemmChoice, Precision};
 use crate::vk::{Context, Timing};
 
 /// Which engine.
@@ -370,7 +374,7 @@ impl Engine {
     /// Plants a fault of the Vulkan engine's catalogue in every step from now
     /// on (`None`: the correct engine again); the next step is recorded anew.
     /// The CPU reference has no planted faults: a usage error there.
-    pub fn set_fault(&mut self, fault: Option<crate::vk::engine::Fault>) -> Result<(), EngineError> {
+    pub fn set_fault(&mut self, fault: Option<crate::step::Fault>) -> Result<(), EngineError> {
         match (self, fault) {
             (Engine::Cpu(_), None) => Ok(()),
             (Engine::Cpu(_), Some(f)) => Err(EngineError::Usage(format!(
@@ -391,9 +395,9 @@ impl Engine {
         &mut self,
         text: &str,
         choice: GemmChoice,
-    ) -> Result<crate::vk::gemm::PrecisionMap, EngineError> {
+    ) -> Result<crate::step::PrecisionMap, EngineError> {
         let base = match self {
-            Engine::Cpu(_) => crate::vk::gemm::PrecisionMap::uniform(Precision::F32, self.config().layers),
+            Engine::Cpu(_) => crate::step::PrecisionMap::uniform(Precision::F32, self.config().layers),
             Engine::Vulkan(g) => g.engine().precision_map(),
         };
         let map = base.with(text).map_err(|e| EngineError::Usage(format!("--precision-map: {e}")))?;
@@ -411,7 +415,7 @@ impl Engine {
 
     /// The precision map a Vulkan engine was given (`apply_precision_map`);
     /// None on the CPU or without one.
-    pub fn precision_map(&self) -> Option<crate::vk::gemm::PrecisionMap> {
+    pub fn precision_map(&self) -> Option<crate::step::PrecisionMap> {
         match self {
             Engine::Cpu(_) => None,
             Engine::Vulkan(g) => g.engine().precision_map_set().cloned(),
@@ -419,7 +423,7 @@ impl Engine {
     }
 
     /// The planted fault now (always `None` on the CPU).
-    pub fn fault(&self) -> Option<crate::vk::engine::Fault> {
+    pub fn fault(&self) -> Option<crate::step::Fault> {
         self.as_vulkan().and_then(|e| e.fault())
     }
 

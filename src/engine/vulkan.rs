@@ -8,9 +8,9 @@ use super::{
     EngineError, GradsOut, Pending, Poison, StepTimes, Submit, TrainState, VulkanOptions, norms_from_sumsq, norms_of,
     poison,
 };
-use crate::cpu::{StepOptions, StepReport};
 use crate::dataset::Batch;
 use crate::model::{Config, Params};
+use crate::step::{StepOptions, StepReport};
 use crate::vk::engine::{Engine, FlatBuf, Plan, Replay, Stage};
 use crate::vk::{Context, ContextOptions};
 
@@ -27,7 +27,7 @@ pub struct VulkanEngine {
     /// The recurrence's fallback was reported (once per engine).
     told_fallback: bool,
     /// The state the last batch left, while carrying one.
-    last: Option<crate::cpu::Carry<f32>>,
+    last: Option<crate::step::Carry<f32>>,
     /// The device milliseconds of the last `apply`.
     last_apply_ms: Option<f64>,
 }
@@ -177,33 +177,33 @@ impl VulkanEngine {
 
     /// Writes `scale` into the state words, keeping the step counter and the
     /// skipped-step count (the recorded step reads them there: no re-record).
-    pub(super) fn set_loss_scale(&mut self, scale: &crate::cpu::LossScale) -> Result<(), EngineError> {
+    pub(super) fn set_loss_scale(&mut self, scale: &crate::step::LossScale) -> Result<(), EngineError> {
         let (_, step, skipped) = self.engine.loss_scale_and_step()?;
         self.engine.write_state(scale, step, skipped)?;
         self.check_validation()
     }
 
     /// The state the next batches start from (written with each batch).
-    pub(super) fn set_carry(&mut self, carry: Option<crate::cpu::Carry<f32>>) -> Result<(), EngineError> {
+    pub(super) fn set_carry(&mut self, carry: Option<crate::step::Carry<f32>>) -> Result<(), EngineError> {
         self.engine.set_carry(carry);
         self.last = None;
         Ok(())
     }
 
-    pub(super) fn final_state(&self) -> Option<&crate::cpu::Carry<f32>> {
+    pub(super) fn final_state(&self) -> Option<&crate::step::Carry<f32>> {
         self.last.as_ref()
     }
 
     /// Each stage's precision (see `vk::engine::Engine::set_precision_map`).
     pub(super) fn set_precision_map(
         &mut self,
-        map: Option<crate::vk::gemm::PrecisionMap>,
-        choice: crate::vk::gemm::GemmChoice,
+        map: Option<crate::step::PrecisionMap>,
+        choice: crate::step::GemmChoice,
     ) -> Result<(), EngineError> {
         Ok(self.engine.set_precision_map(map, choice)?)
     }
 
-    pub(super) fn set_fault(&mut self, fault: Option<crate::vk::engine::Fault>) {
+    pub(super) fn set_fault(&mut self, fault: Option<crate::step::Fault>) {
         self.engine.set_fault(fault);
     }
 

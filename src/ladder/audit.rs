@@ -15,12 +15,14 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::LadderError;
-use crate::cpu::{self, LossScale, StepOptions};
+use crate::cpu;
 use crate::dataset::Batch;
+use crate::engine::gpu::Context;
+use crate::engine::gpu::GemmPath;
 use crate::model::{Config, Params};
-use crate::vk::Context;
-use crate::vk::engine::{Engine, Fault};
-use crate::vk::gemm::GemmPath;
+use crate::step::Fault;
+use crate::step::{LossScale, StepOptions};
+use crate::vk::engine::Engine;
 
 /// Per-token ratios within this of 1 (and cosines within it of 1) are
 /// summation-order noise: f32 engines summing in different orders differ by

@@ -9,11 +9,11 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::{Event, LadderError, LadderSpec, Mode, Precision, Rung, RungResult, RungTensor, Setup, Status, run};
-use crate::cpu::StepOptions;
 use crate::dataset::Batch;
+use crate::engine::gpu::Context;
 use crate::model::{Config, Params};
-use crate::vk::Context;
-use crate::vk::engine::Fault;
+use crate::step::Fault;
+use crate::step::StepOptions;
 
 /// One length tried.
 #[derive(Clone, Debug, Serialize, serde::Deserialize, PartialEq)]

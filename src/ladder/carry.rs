@@ -25,11 +25,13 @@ use serde::{Deserialize, Serialize};
 use super::compare::{Comparison, compare};
 use super::rung::Rung;
 use super::tolerance::LOSS_TOLERANCE;
-use crate::cpu::{self, Carry, CpuError, LossScale, StepOptions, forward, forward_with};
+use crate::cpu::{self, forward};
 use crate::dataset::Batch;
+use crate::engine::gpu::Context;
+use crate::engine::reference::{CpuError, forward_with};
 use crate::engine::{Engine, EngineError, TrainState, VulkanOptions};
 use crate::model::{Config, Params};
-use crate::vk::Context;
+use crate::step::{Carry, LossScale, StepOptions};
 
 /// One chunk against the whole pass's positions.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -128,7 +130,7 @@ pub fn check(
         sum_loss += f.loss * t as f64;
         if c + 1 == k {
             let (g32, _) = cpu::grads_with(cfg, params, &chunk, None, carry32.as_ref())?;
-            let same: Option<Carry<f64>> = carry32.as_ref().map(cpu::carry::cast);
+            let same: Option<Carry<f64>> = carry32.as_ref().map(crate::step::cast_carry);
             let (g64, _) = cpu::grads_with(cfg, &p64, &chunk, None, same.as_ref())?;
             for ((name, a), b) in g32.grads.named(cfg).into_iter().zip(g64.grads.tensors()) {
                 grads.push(GradCheck { tensor: name, cmp: compare(&a.data, &b.data) });
@@ -200,7 +202,7 @@ fn gpu_side(
             loss_rel: (g.loss - want).abs() / want.abs().max(f64::MIN_POSITIVE),
         });
         if c + 1 == k {
-            let same = cpu::carry::cast::<f64>(&carry);
+            let same = crate::step::cast_carry::<f64>(&carry);
             let (g64, _) = cpu::grads_with(cfg, &p64, &chunk, None, Some(&same))?;
             for ((name, a), b) in g.grads.named(cfg).into_iter().zip(g64.grads.tensors()) {
                 last_chunk_grads.push(GradCheck { tensor: name, cmp: compare(&a.data, &b.data) });

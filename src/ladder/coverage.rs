@@ -5,8 +5,10 @@
 
 use super::gemm::{case_params, gemm_cases_for, tolerance};
 use super::{CaseResult, Precision, Rung, RungResult, Setup, Status};
-use crate::vk::Context;
-use crate::vk::gemm::{self, GemmChoice, GemmPath};
+use crate::engine::gpu::Context;
+use crate::engine::gpu::GemmPath;
+use crate::step::GemmChoice;
+use crate::vk::gemm::{self};
 
 /// The products' kernel that `choice` forces and why this device (or build)
 /// cannot run it: a cooperative-matrix kernel where there are none. `None`
@@ -63,6 +65,6 @@ pub(super) fn not_run(rung: Rung, setup: &Setup, path: GemmPath, why: &str) -> R
             .collect(),
     };
     let mut r = RungResult::new(rung, precision, cases);
-    r.gemm_path = Some(path.name());
+    r.gemm_path = Some(path.name().into());
     r
 }

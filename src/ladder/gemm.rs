@@ -6,12 +6,15 @@ use std::time::Instant;
 
 use super::compare::compare;
 use super::{CaseResult, LadderError, Precision, Rung, RungResult, RungTensor, Status};
+use crate::engine::gpu::{Context, VkError};
+use crate::engine::gpu::{GemmPath, GemmShape};
 use crate::model::Config;
 use crate::rng::Rng;
+use crate::step::Fault;
+use crate::step::GemmChoice;
 use crate::tensor;
-use crate::vk::engine::Fault;
-use crate::vk::gemm::{self, GemmChoice, GemmPath, GemmShape, MatRef};
-use crate::vk::{Buffer, Context, Sequence, VkError};
+use crate::vk::gemm::{self, MatRef};
+use crate::vk::{Buffer, Sequence};
 
 /// Guard elements on each side of every GPU output.
 const GUARD: usize = 64;
@@ -205,7 +208,7 @@ pub(super) fn run_kept(
         results.push(r);
     }
     let mut r = RungResult::new(Rung::Gemm, precision, results);
-    r.gemm_path = Some(path.name());
+    r.gemm_path = Some(path.name().into());
     Ok((r, kept))
 }
 

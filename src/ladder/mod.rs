@@ -29,7 +29,7 @@ mod setup;
 mod stress;
 mod tolerance;
 
-use crate::vk::VkError;
+use crate::engine::gpu::VkError;
 
 pub use bisect::{BisectReport, Probe, bisect, doubling};
 pub use compare::{Comparison, compare};
@@ -52,7 +52,7 @@ pub use tolerance::{
 
 /// The precision the GPU side runs in (the CPU reference is f32 and f64):
 /// f32, or the mixed-precision step with f16 or bfloat16 products.
-pub use crate::vk::gemm::{MapStage, Precision, PrecisionMap, StageKind};
+use crate::step::{MapStage, Precision, PrecisionMap, StageKind};
 
 const fn ids<const N: usize>(rungs: [Rung; N]) -> [&'static str; N] {
     let mut out = [""; N];

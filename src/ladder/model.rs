@@ -16,11 +16,15 @@ use super::{
     LadderError, MIXED_SCALE, MapStage, Mode, Precision, PrecisionMap, Rung, RungResult, Setup, Status, backward_scale,
     step_scale,
 };
-use crate::cpu::{self, LossScale, OptimState, Trace};
+use crate::cpu::{self};
+use crate::engine::gpu::Context;
+use crate::engine::reference::Trace;
 use crate::model::Params;
-use crate::vk::Context;
-use crate::vk::engine::{Engine, Fault, FlatBuf, Plan, Stage};
-use crate::vk::gemm::{self, GemmChoice};
+use crate::step::Fault;
+use crate::step::GemmChoice;
+use crate::step::{LossScale, OptimState};
+use crate::vk::engine::{Engine, FlatBuf, Plan, Stage};
+use crate::vk::gemm;
 
 /// One compared tensor with every side's values, for the inspector.
 #[derive(Clone, Debug)]
@@ -420,7 +424,7 @@ impl ModelLadder {
             self.kept.last_mut().expect("pushed above").1.extend(k);
         }
         let mut r = RungResult::new(rung, self.setup.precision, cases);
-        r.gemm_path = Some(self.engine.gemm_path_now().name());
+        r.gemm_path = Some(self.engine.gemm_path_now().name().into());
         r.gpu_ms = gpu_ms;
         r.cpu_ms = cpu_ms;
         if rung == Rung::Optim && self.setup.mode == Mode::Isolated {

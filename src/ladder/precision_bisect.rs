@@ -14,10 +14,12 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::{LadderError, LadderReport, LadderSpec, MapStage, Precision, PrecisionMap, Rung, Setup, Status, run};
-use crate::cpu::LossScale;
-use crate::vk::Context;
-use crate::vk::engine::{Engine, Fault};
-use crate::vk::gemm::{self, GemmChoice};
+use crate::engine::gpu::Context;
+use crate::step::Fault;
+use crate::step::GemmChoice;
+use crate::step::LossScale;
+use crate::vk::engine::Engine;
+use crate::vk::gemm;
 
 /// What to bisect: the ladder's inputs, the kernel choice, a planted fault.
 #[derive(Clone)]

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::{Event, LadderError, LadderReport, LadderSpec, RungTensor, Status, run};
-use crate::vk::Context;
+use crate::engine::gpu::Context;
 
 /// One run's values of a tensor against run 1's.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -101,9 +101,10 @@ pub struct CaseResult {
     pub headroom: Option<super::headroom::TensorHeadroom>,
 }
 
-/// A GEMM kernel's name (`GemmPath::name`). An alias, so that serde's derive
-/// does not tie the deserializer's lifetime to `'static`.
-pub type KernelName = &'static str;
+/// A GEMM kernel's name (`GemmPath::name`): borrowed from this build's table,
+/// or owned when read from a report of another build that names a kernel this
+/// one does not know.
+pub type KernelName = std::borrow::Cow<'static, str>;
 
 /// A rung's verdict: the worst of its cases, with their details.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -115,7 +116,7 @@ pub struct RungResult {
     pub precision: Precision,
     /// The kernel that computed the rung's matrix products (`GemmPath::name`);
     /// absent in sessions saved before it was recorded.
-    #[serde(default, deserialize_with = "super::serde_compat::gemm_path")]
+    #[serde(default)]
     pub gemm_path: Option<KernelName>,
     /// The largest relative L2 error over the cases.
     pub rel_l2: f64,
@@ -196,7 +197,7 @@ mod tests {
             headroom: Some(crate::ladder::headroom::TensorHeadroom::of(&HEADROOM, &HEADROOM, 2.0)),
         };
         let mut r = RungResult::new(Rung::GruFwd, Precision::Bf16, vec![case]);
-        r.gemm_path = Some(crate::vk::gemm::GemmPath::TiledBf16In.name());
+        r.gemm_path = Some(crate::engine::gpu::GemmPath::TiledBf16In.name().into());
         r.gpu_ms = Some(1.25);
         r
     }
@@ -273,7 +274,7 @@ mod tests {
         for (id, r) in &l.rungs {
             let r = r.as_ref().unwrap();
             assert_eq!(r.id.id(), id);
-            assert_eq!((r.precision, r.gemm_path), (Precision::F32, None));
+            assert_eq!((r.precision, r.gemm_path.as_deref()), (Precision::F32, None));
             assert!(Rung::parse(id).is_ok());
         }
         assert_eq!(l.rungs["attn_bwd"].as_ref().unwrap().status, Status::Pass);

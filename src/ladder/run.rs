@@ -9,9 +9,9 @@ use serde::{Deserialize, Serialize};
 
 use super::result::{Counts, KernelName};
 use super::{EndToEnd, LadderError, ModelLadder, PrecisionMap, Rung, RungResult, RungTensor, Setup, Status};
-use crate::vk::Context;
-use crate::vk::engine::Fault;
-use crate::vk::gemm::GemmChoice;
+use crate::engine::gpu::Context;
+use crate::step::Fault;
+use crate::step::GemmChoice;
 
 /// Changes a tensor's values in place.
 pub type Corrupt = Arc<dyn Fn(&mut [f32]) + Send + Sync>;
@@ -123,7 +123,7 @@ pub struct LadderReport {
     pub end_to_end_not_run: Option<String>,
     /// The kernel the step's products ran on (the model rungs'), else the
     /// `gemm` rung's.
-    #[serde(default, deserialize_with = "super::serde_compat::gemm_path")]
+    #[serde(default)]
     pub gemm_path: Option<KernelName>,
     pub validation_errors: u64,
     /// What each stage of the model rungs ran in: the map given, or the
@@ -169,7 +169,7 @@ impl LadderReport {
 /// as not run; nothing is computed.
 fn not_run(
     spec: &LadderSpec,
-    path: crate::vk::gemm::GemmPath,
+    path: crate::engine::gpu::GemmPath,
     why: &str,
     on_event: &mut impl FnMut(Event<'_>),
 ) -> LadderReport {
@@ -187,7 +187,7 @@ fn not_run(
         end_to_end: None,
         end_to_end_error: None,
         end_to_end_not_run: gate.then(|| why.to_string()),
-        gemm_path: Some(path.name()),
+        gemm_path: Some(path.name().into()),
         validation_errors: 0,
         precision_map: spec.precision_map.clone(),
         status: Status::NotRun,
@@ -321,8 +321,8 @@ pub fn run(
         None => {}
     }
     let gemm_path = match &model {
-        Some(Ok(m)) => Some(m.engine().gemm_path_now().name()),
-        _ => rungs.iter().find_map(|r| r.gemm_path),
+        Some(Ok(m)) => Some(m.engine().gemm_path_now().name().into()),
+        _ => rungs.iter().find_map(|r| r.gemm_path.clone()),
     };
     let precision_map = match &model {
         Some(Ok(m)) => Some(m.engine().precision_map()),

@@ -1,16 +1,15 @@
 //! Reading the result types back: the precision in both spellings (`"f32"`
 //! as JSON and new sessions write it, `F32` as sessions saved before this
-//! build wrote it) and the GEMM kernel's name as the `&'static str` its
-//! `GemmPath` gives.
+//! build wrote it).
 
-/// `#[serde(with = ...)]` for a [`Precision`](crate::vk::gemm::Precision)
+/// `#[serde(with = ...)]` for a [`Precision`](crate::step::Precision)
 /// field.
 /// Kept although `Precision` derives `Deserialize` (vk): that reads only the
 /// lowercase names, and old sessions spell `F32`.
 pub mod precision {
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-    use crate::vk::gemm::Precision;
+    use crate::step::Precision;
 
     /// Precision's spellings: its serde names and the old sessions' ones.
     #[derive(Deserialize)]
@@ -34,33 +33,4 @@ pub mod precision {
             Spelling::Bf16 => Precision::Bf16,
         })
     }
-}
-
-/// Every kernel, to find a name's `&'static str`.
-/// Not vk's serde of `GemmPath` by name: that refuses a kernel this build does
-/// not know, and a report of another build must still load.
-const GEMM_PATHS: [crate::vk::gemm::GemmPath; 9] = {
-    use crate::vk::gemm::GemmPath::*;
-    [
-        TiledF32,
-        TiledF16In,
-        TiledBf16In,
-        TiledF16,
-        CoopMatF16,
-        CoopMatF16Big,
-        FaultNoBounds,
-        FaultF16Accum,
-        FaultF16SkipSlice,
-    ]
-};
-
-/// `deserialize_with` for `RungResult::gemm_path`: a known kernel's name
-/// gives its static string; a name this build does not know (a report of
-/// another build) is kept by leaking it, so that such a file still loads.
-pub fn gemm_path<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'static str>, D::Error> {
-    let name: Option<String> = serde::Deserialize::deserialize(d)?;
-    Ok(name.map(|n| match GEMM_PATHS.iter().map(|p| p.name()).find(|k| *k == n) {
-        Some(k) => k,
-        None => Box::leak(n.into_boxed_str()),
-    }))
 }

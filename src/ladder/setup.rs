@@ -4,9 +4,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::{LadderError, Precision};
-use crate::cpu::{LossScale, StepOptions};
 use crate::dataset::Batch;
 use crate::model::{Config, Params};
+use crate::step::{LossScale, StepOptions};
 
 /// How the GPU side gets a stage's inputs: `Isolated`, from the CPU's f32
 /// values (every rung judged alone), or `Chained`, from the GPU's own earlier

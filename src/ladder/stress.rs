@@ -59,7 +59,7 @@ impl ModelLadder {
         let top_score = m * (f as f64).powi(2);
         // The scores' rounding: f32's, or in the mixed step that of the f16
         // (bf16) inputs of q and k; the same bound with that unit roundoff.
-        let p = self.precision_of(crate::vk::gemm::MapStage::fwd(crate::vk::gemm::StageKind::Attn, 0));
+        let p = self.precision_of(crate::step::MapStage::fwd(crate::step::StageKind::Attn, 0));
         let u = if p.is_mixed() { p.unit_roundoff() } else { 2f64.powi(-24) };
         let floor = Rung::AttnFwd.map_tolerance(&self.stage_map(), Mode::Isolated, &cfg, "ctx.attn");
         let tol = (8.0 * u * top_score).max(floor);

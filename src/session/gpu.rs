@@ -5,7 +5,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use crate::vk::{Context, ContextOptions};
+use crate::engine::gpu::{Context, ContextOptions};
 
 /// The process's context, or why there is none. The first call opens it
 /// (about 0.1–0.3 s on lavapipe; validation as `DUALSCOPE_VK_VALIDATION`

@@ -22,8 +22,8 @@ pub struct LadderInput {
     pub len: usize,
     /// The checkpoint the parameters came from (`None`: initialised from `seed`).
     pub checkpoint: Option<std::path::PathBuf>,
-    /// A fault deliberately injected before the run (example sessions), if any.
-    pub fault: Option<String>,
+    /// What was planted before the run, if anything.
+    pub fault: Option<Planted>,
     /// The capture whose batch and weights the ladder ran on, described
     /// (`None`: the sequence above).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -46,6 +46,56 @@ impl LadderInput {
             s += &format!(" · injected fault: {f}");
         }
         s
+    }
+}
+
+/// What was planted before a ladder run: a fault of the engine's catalogue,
+/// or a change described in words (the example sessions' edited weight).
+/// Saved as text: `engine fault NAME` for the first, the words for the second;
+/// an `engine fault` whose name the catalogue lacks does not load.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Planted {
+    Engine(crate::step::Fault),
+    Described(String),
+}
+
+/// How a planted catalogue fault reads in a session file and on screen.
+const ENGINE_FAULT: &str = "engine fault ";
+
+impl std::fmt::Display for Planted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Planted::Engine(fault) => write!(f, "{ENGINE_FAULT}{fault}"),
+            Planted::Described(s) => f.write_str(s),
+        }
+    }
+}
+
+impl Planted {
+    /// The catalogue fault, if that is what was planted.
+    pub fn engine(&self) -> Option<crate::step::Fault> {
+        match self {
+            Planted::Engine(f) => Some(*f),
+            Planted::Described(_) => None,
+        }
+    }
+}
+
+impl Serialize for Planted {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for Planted {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Planted, D::Error> {
+        let text = String::deserialize(d)?;
+        match text.strip_prefix(ENGINE_FAULT) {
+            None => Ok(Planted::Described(text)),
+            Some(name) => crate::step::Fault::parse(name).map(Planted::Engine).ok_or_else(|| {
+                serde::de::Error::custom(format!("unknown engine fault {name:?} (see `dualscope faults`)"))
+            }),
+        }
     }
 }
 

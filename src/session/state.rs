@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::ladder::Precision;
+use crate::step::Precision;
 
 pub use super::config::ConfigName;
 
@@ -168,19 +168,19 @@ pub struct State {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tensors_file: Option<String>,
     /// The engine fault (catalogue name) the ladder plants; `None`: none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ladder_fault: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::step::fault_name")]
+    pub ladder_fault: Option<crate::step::Fault>,
     /// The engine fault the bisect plants.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bisect_fault: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::step::fault_name")]
+    pub bisect_fault: Option<crate::step::Fault>,
     /// The most positions the bisect tries.
     pub bisect_max_len: usize,
     /// The last bisect's result.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bisect: Option<crate::ladder::BisectReport>,
     /// The engine fault the audit plants.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub audit_fault: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::step::fault_name")]
+    pub audit_fault: Option<crate::step::Fault>,
     /// The training run's log the curves view shows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub train_log: Option<PathBuf>,
@@ -189,7 +189,7 @@ pub struct State {
     /// Each stage's precision for the ladder (docs/precision.md); None: the
     /// precision's own step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub precision_map: Option<crate::vk::gemm::PrecisionMap>,
+    pub precision_map: Option<crate::step::PrecisionMap>,
     /// The per-token guard's cap on the `W_ctx` gradient (docs/model.md); `None`: off.
     /// Applies to the traces and the ladder.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -233,18 +233,18 @@ impl State {
         }
     }
 
-    /// The fault `tool` plants (a name that is not in the catalogue: none).
-    pub fn fault(&self, tool: FaultTool) -> Option<crate::vk::engine::Fault> {
-        let name = match tool {
-            FaultTool::Ladder => &self.ladder_fault,
-            FaultTool::Bisect => &self.bisect_fault,
-            FaultTool::Audit => &self.audit_fault,
-        };
-        name.as_deref().and_then(crate::vk::engine::Fault::parse)
+    /// The fault `tool` plants. A saved name that is not in the catalogue
+    /// does not load (the session's reader names it).
+    pub fn fault(&self, tool: FaultTool) -> Option<crate::step::Fault> {
+        match tool {
+            FaultTool::Ladder => self.ladder_fault,
+            FaultTool::Bisect => self.bisect_fault,
+            FaultTool::Audit => self.audit_fault,
+        }
     }
 
-    pub fn set_fault(&mut self, tool: FaultTool, f: Option<crate::vk::engine::Fault>) {
-        let name = f.map(|f| f.to_string()); // with a stage fault's `=STAGE`
+    pub fn set_fault(&mut self, tool: FaultTool, f: Option<crate::step::Fault>) {
+        let name = f;
         match tool {
             FaultTool::Ladder => self.ladder_fault = name,
             FaultTool::Bisect => self.bisect_fault = name,

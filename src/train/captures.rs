@@ -17,11 +17,11 @@ use super::run::TrainPlan;
 use crate::capture::{
     self, BatchMeta, CAPTURE_FORMAT, CAPTURES_DIR, Capture, CaptureMeta, DatasetRef, LeadUp, NormLevel, Recorded,
 };
-use crate::cpu::{LossScale, StepOptions};
 use crate::dataset::{Batch, Dataset, RowOrigin};
 use crate::engine::{Engine, EngineKind, TrainState};
 use crate::model::Config;
-use crate::vk::gemm::Precision;
+use crate::step::Precision;
+use crate::step::{LossScale, StepOptions};
 
 /// The `train` options of the captures.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -62,7 +62,7 @@ pub(super) struct StepCapture<'a> {
     pub recorded: Recorded,
     pub levels: Vec<NormLevel>,
     /// The carried state the step started from (`--carry-state`).
-    pub carry: Option<crate::cpu::Carry<f32>>,
+    pub carry: Option<crate::step::Carry<f32>>,
 }
 
 /// The run's captures: where they go, what every one of them shares, the

@@ -17,10 +17,10 @@ use std::path::Path;
 
 use super::TrainError;
 use crate::checkpoint::{Metadata, load_named};
-use crate::cpu::Carry;
 use crate::dataset::{Batch, Dataset, DatasetKind, RowOrigin};
 use crate::model::Config;
 use crate::rng::Rng;
+use crate::step::Carry;
 
 /// The carried state of a run, beside `train_state.safetensors`.
 pub const CARRY_FILE: &str = "carry_state.safetensors";

@@ -10,10 +10,10 @@
 use std::collections::BTreeMap;
 
 use super::TrainError;
-use crate::cpu::LossScale;
 use crate::engine::{BIT_FLIP_TENSOR, Engine, EngineKind, Poison};
-use crate::vk::engine::Fault;
-use crate::vk::gemm::Precision;
+use crate::step::Fault;
+use crate::step::LossScale;
+use crate::step::Precision;
 
 /// One planted event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -21,9 +21,9 @@ pub use run::{Begin, MemoryCheck, Observer, StepEvent, TrainPlan, TrainSummary, 
 pub use state::{RunState, SavedRun, TRAIN_STATE_FILE, load_run, resume_file, save_run};
 
 use crate::checkpoint::CheckpointError;
-use crate::cpu::CpuError;
 use crate::dataset::{BatchError, DatasetError};
 use crate::engine::EngineError;
+use crate::engine::reference::CpuError;
 use crate::model::ConfigError;
 
 /// Why a training run did not finish.

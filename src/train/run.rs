@@ -16,11 +16,11 @@ use super::log::{CONTROLLER_FILE, JsonLog, LOG_FILE, LogEntry, keep_log_upto};
 use super::start::{Start, batch_at, finite_unless_allowed, start};
 use super::state::{RUN_STATE_VERSION, RunState, TRAIN_STATE_FILE, prepare_dir, remove_stale_temporaries, save_run};
 use crate::checkpoint::{LoadOptions, save_params, write_atomic};
-use crate::cpu::{LossScale, OptimOutcome, StepOptions, StepReport};
 use crate::dataset::Dataset;
 use crate::engine::inputs::{check_memory, check_shape};
-use crate::engine::{Engine, EngineKind, TrainState, VulkanOptions};
+use crate::engine::{Engine, EngineKind, Guarded, TrainState, VulkanOptions};
 use crate::model::Config;
+use crate::step::{LossScale, StepOptions, StepReport};
 
 /// When the loop checks that a batch's activations fit in memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -205,7 +205,7 @@ pub fn train(plan: &TrainPlan, ds: &Dataset, obs: &mut dyn Observer) -> Result<T
         let map = engine.apply_precision_map(text, plan.vulkan.gemm)?;
         // A fresh run starts from the map's loss scale unless one was asked for.
         if plan.loss_scale.is_none() && plan.resume.is_none() {
-            engine.set_loss_scale(&crate::vk::engine::loss_scale_for(&map))?;
+            engine.set_loss_scale(&crate::step::LossScale::for_map(&map))?;
         }
     }
     // A carried step's capture holds the state it started from (carry.safetensors).
@@ -239,7 +239,7 @@ pub fn train(plan: &TrainPlan, ds: &Dataset, obs: &mut dyn Observer) -> Result<T
     };
     // The carried state beside the run state (a run at an episode's end has
     // none to keep: its next step starts from zero).
-    let save_carried = |dir: &Path, step: u64, c: &Option<crate::cpu::Carry<f32>>| -> Result<(), TrainError> {
+    let save_carried = |dir: &Path, step: u64, c: &Option<crate::step::Carry<f32>>| -> Result<(), TrainError> {
         match (c, &walk) {
             (Some(c), Some(w)) if !step.is_multiple_of(w.windows) => save_carry(dir, step, c),
             _ => Ok(()),
@@ -296,13 +296,13 @@ pub fn train(plan: &TrainPlan, ds: &Dataset, obs: &mut dyn Observer) -> Result<T
             lr_now = lr;
         }
         // The state this step starts from, kept for its capture.
-        let mut started: Option<crate::cpu::Carry<f32>> = None;
+        let mut started: Option<crate::step::Carry<f32>> = None;
         let (batch, origins) = match &walker {
             None => batch_at(ds, seed, step, rows, t + 1, pad)?,
             Some(w) => {
                 let (batch, origins, fresh) = w.batch_at(ds, seed, step, rows)?;
                 let from = if fresh { None } else { carried.take() };
-                let from = from.unwrap_or_else(|| crate::cpu::Carry::zeros(&cfg, rows));
+                let from = from.unwrap_or_else(|| crate::step::Carry::zeros(&cfg, rows));
                 if caps.on() {
                     started = Some(from.clone());
                 }
@@ -337,28 +337,18 @@ pub fn train(plan: &TrainPlan, ds: &Dataset, obs: &mut dyn Observer) -> Result<T
             let verdict = ctl.assess(&norms);
             (report, norms, verdict)
         } else {
-            let pending = engine.compute(&batch, poison)?;
-            let norms = pending.norms.clone();
-            let verdict = ctl.assess(&norms);
-            if caps.wanted(step, &plan.inject) || caps.risky(&norms, verdict.skip.is_some(), verdict.spike.is_some()) {
-                pre = Some(engine.snapshot()?);
-            }
-            let report = match &verdict.skip {
-                None => engine.apply(pending)?,
-                Some(_) => StepReport {
-                    loss: pending.loss,
-                    n_targets: pending.n_targets,
-                    capped_tokens: pending.capped,
-                    optim: OptimOutcome {
-                        grad_norm: norms.global,
-                        clipped: false,
-                        post_clip_norm: norms.global,
-                        skipped: None,
-                        scale: pending.scale,
-                        next_scale: pending.scale,
-                    },
+            let Guarded { report, norms, verdict, .. } = engine.guarded_step(
+                &batch,
+                poison,
+                |n| ctl.assess(n),
+                |v| v.skip.is_some(),
+                |e, norms, v| {
+                    if caps.wanted(step, &plan.inject) || caps.risky(norms, v.skip.is_some(), v.spike.is_some()) {
+                        pre = Some(e.snapshot()?);
+                    }
+                    Ok(())
                 },
-            };
+            )?;
             (report, norms, verdict)
         };
         // An f16 overflow's raised scale is put back: what the next step runs with.

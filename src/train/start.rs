@@ -99,7 +99,7 @@ pub(super) fn start(plan: &TrainPlan, ds: &Dataset) -> Result<Start, TrainError>
             ModelError::Size(e) => TrainError::Failed(e.to_string()),
         })?;
         let scale =
-            plan.loss_scale.clone().unwrap_or_else(|| crate::vk::engine::default_loss_scale(plan.vulkan.precision));
+            plan.loss_scale.clone().unwrap_or_else(|| crate::step::LossScale::for_precision(plan.vulkan.precision));
         let (rows, t) = (plan.batch.unwrap_or(config.batch), plan.seq_len.unwrap_or(config.seq_len));
         let state = TrainState::fresh(&config, params, scale);
         let controller = Controller::new(plan.controller.clone());

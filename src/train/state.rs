@@ -11,9 +11,9 @@ use super::TrainError;
 use super::controller::Controller;
 use super::log::{CONTROLLER_FILE, LOG_FILE};
 use crate::checkpoint::{LoadOptions, TrainCheckpoint, load_train_checkpoint_with, save_train_checkpoint};
-use crate::cpu::{LossScale, OptimState};
 use crate::engine::TrainState;
 use crate::model::Config;
+use crate::step::{LossScale, OptimState};
 
 /// Name of the resumable checkpoint in `--out`.
 pub const TRAIN_STATE_FILE: &str = "train_state.safetensors";

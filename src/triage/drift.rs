@@ -17,10 +17,10 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use super::TriageError;
-use crate::cpu::StepOptions;
 use crate::model::{Config, Params};
-use crate::vk::engine::Fault;
-use crate::vk::gemm::{GemmChoice, Precision};
+use crate::step::Fault;
+use crate::step::StepOptions;
+use crate::step::{GemmChoice, Precision};
 
 pub use super::drift_run::{Observer, batch_seed, run};
 

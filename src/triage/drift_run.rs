@@ -11,12 +11,12 @@ use super::drift::{
     DRIFT_FORMAT, DriftPlan, DriftReport, DriftStep, Envelope, Outside, REPORT_FILE, TensorInfo, rel_diff,
 };
 use crate::capture::{BatchMeta, CAPTURE_FORMAT, CAPTURES_DIR, Capture, CaptureMeta, DatasetRef, Recorded};
-use crate::cpu::{self, LossScale, OptimState, StepReport};
+use crate::cpu;
 use crate::dataset::{Batch, Dataset, RowOrigin};
+use crate::engine::gpu::{Context, Timing};
 use crate::engine::{Engine, TrainState, VulkanOptions};
 use crate::model::{Config, Params};
-use crate::vk::engine::default_loss_scale;
-use crate::vk::{Context, Timing};
+use crate::step::{LossScale, OptimState, StepReport};
 
 /// What the loop tells as it goes; every method defaults to nothing.
 pub trait Observer {
@@ -92,7 +92,7 @@ pub fn run(
         prepare_out(d)?;
     }
     // The GPU from its precision's loss scale, its step timed as a whole (as `train` runs it).
-    let state = TrainState::fresh(cfg, plan.start.clone(), default_loss_scale(plan.precision));
+    let state = TrainState::fresh(cfg, plan.start.clone(), crate::step::LossScale::for_precision(plan.precision));
     let vk = VulkanOptions { precision: plan.precision, gemm: plan.gemm, timing: Timing::Span };
     let mut gpu = Engine::vulkan(ctx, cfg, &state, &plan.optim, &vk)?;
     let (mut p32, mut o32, mut s32) = (plan.start.clone(), OptimState::<f32>::new(cfg), LossScale::fixed());

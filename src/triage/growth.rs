@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use super::drift::F32_ROUNDOFF;
 use crate::capture::float;
 use crate::model::Config;
-use crate::vk::gemm::Precision;
+use crate::step::Precision;
 
 pub use super::growth_run::{GrowthPlan, check_len, kernel_rounding, plant, rounded_weights, run};
 

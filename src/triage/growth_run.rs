@@ -7,13 +7,15 @@ use std::sync::Arc;
 
 use super::TriageError;
 use super::growth::{Envelope, GrowthReport, Series, series_names};
-use crate::cpu::{self, LossScale, Round, Rounding, StepOptions, Trace};
+use crate::cpu::{self, Round, Rounding};
 use crate::dataset::Batch;
+use crate::engine::gpu::{Context, Timing};
+use crate::engine::reference::Trace;
 use crate::engine::{Engine, TrainState, VulkanOptions};
 use crate::model::{Config, Params};
+use crate::step::{GemmChoice, MapStage, Precision, PrecisionMap, StageKind};
+use crate::step::{LossScale, StepOptions};
 use crate::tensor::Real;
-use crate::vk::gemm::{GemmChoice, MapStage, Precision, PrecisionMap, StageKind};
-use crate::vk::{Context, Timing};
 
 /// What to run: the model, one row of `T + 1` tokens, the GPU's step.
 #[derive(Clone, Debug)]

@@ -1,5 +1,5 @@
 use super::*;
-use crate::vk::gemm::{MapStage, PrecisionMap, StageKind};
+use crate::step::{MapStage, PrecisionMap, StageKind};
 
 #[test]
 fn running_maximum_over_a_window() {
@@ -135,7 +135,7 @@ fn tiny_row(t: usize) -> (Config, crate::model::Params<f32>, crate::dataset::Bat
 }
 
 /// Each series of a trace (the growth report's), gradients divided by `scale`.
-fn series_of(tr: &crate::cpu::Trace<f32>, cfg: &Config, scale: f32) -> Vec<(String, Vec<f32>)> {
+fn series_of(tr: &crate::engine::reference::Trace<f32>, cfg: &Config, scale: f32) -> Vec<(String, Vec<f32>)> {
     series_names(cfg)
         .into_iter()
         .map(|(n, _)| {
@@ -151,8 +151,9 @@ fn series_of(tr: &crate::cpu::Trace<f32>, cfg: &Config, scale: f32) -> Vec<(Stri
 #[test]
 fn operand_rounding_off_is_the_plain_run_bit_for_bit() {
     let (cfg, p, batch) = tiny_row(48);
-    let (_, _, plain) = crate::cpu::traced(&cfg, &p, &batch, 1.0, None).unwrap();
-    let (_, _, off) = crate::cpu::traced_rounded(&cfg, &p, &batch, 1.0, &crate::cpu::Rounding::exact()).unwrap();
+    let (_, _, plain) = crate::engine::reference::traced(&cfg, &p, &batch, 1.0, None).unwrap();
+    let (_, _, off) =
+        crate::engine::reference::traced_rounded(&cfg, &p, &batch, 1.0, &crate::cpu::Rounding::exact()).unwrap();
     // An f32 map rounds nothing either.
     let (rd, names) = kernel_rounding(&PrecisionMap::uniform(Precision::F32, cfg.layers), true);
     assert!(rd.is_exact() && names.is_empty());
@@ -166,11 +167,11 @@ fn operand_rounding_rounds_more_than_the_weights() {
     let (cfg, p, batch) = tiny_row(48);
     let scale = 65536.0;
     let (_, _, weights_only) =
-        crate::cpu::traced(&cfg, &rounded_weights(&p, Precision::F16), &batch, 1.0, None).unwrap();
+        crate::engine::reference::traced(&cfg, &rounded_weights(&p, Precision::F16), &batch, 1.0, None).unwrap();
     let map = PrecisionMap::default_for(Precision::F16, cfg.layers, true);
     let (rd, names) = kernel_rounding(&map, true);
     assert!(names.contains(&"gru.l0.rec=f16".to_string()) && names.contains(&"gru.l0.rec.bwd=f16".to_string()));
-    let (_, _, operands) = crate::cpu::traced_rounded(&cfg, &p, &batch, scale as f64, &rd).unwrap();
+    let (_, _, operands) = crate::engine::reference::traced_rounded(&cfg, &p, &batch, scale as f64, &rd).unwrap();
     let (w, o) = (series_of(&weights_only, &cfg, 1.0), series_of(&operands, &cfg, scale));
     for ((n, a), (_, b)) in w.iter().zip(&o) {
         // The activations' rounding is of f16's size (2^-11 relative), not
@@ -185,8 +186,8 @@ fn operand_rounding_rounds_more_than_the_weights() {
     let (rd, names) = kernel_rounding(&only_rec, true);
     assert_eq!(names, ["gru.l0.rec=f16"]);
     assert_eq!((rd.gru_rec[0], rd.gru_input[0]), (crate::cpu::Round::F16, crate::cpu::Round::Exact));
-    let (_, _, rec) = crate::cpu::traced_rounded(&cfg, &p, &batch, 1.0, &rd).unwrap();
-    let (_, _, plain) = crate::cpu::traced(&cfg, &p, &batch, 1.0, None).unwrap();
+    let (_, _, rec) = crate::engine::reference::traced_rounded(&cfg, &p, &batch, 1.0, &rd).unwrap();
+    let (_, _, plain) = crate::engine::reference::traced(&cfg, &p, &batch, 1.0, None).unwrap();
     let (a, b) = (&rec.get("gru.l0.h").unwrap().data, &plain.get("gru.l0.h").unwrap().data);
     assert_eq!(a[..cfg.hidden], b[..cfg.hidden], "h_0 has no product with h_{{-1}} = 0");
     assert_ne!(a[cfg.hidden..], b[cfg.hidden..]);

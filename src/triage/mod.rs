@@ -15,9 +15,9 @@ mod replay_runs;
 pub mod verdict;
 
 use crate::capture::CaptureError;
-use crate::cpu::CpuError;
 use crate::dataset::{BatchError, DatasetError};
 use crate::engine::EngineError;
+use crate::engine::reference::CpuError;
 use crate::ladder::LadderError;
 
 /// Why a replay, drift or scan could not run (not a verdict: a verdict is

@@ -24,14 +24,15 @@ use super::replay_runs::{self as runs};
 pub use super::replay_runs::{Contract, F16_MAX, RunResult, StageFinding, TensorCheck, grad_tolerance, show_scale};
 pub use super::verdict::{Facts, Verdict, classify};
 use crate::capture::{Capture, META_FILE, Recorded, TokenGrad, dominant_positions_with, z_score};
-use crate::cpu::LossScale;
 use crate::dataset::{Dataset, DatasetError, show_path};
 use crate::engine::EngineError;
-use crate::ladder::{self, LadderReport, Precision, Status};
+use crate::engine::gpu::Context;
+use crate::ladder::{self, LadderReport, Status};
+use crate::step::Fault;
+use crate::step::GemmChoice;
+use crate::step::LossScale;
+use crate::step::Precision;
 use crate::train::ControllerConfig;
-use crate::vk::Context;
-use crate::vk::engine::Fault;
-use crate::vk::gemm::GemmChoice;
 
 /// How a replay runs.
 #[derive(Clone)]
@@ -210,8 +211,14 @@ pub fn replay(c: &Capture, opts: &ReplayOptions, progress: &mut dyn FnMut(&str))
     progress("CPU f64 reference");
     let reference = runs::reference(c)?;
     progress("CPU f32");
-    let cpu32 =
-        crate::cpu::grads_with::<f32>(cfg, &c.state.params, &c.batch, c.meta.optim.token_cap, c.carry.as_ref())?.0;
+    let cpu32 = crate::engine::reference::grads_with::<f32>(
+        cfg,
+        &c.state.params,
+        &c.batch,
+        c.meta.optim.token_cap,
+        c.carry.as_ref(),
+    )?
+    .0;
     let mut cpu32_run = runs::summarize(cfg, "cpu f32", "cpu", "f32", 1.0, cpu32.loss, &cpu32.grads);
     let cpu32_contract = runs::contract(cfg, None, Precision::F32, cpu32.loss, &cpu32.grads, &reference);
     cpu32_run.vs_f64 = Some(cpu32_contract.clone());
@@ -327,7 +334,7 @@ pub fn replay(c: &Capture, opts: &ReplayOptions, progress: &mut dyn FnMut(&str))
     planted_line(c, fault, &mut evidence);
 
     progress("dominant positions");
-    let carry64 = c.carry.as_ref().map(crate::cpu::carry::cast::<f64>);
+    let carry64 = c.carry.as_ref().map(crate::step::cast_carry::<f64>);
     let p64 = c.state.params.cast::<f64>();
     let (dominant, row_shares) =
         dominant_positions_with(cfg, &p64, &c.batch, &c.meta.batch.origins, opts.top_k, carry64.as_ref())?;

@@ -12,14 +12,19 @@ use serde::{Deserialize, Serialize};
 
 use super::TriageError;
 use crate::capture::{Capture, Recorded};
-use crate::cpu::{self, LossScale};
+use crate::cpu;
 use crate::engine::EngineError;
-use crate::ladder::{self, Mode, Precision, Rung, compare, norm_tolerance};
+use crate::engine::gpu::Context;
+use crate::engine::gpu::GemmPath;
+use crate::ladder::{self, Mode, Rung, compare, norm_tolerance};
 use crate::model::{Config, Params};
+use crate::step::Fault;
+use crate::step::LossScale;
+use crate::step::Precision;
+use crate::step::{GemmChoice, PrecisionMap};
 use crate::tensor::Real;
-use crate::vk::Context;
-use crate::vk::engine::{Engine as VkEngine, Fault, GpuGrads};
-use crate::vk::gemm::{self, GemmChoice, GemmPath, PrecisionMap};
+use crate::vk::engine::{Engine as VkEngine, GpuGrads};
+use crate::vk::gemm::{self};
 
 /// f16's largest finite value: a product input past it becomes infinite.
 pub const F16_MAX: f64 = 65504.0;
@@ -109,7 +114,7 @@ pub(super) fn reference(c: &Capture) -> Result<Reference, TriageError> {
     let p = c.state.params.cast::<f64>();
     // A carried step starts from its captured state (cast to f64, as the
     // ladder's reference reads the engines' f32 state).
-    let carry = c.carry.as_ref().map(cpu::carry::cast::<f64>);
+    let carry = c.carry.as_ref().map(crate::step::cast_carry::<f64>);
     let f = cpu::forward_with(cfg, &p, &c.batch, carry.as_ref())?;
     let g = cpu::backward(cfg, &p, &c.batch, &f, 1.0, c.meta.optim.token_cap);
     let rms_logits = (f.logits.iter().map(|x| x * x).sum::<f64>() / f.logits.len().max(1) as f64).sqrt();

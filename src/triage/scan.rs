@@ -29,7 +29,7 @@ use super::TriageError;
 use crate::dataset::{Batch, Dataset};
 use crate::engine::EngineKind;
 use crate::model::{Config, Params};
-use crate::vk::gemm::Precision;
+use crate::step::Precision;
 
 pub use metrics::Runner;
 pub use state::{ModelId, STATE_FILE, SUMMARY_FILE, ScanState, merge};

@@ -25,11 +25,13 @@ use rayon::prelude::*;
 
 use super::TriageError;
 use super::top::Metrics;
-use crate::cpu::{LossScale, StepOptions, backward, forward};
+use crate::cpu::forward;
 use crate::dataset::Batch;
+use crate::engine::reference::backward;
 use crate::engine::{Engine, EngineKind, TrainState, VulkanOptions};
 use crate::model::{Config, Params};
-use crate::vk::gemm::{GemmChoice, Precision};
+use crate::step::{GemmChoice, Precision};
+use crate::step::{LossScale, StepOptions};
 
 /// f16's largest finite value.
 const F16_MAX: f64 = 65504.0;
@@ -154,7 +156,7 @@ impl Runner {
             ))),
             EngineKind::Cpu => Ok(Runner::Cpu { cfg: cfg.clone(), params: Box::new(params) }),
             EngineKind::Vulkan => {
-                let scale = crate::vk::engine::default_loss_scale(precision);
+                let scale = crate::step::LossScale::for_precision(precision);
                 let state = TrainState::fresh(cfg, params, scale);
                 let gemm = if precision.is_mixed() {
                     GemmChoice::from_env().map_err(|e| TriageError::Usage(format!("DUALSCOPE_GEMM_PATH: {e}")))?

@@ -11,12 +11,12 @@ use super::windows::Shard;
 use super::{Runner, ScanModel, ScanReport, ScanSpec};
 use crate::capture::{self, BatchMeta, CAPTURE_FORMAT, CAPTURES_DIR, Capture, CaptureMeta, DatasetRef};
 use crate::checkpoint::{LoadOptions, load_params_opts, write_atomic};
-use crate::cpu::{LossScale, StepOptions};
 use crate::dataset::{Batch, Dataset, fnv1a64, show_path};
 use crate::engine::TrainState;
 use crate::model::{Config, Params};
+use crate::step::Precision;
+use crate::step::{LossScale, StepOptions};
 use crate::triage::TriageError;
-use crate::vk::gemm::Precision;
 
 pub const STATE_FILE: &str = "scan_state.json";
 pub const SUMMARY_FILE: &str = "scan.json";

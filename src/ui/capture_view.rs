@@ -13,8 +13,8 @@ use crate::capture::{self, Capture, TokenGrad};
 use crate::dataset::{Dataset, one_line};
 use crate::session::job::{Job, Waker};
 use crate::session::state::ConfigName;
+use crate::step::Fault as EngineFault;
 use crate::triage::replay::{ReplayOptions, ReplayReport, replay};
-use crate::vk::engine::Fault as EngineFault;
 
 /// How many dominant positions the capture panel lists.
 pub const TOP_K: usize = 10;

@@ -8,7 +8,7 @@ use egui::Key;
 
 use super::inspect::ExportFormat;
 use crate::session::state::{ConfigName, FaultTool, PanelId, View};
-use crate::vk::engine::Fault as EngineFault;
+use crate::step::Fault as EngineFault;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Command {
@@ -24,11 +24,11 @@ pub enum Command {
     SetConfig(ConfigName),
     SetSeed(u64),
     /// The ladder's precision (f32, or the mixed-precision step).
-    SetPrecision(crate::ladder::Precision),
+    SetPrecision(crate::step::Precision),
     /// The per-token guard's cap (None: off).
     SetTokenCap(Option<f64>),
     /// Each stage's precision for the ladder (None: the precision's step).
-    SetPrecisionMap(Option<crate::vk::gemm::PrecisionMap>),
+    SetPrecisionMap(Option<crate::step::PrecisionMap>),
     SetOffset(usize),
     SetLen(usize),
     OpenDatasetDialog,

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::cpu::Trace;
+use crate::engine::reference::Trace;
 use crate::model::Config;
 
 use crate::session::state::ConfigName;

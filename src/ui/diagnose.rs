@@ -13,7 +13,7 @@ use crate::ladder::{BisectReport, Probe};
 use crate::session::gpu;
 use crate::session::job::{Job, Waker};
 use crate::session::state::ConfigName;
-use crate::vk::engine::Fault as EngineFault;
+use crate::step::Fault as EngineFault;
 
 /// The catalogue's faults as the GUI offers them: `None` is "none".
 pub fn fault_label(f: Option<EngineFault>) -> &'static str {

@@ -15,14 +15,12 @@ use super::inspect::InspectedTensor;
 use super::session::RungTensors;
 use crate::capture::Capture;
 use crate::dataset::Batch;
-use crate::ladder::{self, Corruption, EndToEnd, Event, LadderSpec, OnError, Precision, Rung, RungResult};
+use crate::ladder::{self, Corruption, EndToEnd, Event, LadderSpec, OnError, Rung, RungResult};
 use crate::session::gpu;
 use crate::session::job::{Job, Waker};
 use crate::session::results::{LadderInput, SavedLadder};
-use crate::vk::engine::Fault as EngineFault;
-
-/// How a planted engine fault is named in [`LadderInput::fault`].
-pub const ENGINE_FAULT_PREFIX: &str = "engine fault ";
+use crate::step::Fault as EngineFault;
+use crate::step::Precision;
 
 pub enum Report {
     Started(&'static str),
@@ -42,7 +40,7 @@ pub struct LadderJob {
     pub precision: Precision,
     /// Each stage's precision for rungs 2-11 (None: the precision's step);
     /// ignored where its layers are not the model's.
-    pub precision_map: Option<crate::vk::gemm::PrecisionMap>,
+    pub precision_map: Option<crate::step::PrecisionMap>,
     /// The per-token guard's cap for rungs 2-11.
     pub token_cap: Option<f64>,
     /// An open capture: the ladder runs on its whole batch and its weights
@@ -63,7 +61,7 @@ fn setup(job: &LadderJob) -> Result<ladder::Setup, String> {
             cfg: c.config.clone(),
             params: c.state.params.clone(),
             batch: c.batch.clone(),
-            opts: crate::cpu::StepOptions { token_cap: job.token_cap, ..c.meta.optim },
+            opts: crate::step::StepOptions { token_cap: job.token_cap, ..c.meta.optim },
             mode: ladder::Mode::Isolated,
             precision: job.precision,
         });
@@ -75,7 +73,7 @@ fn setup(job: &LadderJob) -> Result<ladder::Setup, String> {
         cfg: cfg.clone(),
         params,
         batch,
-        opts: crate::cpu::StepOptions { token_cap: job.token_cap, ..Default::default() },
+        opts: crate::step::StepOptions { token_cap: job.token_cap, ..Default::default() },
         mode: ladder::Mode::Isolated,
         precision: job.precision,
     })
@@ -127,7 +125,7 @@ pub fn run(job: &LadderJob, rungs: &[Rung], corruption: Option<Corruption>, send
 /// When the model's inputs cannot be built: `gemm` still runs (it needs only
 /// the config); every model rung and the gate report why.
 fn without_setup(
-    ctx: &Arc<crate::vk::Context>,
+    ctx: &Arc<crate::engine::gpu::Context>,
     job: &LadderJob,
     rungs: &[Rung],
     why: &str,
@@ -138,7 +136,7 @@ fn without_setup(
         send(Report::Started(r.id()));
         let result = match r {
             Rung::Gemm => {
-                ladder::run_gemm(ctx, &cfg, job.precision, 1, crate::vk::gemm::GemmChoice::Auto, job.engine_fault)
+                ladder::run_gemm(ctx, &cfg, job.precision, 1, crate::step::GemmChoice::Auto, job.engine_fault)
                     .map_err(|e| e.to_string())
             }
             _ => Err(why.to_string()),
@@ -238,8 +236,7 @@ impl LadderView {
 
     /// The engine fault the results were computed with, if any.
     pub fn planted(&self) -> Option<EngineFault> {
-        let f = self.input.as_ref()?.fault.as_deref()?;
-        EngineFault::parse(f.strip_prefix(ENGINE_FAULT_PREFIX)?)
+        self.input.as_ref()?.fault.as_ref()?.engine()
     }
 
     /// The first rung, in ladder order, that failed or could not run.

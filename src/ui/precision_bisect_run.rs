@@ -4,9 +4,10 @@
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
-use crate::ladder::{MapProbe, Mode, Precision, PrecisionBisectReport, PrecisionBisectSpec, Setup};
+use crate::ladder::{MapProbe, Mode, PrecisionBisectReport, PrecisionBisectSpec, Setup};
 use crate::session::gpu;
 use crate::session::job::{Job, Waker};
+use crate::step::Precision;
 use crate::ui::diagnose::RowJob;
 
 /// A precision bisect: its probes so far, the last report.
@@ -38,7 +39,7 @@ impl PrecisionBisectRun {
             let setup = Setup { cfg, params, batch, opts, mode: Mode::Isolated, precision: Precision::F16 };
             // An open capture's step ran at its own loss scale: the probes too.
             let loss_scale = job.capture.as_ref().map(|c| c.meta.loss_scale.scale);
-            let gemm_choice = crate::vk::gemm::GemmChoice::Auto;
+            let gemm_choice = crate::step::GemmChoice::Auto;
             let spec = PrecisionBisectSpec { setup, gemm_choice, fault: job.fault, loss_scale };
             let cancel = AtomicBool::new(false);
             crate::ladder::precision_bisect(&ctx, &spec, &cancel, |p| {

@@ -11,9 +11,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::command::Command;
-use crate::ladder::{Precision, Rung};
+use crate::ladder::Rung;
 use crate::session::state::{ConfigName, FaultTool, PanelId, View};
-use crate::vk::engine::Fault;
+use crate::step::Fault;
+use crate::step::Precision;
 
 /// One line of a command file.
 #[derive(Clone, Debug, PartialEq)]
@@ -54,10 +55,10 @@ pub fn resolve_map(
     spec: Option<&str>,
     config: ConfigName,
     precision: Precision,
-) -> Result<Option<crate::vk::gemm::PrecisionMap>, String> {
+) -> Result<Option<crate::step::PrecisionMap>, String> {
     let Some(spec) = spec else { return Ok(None) };
     let layers = config.config().layers;
-    crate::vk::gemm::PrecisionMap::default_for(precision, layers, false).with(spec).map(Some)
+    crate::step::PrecisionMap::default_for(precision, layers, false).with(spec).map(Some)
 }
 
 /// A parsed step with its line number (1-based) and text, for the log.
@@ -208,7 +209,7 @@ fn parse_step(line: &str) -> Result<ScriptStep, String> {
         },
         "train" => {
             let steps = number("the steps", need("a number of steps")?)?;
-            Command::TrainHere { steps, lr: crate::cpu::StepOptions::default().lr }
+            Command::TrainHere { steps, lr: crate::step::StepOptions::default().lr }
         }
         "cursor" => match need("a position or first, last, worst-loss, worst-divergence, next-non-finite")? {
             "first" => Command::CursorFirst,
@@ -390,7 +391,7 @@ mod tests {
         use crate::session::state::ModelSource;
         let lines = parse("model seeded\nmodel embedded\ntrain 20\n").unwrap();
         let steps: Vec<_> = lines.into_iter().map(|l| l.step).collect();
-        let lr = crate::cpu::StepOptions::default().lr;
+        let lr = crate::step::StepOptions::default().lr;
         assert_eq!(
             steps,
             vec![

@@ -86,8 +86,9 @@ mod tests {
     #[test]
     fn ladder_results_and_side_file_round_trip() {
         use crate::ladder::Rung;
-        use crate::ladder::{CaseResult, Precision, RungResult, Status};
+        use crate::ladder::{CaseResult, RungResult, Status};
         use crate::session::results::LadderInput;
+        use crate::step::Precision;
         use crate::ui::inspect::InspectedTensor;
         let case = CaseResult {
             name: "gru.l1.h".into(),
@@ -113,7 +114,7 @@ mod tests {
                 config: ConfigName::Tiny,
                 seed: 2,
                 len: 40,
-                fault: Some("x".into()),
+                fault: Some(crate::session::results::Planted::Described("x".into())),
                 ..Default::default()
             },
             ..Default::default()

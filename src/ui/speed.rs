@@ -6,15 +6,14 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::cpu::{LossScale, StepOptions};
 use crate::dataset::Dataset;
+use crate::engine::gpu::Timing;
 use crate::engine::{self, EngineKind, Submit, TrainState, VulkanOptions};
 use crate::session::gpu;
 use crate::session::job::{Job, Reporter, Waker};
 use crate::session::state::ConfigName;
-use crate::vk::Timing;
-use crate::vk::engine::default_loss_scale;
-use crate::vk::gemm::{GemmChoice, Precision};
+use crate::step::{GemmChoice, Precision};
+use crate::step::{LossScale, StepOptions};
 
 /// One training step of one engine.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -183,37 +182,20 @@ fn one_step(
     batch: &crate::dataset::Batch,
     ctl: Option<&mut crate::train::Controller>,
     step: u64,
-) -> Result<(crate::cpu::StepReport, engine::StepTimes), engine::EngineError> {
+) -> Result<(crate::step::StepReport, engine::StepTimes), engine::EngineError> {
     let Some(ctl) = ctl else { return e.step_timed(batch, Submit::Record) };
     ctl.begin_step(step);
-    let p = e.compute(batch, None)?;
-    let v = ctl.assess(&p.norms);
-    let (norms, compute_ms, scale) = (p.norms.clone(), p.device_ms, p.scale);
-    let (loss, n_targets, capped_tokens) = (p.loss, p.n_targets, p.capped);
-    let (rep, apply_ms) = match &v.skip {
-        None => (e.apply(p)?, e.last_apply_ms()),
-        Some(_) => {
-            let optim = crate::cpu::OptimOutcome {
-                grad_norm: norms.global,
-                clipped: false,
-                post_clip_norm: norms.global,
-                skipped: None,
-                scale,
-                next_scale: scale,
-            };
-            (crate::cpu::StepReport { loss, n_targets, capped_tokens, optim }, Some(0.0))
-        }
-    };
+    let engine::Guarded { report: rep, norms, verdict: v, device_ms } =
+        e.guarded_step(batch, None, |n| ctl.assess(n), |v| v.skip.is_some(), |_, _, _| Ok(()))?;
     let outcome = crate::train::Outcome {
         norms: &norms,
         skipped: v.skip.clone(),
         by_engine: rep.optim.skipped.is_some(),
         spike: v.spike,
-        scale_before: scale,
+        scale_before: rep.optim.scale,
         scale_after: rep.optim.next_scale,
     };
     ctl.record(step, &outcome);
-    let device_ms = compute_ms.zip(apply_ms).map(|(a, b)| a + b);
     Ok((rep, engine::StepTimes { device_ms, kernels: Vec::new() }))
 }
 
@@ -226,7 +208,7 @@ impl Run<'_> {
         let init = weights.params(self.config, self.seed)?;
         let mut cpu = engine::Engine::cpu(&cfg, TrainState::fresh(&cfg, init.clone(), LossScale::fixed()), &opts);
         let vk = VulkanOptions { precision: self.precision, gemm: GemmChoice::Auto, timing: Timing::PerDispatch };
-        let state = TrainState::fresh(&cfg, init, default_loss_scale(self.precision));
+        let state = TrainState::fresh(&cfg, init, crate::step::LossScale::for_precision(self.precision));
         let mut gpu = gpu::shared()
             .and_then(|ctx| engine::Engine::vulkan(&ctx, &cfg, &state, &opts, &vk).map_err(|e| e.to_string()));
         drop(state); // the CPU's copy and the device's are all the run needs

@@ -6,14 +6,13 @@
 
 use std::sync::Arc;
 
-use crate::cpu::{LossScale, StepOptions};
 use crate::dataset::Dataset;
 use crate::engine::{self, EngineKind, TrainState, VulkanOptions};
-use crate::ladder::Precision;
 use crate::model::{Config, Params};
 use crate::session::gpu;
 use crate::session::job::{Job, Reporter, Waker};
-use crate::vk::engine::default_loss_scale;
+use crate::step::Precision;
+use crate::step::{LossScale, StepOptions};
 
 /// The most steps one run takes (the control's range).
 pub const MAX_STEPS: usize = 100_000;
@@ -120,7 +119,7 @@ fn run(job: &TrainHereJob, r: &Reporter<Progress>) -> Result<Option<Trained>, St
     crate::engine::inputs::check_batch(cfg, cfg.batch, len - 1, 4, "the training batch").map_err(|e| e.to_string())?;
     let mut engine = if job.precision.is_mixed() {
         let vk = VulkanOptions { precision: job.precision, ..Default::default() };
-        let state = TrainState::fresh(cfg, job.params.clone(), default_loss_scale(job.precision));
+        let state = TrainState::fresh(cfg, job.params.clone(), crate::step::LossScale::for_precision(job.precision));
         let ctx = gpu::shared().map_err(|e| format!("the {} step runs on the GPU: {e}", job.precision.name()))?;
         engine::Engine::vulkan(&ctx, cfg, &state, &job.opts, &vk).map_err(|e| e.to_string())?
     } else {

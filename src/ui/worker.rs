@@ -8,13 +8,14 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::capture::Capture;
-use crate::cpu::{self, LossScale, StepOptions};
 use crate::dataset::{Batch, Dataset};
+use crate::engine::gpu::Timing;
+use crate::engine::reference as cpu;
 use crate::engine::{Engine, EngineError, TrainState, VulkanOptions};
 use crate::model::Params;
 use crate::session::gpu;
 use crate::session::job::{Job as Background, Waker};
-use crate::vk::Timing;
+use crate::step::{LossScale, StepOptions};
 
 use super::computed::{Computed, GpuTrace, JobSpec};
 use crate::session::state::ConfigName;

@@ -38,6 +38,12 @@ pub enum VkError {
 
 pub type VkResult<T> = Result<T, VkError>;
 
+impl From<crate::step::ParseError> for VkError {
+    fn from(e: crate::step::ParseError) -> VkError {
+        VkError::Invalid(e.0)
+    }
+}
+
 /// Maps a failing `vk::Result` to `VkError`, keeping device loss apart.
 pub(crate) fn call(what: &'static str) -> impl Fn(vk::Result) -> VkError {
     move |result| match result {

@@ -1,11 +1,11 @@
 //! Model inputs and error measures shared by the engine, ladder and mixed
 //! precision tests.
 
-use dualscope::cpu::StepOptions;
 use dualscope::dataset::Batch;
 use dualscope::ladder::{self, Mode, ModelLadder, Precision, Rung, Status};
 use dualscope::model::{Config, Params};
 use dualscope::rng::Rng;
+use dualscope::step::StepOptions;
 
 /// `docs.jsonl` in `dir`: one JSON object `{"text": text(i)}` a line for
 /// `i` in `0..n`; returns its path.

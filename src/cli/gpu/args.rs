@@ -3,8 +3,8 @@
 //! (`Precision`, `GemmChoice`, `ladder::Mode`), so the CLI keeps no copies.
 
 use crate::cli::common::CliError;
-use crate::ladder::Precision;
-use crate::vk::gemm::GemmChoice;
+use crate::step::GemmChoice;
+use crate::step::Precision;
 
 /// [`choice`] for a step in `precision`: the f32 step has one kernel, so
 /// without the flag it ignores `DUALSCOPE_GEMM_PATH` (which picks among the

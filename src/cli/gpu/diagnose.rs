@@ -11,8 +11,8 @@ use crate::cli::backend::open_context as open;
 use crate::cli::common::{CliError, emit, show};
 use crate::cli::progress::{self, Bar};
 use crate::ladder;
+use crate::step::Fault;
 use crate::train::Inject;
-use crate::vk::engine::Fault;
 
 #[derive(Args, Debug)]
 pub struct BisectArgs {
@@ -204,7 +204,7 @@ pub struct FaultsArgs {
 pub fn faults(a: &FaultsArgs) -> Result<i32, CliError> {
     // The stage fault (printed only: the JSON list keeps its two scopes),
     // shown on its example stage `head` (the stage's rung catches it).
-    let stage = Fault::F16StageSkipSlice(crate::vk::gemm::MapStage::fwd(crate::vk::gemm::StageKind::Head, 0));
+    let stage = Fault::F16StageSkipSlice(crate::step::MapStage::fwd(crate::step::StageKind::Head, 0));
     let ladder = Fault::ALL.iter().map(|f| {
         json!({"scope": "ladder", "name": f.name(), "expected_rung": f.expected_rung(), "description": f.description()})
     });

@@ -87,10 +87,11 @@ pub fn gemm_bench(a: &GemmBenchArgs) -> Result<i32, CliError> {
         check_alloc(&format!("--shape {m}x{n}x{k}"), shape_bytes(m as u64, n as u64, k as u64))?;
     }
     let ctx = open(a.gpu.device)?;
-    use crate::vk::gemm::{GemmChoice, GemmPath, pick_path};
+    use crate::engine::gpu::{GemmPath, pick_path};
+    use crate::step::GemmChoice;
     let path = match a.path.as_str() {
         "tiled" => GemmPath::TiledF32,
-        "big" => crate::vk::gemm::F32Kernel::Big.path(&ctx).map_err(|e| CliError::Engine(e.to_string()))?,
+        "big" => crate::engine::gpu::F32Kernel::Big.path(&ctx).map_err(|e| CliError::Engine(e.to_string()))?,
         "tiled-f16" => GemmPath::TiledF16In,
         "tiled-bf16" => GemmPath::TiledBf16In,
         "tiled-f16-range" => GemmPath::TiledF16,
@@ -104,8 +105,8 @@ pub fn gemm_bench(a: &GemmBenchArgs) -> Result<i32, CliError> {
     };
     let mut rows = Vec::new();
     for ((m, n, k), [ta, tb, accumulate]) in shapes {
-        let shape = crate::vk::gemm::GemmShape { m, n, k, ta, tb, accumulate };
-        let mut ms = crate::vk::gemm::gemm_throughput(&ctx, path, &shape, a.reps)
+        let shape = crate::engine::gpu::GemmShape { m, n, k, ta, tb, accumulate };
+        let mut ms = crate::engine::gpu::gemm_throughput(&ctx, path, &shape, a.reps)
             .map_err(|e| CliError::Engine(e.to_string()))?;
         let (median, _, _) = crate::engine::stats::percentiles(&mut ms);
         let tflops = 2.0 * m as f64 * n as f64 * k as f64 / (median / 1e3) / 1e12;

@@ -5,7 +5,7 @@ use clap::Args;
 use crate::cli::args::DeviceArg;
 use crate::cli::backend::open_context as open;
 use crate::cli::common::{CliError, emit};
-use crate::vk::DeviceReport;
+use crate::engine::gpu::DeviceReport;
 
 #[derive(Args, Debug)]
 pub struct GpuInfoArgs {

@@ -9,10 +9,11 @@ use crate::cli::args::{DeviceArg, FaultArg, ModelArgs, PrecisionMapArg};
 use crate::cli::backend::open_context as open;
 use crate::cli::common::{CliError, emit};
 use crate::cli::progress::{self, Bar};
+use crate::engine::gpu::{DeviceReport, VkError};
+use crate::ladder::Mode;
 use crate::ladder::{self, RungResult};
-use crate::ladder::{Mode, Precision};
-use crate::vk::gemm::GemmChoice;
-use crate::vk::{DeviceReport, VkError};
+use crate::step::GemmChoice;
+use crate::step::Precision;
 
 #[derive(Args, Debug)]
 pub struct LadderArgs {
@@ -140,7 +141,7 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
     let (cfg, params, batch, source) = ladder_inputs(a)?;
     let ctx = std::sync::Arc::new(open(a.gpu.device)?);
     let map = a.precision_map.over(|| {
-        crate::vk::engine::default_map(&ctx, &cfg, precision, choice).map_err(|e| CliError::Engine(e.to_string()))
+        crate::engine::gpu::default_map(&ctx, &cfg, precision, choice).map_err(|e| CliError::Engine(e.to_string()))
     })?;
     let engine_err = |e: ladder::LadderError| match e {
         ladder::LadderError::Vk(VkError::Unsupported(why) | VkError::Invalid(why)) => CliError::Engine(why),
@@ -152,7 +153,7 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
         cfg: cfg.clone(),
         params,
         batch: batch.clone(),
-        opts: crate::cpu::StepOptions::default(),
+        opts: crate::step::StepOptions::default(),
         mode,
         precision,
     };
@@ -293,7 +294,7 @@ fn print_table(r: &DeviceReport, results: &[RungResult], validation_errors: u64)
                 "\n{:<10} not run ({} cases on {}): {why}",
                 rung.id,
                 rung.cases.len(),
-                rung.gemm_path.unwrap_or("-")
+                rung.gemm_path.as_deref().unwrap_or("-")
             );
             continue;
         }
@@ -309,7 +310,7 @@ fn print_table(r: &DeviceReport, results: &[RungResult], validation_errors: u64)
             ms(rung.gpu_ms),
             rung.cpu_ms,
             rung.precision.name(),
-            rung.gemm_path.unwrap_or("-")
+            rung.gemm_path.as_deref().unwrap_or("-")
         );
         println!(
             "  {:<5} {:<42} {:<26} {:>10} {:>10} {:>10} {:>10} {:>8} {:>9} {:>9}",

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use super::args::ModelArgs;
 use super::common::CliError;
 use crate::ladder::inputs::{self, InputError, ParamSource};
-use crate::vk::engine::Fault;
+use crate::step::Fault;
 
 pub(in crate::cli) use crate::ladder::inputs::Inputs;
 
@@ -86,7 +86,7 @@ pub(in crate::cli) fn parse_fault(name: &Option<String>) -> Result<Option<Fault>
         None => Ok(None),
         Some(n) => Fault::parse(n).map(Some).ok_or_else(|| {
             let all: Vec<&str> = Fault::ALL.iter().map(|f| f.name()).collect();
-            let stage = crate::vk::engine::STAGE_FAULT;
+            let stage = crate::step::STAGE_FAULT;
             CliError::Usage(format!("--fault {n:?}: the faults are {}, {stage}=STAGE", all.join(", ")))
         }),
     }

@@ -5,10 +5,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::{App, Running, waker};
-use crate::session::results::LadderInput;
+use crate::session::results::{LadderInput, Planted};
 use crate::session::state::FaultTool;
 use crate::ui::diagnose::RowJob;
-use crate::ui::ladder_run::{ENGINE_FAULT_PREFIX, LadderJob};
+use crate::ui::ladder_run::LadderJob;
 use crate::ui::panels::status::Level;
 use crate::ui::worker::{Job as TraceJob, Report};
 
@@ -82,7 +82,7 @@ impl App {
             offset: self.state.offset,
             len: self.state.len,
             checkpoint: self.state.checkpoint.clone(),
-            fault: engine_fault.map(|f| format!("{ENGINE_FAULT_PREFIX}{}", f.name())),
+            fault: engine_fault.map(Planted::Engine),
         };
         let job = LadderJob {
             input,

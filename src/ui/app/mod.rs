@@ -281,20 +281,33 @@ impl App {
         self.running.is_some() || self.needs_run || self.loader.is_busy() || self.side_file.is_some()
     }
 
+    /// Every background task running now, by name: the one list that decides
+    /// whether the app is idle and whether it keeps repainting while it waits.
+    pub fn running_jobs(&self) -> Vec<&'static str> {
+        let jobs = [
+            ("trace", self.running.is_some() || self.needs_run),
+            ("dataset", self.loader.is_busy()),
+            ("side file", self.side_file.is_some()),
+            ("ladder", self.ladder.is_busy()),
+            ("speedup", self.speed.is_running()),
+            ("export", self.is_exporting()),
+            ("bisect", self.bisect.is_busy()),
+            ("audit", self.audit.is_busy()),
+            ("training log", self.train_log.is_busy()),
+            ("capture", self.capture.is_busy()),
+            ("replay", self.capture.replay.is_busy()),
+            ("growth", self.growth.is_busy()),
+            ("precision bisect", self.precision_bisect.is_busy()),
+            ("train here", self.train_here.is_busy()),
+            ("file dialog", !self.dialogs.is_empty()),
+        ];
+        jobs.into_iter().filter(|(_, on)| *on).map(|(name, _)| name).collect()
+    }
+
     /// True when no job runs (trace, dataset, ladder, tools, exports, dialogs):
     /// a command file's next step waits for this.
     pub fn is_idle(&self) -> bool {
-        !(self.is_busy()
-            || self.ladder.is_busy()
-            || self.speed.is_running()
-            || self.is_exporting()
-            || self.diagnostics_busy()
-            || self.capture.is_busy()
-            || self.capture.replay.is_busy()
-            || self.growth.is_busy()
-            || self.precision_bisect.is_busy()
-            || self.train_here.is_busy()
-            || !self.dialogs.is_empty())
+        self.running_jobs().is_empty()
     }
 
     /// True once every step of the command file ran (or there was none).
@@ -419,18 +432,7 @@ impl App {
         if std::mem::take(&mut self.needs_run) {
             self.run();
         }
-        if self.running.is_some()
-            || self.loader.is_busy()
-            || self.ladder.is_busy()
-            || self.speed.is_running()
-            || self.is_exporting()
-            || self.diagnostics_busy()
-            || self.capture.is_busy()
-            || self.capture.replay.is_busy()
-            || self.growth.is_busy()
-            || self.train_here.is_busy()
-            || self.script.is_pending()
-        {
+        if !self.running_jobs().is_empty() || self.script.is_pending() {
             // The threads wake us when they report; this is a fallback.
             ctx.request_repaint_after(std::time::Duration::from_millis(100));
         }

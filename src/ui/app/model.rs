@@ -4,9 +4,9 @@
 use std::sync::Arc;
 
 use super::{App, waker};
-use crate::cpu::StepOptions;
 use crate::session::state::ModelSource;
 use crate::session::weights::Weights;
+use crate::step::StepOptions;
 use crate::ui::panels::status::Level;
 use crate::ui::train_here::TrainHereJob;
 

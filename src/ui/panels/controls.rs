@@ -4,8 +4,8 @@ use egui::{DragValue, RichText};
 
 use crate::dataset::{Dataset, human_size};
 use crate::engine::EngineKind;
-use crate::ladder::Precision;
 use crate::session::state::{ConfigName, MAX_LEN, PanelId, State};
+use crate::step::Precision;
 use crate::ui::command::{Command, button};
 use crate::ui::engines;
 
@@ -64,7 +64,7 @@ pub fn show(ui: &mut egui::Ui, c: Controls<'_>, out: &mut Vec<Command>) {
 /// radio buttons (the map starts from the precision's step, the recurrences
 /// as the per-row kernels run them), and a reset to that step.
 fn precision_map_editor(ui: &mut egui::Ui, s: &State, out: &mut Vec<Command>) {
-    use crate::vk::gemm::{PrecisionMap, StageKind};
+    use crate::step::{PrecisionMap, StageKind};
     let layers = s.config.config().layers;
     let set = s.precision_map.as_ref().filter(|m| m.layers() == layers);
     let title = match set {

@@ -66,8 +66,8 @@ mod tests {
     use egui_kittest::kittest::Queryable;
 
     use super::*;
+    use crate::step::Precision;
     use crate::triage::drift::{DRIFT_FORMAT, DriftStep, Envelope, Outside, TensorInfo};
-    use crate::vk::gemm::Precision;
 
     /// A report of `n` steps over two tensors, the second leaving its
     /// envelope at step 4 (with a non-finite divergence at the last step).

@@ -1,9 +1,9 @@
 //! The fault catalogue's combo box, shared by the ladder, bisect and audit.
 
 use crate::session::state::FaultTool;
+use crate::step::Fault as EngineFault;
 use crate::ui::command::Command;
 use crate::ui::diagnose::{fault_description, fault_label};
-use crate::vk::engine::Fault as EngineFault;
 
 /// A combo box labelled `label` choosing the fault `tool` plants.
 pub fn combo(ui: &mut egui::Ui, label: &str, tool: FaultTool, current: Option<EngineFault>, out: &mut Vec<Command>) {

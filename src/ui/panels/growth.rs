@@ -14,9 +14,9 @@ use crate::capture::Capture;
 use crate::model::{Config, Params};
 use crate::session::gpu;
 use crate::session::job::{Job, Waker};
+use crate::step::{GemmChoice, Precision};
 use crate::triage::growth::{GrowthPlan, GrowthReport, Series};
 use crate::ui::command::{Command, button};
-use crate::vk::gemm::{GemmChoice, Precision};
 
 /// The most points a line of the plot draws: a longer series is cut into
 /// this many buckets, each drawn as its largest value (the envelope's and

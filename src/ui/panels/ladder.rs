@@ -7,9 +7,9 @@ use egui::{Color32, RichText};
 
 use crate::ladder::{self, RungResult, Status};
 use crate::session::state::FaultTool;
+use crate::step::Fault as EngineFault;
 use crate::ui::command::{Command, button};
 use crate::ui::ladder_run::LadderView;
-use crate::vk::engine::Fault as EngineFault;
 
 fn status_rich(status: Status) -> RichText {
     match status {

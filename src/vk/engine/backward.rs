@@ -7,7 +7,8 @@ use super::policy::Recurrence;
 use super::record::chunks_down;
 use super::reduce::ColSum;
 use super::{BWD_WAVE_LAG, Engine, Workspace, u, workspace};
-use crate::vk::gemm::{MapStage, StageKind, flush};
+use crate::step::{MapStage, StageKind};
+use crate::vk::gemm::flush;
 use crate::vk::{Sequence, VkResult};
 
 impl Engine {

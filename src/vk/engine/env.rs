@@ -20,7 +20,7 @@
 //! the probes read elsewhere too.
 //!
 //! Read elsewhere, because they are not the engine's: `DUALSCOPE_GEMM_PATH`
-//! ([`crate::vk::gemm::GemmChoice::from_env`]), `DUALSCOPE_GEMM_F32`
+//! ([`crate::step::GemmChoice::from_env`]), `DUALSCOPE_GEMM_F32`
 //! (`tiled`: the f32 products on the 128×64 kernel, [`crate::vk::gemm::F32Kernel::from_env`]), `DUALSCOPE_COOPMAT_PROBE`
 //! (the GEMM timing probes, in `vk::gemm`), `DUALSCOPE_SPLIT_MIN_SLICE` (the
 //! shortest split-K slice, a timing probe, in `vk::gemm::split`), `DUALSCOPE_SPLIT_FEW`

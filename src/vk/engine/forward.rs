@@ -1,11 +1,11 @@
 //! Recording the forward stages: embedding, the GRU layers (per-row,
 //! grid or wavefront recurrences), attention, the head and the loss.
 
-use super::faults::Fault;
 use super::kernels::*;
 use super::policy::Recurrence;
 use super::{Engine, FWD_WAVE_LAG, Workspace, u};
-use crate::vk::gemm::{MapStage, StageKind};
+use crate::step::Fault;
+use crate::step::{MapStage, StageKind};
 use crate::vk::{Sequence, VkResult};
 
 impl Engine {

@@ -5,9 +5,9 @@
 use super::kernels::st;
 use super::workspace::Slot;
 use super::{Engine, FlatBuf, Workspace, u};
-use crate::cpu::{LossScale, OptimState, StepOptions};
 use crate::dataset::Batch;
 use crate::model::Params;
+use crate::step::{LossScale, OptimState, StepOptions};
 use crate::vk::{Buffer, Sequence, VkError, VkResult};
 
 /// The state words from their f32 image (bits kept).

@@ -1,7 +1,7 @@
 //! The model's kernels (every shader but the GEMMs) and their shared
 //! push-constant block, `shaders/include/model.glsl`.
 
-use crate::vk::gemm::Precision;
+use crate::step::Precision;
 use crate::vk::kernel::{Access, KernelSpec, PushConstants};
 use crate::vk::shaders;
 

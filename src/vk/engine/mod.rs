@@ -22,7 +22,6 @@
 mod attn_kernels;
 mod backward;
 mod env;
-mod faults;
 mod forward;
 mod io;
 mod kernels;
@@ -39,21 +38,22 @@ mod wave_kernels;
 mod workspace;
 
 pub use env::EngineEnv;
-pub use faults::{Fault, STAGE_FAULT};
 pub use kernels::{AttnKernels, MAX_HIDDEN, ModelPush, WAVE_SCALAR_ROWS, st};
 pub use layout::{ParamEntry, ParamLayout};
 pub use norms::{Computed, DeviceNorms, NORM_CHUNK, norm_table};
 pub use policy::{Recurrence, WgChoice};
-pub use precision::{default_map, loss_scale_for};
+pub use precision::default_map;
 pub use reduce::{ColSum, col_sum_chunks, col_sum_scratch_len, record_col_sum, record_col_sum_later};
 pub use run::{Plan, Replay};
 pub use workspace::{Slot, Workspace, scratch_len, scratch_len_for, step_products, workspace_bytes};
 
 use std::sync::{Arc, Mutex};
 
-use crate::cpu::{LossScale, StepOptions};
 use crate::model::{Config, Params};
-use crate::vk::gemm::{self, GemmChoice, GemmPath, Precision, PrecisionMap};
+use crate::step::Fault;
+use crate::step::{GemmChoice, Precision, PrecisionMap};
+use crate::step::{LossScale, StepOptions};
+use crate::vk::gemm::{self, GemmPath};
 use crate::vk::recorder::Recording;
 use crate::vk::{Buffer, Context, Timing, Timings, VkError, VkResult};
 
@@ -168,7 +168,7 @@ pub struct Engine {
     ws: Option<Workspace>,
     /// The state each row of the next batches starts from (docs/carry-state.md);
     /// `None`: docs/model.md's start from zero, recorded exactly as before.
-    carry: Option<crate::cpu::Carry<f32>>,
+    carry: Option<crate::step::Carry<f32>>,
 }
 
 /// Steps layer 0 runs behind layer 1 in the backward wavefront
@@ -187,17 +187,6 @@ pub struct GpuGrads {
     pub grad_norm: f64,
     pub capped: usize,
     pub grads: Params<f32>,
-}
-
-/// The loss scale a step in `precision` starts from: GradScaler's dynamic
-/// scale (2^16, ×2 after 2000 good steps, ×0.5 on a skipped one) for f16,
-/// whose range needs it; none (S = 1) for f32 and for bfloat16, whose range is
-/// f32's.
-pub fn default_loss_scale(precision: Precision) -> LossScale {
-    match precision {
-        Precision::F16 => LossScale::dynamic(),
-        Precision::F32 | Precision::Bf16 => LossScale::fixed(),
-    }
 }
 
 fn u(x: usize, what: &str) -> VkResult<u32> {
@@ -289,7 +278,7 @@ impl Engine {
     /// mixed-precision step (every matrix product with f16 or bfloat16 inputs
     /// and f32 accumulation on the kernel [`gemm::path_for`] picks under
     /// `choice`; everything else in f32 with f32 master weights), starting
-    /// from [`default_loss_scale`].
+    /// from [`LossScale::for_precision`].
     pub fn with_precision(
         ctx: &Arc<Context>,
         cfg: &Config,
@@ -299,12 +288,12 @@ impl Engine {
         choice: GemmChoice,
     ) -> VkResult<Engine> {
         let path = gemm::path_for(ctx, precision, choice)?;
-        Engine::new(ctx, cfg, params, opts, &default_loss_scale(precision), path)
+        Engine::new(ctx, cfg, params, opts, &LossScale::for_precision(precision), path)
     }
 
     /// An engine for a step whose stages run in `map`'s precisions (the f16
     /// ones on the kernel [`gemm::path_for`] picks under `choice`), starting
-    /// from [`loss_scale_for`] the map.
+    /// from [`LossScale::for_map`] the map.
     pub fn with_precision_map(
         ctx: &Arc<Context>,
         cfg: &Config,
@@ -314,7 +303,7 @@ impl Engine {
         choice: GemmChoice,
     ) -> VkResult<Engine> {
         let path = gemm::path_for(ctx, map.headline(), choice)?;
-        let mut e = Engine::new(ctx, cfg, params, opts, &loss_scale_for(map), path)?;
+        let mut e = Engine::new(ctx, cfg, params, opts, &LossScale::for_map(map), path)?;
         e.set_precision_map(Some(map.clone()), choice)?;
         Ok(e)
     }
@@ -383,8 +372,8 @@ impl Engine {
     /// Sets the carried state the next steps start from (written with each
     /// batch); a change of whether one is carried, or of its prefix length,
     /// records the step anew (the recurrence runs per row while carrying).
-    pub fn set_carry(&mut self, carry: Option<crate::cpu::Carry<f32>>) {
-        let shape = |c: &Option<crate::cpu::Carry<f32>>| c.as_ref().map(|c| c.prefix_len);
+    pub fn set_carry(&mut self, carry: Option<crate::step::Carry<f32>>) {
+        let shape = |c: &Option<crate::step::Carry<f32>>| c.as_ref().map(|c| c.prefix_len);
         if shape(&carry) != shape(&self.carry) {
             self.forget_replay();
         }
@@ -398,7 +387,7 @@ impl Engine {
 
     /// The state the last step left (while carrying): each layer's `h` at
     /// the last position and the top layer's last states after the old prefix.
-    pub fn final_state(&self) -> VkResult<Option<crate::cpu::Carry<f32>>> {
+    pub fn final_state(&self) -> VkResult<Option<crate::step::Carry<f32>>> {
         let Some(prev) = &self.carry else { return Ok(None) };
         let ws = self.ws()?;
         let (t, b, h) = (ws.t, ws.b, self.cfg.hidden);
@@ -414,7 +403,7 @@ impl Engine {
         let from_old = keep - from_s;
         let mut prefix = prev.prefix[prev.prefix.len() - from_old * bh..].to_vec();
         prefix.extend(s_tail);
-        Ok(Some(crate::cpu::Carry { rows: b, hidden: h, h0: got, prefix, prefix_len: keep }))
+        Ok(Some(crate::step::Carry { rows: b, hidden: h, h0: got, prefix, prefix_len: keep }))
     }
 
     fn forget_replay(&mut self) {

@@ -18,8 +18,8 @@ use super::io::state_words;
 use super::kernels::{GRAD_NORMS, GRAD_NORMS_TENSORS, ModelPush, st};
 use super::layout::ParamLayout;
 use super::{Engine, Stage};
-use crate::cpu::StepReport;
 use crate::dataset::Batch;
+use crate::step::StepReport;
 use crate::vk::recorder::Recording;
 use crate::vk::{Buffer, Context, Sequence, Timings, VkError, VkResult};
 

@@ -1,9 +1,9 @@
 //! Recording the optimizer: unscale, the gradient norm and the guard, the
 //! clip, AdamW, and the loss scale's update.
 
-use super::faults::Fault;
 use super::kernels::*;
 use super::{Engine, Workspace, u};
+use crate::step::Fault;
 use crate::vk::{Sequence, VkResult};
 
 impl Engine {

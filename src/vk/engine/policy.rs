@@ -194,15 +194,18 @@ impl Engine {
         if !wg_width_fits(self.cfg.hidden) || ws.b > WG_MAX_ROWS || self.carry_prefix().is_some() {
             return None;
         }
-        let stage = crate::vk::gemm::MapStage { kind: crate::vk::gemm::StageKind::GruRec, layer: l, backward };
+        let stage = crate::step::MapStage { kind: crate::step::StageKind::GruRec, layer: l, backward };
         match self.env.wg {
             WgChoice::Off => None,
             WgChoice::Auto => {
                 let spec = if backward { &GRU_BWD_WG_CM } else { &GRU_FWD_WG_CM };
                 (self.layer_rec_cm(l, backward) && !spec.spirv.is_empty()).then_some(spec)
             }
-            WgChoice::Fma => (self.precision_map().get(stage) == crate::vk::gemm::Precision::F16)
-                .then_some(if backward { &GRU_BWD_WG_FMA } else { &GRU_FWD_WG_FMA }),
+            WgChoice::Fma => (self.precision_map().get(stage) == crate::step::Precision::F16).then_some(if backward {
+                &GRU_BWD_WG_FMA
+            } else {
+                &GRU_FWD_WG_FMA
+            }),
         }
     }
 

@@ -7,22 +7,15 @@
 //! can: today's step, unchanged. [`Engine::precision_map`] says what that
 //! step does, stage by stage.
 
-use super::faults::Fault;
 use super::kernels::*;
 use super::policy::Recurrence;
 use super::{Engine, EngineEnv, Workspace};
-use crate::cpu::LossScale;
 use crate::model::Config;
-use crate::vk::gemm::{self, GemmChoice, GemmPath, MapStage, Precision, PrecisionMap, StageKind};
+use crate::step::Fault;
+use crate::step::{GemmChoice, MapStage, Precision, PrecisionMap, StageKind};
+use crate::vk::gemm::{self, GemmPath};
 use crate::vk::kernel::KernelSpec;
 use crate::vk::{Context, VkError, VkResult};
-
-/// The loss scale a step under `map` starts from: GradScaler's dynamic scale
-/// where a backward stage has f16 inputs ([`PrecisionMap::needs_loss_scale`]),
-/// else none (S = 1).
-pub fn loss_scale_for(map: &PrecisionMap) -> LossScale {
-    if map.needs_loss_scale() { LossScale::dynamic() } else { LossScale::fixed() }
-}
 
 /// What each stage of today's step in `precision` runs in on `ctx` for
 /// `cfg` under `choice` (the map [`Engine::precision_map`] gives an engine

@@ -8,7 +8,8 @@ use super::reduce::{ColSum, record_col_sum_later};
 use super::workspace::LayerBufs;
 use super::workspace::SCRATCH_REGIONS;
 use super::{Engine, Plan, Stage, Workspace, col_sum_scratch_len, u};
-use crate::vk::gemm::{self, GemmShape, Later, MapStage, MatRef, flush};
+use crate::step::MapStage;
+use crate::vk::gemm::{self, GemmShape, Later, MatRef, flush};
 use crate::vk::kernel::KernelSpec;
 use crate::vk::{Buffer, Sequence, VkError, VkResult};
 

@@ -7,8 +7,8 @@ use std::time::Instant;
 use super::io::state_words;
 use super::kernels::st;
 use super::{Engine, FlatBuf, GpuGrads, Stage, Staged};
-use crate::cpu::{OptimOutcome, SkipReason, StepReport};
 use crate::dataset::Batch;
+use crate::step::{OptimOutcome, SkipReason, StepReport};
 use crate::vk::{Sequence, Timing, Timings, VkError, VkResult};
 
 /// What one submit runs on the batch set last, after the step's beginning

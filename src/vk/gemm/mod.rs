@@ -4,16 +4,12 @@
 
 mod host;
 mod path;
-mod precision_map;
 mod record;
 mod specs;
 mod split;
 
 pub use host::{gemm_host, gemm_host_timed, gemm_throughput, split_scratch};
-pub use path::{
-    F32Kernel, GemmChoice, GemmPath, Precision, coopmat_f16_unavailable, coopmat_unavailable, path_for, pick_path,
-};
-pub use precision_map::{GROUPS as PRECISION_MAP_GROUPS, MapStage, PrecisionMap, StageKind};
+pub use path::{F32Kernel, GemmPath, coopmat_f16_unavailable, coopmat_unavailable, path_for, pick_path};
 pub use record::{Later, flush, gemm, gemm_bias, gemm_split, gemm_split_later, gemm_with};
 pub use specs::*;
 pub use split::{

@@ -6,7 +6,7 @@
 
 use std::fmt;
 
-use super::Precision;
+use super::precision::Precision;
 
 /// What a stage computes: the embedding, a GRU layer's input products
 /// (`W_ih·u`), its recurrence (`W_hh·h`), the attention's projections, the head.

@@ -3,11 +3,13 @@
 //! variant or a changed recording order, always built, so the tests can turn
 //! it on and assert which rung of the ladder catches it first.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use crate::vk::gemm::{MapStage, StageKind};
+use super::precision_map::{MapStage, StageKind};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+/// Serialised as its catalogue name (`window_off_by_one`), the stage fault as
+/// `{"f16_stage_skip_slice": STAGE}`; an unknown name does not deserialise.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Fault {
     GemmNoBounds,
@@ -25,11 +27,41 @@ pub enum Fault {
     /// bug in one stage's low-precision kernel only, what `precision-bisect`
     /// should find. Not in [`Fault::ALL`]
     /// (the f32 ladder cannot catch it); listed by `dualscope faults`.
-    F16StageSkipSlice(#[serde(serialize_with = "stage_name")] MapStage),
+    F16StageSkipSlice(#[serde(serialize_with = "stage_name", deserialize_with = "stage_of_name")] MapStage),
 }
 
 fn stage_name<S: serde::Serializer>(s: &MapStage, ser: S) -> Result<S::Ok, S::Error> {
     ser.serialize_str(&s.name())
+}
+
+fn stage_of_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<MapStage, D::Error> {
+    let name = String::deserialize(d)?;
+    MapStage::parse(&name).ok_or_else(|| serde::de::Error::custom(format!("unknown precision-map stage {name:?}")))
+}
+
+/// A fault kept by its name (`Fault`'s `Display`), as saved sessions hold it:
+/// `#[serde(with = "fault_name")]` on an `Option<Fault>`. An unknown name is an
+/// error that names it, never a fault silently dropped.
+pub mod fault_name {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use super::Fault;
+
+    pub fn serialize<S: Serializer>(f: &Option<Fault>, s: S) -> Result<S::Ok, S::Error> {
+        match f {
+            Some(f) => s.serialize_some(&f.to_string()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Fault>, D::Error> {
+        match Option::<String>::deserialize(d)? {
+            None => Ok(None),
+            Some(name) => Fault::parse(&name)
+                .map(Some)
+                .ok_or_else(|| serde::de::Error::custom(format!("unknown fault {name:?} (see `dualscope faults`)"))),
+        }
+    }
 }
 
 /// The name of the stage fault, before its `=STAGE`.

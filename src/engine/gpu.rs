@@ -1,0 +1,9 @@
+//! What the layers above the engine may hold of the Vulkan engine without
+//! driving a step: the device context (opened once and shared), what it
+//! reports, how a step is timed, its errors, and the products' kernels for the
+//! throughput benchmark and the ladder's first rung. Everything else of `vk`
+//! stays behind [`super::Engine`] (docs/architecture.md, "The engine's surface").
+
+pub use crate::vk::engine::default_map;
+pub use crate::vk::gemm::{F32Kernel, GemmPath, GemmShape, gemm_throughput, pick_path};
+pub use crate::vk::{Context, ContextOptions, DeviceReport, Timing, VkError};
