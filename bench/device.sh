@@ -2,7 +2,7 @@
 # bench/device.sh: every measurement this project makes on a lent GPU host, as
 # named suites of one driver. See `bench/device.sh --help`, docs/results/README.md
 # (what each suite's results file holds, and the ledgers they feed) and
-# ../shared/GPU.md (building and carrying the binary).
+# ../shared/GPU.md (building and carrying the binary). Lint: shellcheck -x bench/device.sh.
 set -euo pipefail
 
 SUITES="speed peer cpu validate controller calibration triage long-rows precision determinism floor ab info gui-frames"
@@ -22,8 +22,9 @@ not for git, as OUT/SUITE-raw.tgz (RAW_KEEP=dir keeps the folder OUT/SUITE/,
 RAW_KEEP=none drops them). The figures that docs cite go into the ledgers in
 docs/results/ by hand.
 
-Set-up, once per call: the .device/lib*.deb packages (the Vulkan loader and the
-glvnd libraries the NVIDIA driver needs) unpacked into / and ldconfig; with
+Set-up, once per call: on the device host (nvidia-smi there), the .device/lib*.deb
+packages (the Vulkan loader and the glvnd libraries the NVIDIA driver needs) unpacked
+into / and ldconfig; with
 VALIDATION=core|sync|gpu (the `validate` suite's default is core), the Khronos
 layer 1.4.309 from .device/vvl14.deb unpacked into /tmp/v14 and put on
 VK_LAYER_PATH / LD_LIBRARY_PATH, DUALSCOPE_VK_VALIDATION set to the mode.
@@ -201,7 +202,9 @@ text_pystdlib() {
 }
 
 setup_host() {
-  if compgen -G ".device/lib*.deb" > /dev/null; then
+  # The packages go into / on the device host only (it has the NVIDIA driver and no
+  # Vulkan loader); elsewhere (lavapipe here) the system's loader serves.
+  if compgen -G ".device/lib*.deb" > /dev/null && { command -v nvidia-smi > /dev/null || [ -d /usr/local/nvidia ]; }; then
     for f in .device/lib*.deb; do dpkg -x "$f" /; done
     ldconfig
   fi

@@ -602,6 +602,12 @@ def summary_long_rows():
             print(ladder_line(name, r, rc, secs) if r else f"{name}: exit {rc}, {secs} s, no report ({err_tail(name)})")
         elif name.startswith("growth-"):
             print(f"{name}: exit {rc} (0: none outside, 1: one outside), {secs} s")
+            try:
+                for line in open(os.path.join(RAW, name + ".out")):
+                    if line.startswith(("growth:", "planted:", "reference rounds", "loss ")):
+                        print("  " + line.strip()[:300])
+            except OSError:
+                pass
             r = load(name, ".json")
             if not r:
                 print(f"  {err_tail(name, 3)}")
