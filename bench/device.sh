@@ -12,9 +12,9 @@ usage() {
 Usage: bench/device.sh SUITE[,SUITE...] BIN OUT
        bench/device.sh --help
 
-Runs on the device host, from the repository root (the device tool's working
-copy), with the stripped release binary BIN (a plain file or BIN.xz) carried in
-.device/. Several suites separated by commas run one after the other on the
+Runs on the device host, in the repository (the device tool's working copy; the
+driver moves to its root), with the stripped release binary BIN (a plain file or
+BIN.xz) carried in .device/. Several suites separated by commas run one after the other on the
 same card in one call (`speed,floor`). Each suite writes ONE results file,
 OUT/SUITE.txt (a header naming the card, its driver, the binary's hash, the
 commit and the command, then the suite's summary), and its raw logs, which are
@@ -99,6 +99,16 @@ if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then usage; exit 0; fi
 [ $# -eq 3 ] || { usage >&2; exit 2; }
 SUITE_LIST=$1 BIN=$2 OUT=$3
 
+# Paths the caller gave stay the caller's: made absolute before moving to the root.
+abs() { case $1 in /*) printf '%s\n' "$1" ;; *) printf '%s\n' "$PWD/$1" ;; esac; }
+BIN=$(abs "$BIN") OUT=$(abs "$OUT")
+if [ -n "${OLD:-}" ]; then OLD=$(abs "$OLD"); fi
+if [ -n "${DATA:-}" ]; then DATA=$(abs "$DATA"); fi
+if [ -n "${TESTS:-}" ]; then
+  t=""
+  for x in $TESTS; do t+=" $(abs "$x")"; done
+  TESTS=${t# }
+fi
 cd "$(dirname "$0")/.."
 # What the caller set (not what defaults.sh fills in) goes on the results' command line.
 CALLER_SET=()
