@@ -4,6 +4,8 @@
     torch_reference.py grads CKPT GRADS DATA [DATA ...]   compare `dualscope grads` output
     torch_reference.py step  CKPT CKPT2 GRADS DATA [...]  compare `dualscope step` output
                                                         (GRADS: `dualscope grads` of the same rows)
+    torch_reference.py compare GRADS_A GRADS_B            per-tensor relative L2 of two gradient files
+                                                        (`grads --engine gpu` against `--engine cpu`)
 
 It reads safetensors with its own small reader (no extra packages), runs the
 model with torch.nn.GRU in float64 on the CPU (or float32 for the AdamW step,
@@ -148,6 +150,14 @@ def cmd_step(ckpt, ckpt2, grads_path, data, lr=3e-3, clip=1.0, wd=0.01):
                       "same_grads_abs_diff": diff_same}))
 
 
+def cmd_compare(a_path, b_path):
+    """Per-tensor relative L2 of gradient file A against B (B the reference)."""
+    a, _ = read_safetensors(a_path)
+    b, _ = read_safetensors(b_path)
+    per = {k: rel_l2(a[k].double(), b[k].double()) for k in b}
+    print(json.dumps({"worst_rel_l2": max(per.values()), "worst_tensor": max(per, key=per.get), "per_tensor": per}))
+
+
 if __name__ == "__main__":
     torch.set_num_threads(max(1, torch.get_num_threads()))
     cmd, *args = sys.argv[1:]
@@ -155,5 +165,7 @@ if __name__ == "__main__":
         cmd_grads(args[0], args[1], args[2:])
     elif cmd == "step":
         cmd_step(args[0], args[1], args[2], args[3:])
+    elif cmd == "compare":
+        cmd_compare(args[0], args[1])
     else:
         sys.exit(f"unknown command {cmd}")

@@ -1,5 +1,5 @@
 //! The controller's inputs on the device, and the training step split around
-//! them without reading any gradient back (docs/speed.md, the controller's path).
+//! them without reading any gradient back (docs/gpu-step.md, "The controller's split step").
 //!
 //! `grad_norms.comp` reduces the flat gradient buffer's tensor segments (see
 //! [`ParamLayout`]) into each tensor's sum of squares, a float-float pair (hi,

@@ -73,7 +73,7 @@ impl Recurrence {
 /// Whether the small layers' recurrences run in one workgroup each
 /// (`gru_*_wg_cm`, `gru_*_wg_fma`; `DUALSCOPE_WG`). Off by default: on the
 /// H200 the cooperative-matrix kernels took 9–10 µs a step at `small`,
-/// against 2.7–3.5 µs per interval of the wavefronts (docs/speed.md, "wg19").
+/// against 2.7–3.5 µs per interval of the wavefronts (docs/results/ab.md).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum WgChoice {
     /// The cooperative-matrix kernels wherever the recurrences run on

@@ -85,7 +85,7 @@ pub const SPLIT_K_MIN_SLICE: usize = 256;
 /// (f32) with slices of 256, 4.54 and 9.57 with 1024, 4.57 and 9.53 with 512;
 /// per kernel, the products of many tiles gained most from 1024 on the
 /// cooperative-matrix kernel and from 512 on the f32 one, and those of few
-/// tiles did best as they were (docs/speed.md).
+/// tiles did best as they were (docs/results/ab.md).
 pub fn split_k_min_slice(path: GemmPath) -> usize {
     match path {
         GemmPath::CoopMatF16Big => 1024,
@@ -100,7 +100,8 @@ pub fn split_k_min_slice(path: GemmPath) -> usize {
 /// [`SPLIT_K_MAX_SHORT_SLICES`] slices of 32 or more. On the H200 that took
 /// `small`'s products from 0.74 to 0.24 ms per step (f32) and from 0.44 to 0.25
 /// (mixed); at `bench` width more slices were slower, the larger outputs'
-/// partial sums costing more than the parallelism gained (docs/speed.md).
+/// partial sums costing more than the parallelism gained
+/// (docs/results/ab.md).
 pub const SPLIT_K_MIN_SHORT_SLICE: usize = 32;
 /// Slices a small product may be cut into.
 pub const SPLIT_K_MAX_SHORT_SLICES: usize = 32;
@@ -116,7 +117,7 @@ pub const SPLIT_K_FEW_TILES: usize = 16;
 /// `small` (4 to 16 tiles, K = 256 to 1536) took 14–21 µs this way against
 /// 17–54 µs in slices of 256; more workgroups than about 100 were slower
 /// again, and products with more tiles or long K gain nothing
-/// (docs/speed.md).
+/// (docs/results/ab.md).
 pub const SPLIT_K_FEW_TILES_GROUPS: usize = 96;
 
 /// Whether the few-tiles rule is on (`DUALSCOPE_SPLIT_FEW=0` turns it off,
