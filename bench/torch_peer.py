@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The PyTorch peer of MODEL.md: times the same training step dualscope times.
+"""The PyTorch peer of docs/model.md: times the same training step dualscope times.
 
     dualscope bench --config bench --save-batch b.json --save-checkpoint c.safetensors --json
     torch_peer.py --checkpoint c.safetensors --batch b.json --device cuda --mode eager|graph [--expect-loss L]
@@ -7,7 +7,7 @@
 
 nn.GRU (cuDNN on CUDA), the sliding-window attention as a banded dense softmax,
 the two-stream classifier, masked mean cross-entropy, clip_grad_norm_ and
-torch.optim.AdamW with MODEL.md's parameter groups. Prints one JSON line:
+torch.optim.AdamW with docs/model.md's parameter groups. Prints one JSON line:
 median ms per step (CUDA events on the GPU, perf_counter on the CPU; on the GPU
 also `wall_median_ms`, launch to synchronize, by perf_counter), the first
 step's loss, and its relative difference from --expect-loss (dualscope's

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""An independent PyTorch implementation of MODEL.md, used to check dualscope.
+"""An independent PyTorch implementation of docs/model.md, used to check dualscope.
 
     torch_reference.py grads CKPT GRADS DATA [DATA ...]   compare `dualscope grads` output
     torch_reference.py step  CKPT CKPT2 GRADS DATA [...]  compare `dualscope step` output
@@ -104,7 +104,7 @@ def cmd_grads(ckpt, grads_path, data):
 
 
 def adamw_step(P, grads, lr, clip, wd):
-    """torch.optim.AdamW with MODEL.md's groups, after clip_grad_norm_."""
+    """torch.optim.AdamW with docs/model.md's groups, after clip_grad_norm_."""
     for k, p in P.items():
         p.grad = grads[k].clone()
     decay = [p for k, p in P.items() if p.dim() == 2 and k != "embed.weight"]
