@@ -774,7 +774,7 @@ fn failing_rung_from_the_example_session() {
     assert_eq!(h.state().message().unwrap().level, Level::Info, "{}", message(&h));
     let l = h.state().ladder();
     let fault = l.input.as_ref().and_then(|i| i.fault.clone()).expect("the example names its fault");
-    assert!(fault.contains("param.gru.weight_hh_l1"), "{fault}");
+    assert!(fault.to_string().contains("param.gru.weight_hh_l1"), "{fault}");
     let gru = l.results["gru_fwd"].as_ref().unwrap();
     assert_eq!(gru.status, dualscope::ladder::Status::Fail);
     assert_eq!(l.results["embed_fwd"].as_ref().unwrap().status, dualscope::ladder::Status::Pass);
@@ -886,7 +886,7 @@ fn speedup_panel_runs_the_controllers_path() {
 fn speedup_panel_times_the_mixed_step() {
     let mut h = harness(tiny(20), (1400.0, 900.0));
     wait_for_trace(&mut h);
-    h.state_mut().queue(Command::SetPrecision(dualscope::ladder::Precision::F16));
+    h.state_mut().queue(Command::SetPrecision(dualscope::step::Precision::F16));
     let gpu = start_speedup(&mut h, 2);
     h.get_by_label("Stop").click();
     h.run_steps(2);
@@ -988,14 +988,14 @@ fn generate_example_sessions() {
         offset: 0,
         len,
         checkpoint: None,
-        fault: Some(describe.into()),
+        fault: Some(dualscope::session::results::Planted::Described(describe.into())),
         capture: None,
     };
     let job = LadderJob {
         input,
         tokens,
         engine_fault: None,
-        precision: dualscope::ladder::Precision::F32,
+        precision: dualscope::step::Precision::F32,
         precision_map: None,
         token_cap: None,
         capture: None,
@@ -1128,7 +1128,7 @@ fn fault_combo_plants_a_fault_in_the_ladder() {
     let mut h = harness(tiny(40), (1600.0, 1000.0));
     wait_for_trace(&mut h);
     pick_in_combo(&mut h, "Fault", "window_off_by_one");
-    assert_eq!(h.state().state.ladder_fault.as_deref(), Some("window_off_by_one"));
+    assert_eq!(h.state().state.ladder_fault.map(|f| f.to_string()).as_deref(), Some("window_off_by_one"));
     h.get_by_label("Run ladder").click();
     h.run_steps(2);
     wait_for_ladder(&mut h);
@@ -1314,7 +1314,7 @@ fn token_guard_and_precision_controls() {
     h.state_mut().queue(Command::SetTokenCap(Some(-1.0)));
     h.run_steps(1);
     assert_eq!(h.state().state.token_cap, None);
-    h.state_mut().queue(Command::SetPrecision(dualscope::ladder::Precision::Bf16));
+    h.state_mut().queue(Command::SetPrecision(dualscope::step::Precision::Bf16));
     h.run_steps(1);
     let saved = ron::to_string(&h.state().state).unwrap();
     assert!(saved.contains("precision:bf16") || saved.contains("precision: bf16"), "{saved}");
@@ -1325,11 +1325,11 @@ fn token_guard_and_precision_controls() {
     h.run_steps(1);
     wait_for_ladder(&mut h);
     let gemm = h.state().ladder().results.get("gemm").unwrap().as_ref().unwrap();
-    assert_eq!(gemm.precision, dualscope::ladder::Precision::Bf16);
+    assert_eq!(gemm.precision, dualscope::step::Precision::Bf16);
     assert_eq!(gemm.status, dualscope::ladder::Status::Pass);
     // The model rungs check the bf16 mixed step too, under its own tolerances.
     let gru = h.state().ladder().results.get("gru_bwd").unwrap().as_ref().unwrap();
-    assert_eq!(gru.precision, dualscope::ladder::Precision::Bf16);
+    assert_eq!(gru.precision, dualscope::step::Precision::Bf16);
     assert_ne!(gru.status, dualscope::ladder::Status::Fail, "{gru:?}");
 }
 
@@ -1363,7 +1363,7 @@ fn write_capture(dir: &Path, step: u64, planted: Option<&str>, row_len: usize) -
         triggers: vec!["skip".into()],
         reasons: vec![format!("outlier: gradient norm of ctx.q.weight 9.1 deviations above its level at step {step}")],
         engine: "gpu".into(),
-        precision: dualscope::ladder::Precision::F32,
+        precision: dualscope::step::Precision::F32,
         gemm_path: "tiled".into(),
         optim: dualscope::step::StepOptions::default(),
         seed: 1,
@@ -1539,7 +1539,7 @@ fn planted_capture_ladder_and_session() {
     h.run_steps(1);
     wait_for_capture(&mut h);
     assert_capture_shown(&h, &c, 42);
-    assert_eq!(h.state().state.ladder_fault.as_deref(), Some("reset_before_matmul"));
+    assert_eq!(h.state().state.ladder_fault.map(|f| f.to_string()).as_deref(), Some("reset_before_matmul"));
     h.get_by_label("persistent=reset_before_matmul");
     h.get_by_label("GPU vs CPU, f32, on the batch of capture step_000042 (3 rows x 16 positions)");
     if dualscope::ui::engines::gpu_availability().is_err() {

@@ -6,7 +6,8 @@ mod common;
 
 use common::{dualscope, ladder_setup, ok_json};
 use dualscope::ladder::headroom::{ExpHistogram, F16_MAX, MARGIN_BITS, MIN_SUBNORMAL, TensorHeadroom, measure};
-use dualscope::ladder::{CaseResult, MIXED_SCALE, Mode, ModelLadder, Precision, Rung, Status};
+use dualscope::ladder::{CaseResult, MIXED_SCALE, Mode, ModelLadder, Rung, Status};
+use dualscope::step::Precision;
 use dualscope::model::Config;
 
 /// The histogram with the given (exponent, count) bins and nothing else.
@@ -282,7 +283,7 @@ fn the_headroom_plot_snapshot() {
 #[test]
 fn warnings_follow_the_precision_map() {
     use dualscope::ladder::headroom::passes_f16;
-    use dualscope::ladder::{MapStage, PrecisionMap, StageKind};
+    use dualscope::step::{MapStage, PrecisionMap, StageKind};
     let cfg = Config::tiny();
     let names: Vec<String> = Rung::ALL[1..10].iter().flat_map(|r| r.outputs(&cfg)).collect();
     let f32_map = PrecisionMap::uniform(Precision::F32, cfg.layers);
@@ -325,7 +326,7 @@ fn warnings_follow_the_precision_map() {
 #[test]
 fn the_ladder_warns_only_through_f16_stages() {
     use dualscope::ladder::headroom::passes_f16;
-    use dualscope::ladder::{MapStage, PrecisionMap, StageKind};
+    use dualscope::step::{MapStage, PrecisionMap, StageKind};
     use dualscope::step::GemmChoice;
     let (_test, ctx) = common::vulkan!(validation_from_env);
     let cfg = Config::tiny();

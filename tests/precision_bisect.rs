@@ -6,7 +6,8 @@ mod common;
 use std::sync::atomic::AtomicBool;
 
 use common::{assert_clean, ladder_setup, odd};
-use dualscope::ladder::{self, MapStage, Mode, Outcome, Precision, PrecisionBisectSpec};
+use dualscope::ladder::{self, Mode, Outcome, PrecisionBisectSpec};
+use dualscope::step::{MapStage, Precision};
 use dualscope::step::Fault;
 use dualscope::step::GemmChoice;
 

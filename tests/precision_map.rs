@@ -6,7 +6,8 @@
 mod common;
 
 use common::{assert_clean, ladder_setup, odd, random_batch};
-use dualscope::ladder::{self, MapStage, Mode, Precision, PrecisionMap, Rung, StageKind, Status};
+use dualscope::ladder::{self, Mode, Rung, Status};
+use dualscope::step::{MapStage, Precision, PrecisionMap, StageKind};
 use dualscope::model::Params;
 use dualscope::step::GemmChoice;
 use dualscope::step::LossScale;

@@ -6,7 +6,8 @@ mod common;
 use std::sync::Arc;
 
 use common::assert_clean;
-use dualscope::ladder::{self, Mode, ModelLadder, Precision, Rung, Status};
+use dualscope::ladder::{self, Mode, ModelLadder, Rung, Status};
+use dualscope::step::Precision;
 use dualscope::model::{Config, Params};
 use dualscope::step::Fault;
 use dualscope::step::GemmChoice;

@@ -836,10 +836,10 @@ fn the_f32_kernel_choice() {
     assert_eq!(F32Kernel::Auto.path(&ctx).unwrap(), auto);
     assert_eq!(F32Kernel::Big.path(&ctx).is_ok(), fits);
     if std::env::var_os("DUALSCOPE_GEMM_F32").is_none() {
-        let path = gemm::path_for(&ctx, gemm::Precision::F32, gemm::GemmChoice::Auto).unwrap();
+        let path = gemm::path_for(&ctx, dualscope::step::Precision::F32, dualscope::step::GemmChoice::Auto).unwrap();
         assert_eq!(path, auto);
         // `tiled` is the 128×64 kernel (what earlier builds' captures name).
-        let path = gemm::path_for(&ctx, gemm::Precision::F32, gemm::GemmChoice::Tiled).unwrap();
+        let path = gemm::path_for(&ctx, dualscope::step::Precision::F32, dualscope::step::GemmChoice::Tiled).unwrap();
         assert_eq!(path, gemm::GemmPath::TiledF32);
     }
     assert_clean(&ctx, test);

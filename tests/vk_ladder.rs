@@ -3,7 +3,8 @@
 mod common;
 
 use common::{assert_clean, ladder_setup, odd};
-use dualscope::ladder::{self, Precision, Rung, Status};
+use dualscope::ladder::{self, Rung, Status};
+use dualscope::step::Precision;
 use dualscope::model::Config;
 
 #[test]

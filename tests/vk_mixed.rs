@@ -7,7 +7,8 @@ mod common;
 
 use common::{assert_clean, assert_passes, ladder_setup, odd, random_batch, run_every_rung};
 use dualscope::cpu;
-use dualscope::ladder::{self, Mode, ModelLadder, Precision, Rung, Status};
+use dualscope::ladder::{self, Mode, ModelLadder, Rung, Status};
+use dualscope::step::Precision;
 use dualscope::model::{Config, Params};
 use dualscope::step::GemmChoice;
 use dualscope::step::{LossScale, OptimState, StepOptions};
@@ -35,7 +36,7 @@ fn mixed_rungs_pass_in_both_modes() {
                 let r = l.run(id).unwrap();
                 assert_passes(&r, &format!("{mode:?} {id}"));
                 assert_eq!(r.precision, Precision::F16);
-                assert_eq!(r.gemm_path, Some(path.name()));
+                assert_eq!(r.gemm_path.as_deref(), Some(path.name()));
                 let stress = if id == Rung::AttnFwd && mode == Mode::Isolated { 2 } else { 0 };
                 assert_eq!(r.cases.len(), id.outputs(&cfg).len() + stress);
                 for c in &r.cases {

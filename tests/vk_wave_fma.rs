@@ -9,7 +9,8 @@ mod common;
 
 use common::{assert_clean, ladder_setup, random_batch, run_every_rung};
 use dualscope::cpu;
-use dualscope::ladder::{Mode, ModelLadder, Precision, Rung};
+use dualscope::ladder::{Mode, ModelLadder, Rung};
+use dualscope::step::Precision;
 use dualscope::model::{Config, Params};
 use dualscope::step::GemmChoice;
 use dualscope::step::StepOptions;

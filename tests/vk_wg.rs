@@ -9,7 +9,8 @@
 mod common;
 
 use common::{assert_clean, ladder_setup, random_batch};
-use dualscope::ladder::{Mode, ModelLadder, Precision, PrecisionMap, Rung, Status};
+use dualscope::ladder::{Mode, ModelLadder, Rung, Status};
+use dualscope::step::{Precision, PrecisionMap};
 use dualscope::model::{Config, Params};
 use dualscope::step::GemmChoice;
 use dualscope::step::StepOptions;

@@ -2,7 +2,8 @@
 //! precision tests.
 
 use dualscope::dataset::Batch;
-use dualscope::ladder::{self, Mode, ModelLadder, Precision, Rung, Status};
+use dualscope::ladder::{self, Mode, ModelLadder, Rung, Status};
+use dualscope::step::Precision;
 use dualscope::model::{Config, Params};
 use dualscope::rng::Rng;
 use dualscope::step::StepOptions;
