@@ -7,8 +7,8 @@ mod common;
 use common::{dualscope, ladder_setup, ok_json};
 use dualscope::ladder::headroom::{ExpHistogram, F16_MAX, MARGIN_BITS, MIN_SUBNORMAL, TensorHeadroom, measure};
 use dualscope::ladder::{CaseResult, MIXED_SCALE, Mode, ModelLadder, Rung, Status};
-use dualscope::step::Precision;
 use dualscope::model::Config;
+use dualscope::step::Precision;
 
 /// The histogram with the given (exponent, count) bins and nothing else.
 fn bins(pairs: &[(i32, u64)]) -> Vec<u64> {
@@ -326,8 +326,8 @@ fn warnings_follow_the_precision_map() {
 #[test]
 fn the_ladder_warns_only_through_f16_stages() {
     use dualscope::ladder::headroom::passes_f16;
-    use dualscope::step::{MapStage, PrecisionMap, StageKind};
     use dualscope::step::GemmChoice;
+    use dualscope::step::{MapStage, PrecisionMap, StageKind};
     let (_test, ctx) = common::vulkan!(validation_from_env);
     let cfg = Config::tiny();
     let setup = || ladder_setup(&cfg, Mode::Isolated, &[9, 6], 5, Precision::F16);

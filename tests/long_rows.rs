@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use dualscope::ladder::inputs::{BatchChoice, ParamSource, ladder_batch, load_dataset, load_params};
 use dualscope::ladder::{self, Mode, Rung, Status};
-use dualscope::step::Precision;
 use dualscope::session::state::{ConfigName, State};
+use dualscope::step::Precision;
 use dualscope::ui::{App, LaunchOptions};
 use dualscope::vk::Context;
 use egui::Key;

@@ -7,9 +7,9 @@ use std::sync::atomic::AtomicBool;
 
 use common::{assert_clean, ladder_setup, odd};
 use dualscope::ladder::{self, Mode, Outcome, PrecisionBisectSpec};
-use dualscope::step::{MapStage, Precision};
 use dualscope::step::Fault;
 use dualscope::step::GemmChoice;
+use dualscope::step::{MapStage, Precision};
 
 fn spec(fault: Option<Fault>) -> PrecisionBisectSpec {
     PrecisionBisectSpec {

@@ -7,11 +7,11 @@ mod common;
 
 use common::{assert_clean, ladder_setup, odd, random_batch};
 use dualscope::ladder::{self, Mode, Rung, Status};
-use dualscope::step::{MapStage, Precision, PrecisionMap, StageKind};
 use dualscope::model::Params;
 use dualscope::step::GemmChoice;
 use dualscope::step::LossScale;
 use dualscope::step::StepOptions;
+use dualscope::step::{MapStage, Precision, PrecisionMap, StageKind};
 use dualscope::vk::VkError;
 use dualscope::vk::engine::Engine;
 

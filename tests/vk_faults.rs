@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use common::assert_clean;
 use dualscope::ladder::{self, Mode, ModelLadder, Rung, Status};
-use dualscope::step::Precision;
 use dualscope::model::{Config, Params};
 use dualscope::step::Fault;
 use dualscope::step::GemmChoice;
+use dualscope::step::Precision;
 
 /// Widths past one SIMD group (H = 40, so a missing barrier can race), none a
 /// multiple of a tile; T = 12 > W = 4; every other row shortened (padding).

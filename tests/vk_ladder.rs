@@ -4,8 +4,8 @@ mod common;
 
 use common::{assert_clean, ladder_setup, odd};
 use dualscope::ladder::{self, Rung, Status};
-use dualscope::step::Precision;
 use dualscope::model::Config;
+use dualscope::step::Precision;
 
 #[test]
 fn gemm_rung_passes_on_the_tiny_config() {

@@ -10,10 +10,10 @@ mod common;
 
 use common::{assert_clean, ladder_setup, random_batch};
 use dualscope::ladder::{Mode, ModelLadder, Rung, Status};
-use dualscope::step::{Precision, PrecisionMap};
 use dualscope::model::{Config, Params};
 use dualscope::step::GemmChoice;
 use dualscope::step::StepOptions;
+use dualscope::step::{Precision, PrecisionMap};
 use dualscope::vk::engine::{Engine, WgChoice};
 
 fn cfg(hidden: usize, batch: usize, seq_len: usize) -> Config {

@@ -167,7 +167,7 @@ impl From<TrainError> for CliError {
     fn from(e: TrainError) -> Self {
         match e {
             TrainError::Usage(m) => CliError::Usage(m),
-            e @ TrainError::Stopped { .. } => CliError::Failed(e.to_string()),
+            e @ (TrainError::Stopped { .. } | TrainError::Cancelled { .. }) => CliError::Failed(e.to_string()),
             TrainError::Engine(e) => e.into(),
             TrainError::Dataset(e) => CliError::Dataset(e),
             TrainError::Batch(e) => CliError::Batch(e),

@@ -278,6 +278,9 @@ impl TrainArgs {
             memory_check: MemoryCheck::Shape,
             load: self.trust.options(),
             carry: self.carry_state.then_some(crate::train::CarryWalk { windows: self.carry_windows }),
+            weights: None,
+            gpu: None,
+            keep_params: false,
         };
         plan.check()?;
         Ok(plan)
@@ -422,6 +425,9 @@ pub fn demo(a: &DemoArgs) -> Result<i32, CliError> {
         memory_check: MemoryCheck::FirstBatch,
         load: Default::default(),
         carry: None,
+        weights: None,
+        gpu: None,
+        keep_params: false,
     };
     // The plan's checks (no zero sizes, steps that fit in memory) come before the banner.
     plan.check()?;

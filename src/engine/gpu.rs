@@ -7,3 +7,14 @@
 pub use crate::vk::engine::default_map;
 pub use crate::vk::gemm::{F32Kernel, GemmPath, GemmShape, gemm_throughput, pick_path};
 pub use crate::vk::{Context, ContextOptions, DeviceReport, Timing, VkError};
+
+/// A Vulkan context shared by several engines (the GUI opens one and keeps it),
+/// handed to a training plan.
+#[derive(Clone)]
+pub struct SharedGpu(pub std::sync::Arc<Context>);
+
+impl std::fmt::Debug for SharedGpu {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SharedGpu")
+    }
+}

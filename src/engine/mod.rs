@@ -250,13 +250,29 @@ impl Engine {
         opts: &StepOptions,
         vk: &VulkanOptions,
     ) -> Result<Engine, EngineError> {
+        Engine::open_on(kind, None, cfg, state, opts, vk)
+    }
+
+    /// [`Engine::open`] on the context `gpu` where one is given (the GUI's
+    /// shared one), else on a context opened for it.
+    pub fn open_on(
+        kind: EngineKind,
+        gpu: Option<&gpu::SharedGpu>,
+        cfg: &Config,
+        state: TrainState,
+        opts: &StepOptions,
+        vk: &VulkanOptions,
+    ) -> Result<Engine, EngineError> {
         match kind {
             EngineKind::Cpu if vk.precision != Precision::F32 => Err(EngineError::Usage(format!(
                 "--precision {}: the mixed-precision step runs on --engine gpu; the CPU reference computes in f32",
                 vk.precision.name()
             ))),
             EngineKind::Cpu => Ok(Engine::cpu(cfg, state, opts)),
-            EngineKind::Vulkan => Engine::vulkan(&Arc::new(open_context(None)?), cfg, &state, opts, vk),
+            EngineKind::Vulkan => match gpu {
+                Some(g) => Engine::vulkan(&g.0, cfg, &state, opts, vk),
+                None => Engine::vulkan(&Arc::new(open_context(None)?), cfg, &state, opts, vk),
+            },
         }
     }
 

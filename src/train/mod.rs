@@ -51,4 +51,7 @@ pub enum TrainError {
     /// Anything else (a log that cannot be written, a bad checkpoint's metadata).
     #[error("{0}")]
     Failed(String),
+    /// The observer asked the run to stop before `step` ([`Observer::stop_requested`]).
+    #[error("stopped before step {step}")]
+    Cancelled { step: u64 },
 }

@@ -17,9 +17,10 @@ use super::start::{Start, batch_at, finite_unless_allowed, start};
 use super::state::{RUN_STATE_VERSION, RunState, TRAIN_STATE_FILE, prepare_dir, remove_stale_temporaries, save_run};
 use crate::checkpoint::{LoadOptions, save_params, write_atomic};
 use crate::dataset::Dataset;
+use crate::engine::gpu::SharedGpu;
 use crate::engine::inputs::{check_memory, check_shape};
 use crate::engine::{Engine, EngineKind, Guarded, TrainState, VulkanOptions};
-use crate::model::Config;
+use crate::model::{Config, Params};
 use crate::step::{LossScale, StepOptions, StepReport};
 
 /// When the loop checks that a batch's activations fit in memory.
@@ -73,6 +74,13 @@ pub struct TrainPlan {
     /// `--carry-state`: rows walk stretches of the data with their state
     /// carried (`train::carry`); `None`: random windows from zero.
     pub carry: Option<CarryWalk>,
+    /// Start from these weights instead of `config` or `checkpoint`, with a
+    /// fresh optimizer state (the GUI's *Train here*).
+    pub weights: Option<(Config, Params<f32>)>,
+    /// The Vulkan context to run on (the GUI's shared one); `None`: one opened for the run.
+    pub gpu: Option<SharedGpu>,
+    /// Keep the last weights in [`TrainSummary::params`].
+    pub keep_params: bool,
 }
 
 impl TrainPlan {
@@ -143,6 +151,11 @@ pub trait Observer {
     fn action(&mut self, _a: &Action) {}
     /// A capture written (its folder, and why: the first trigger's reason).
     fn capture(&mut self, _path: &Path, _reason: &str) {}
+    /// Asked before each step: `true` ends the run there with
+    /// [`TrainError::Cancelled`] (the GUI's Stop), nothing more written.
+    fn stop_requested(&mut self) -> bool {
+        false
+    }
 }
 
 /// A finished run.
@@ -167,6 +180,8 @@ pub struct TrainSummary {
     /// `Engine::precision_and_path`.
     pub precision: &'static str,
     pub gemm_path: &'static str,
+    /// The last weights, where [`TrainPlan::keep_params`] asked for them.
+    pub params: Option<Params<f32>>,
 }
 
 /// The last good state: what a rollback returns to and what the checkpoint file holds.
@@ -200,7 +215,7 @@ pub fn train(plan: &TrainPlan, ds: &Dataset, obs: &mut dyn Observer) -> Result<T
     // The engine first, so that a missing device leaves no empty --out directory.
     let base_lr = plan.optim.lr;
     let run_opts = StepOptions { lr: base_lr * ctl.lr_factor, ..plan.optim };
-    let mut engine = Engine::open(plan.engine, &cfg, state.clone(), &run_opts, &plan.vulkan)?;
+    let mut engine = Engine::open_on(plan.engine, plan.gpu.as_ref(), &cfg, state.clone(), &run_opts, &plan.vulkan)?;
     if let Some(text) = &plan.precision_map {
         let map = engine.apply_precision_map(text, plan.vulkan.gemm)?;
         // A fresh run starts from the map's loss scale unless one was asked for.
@@ -289,6 +304,9 @@ pub fn train(plan: &TrainPlan, ds: &Dataset, obs: &mut dyn Observer) -> Result<T
     // The state before a step that may be captured, kept before it is applied.
     let mut pre: Option<TrainState> = None;
     for step in start + 1..=plan.steps {
+        if obs.stop_requested() {
+            return Err(TrainError::Cancelled { step });
+        }
         let mut actions = ctl.begin_step(step);
         let lr = base_lr * ctl.lr_factor;
         if lr != lr_now {
@@ -491,6 +509,7 @@ pub fn train(plan: &TrainPlan, ds: &Dataset, obs: &mut dyn Observer) -> Result<T
         save_params(&dir.join("last.safetensors"), &cfg, &*params)?;
     }
     let (precision, gemm_path) = engine.precision_and_path();
+    let params = if plan.keep_params { Some(engine.params()?.into_owned()) } else { None };
     Ok(TrainSummary {
         config: cfg,
         dataset: ds.name().to_string(),
@@ -506,5 +525,6 @@ pub fn train(plan: &TrainPlan, ds: &Dataset, obs: &mut dyn Observer) -> Result<T
         controller: ctl,
         precision,
         gemm_path,
+        params,
     })
 }

@@ -93,11 +93,14 @@ pub(super) fn start(plan: &TrainPlan, ds: &Dataset) -> Result<Start, TrainError>
             None => ParamSource::Init { config: plan.config.as_deref().unwrap_or("small"), seed },
         };
         // Weights, gradients and two moments, checked before the init allocates them.
-        let (config, params) = load_model(source, 4, 4).map_err(|e| match e {
-            ModelError::Checkpoint(e) => TrainError::Checkpoint(e),
-            ModelError::Config(e) => TrainError::Config(e),
-            ModelError::Size(e) => TrainError::Failed(e.to_string()),
-        })?;
+        let (config, params) = match &plan.weights {
+            Some((config, params)) => (config.clone(), params.clone()),
+            None => load_model(source, 4, 4).map_err(|e| match e {
+                ModelError::Checkpoint(e) => TrainError::Checkpoint(e),
+                ModelError::Config(e) => TrainError::Config(e),
+                ModelError::Size(e) => TrainError::Failed(e.to_string()),
+            })?,
+        };
         let scale =
             plan.loss_scale.clone().unwrap_or_else(|| crate::step::LossScale::for_precision(plan.vulkan.precision));
         let (rows, t) = (plan.batch.unwrap_or(config.batch), plan.seq_len.unwrap_or(config.seq_len));

@@ -6,13 +6,16 @@
 
 use std::sync::Arc;
 
+use std::path::PathBuf;
+
 use crate::dataset::Dataset;
-use crate::engine::{self, EngineKind, TrainState, VulkanOptions};
+use crate::engine::gpu::SharedGpu;
+use crate::engine::{EngineKind, VulkanOptions};
 use crate::model::{Config, Params};
 use crate::session::gpu;
 use crate::session::job::{Job, Reporter, Waker};
-use crate::step::Precision;
-use crate::step::{LossScale, StepOptions};
+use crate::step::{Precision, StepOptions};
+use crate::train::{CaptureOptions, ControllerConfig, MemoryCheck, Observer, StepEvent, TrainError, TrainPlan, train};
 
 /// The most steps one run takes (the control's range).
 pub const MAX_STEPS: usize = 100_000;
@@ -23,7 +26,7 @@ pub struct TrainHereJob {
     pub params: Params<f32>,
     pub dataset: Arc<Dataset>,
     pub steps: usize,
-    /// Seeds the batches (step `k` takes the windows of `seed ^ k`).
+    /// Seeds the batches (those of `train --seed`).
     pub seed: u64,
     /// The optimizer settings (the learning rate the control shows).
     pub opts: StepOptions,
@@ -108,7 +111,25 @@ impl TrainHere {
     }
 }
 
-/// Trains `job.steps` steps; `Ok(None)` when cancelled.
+/// Tells the GUI each step's loss and passes on its Stop.
+struct Reporting<'a> {
+    r: &'a Reporter<Progress>,
+    done: usize,
+}
+
+impl Observer for Reporting<'_> {
+    fn step(&mut self, s: &StepEvent<'_>) {
+        self.done += 1;
+        self.r.progress(Progress { done: self.done, loss: s.report.loss });
+    }
+
+    fn stop_requested(&mut self) -> bool {
+        self.r.cancelled()
+    }
+}
+
+/// Trains `job.steps` steps with the training loop `train` runs (its batches,
+/// its controller); `Ok(None)` when cancelled.
 fn run(job: &TrainHereJob, r: &Reporter<Progress>) -> Result<Option<Trained>, String> {
     let cfg = &job.config;
     // Rows of the config's benchmark length, shortened to what the dataset holds.
@@ -117,28 +138,52 @@ fn run(job: &TrainHereJob, r: &Reporter<Progress>) -> Result<Option<Trained>, St
         return Err(format!("the dataset holds {} tokens: too few to train on", job.dataset.len_tokens()));
     }
     crate::engine::inputs::check_batch(cfg, cfg.batch, len - 1, 4, "the training batch").map_err(|e| e.to_string())?;
-    let mut engine = if job.precision.is_mixed() {
-        let vk = VulkanOptions { precision: job.precision, ..Default::default() };
-        let state = TrainState::fresh(cfg, job.params.clone(), crate::step::LossScale::for_precision(job.precision));
+    let (engine, gpu) = if job.precision.is_mixed() {
         let ctx = gpu::shared().map_err(|e| format!("the {} step runs on the GPU: {e}", job.precision.name()))?;
-        engine::Engine::vulkan(&ctx, cfg, &state, &job.opts, &vk).map_err(|e| e.to_string())?
+        (EngineKind::Vulkan, Some(SharedGpu(ctx)))
     } else {
-        engine::Engine::cpu(cfg, TrainState::fresh(cfg, job.params.clone(), LossScale::fixed()), &job.opts)
+        (EngineKind::Cpu, None)
     };
-    let mut first_loss = f64::NAN;
-    let mut last_loss = f64::NAN;
-    for k in 0..job.steps {
-        if r.cancelled() {
-            return Ok(None);
-        }
-        let batch = job.dataset.random_windows(job.seed ^ k as u64, cfg.batch, len).map_err(|e| e.to_string())?;
-        let rep = engine.step(&batch).map_err(|e| e.to_string())?;
-        if k == 0 {
-            first_loss = rep.loss;
-        }
-        last_loss = rep.loss;
-        r.progress(Progress { done: k + 1, loss: rep.loss });
-    }
-    let params = engine.params().map_err(|e| e.to_string())?.into_owned();
-    Ok(Some(Trained { params, steps: job.steps, first_loss, last_loss, engine: engine.kind() }))
+    let plan = TrainPlan {
+        data: PathBuf::from(job.dataset.name()),
+        config: None,
+        checkpoint: None,
+        resume: None,
+        steps: job.steps as u64,
+        seq_len: Some(len - 1),
+        batch: Some(cfg.batch),
+        seed: Some(job.seed),
+        engine,
+        vulkan: VulkanOptions { precision: job.precision, ..Default::default() },
+        out: None,
+        save_every: 0,
+        checkpoint_every: u64::MAX,
+        loss_scale: None,
+        precision_map: None,
+        optim: job.opts,
+        controller: ControllerConfig::default(),
+        inject: Default::default(),
+        captures: CaptureOptions { max: 0, ..Default::default() },
+        memory_check: MemoryCheck::Shape,
+        load: Default::default(),
+        carry: None,
+        weights: Some((cfg.clone(), job.params.clone())),
+        gpu,
+        keep_params: true,
+    };
+    let mut obs = Reporting { r, done: 0 };
+    let s = match train(&plan, &job.dataset, &mut obs) {
+        Ok(s) => s,
+        Err(TrainError::Cancelled { .. }) => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    };
+    let params = s.params.ok_or("the training loop kept no weights")?;
+    let (first_loss, last_loss) = (s.losses.first().copied(), s.losses.last().copied());
+    Ok(Some(Trained {
+        params,
+        steps: s.losses.len(),
+        first_loss: first_loss.unwrap_or(f64::NAN),
+        last_loss: last_loss.unwrap_or(f64::NAN),
+        engine,
+    }))
 }

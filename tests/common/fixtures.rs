@@ -3,9 +3,9 @@
 
 use dualscope::dataset::Batch;
 use dualscope::ladder::{self, Mode, ModelLadder, Rung, Status};
-use dualscope::step::Precision;
 use dualscope::model::{Config, Params};
 use dualscope::rng::Rng;
+use dualscope::step::Precision;
 use dualscope::step::StepOptions;
 
 /// `docs.jsonl` in `dir`: one JSON object `{"text": text(i)}` a line for
