@@ -18,6 +18,7 @@ pub use controller::{Action, ActionKind, Assessment, Controller, ControllerConfi
 pub use inject::{Inject, Injections};
 pub use log::{LogAction, LogEntry, LogStep, ReadAction, ReadLogError, TrainLog, read_train_log};
 pub use run::{Begin, MemoryCheck, Observer, StepEvent, TrainPlan, TrainSummary, train};
+pub use start::{batch_seed, pad_to};
 pub use state::{RunState, SavedRun, TRAIN_STATE_FILE, load_run, resume_file, save_run};
 
 use crate::checkpoint::CheckpointError;

@@ -54,21 +54,27 @@ pub(super) fn batch_at(
     len: usize,
     pad: bool,
 ) -> Result<(Batch, Vec<RowOrigin>), TrainError> {
-    let (b, origins) = ds.random_windows_traced(seed.wrapping_mul(1_000_003).wrapping_add(step), rows, len)?;
-    Ok((if pad { pad_to(b, len - 1) } else { b }, origins))
+    let (b, origins) = ds.random_windows_traced(batch_seed(seed, step), rows, len)?;
+    Ok((if pad { pad_to(&b, len - 1) } else { b }, origins))
+}
+
+/// The seed of step `step`'s batch in a run seeded `seed`: every loop that
+/// walks a run's steps (`train`, `drift`) draws the same batches.
+pub fn batch_seed(seed: u64, step: u64) -> u64 {
+    seed.wrapping_mul(1_000_003).wrapping_add(step)
 }
 
 /// Pads every row to `t + 1` tokens (masked), so that a GPU workspace sized
 /// once fits every batch. Padding changes no valid position (docs/model.md).
-fn pad_to(b: Batch, t: usize) -> Batch {
+pub fn pad_to(b: &Batch, t: usize) -> Batch {
     if b.t >= t {
-        return b;
+        return b.clone();
     }
     let mut tokens = vec![0u8; b.rows * (t + 1)];
     for r in 0..b.rows {
         tokens[r * (t + 1)..r * (t + 1) + b.lens[r]].copy_from_slice(b.row(r));
     }
-    Batch { rows: b.rows, t, tokens, lens: b.lens }
+    Batch { rows: b.rows, t, tokens, lens: b.lens.clone() }
 }
 
 /// Where a run starts.

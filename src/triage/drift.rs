@@ -22,7 +22,8 @@ use crate::step::Fault;
 use crate::step::StepOptions;
 use crate::step::{GemmChoice, Precision};
 
-pub use super::drift_run::{Observer, batch_seed, run};
+pub use super::drift_run::{Observer, run};
+pub use crate::train::batch_seed;
 
 /// The version of `drift.json` this code writes.
 pub const DRIFT_FORMAT: u32 = 1;

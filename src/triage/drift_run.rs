@@ -17,6 +17,7 @@ use crate::engine::gpu::{Context, Timing};
 use crate::engine::{Engine, TrainState, VulkanOptions};
 use crate::model::{Config, Params};
 use crate::step::{LossScale, OptimState, StepReport};
+use crate::train::{batch_seed, pad_to};
 
 /// What the loop tells as it goes; every method defaults to nothing.
 pub trait Observer {
@@ -30,25 +31,6 @@ pub trait Observer {
 
 /// An observer that tells nothing.
 impl Observer for () {}
-
-/// The seed of step `step`'s batch: `train`'s formula (`batch_at` in
-/// src/train/run.rs), so that drift sees the batches a training run sees.
-pub fn batch_seed(seed: u64, step: u64) -> u64 {
-    seed.wrapping_mul(1_000_003).wrapping_add(step)
-}
-
-/// Pads every row to `t + 1` slots (masked), as `train` does for the GPU,
-/// whose workspace is sized once. Padding changes no valid position.
-fn pad_to(b: &Batch, t: usize) -> Batch {
-    if b.t >= t {
-        return b.clone();
-    }
-    let mut tokens = vec![0u8; b.rows * (t + 1)];
-    for r in 0..b.rows {
-        tokens[r * (t + 1)..r * (t + 1) + b.lens[r]].copy_from_slice(b.row(r));
-    }
-    Batch { rows: b.rows, t, tokens, lens: b.lens.clone() }
-}
 
 /// Per tensor: the divergence of the GPU from the f32 CPU run, the rounding
 /// reference (f32 CPU from f64 CPU) and the envelope, with the worst tensor.
