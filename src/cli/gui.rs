@@ -49,7 +49,7 @@ fn parse_window_size(s: &str) -> Result<[f32; 2], String> {
 
 pub fn run(a: &GuiArgs) -> Result<i32, CliError> {
     let commands = match &a.commands {
-        Some(p) => ui::script::read(p).map_err(CliError::Usage)?,
+        Some(p) => ui::script::read(p).map_err(|e| CliError::Usage(e.to_string()))?,
         None => Vec::new(),
     };
     let opts = LaunchOptions {

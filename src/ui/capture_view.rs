@@ -5,6 +5,7 @@
 //! forward and backward pass), and so does the replay, so the UI never
 //! waits for them.
 
+use crate::ui::error::{UiError, UiResult};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -31,7 +32,7 @@ pub struct OpenCapture {
     pub row_offsets: Vec<usize>,
     /// The [`TOP_K`] positions with the largest `‖∂loss/∂e_t‖`, largest
     /// first, or why they could not be computed.
-    pub dominant: Result<Vec<TokenGrad>, String>,
+    pub dominant: UiResult<Vec<TokenGrad>>,
     /// Each row's share of `Σ_t ‖∂loss/∂e_t‖²` (empty when `dominant` failed).
     pub shares: Vec<f64>,
 }
@@ -85,7 +86,7 @@ pub fn planted_fault(planted: &str) -> Option<EngineFault> {
 
 /// Reads the capture at `path` (its folder, or its `capture.json`) and
 /// computes its dominant positions; the error is one line.
-pub fn prepare(path: &Path) -> Result<OpenCapture, String> {
+pub fn prepare(path: &Path) -> UiResult<OpenCapture> {
     let dir =
         if path.file_name().is_some_and(|n| n == capture::META_FILE) { path.parent().unwrap_or(path) } else { path };
     let c = capture::load(dir).map_err(|e| one_line(&format!("cannot open the capture: {e}")))?;
@@ -109,7 +110,7 @@ pub fn prepare(path: &Path) -> Result<OpenCapture, String> {
         capture: Arc::new(c),
         rows: Arc::new(rows),
         row_offsets,
-        dominant,
+        dominant: dominant.map_err(UiError::from),
         shares,
     })
 }
@@ -125,10 +126,10 @@ pub enum Opening {
     Session { offset: usize, len: usize, cursor: usize },
 }
 
-type LoadJob = Job<(), Result<OpenCapture, String>>;
+type LoadJob = Job<(), UiResult<OpenCapture>>;
 
 /// A replay of the open capture: its stage as it goes, its report once done.
-type ReplayJob = Job<String, Result<ReplayReport, String>>;
+type ReplayJob = Job<String, UiResult<ReplayReport>>;
 
 /// The replay of the open capture (`triage::replay`), run as a [`Job`] on
 /// the shared GPU context.
@@ -136,7 +137,7 @@ type ReplayJob = Job<String, Result<ReplayReport, String>>;
 pub struct ReplayRun {
     /// The capture folder the report or the error is of.
     pub of: Option<PathBuf>,
-    pub result: Option<Result<ReplayReport, String>>,
+    pub result: Option<UiResult<ReplayReport>>,
     /// What runs now.
     pub stage: Option<String>,
     job: Option<ReplayJob>,
@@ -148,24 +149,24 @@ impl ReplayRun {
     }
 
     /// Replays `open`'s capture (the ladder runs too on an *engine* verdict).
-    pub fn start(&mut self, open: &OpenCapture, wake: Waker) -> Result<(), String> {
+    pub fn start(&mut self, open: &OpenCapture, wake: Waker) -> UiResult<()> {
         if self.is_busy() {
-            return Err("a replay is already running".into());
+            return Err(UiError::refused("a replay is already running"));
         }
         let capture = open.capture.clone();
         let job = Job::spawn("replay", wake, move |r| {
             let ctx = crate::session::gpu::engine()?;
             let opts = ReplayOptions { context: Some(ctx), ..ReplayOptions::default() };
             replay(&capture, &opts, &mut |stage| _ = r.progress(stage.to_string()))
-                .map_err(|e| one_line(&format!("the replay failed: {e}")))
+                .map_err(|e| UiError::refused(one_line(&format!("the replay failed: {e}"))))
         })
-        .map_err(|e| format!("cannot start the replay: {e}"))?;
+        .map_err(|e| UiError::refused(format!("cannot start the replay: {e}")))?;
         (self.of, self.result, self.stage, self.job) = (Some(open.path.clone()), None, None, Some(job));
         Ok(())
     }
 
     /// Takes the stages that arrived; the result once the replay ended.
-    pub fn poll(&mut self) -> Option<&Result<ReplayReport, String>> {
+    pub fn poll(&mut self) -> Option<&UiResult<ReplayReport>> {
         let polled = self.job.as_mut()?.poll();
         if let Some(s) = polled.progress.into_iter().last() {
             self.stage = Some(s);
@@ -173,12 +174,12 @@ impl ReplayRun {
         let done = polled.done?;
         self.job = None;
         self.stage = None;
-        self.result = Some(done.map_err(|e| format!("the replay failed: {e}")).and_then(|r| r));
+        self.result = Some(done.map_err(|e| UiError::refused(format!("the replay failed: {e}"))).and_then(|r| r));
         self.result.as_ref()
     }
 
     /// The report or error of the capture at `path`, if one was replayed.
-    pub fn of(&self, path: &Path) -> Option<&Result<ReplayReport, String>> {
+    pub fn of(&self, path: &Path) -> Option<&UiResult<ReplayReport>> {
         self.result.as_ref().filter(|_| self.of.as_deref() == Some(path))
     }
 }
@@ -197,27 +198,27 @@ impl CaptureRun {
     }
 
     /// Starts reading `path` (replacing a read in flight).
-    pub fn load(&mut self, path: PathBuf, opening: Opening, wake: Waker) -> Result<(), String> {
+    pub fn load(&mut self, path: PathBuf, opening: Opening, wake: Waker) -> UiResult<()> {
         let job = Job::spawn("capture", wake, move |_| prepare(&path))
-            .map_err(|e| format!("cannot start reading the capture: {e}"))?;
+            .map_err(|e| UiError::refused(format!("cannot start reading the capture: {e}")))?;
         self.job = Some((opening, job));
         Ok(())
     }
 
     /// The read's result once it ended (the app applies a success).
-    pub fn poll(&mut self) -> Option<(Opening, Result<OpenCapture, String>)> {
+    pub fn poll(&mut self) -> Option<(Opening, UiResult<OpenCapture>)> {
         let (opening, job) = self.job.as_mut()?;
         let done = job.poll().done?;
         let opening = *opening;
         self.job = None;
-        Some((opening, done.map_err(|e| format!("cannot open the capture: {e}")).and_then(|r| r)))
+        Some((opening, done.map_err(|e| UiError::refused(format!("cannot open the capture: {e}"))).and_then(|r| r)))
     }
 }
 
 /// The captures of a training run: the `step_NNNNNN` folders of the
 /// `captures/` folder next to its log (`log` is the `log.jsonl` or the run's
 /// directory), by step. No such folder: none.
-pub fn log_captures(log: &Path) -> Result<BTreeMap<u64, PathBuf>, String> {
+pub fn log_captures(log: &Path) -> UiResult<BTreeMap<u64, PathBuf>> {
     let dir = if log.is_dir() { log } else { log.parent().unwrap_or(Path::new(".")) };
     let list = capture::list(&dir.join(capture::CAPTURES_DIR)).map_err(|e| one_line(&e.to_string()))?;
     Ok(list.into_iter().collect())

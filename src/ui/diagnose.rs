@@ -3,6 +3,7 @@
 //! none, as [`Job`]s on the shared GPU context) and reading a training run's
 //! `log.jsonl` (a [`Job`] too). The UI polls for the results.
 
+use crate::ui::error::{UiError, UiResult};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -60,7 +61,7 @@ pub struct RowJob {
 
 impl RowJob {
     /// The model the row runs through: the capture's, or the preset's.
-    pub(crate) fn model(&self) -> Result<(crate::model::Config, crate::model::Params<f32>), String> {
+    pub(crate) fn model(&self) -> UiResult<(crate::model::Config, crate::model::Params<f32>)> {
         match &self.capture {
             Some(c) => Ok((c.config.clone(), c.state.params.clone())),
             None => Ok((self.config.config(), self.weights.params(self.config, self.seed)?)),
@@ -69,7 +70,7 @@ impl RowJob {
 }
 
 /// A bisect: its probes so far; the report once it ended.
-type BisectJob = Job<Probe, Result<BisectReport, String>>;
+type BisectJob = Job<Probe, UiResult<BisectReport>>;
 
 /// A bisect in flight: the probes so far.
 #[derive(Default)]
@@ -86,9 +87,9 @@ impl BisectRun {
     }
 
     /// Bisects positions up to `max_len` on `job.tokens` (`max_len + 1` of them).
-    pub fn start(&mut self, job: RowJob, max_len: usize, wake: Waker) -> Result<(), String> {
+    pub fn start(&mut self, job: RowJob, max_len: usize, wake: Waker) -> UiResult<()> {
         if self.is_busy() {
-            return Err("a bisect is already running".into());
+            return Err(UiError::refused("a bisect is already running"));
         }
         self.probes.clear();
         self.fault = job.fault;
@@ -98,21 +99,21 @@ impl BisectRun {
             crate::ladder::bisect(&ctx, &cfg, &params, &job.tokens, max_len, job.fault, |p| {
                 r.progress(p.clone());
             })
-            .map_err(|e| e.to_string())
+            .map_err(UiError::from)
         })
-        .map_err(|e| format!("cannot start the bisect thread: {e}"))?;
+        .map_err(|e| UiError::refused(format!("cannot start the bisect thread: {e}")))?;
         self.started = Some(running.started());
         self.job = Some(running);
         Ok(())
     }
 
     /// Takes the probes that arrived; the result once the bisect ended.
-    pub fn poll(&mut self) -> Option<Result<BisectReport, String>> {
+    pub fn poll(&mut self) -> Option<UiResult<BisectReport>> {
         let polled = self.job.as_mut()?.poll();
         self.probes.extend(polled.progress);
         let done = polled.done?;
         self.job = None;
-        Some(done.map_err(|e| e.to_string()).and_then(|r| r))
+        Some(done.map_err(UiError::from).and_then(|r| r))
     }
 }
 
@@ -125,7 +126,7 @@ pub struct AuditRun {
     /// The position picked in the plot.
     pub position: Option<usize>,
     pub started: Option<Instant>,
-    job: Option<Job<(), Result<AuditReport, String>>>,
+    job: Option<Job<(), UiResult<AuditReport>>>,
 }
 
 /// The loss scale the audit's GPU backward runs at (its contributions are unscaled after).
@@ -136,27 +137,27 @@ impl AuditRun {
         self.job.is_some()
     }
 
-    pub fn start(&mut self, job: RowJob, wake: Waker) -> Result<(), String> {
+    pub fn start(&mut self, job: RowJob, wake: Waker) -> UiResult<()> {
         if self.is_busy() {
-            return Err("an audit is already running".into());
+            return Err(UiError::refused("an audit is already running"));
         }
         let running = Job::spawn("audit", wake, move |_| {
             let ctx = gpu::engine()?;
             let (cfg, params) = job.model()?;
             crate::ladder::audit::audit(&ctx, &cfg, &params, &job.tokens, AUDIT_LOSS_SCALE, job.fault)
-                .map_err(|e| e.to_string())
+                .map_err(UiError::from)
         })
-        .map_err(|e| format!("cannot start the audit thread: {e}"))?;
+        .map_err(|e| UiError::refused(format!("cannot start the audit thread: {e}")))?;
         self.started = Some(running.started());
         self.job = Some(running);
         Ok(())
     }
 
     /// The result once the audit ended (also kept in `report` when it succeeded).
-    pub fn poll(&mut self) -> Option<Result<(), String>> {
+    pub fn poll(&mut self) -> Option<UiResult<()>> {
         let done = self.job.as_mut()?.poll().done?;
         self.job = None;
-        let r = match done.map_err(|e| e.to_string()).and_then(|r| r) {
+        let r = match done.map_err(UiError::from).and_then(|r| r) {
             Ok(r) => r,
             Err(e) => return Some(Err(e)),
         };
@@ -172,8 +173,8 @@ use crate::triage::drift::DriftReport;
 
 /// Reads `path` (a `log.jsonl`, or the `--out` directory holding one) with
 /// the action reasons in the glyphs the default font has.
-pub fn read_train_log(path: &Path) -> Result<TrainLog, String> {
-    let mut log = crate::train::read_train_log(path).map_err(|e| e.to_string())?;
+pub fn read_train_log(path: &Path) -> UiResult<TrainLog> {
+    let mut log = crate::train::read_train_log(path)?;
     log.actions.iter_mut().for_each(|a| a.reason = ascii(&a.reason));
     Ok(log)
 }
@@ -184,7 +185,7 @@ enum Read {
     Log(TrainLog),
     Drift(Box<DriftReport>, PathBuf),
 }
-type ReadLog = (Read, Result<BTreeMap<u64, PathBuf>, String>);
+type ReadLog = (Read, UiResult<BTreeMap<u64, PathBuf>>);
 
 /// The `drift.json` that `path` names (the file, or a `drift --out DIR`
 /// directory without a training log), if it names one.
@@ -199,12 +200,14 @@ pub fn drift_file(path: &Path) -> Option<PathBuf> {
 }
 
 /// Reads a `drift.json` (at most 256 MiB: a report of a few million steps).
-pub fn read_drift(path: &Path) -> Result<DriftReport, String> {
+pub fn read_drift(path: &Path) -> UiResult<DriftReport> {
     let (mut f, len) = crate::dataset::open_input_file(path, 256 << 20)
-        .map_err(|e| format!("{}: {e}", crate::dataset::show_path(path)))?;
+        .map_err(|e| UiError::refused(format!("{}: {e}", crate::dataset::show_path(path))))?;
     let mut bytes = Vec::with_capacity(len as usize);
-    std::io::Read::read_to_end(&mut f, &mut bytes).map_err(|e| format!("{}: {e}", crate::dataset::show_path(path)))?;
-    serde_json::from_slice(&bytes).map_err(|e| format!("{}: not a drift report: {e}", crate::dataset::show_path(path)))
+    std::io::Read::read_to_end(&mut f, &mut bytes)
+        .map_err(|e| UiError::refused(format!("{}: {e}", crate::dataset::show_path(path))))?;
+    serde_json::from_slice(&bytes)
+        .map_err(|e| UiError::refused(format!("{}: not a drift report: {e}", crate::dataset::show_path(path))))
 }
 
 /// The training-curves view's log (or a drift run's report), read as a [`Job`].
@@ -217,7 +220,7 @@ pub struct TrainLogView {
     /// could not be listed.
     pub captures: BTreeMap<u64, PathBuf>,
     pub captures_error: Option<String>,
-    job: Option<Job<(), Result<ReadLog, String>>>,
+    job: Option<Job<(), UiResult<ReadLog>>>,
 }
 
 impl TrainLogView {
@@ -225,7 +228,7 @@ impl TrainLogView {
         self.job.is_some()
     }
 
-    pub fn load(&mut self, path: PathBuf, wake: Waker) -> Result<(), String> {
+    pub fn load(&mut self, path: PathBuf, wake: Waker) -> UiResult<()> {
         let job = Job::spawn("train-log", wake, move |_| {
             if let Some(f) = drift_file(&path) {
                 let r = read_drift(&f)?;
@@ -236,20 +239,20 @@ impl TrainLogView {
             let captures = crate::ui::capture_view::log_captures(&log.path);
             Ok((Read::Log(log), captures))
         })
-        .map_err(|e| format!("cannot start reading the log: {e}"))?;
+        .map_err(|e| UiError::refused(format!("cannot start reading the log: {e}")))?;
         self.job = Some(job);
         Ok(())
     }
 
     /// The path read and a line saying what it held, once the job is done.
-    pub fn poll(&mut self) -> Option<Result<(PathBuf, String), String>> {
+    pub fn poll(&mut self) -> Option<UiResult<(PathBuf, String)>> {
         let done = self.job.as_mut()?.poll().done?;
         self.job = None;
         match done {
             Ok(Ok((read, captures))) => {
                 (self.captures, self.captures_error) = match captures {
                     Ok(c) => (c, None),
-                    Err(e) => (BTreeMap::new(), Some(e)),
+                    Err(e) => (BTreeMap::new(), Some(e.to_string())),
                 };
                 Some(Ok(match read {
                     Read::Log(l) => {
@@ -271,7 +274,7 @@ impl TrainLogView {
                 }))
             }
             Ok(Err(e)) => Some(Err(e)),
-            Err(_) => Some(Err("the log reader ended without a result".into())),
+            Err(_) => Some(Err(UiError::refused("the log reader ended without a result"))),
         }
     }
 }

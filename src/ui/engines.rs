@@ -2,6 +2,7 @@
 //! when a device opens (the shared context, opened once per process).
 
 use crate::engine::EngineKind;
+use crate::ui::error::UiResult;
 
 /// How the GUI names an engine.
 pub fn label(engine: EngineKind) -> &'static str {
@@ -12,7 +13,7 @@ pub fn label(engine: EngineKind) -> &'static str {
 }
 
 /// `Ok(description)` when the engine can run here, `Err(why not)` otherwise.
-pub fn availability(engine: EngineKind) -> Result<String, String> {
+pub fn availability(engine: EngineKind) -> UiResult<String> {
     match engine {
         EngineKind::Cpu => Ok(format!("CPU reference, {} threads", rayon::current_num_threads())),
         EngineKind::Vulkan => gpu_availability(),
@@ -22,6 +23,6 @@ pub fn availability(engine: EngineKind) -> Result<String, String> {
 /// The GPU engine's availability: the picked device, or why there is none.
 /// The first call opens the GUI's shared Vulkan context ([`crate::session::gpu`]),
 /// which every GPU job then uses.
-pub fn gpu_availability() -> Result<String, String> {
-    crate::session::gpu::describe()
+pub fn gpu_availability() -> UiResult<String> {
+    Ok(crate::session::gpu::describe()?)
 }

@@ -3,6 +3,7 @@
 //! columns), with the statistics the inspector lists, and the export of one
 //! tensor (safetensors, CSV). Built on the ladder's thread, never per frame.
 
+use crate::ui::error::UiResult;
 use std::io::Write as _;
 use std::path::Path;
 use std::sync::Arc;
@@ -214,7 +215,7 @@ fn file_shape(t: &InspectedTensor) -> Vec<usize> {
 
 /// safetensors bytes: `cpu`, `gpu`, `diff` (= gpu − cpu) as F32 and `f64` as
 /// F64 (where the rung has it), in the tensor's shape; the metadata names the rung and tensor.
-pub fn encode_safetensors(rung: &str, t: &InspectedTensor) -> Result<Vec<u8>, String> {
+pub fn encode_safetensors(rung: &str, t: &InspectedTensor) -> UiResult<Vec<u8>> {
     let shape = file_shape(t);
     let mut parts: Vec<NamedRef<'_>> = vec![
         ("cpu", &shape, ValuesRef::F32(&t.cpu.data)),
@@ -231,7 +232,7 @@ pub fn encode_safetensors(rung: &str, t: &InspectedTensor) -> Result<Vec<u8>, St
     ]
     .into_iter()
     .collect();
-    encode_named(Path::new(&t.name), &parts, &meta).map_err(|e| e.to_string())
+    Ok(encode_named(Path::new(&t.name), &parts, &meta)?)
 }
 
 /// CSV: one line per element, `index,multi_index,cpu,gpu,diff,f64` (values
@@ -253,12 +254,12 @@ pub fn encode_csv(t: &InspectedTensor) -> Vec<u8> {
 
 /// Writes the export atomically (a temporary file renamed over `path`): a
 /// failure leaves no half-written file. Returns what was written, for the status bar.
-pub fn export(path: &Path, format: ExportFormat, rung: &str, t: &InspectedTensor) -> Result<String, String> {
+pub fn export(path: &Path, format: ExportFormat, rung: &str, t: &InspectedTensor) -> UiResult<String> {
     let bytes = match format {
         ExportFormat::Safetensors => encode_safetensors(rung, t)?,
         ExportFormat::Csv => encode_csv(t),
     };
-    write_atomic(path, &bytes).map_err(|e| e.to_string())?;
+    write_atomic(path, &bytes)?;
     Ok(format!("Exported {} of rung {rung} ({} values) to {}", t.name, t.len(), path.display()))
 }
 

@@ -7,6 +7,7 @@
 //! model initialised from the GUI's seed and config; or, with a capture open,
 //! on the capture's whole batch and weights.
 
+use crate::ui::error::UiResult;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -55,7 +56,7 @@ fn config(job: &LadderJob) -> crate::model::Config {
     job.capture.as_ref().map_or_else(|| job.input.config.config(), |c| c.config.clone())
 }
 
-fn setup(job: &LadderJob) -> Result<ladder::Setup, String> {
+fn setup(job: &LadderJob) -> UiResult<ladder::Setup> {
     if let Some(c) = &job.capture {
         return Ok(ladder::Setup {
             cfg: c.config.clone(),
@@ -67,7 +68,7 @@ fn setup(job: &LadderJob) -> Result<ladder::Setup, String> {
         });
     }
     let cfg = job.input.config.config();
-    let batch = Batch::from_rows(&[&job.tokens]).map_err(|e| e.to_string())?;
+    let batch = Batch::from_rows(&[&job.tokens])?;
     let params = job.weights.params(job.input.config, job.input.seed)?;
     Ok(ladder::Setup {
         cfg: cfg.clone(),
@@ -101,7 +102,7 @@ pub fn run(job: &LadderJob, rungs: &[Rung], corruption: Option<Corruption>, send
     };
     let setup = match setup(job) {
         Ok(s) => s,
-        Err(e) => return without_setup(&ctx, job, rungs, &e, send),
+        Err(e) => return without_setup(&ctx, job, rungs, &e.to_string(), send),
     };
     let layers = setup.cfg.layers;
     let spec = LadderSpec {

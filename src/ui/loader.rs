@@ -2,6 +2,7 @@
 //! JSON-lines file and hashing its content take seconds for big corpora, and the
 //! UI keeps drawing meanwhile.
 
+use crate::ui::error::{UiError, UiResult};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -19,7 +20,7 @@ pub enum AfterOpen {
 
 pub struct Opened {
     pub path: PathBuf,
-    pub result: Result<Dataset, String>,
+    pub result: UiResult<Dataset>,
     pub after: AfterOpen,
 }
 
@@ -34,15 +35,15 @@ type OpenJob = Job<(), (Instant, Opened)>;
 
 impl Loader {
     /// Opens `path` on a new thread; `wake` runs when it is done.
-    pub fn open(&mut self, path: PathBuf, after: AfterOpen, wake: Waker) -> Result<(), String> {
+    pub fn open(&mut self, path: PathBuf, after: AfterOpen, wake: Waker) -> UiResult<()> {
         let p = path.clone();
         let job = Job::spawn("open", wake, move |_| {
-            let result = Dataset::open(&p).map_err(|e| e.to_string()).inspect(|ds| {
+            let result = Dataset::open(&p).map_err(UiError::from).inspect(|ds| {
                 ds.content_hash(); // computed here, remembered by the dataset
             });
             (Instant::now(), Opened { path: p, result, after })
         })
-        .map_err(|e| format!("cannot start a thread to open {}: {e}", path.display()))?;
+        .map_err(|e| UiError::refused(format!("cannot start a thread to open {}: {e}", path.display())))?;
         self.jobs.push((path, job));
         Ok(())
     }
@@ -57,7 +58,7 @@ impl Loader {
                 false
             }
             Some(Err(lost)) => {
-                let opened = Opened { path: path.clone(), result: Err(lost.to_string()), after: AfterOpen::Plain };
+                let opened = Opened { path: path.clone(), result: Err(lost.into()), after: AfterOpen::Plain };
                 done.push((Instant::now(), opened));
                 false
             }

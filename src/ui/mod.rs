@@ -15,6 +15,7 @@ pub mod command;
 pub mod computed;
 pub mod diagnose;
 pub mod engines;
+pub mod error;
 pub mod heatmap;
 pub mod inspect;
 pub mod ladder_run;

@@ -1,6 +1,7 @@
 //! A precision bisect in the GUI (`ladder::precision_bisect` on a `Job`): the
 //! probes as they arrive, the report once it ended.
 
+use crate::ui::error::{UiError, UiResult};
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
@@ -16,7 +17,7 @@ pub struct PrecisionBisectRun {
     pub probes: Vec<MapProbe>,
     pub report: Option<PrecisionBisectReport>,
     pub started: Option<Instant>,
-    job: Option<Job<MapProbe, Result<PrecisionBisectReport, String>>>,
+    job: Option<Job<MapProbe, UiResult<PrecisionBisectReport>>>,
 }
 
 impl PrecisionBisectRun {
@@ -25,15 +26,15 @@ impl PrecisionBisectRun {
     }
 
     /// Bisects the stages' precisions on `job`'s row (rungs 2-11 isolated and the gate).
-    pub fn start(&mut self, job: RowJob, wake: Waker) -> Result<(), String> {
+    pub fn start(&mut self, job: RowJob, wake: Waker) -> UiResult<()> {
         if self.is_busy() {
-            return Err("a precision bisect is already running".into());
+            return Err(UiError::refused("a precision bisect is already running"));
         }
         self.probes.clear();
         let running = Job::spawn("precision-bisect", wake, move |r| {
             let ctx = gpu::engine()?;
             let (cfg, params) = job.model()?;
-            let batch = crate::dataset::Batch::from_rows(&[&job.tokens]).map_err(|e| e.to_string())?;
+            let batch = crate::dataset::Batch::from_rows(&[&job.tokens])?;
             let opts = job.capture.as_ref().map_or_else(Default::default, |c| c.meta.optim);
             let batch = job.capture.as_ref().map_or(batch, |c| c.batch.clone());
             let setup = Setup { cfg, params, batch, opts, mode: Mode::Isolated, precision: Precision::F16 };
@@ -45,21 +46,21 @@ impl PrecisionBisectRun {
             crate::ladder::precision_bisect(&ctx, &spec, &cancel, |p| {
                 r.progress(p.clone());
             })
-            .map_err(|e| e.to_string())
+            .map_err(UiError::from)
         })
-        .map_err(|e| format!("cannot start the precision bisect thread: {e}"))?;
+        .map_err(|e| UiError::refused(format!("cannot start the precision bisect thread: {e}")))?;
         self.started = Some(running.started());
         self.job = Some(running);
         Ok(())
     }
 
     /// Takes the probes that arrived; the result once the bisect ended.
-    pub fn poll(&mut self) -> Option<Result<(), String>> {
+    pub fn poll(&mut self) -> Option<UiResult<()>> {
         let polled = self.job.as_mut()?.poll();
         self.probes.extend(polled.progress);
         let done = polled.done?;
         self.job = None;
-        match done.map_err(|e| e.to_string()).and_then(|r| r) {
+        match done.map_err(UiError::from).and_then(|r| r) {
             Ok(r) => {
                 self.report = Some(r);
                 Some(Ok(()))

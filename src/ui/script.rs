@@ -7,6 +7,7 @@
 //! `headroom` scrolls the inspector to the tensor's headroom plot and
 //! `sleep S` waits S seconds.
 
+use crate::ui::error::{UiError, UiResult};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -55,10 +56,10 @@ pub fn resolve_map(
     spec: Option<&str>,
     config: ConfigName,
     precision: Precision,
-) -> Result<Option<crate::step::PrecisionMap>, String> {
+) -> UiResult<Option<crate::step::PrecisionMap>> {
     let Some(spec) = spec else { return Ok(None) };
     let layers = config.config().layers;
-    crate::step::PrecisionMap::default_for(precision, layers, false).with(spec).map(Some)
+    Ok(crate::step::PrecisionMap::default_for(precision, layers, false).with(spec).map(Some)?)
 }
 
 /// A parsed step with its line number (1-based) and text, for the log.
@@ -80,13 +81,14 @@ session PATH · save-session PATH · capture PATH · sleep SECONDS";
 
 /// Reads and parses a command file: the first bad line is the error, naming
 /// the file and the line.
-pub fn read(path: &Path) -> Result<Vec<Line>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("--commands {}: {e}", path.display()))?;
-    parse(&text).map_err(|e| format!("--commands {}: {e}", path.display()))
+pub fn read(path: &Path) -> UiResult<Vec<Line>> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| UiError::refused(format!("--commands {}: {e}", path.display())))?;
+    parse(&text).map_err(|e| UiError::refused(format!("--commands {}: {e}", path.display())))
 }
 
 /// Parses the text of a command file.
-pub fn parse(text: &str) -> Result<Vec<Line>, String> {
+pub fn parse(text: &str) -> UiResult<Vec<Line>> {
     let mut out = Vec::new();
     // The config the steps so far chose, to check a precision map's stages against.
     let mut config = ConfigName::default();
@@ -106,40 +108,42 @@ pub fn parse(text: &str) -> Result<Vec<Line>, String> {
                 }
                 Ok(step)
             })
-            .map_err(|e| format!("line {} `{body}`: {e}", i + 1))?;
+            .map_err(|e| UiError::refused(format!("line {} `{body}`: {e}", i + 1)))?;
         out.push(Line { number: i + 1, text: body.to_string(), step });
     }
     Ok(out)
 }
 
-fn number<T: std::str::FromStr>(what: &str, s: &str) -> Result<T, String> {
-    s.parse().map_err(|_| format!("{what} must be a whole number, got {s:?}"))
+fn number<T: std::str::FromStr>(what: &str, s: &str) -> UiResult<T> {
+    s.parse().map_err(|_| UiError::refused(format!("{what} must be a whole number, got {s:?}")))
 }
 
-fn on_off(s: &str) -> Result<bool, String> {
+fn on_off(s: &str) -> UiResult<bool> {
     match s {
         "on" => Ok(true),
         "off" => Ok(false),
-        _ => Err(format!("expected on or off, got {s:?}")),
+        _ => Err(UiError::refused(format!("expected on or off, got {s:?}"))),
     }
 }
 
-fn parse_step(line: &str) -> Result<ScriptStep, String> {
+fn parse_step(line: &str) -> UiResult<ScriptStep> {
     let (word, arg) = match line.split_once(char::is_whitespace) {
         Some((w, a)) => (w, a.trim()),
         None => (line, ""),
     };
     let need = |what: &str| {
-        if arg.is_empty() { Err(format!("`{word}` needs {what}")) } else { Ok(arg) }
+        if arg.is_empty() { Err(UiError::refused(format!("`{word}` needs {what}"))) } else { Ok(arg) }
     };
     let none = || {
-        if arg.is_empty() { Ok(()) } else { Err(format!("`{word}` takes no argument, got {arg:?}")) }
+        if arg.is_empty() { Ok(()) } else { Err(UiError::refused(format!("`{word}` takes no argument, got {arg:?}"))) }
     };
     let cmd = match word {
         "config" => {
             let a = need("a config (tiny, small or bench)")?;
             let c = ConfigName::ALL.into_iter().find(|c| c.label() == a);
-            Command::SetConfig(c.ok_or_else(|| format!("unknown config {a:?}: expected tiny, small or bench"))?)
+            Command::SetConfig(
+                c.ok_or_else(|| UiError::refused(format!("unknown config {a:?}: expected tiny, small or bench")))?,
+            )
         }
         "seed" => Command::SetSeed(number("the seed", need("a seed")?)?),
         "data" => Command::OpenDataset(PathBuf::from(need("a dataset path")?)),
@@ -149,14 +153,16 @@ fn parse_step(line: &str) -> Result<ScriptStep, String> {
         }
         "offset" => Command::SetOffset(number("the offset", need("an offset")?)?),
         "len" => Command::SetLen(number("the length", need("a length")?)?),
-        "precision" => Command::SetPrecision(Precision::parse(need("a precision")?).map_err(|e| e.to_string())?),
+        "precision" => Command::SetPrecision(Precision::parse(need("a precision")?)?),
         "gpu-trace" => Command::SetGpuTrace(on_off(need("on or off")?)?),
         "token-cap" => match need("a cap or off")? {
             "off" => Command::SetTokenCap(None),
             a => match a.parse::<f64>() {
                 Ok(x) if x.is_finite() && x > 0.0 => Command::SetTokenCap(Some(x)),
                 _ => {
-                    return Err(format!("the cap must be a finite positive number or off, got {a:?}"));
+                    return Err(UiError::refused(format!(
+                        "the cap must be a finite positive number or off, got {a:?}"
+                    )));
                 }
             },
         },
@@ -168,12 +174,17 @@ fn parse_step(line: &str) -> Result<ScriptStep, String> {
                 "bisect" => FaultTool::Bisect,
                 "audit" => FaultTool::Audit,
                 t => {
-                    return Err(format!("unknown fault tool {t:?}: expected ladder, bisect or audit"));
+                    return Err(UiError::refused(format!(
+                        "unknown fault tool {t:?}: expected ladder, bisect or audit"
+                    )));
                 }
             };
             let fault = match name.trim() {
                 "none" => None,
-                n => Some(Fault::parse(n).ok_or_else(|| format!("unknown fault {n:?} (see `dualscope faults`)"))?),
+                n => Some(
+                    Fault::parse(n)
+                        .ok_or_else(|| UiError::refused(format!("unknown fault {n:?} (see `dualscope faults`)")))?,
+                ),
             };
             Command::SetFault(tool, fault)
         }
@@ -186,17 +197,15 @@ fn parse_step(line: &str) -> Result<ScriptStep, String> {
         "precision-bisect" => none().map(|_| Command::RunPrecisionBisect)?,
         "open" => {
             let a = need("a section")?;
-            return SECTIONS
-                .into_iter()
-                .find(|s| *s == a)
-                .map(ScriptStep::Open)
-                .ok_or_else(|| format!("unknown section {a:?}: expected one of {}", SECTIONS.join(", ")));
+            return SECTIONS.into_iter().find(|s| *s == a).map(ScriptStep::Open).ok_or_else(|| {
+                UiError::refused(format!("unknown section {a:?}: expected one of {}", SECTIONS.join(", ")))
+            });
         }
         "run" => none().map(|_| Command::Run)?,
         "ladder" => none().map(|_| Command::RunLadder)?,
         "rung" => match need("a rung id or none")? {
             "none" => Command::SelectRung(None),
-            id => Command::SelectRung(Some(Rung::parse(id).map_err(|e| e.to_string())?.id().to_string())),
+            id => Command::SelectRung(Some(Rung::parse(id)?.id().to_string())),
         },
         "tensor" => Command::SelectTensor(need("a tensor name")?.to_string()),
         "worst" => none().map(|_| Command::JumpToWorst)?,
@@ -205,7 +214,7 @@ fn parse_step(line: &str) -> Result<ScriptStep, String> {
         "model" => match need("embedded or seeded")? {
             "embedded" => Command::SetModelSource(crate::session::state::ModelSource::Embedded),
             "seeded" => Command::SetModelSource(crate::session::state::ModelSource::Seeded),
-            m => return Err(format!("unknown model source {m:?}: expected embedded or seeded")),
+            m => return Err(UiError::refused(format!("unknown model source {m:?}: expected embedded or seeded"))),
         },
         "train" => {
             let steps = number("the steps", need("a number of steps")?)?;
@@ -247,10 +256,10 @@ fn parse_step(line: &str) -> Result<ScriptStep, String> {
                 Ok(s) if s.is_finite() && (0.0..=3600.0).contains(&s) => {
                     Ok(ScriptStep::Sleep(Duration::from_secs_f64(s)))
                 }
-                _ => Err(format!("sleep takes 0 to 3600 seconds, got {a:?}")),
+                _ => Err(UiError::refused(format!("sleep takes 0 to 3600 seconds, got {a:?}"))),
             };
         }
-        w => return Err(format!("unknown step {w:?}; the steps: {SYNTAX}")),
+        w => return Err(UiError::refused(format!("unknown step {w:?}; the steps: {SYNTAX}"))),
     };
     Ok(ScriptStep::Command(cmd))
 }

@@ -2,6 +2,7 @@
 //! functions, with the side file's tensors as the inspector keeps them
 //! ([`InspectedTensor`], statistics included, built off the UI thread).
 
+use crate::ui::error::UiResult;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -56,23 +57,23 @@ pub fn save_with_ladder(
 }
 
 /// [`crate::session::load_side_file`] as the inspector's tensors.
-pub fn load_side_file(session: &Path, state: &State) -> Result<Option<RungTensors>, String> {
-    crate::session::load_side_file(session, state).map(|s| s.map(inspected))
+pub fn load_side_file(session: &Path, state: &State) -> UiResult<Option<RungTensors>> {
+    Ok(crate::session::load_side_file(session, state).map(|s| s.map(inspected))?)
 }
 
 /// Writes the tensors' side file at `path` (see [`crate::session::side`]).
-pub fn save_tensors(path: &Path, tensors: &RungTensors) -> Result<(), String> {
-    side::save(path, &refs(tensors))
+pub fn save_tensors(path: &Path, tensors: &RungTensors) -> UiResult<()> {
+    Ok(side::save(path, &refs(tensors))?)
 }
 
 /// Reads a side file's bytes.
-pub fn parse_tensors(bytes: &[u8]) -> Result<RungTensors, String> {
-    side::parse(bytes).map(inspected)
+pub fn parse_tensors(bytes: &[u8]) -> UiResult<RungTensors> {
+    Ok(side::parse(bytes).map(inspected)?)
 }
 
 /// Reads the side file at `path`.
-pub fn load_tensors(path: &Path) -> Result<RungTensors, String> {
-    side::load(path).map(inspected)
+pub fn load_tensors(path: &Path) -> UiResult<RungTensors> {
+    Ok(side::load(path).map(inspected)?)
 }
 
 #[cfg(test)]
@@ -120,7 +121,7 @@ mod tests {
             ..Default::default()
         };
         ladder.rungs.insert("gru_fwd".into(), Ok(rung));
-        ladder.rungs.insert("attn_fwd".into(), Err("no GPU engine".into()));
+        ladder.rungs.insert("attn_fwd".into(), Err(UiError::refused("no GPU engine")));
         let t = InspectedTensor::new(
             "gru.l1.h".into(),
             vec![2, 1, 2],

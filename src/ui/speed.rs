@@ -3,6 +3,7 @@
 //! each step's time (wall time for both; the GPU's device time too, from its
 //! timestamp queries, where the device has them). The UI polls the samples.
 
+use crate::ui::error::{UiError, UiResult};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -51,7 +52,7 @@ pub struct SpeedRun {
     /// controller's judgement, apply) instead of the whole step at once; read
     /// when a run starts.
     pub controller: bool,
-    job: Option<Job<Report, Result<(), String>>>,
+    job: Option<Job<Report, UiResult<()>>>,
 }
 
 /// GPU steps the per-kernel breakdown is averaged over.
@@ -157,7 +158,7 @@ impl SpeedRun {
         }
         if let Some(done) = polled.done {
             // The run ends by itself only on an error (or a lost thread).
-            self.error = done.map_err(|e| e.to_string()).and_then(|r| r).err();
+            self.error = done.map_err(UiError::from).and_then(|r| r).err().map(|e| e.to_string());
             self.job = None;
         }
     }
@@ -202,7 +203,7 @@ fn one_step(
 impl Run<'_> {
     /// Alternates a CPU and a GPU step until cancelled (or nobody listens);
     /// a GPU that cannot run is reported once and the CPU goes on alone.
-    fn steps(&self, weights: &crate::session::weights::Weights, r: &Reporter<Report>) -> Result<(), String> {
+    fn steps(&self, weights: &crate::session::weights::Weights, r: &Reporter<Report>) -> UiResult<()> {
         let cfg = self.config.config();
         let opts = StepOptions::default();
         let init = weights.params(self.config, self.seed)?;
@@ -220,10 +221,9 @@ impl Run<'_> {
         let (mut cpu_ctl, mut gpu_ctl) = (judge(), judge());
         let mut step = 0u64;
         while !r.cancelled() {
-            let batch =
-                self.dataset.random_windows(self.seed ^ step, cfg.batch, self.len).map_err(|e| e.to_string())?;
+            let batch = self.dataset.random_windows(self.seed ^ step, cfg.batch, self.len)?;
             let t = Instant::now();
-            let rep = one_step(&mut cpu, &batch, cpu_ctl.as_mut(), step + 1).map_err(|e| e.to_string())?.0;
+            let rep = one_step(&mut cpu, &batch, cpu_ctl.as_mut(), step + 1)?.0;
             let wall_ms = t.elapsed().as_secs_f64() * 1e3;
             if !r.progress(Report::Sample(Sample {
                 engine: EngineKind::Cpu,

@@ -4,6 +4,7 @@
 //! each step's loss, and ends with the trained parameters, which the app then
 //! uses for every view. Cancelling keeps the model as it was.
 
+use crate::ui::error::{UiError, UiResult};
 use std::sync::Arc;
 
 use std::path::PathBuf;
@@ -54,7 +55,7 @@ pub struct Trained {
 /// The run in flight and the last progress it reported, and the control's
 /// step count and learning rate.
 pub struct TrainHere {
-    job: Option<Job<Progress, Result<Option<Trained>, String>>>,
+    job: Option<Job<Progress, UiResult<Option<Trained>>>>,
     /// Steps asked for in the run in flight (or the last one).
     pub steps: usize,
     /// The last step the run reported (kept after it ended).
@@ -77,17 +78,17 @@ impl TrainHere {
     }
 
     /// Starts `job` on its own thread.
-    pub fn start(&mut self, job: TrainHereJob, wake: Waker) -> Result<(), String> {
+    pub fn start(&mut self, job: TrainHereJob, wake: Waker) -> UiResult<()> {
         if job.steps == 0 || job.steps > MAX_STEPS {
-            return Err(format!("steps must be from 1 to {MAX_STEPS}, got {}", job.steps));
+            return Err(UiError::refused(format!("steps must be from 1 to {MAX_STEPS}, got {}", job.steps)));
         }
         if !(job.opts.lr.is_finite() && job.opts.lr > 0.0) {
-            return Err(format!("the learning rate must be a positive number, got {}", job.opts.lr));
+            return Err(UiError::refused(format!("the learning rate must be a positive number, got {}", job.opts.lr)));
         }
         self.steps = job.steps;
         self.last = None;
         let run = Job::spawn("train-here", wake, move |r| run(&job, r))
-            .map_err(|e| format!("cannot start the training thread: {e}"))?;
+            .map_err(|e| UiError::refused(format!("cannot start the training thread: {e}")))?;
         self.job = Some(run);
         Ok(())
     }
@@ -100,14 +101,14 @@ impl TrainHere {
     }
 
     /// The run's result once it ended: `Ok(None)` when it was cancelled.
-    pub fn poll(&mut self) -> Option<Result<Option<Trained>, String>> {
+    pub fn poll(&mut self) -> Option<UiResult<Option<Trained>>> {
         let polled = self.job.as_mut()?.poll();
         if let Some(p) = polled.progress.last() {
             self.last = Some(*p);
         }
         let done = polled.done?;
         self.job = None;
-        Some(done.map_err(|lost| lost.to_string()).and_then(|r| r))
+        Some(done.map_err(UiError::from).and_then(|r| r))
     }
 }
 
@@ -130,16 +131,20 @@ impl Observer for Reporting<'_> {
 
 /// Trains `job.steps` steps with the training loop `train` runs (its batches,
 /// its controller); `Ok(None)` when cancelled.
-fn run(job: &TrainHereJob, r: &Reporter<Progress>) -> Result<Option<Trained>, String> {
+fn run(job: &TrainHereJob, r: &Reporter<Progress>) -> UiResult<Option<Trained>> {
     let cfg = &job.config;
     // Rows of the config's benchmark length, shortened to what the dataset holds.
     let len = (cfg.seq_len + 1).min(job.dataset.len_tokens());
     if len < 2 {
-        return Err(format!("the dataset holds {} tokens: too few to train on", job.dataset.len_tokens()));
+        return Err(UiError::refused(format!(
+            "the dataset holds {} tokens: too few to train on",
+            job.dataset.len_tokens()
+        )));
     }
-    crate::engine::inputs::check_batch(cfg, cfg.batch, len - 1, 4, "the training batch").map_err(|e| e.to_string())?;
+    crate::engine::inputs::check_batch(cfg, cfg.batch, len - 1, 4, "the training batch")?;
     let (engine, gpu) = if job.precision.is_mixed() {
-        let ctx = gpu::shared().map_err(|e| format!("the {} step runs on the GPU: {e}", job.precision.name()))?;
+        let ctx = gpu::shared()
+            .map_err(|e| UiError::refused(format!("the {} step runs on the GPU: {e}", job.precision.name())))?;
         (EngineKind::Vulkan, Some(SharedGpu(ctx)))
     } else {
         (EngineKind::Cpu, None)
@@ -175,7 +180,7 @@ fn run(job: &TrainHereJob, r: &Reporter<Progress>) -> Result<Option<Trained>, St
     let s = match train(&plan, &job.dataset, &mut obs) {
         Ok(s) => s,
         Err(TrainError::Cancelled { .. }) => return Ok(None),
-        Err(e) => return Err(e.to_string()),
+        Err(e) => return Err(e.into()),
     };
     let params = s.params.ok_or("the training loop kept no weights")?;
     let (first_loss, last_loss) = (s.losses.first().copied(), s.losses.last().copied());

@@ -3,6 +3,7 @@
 //! while a trace runs waits, and replaces any request already waiting, so only
 //! the latest one is computed next; each report carries its generation.
 
+use crate::ui::error::{UiError, UiResult};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -40,11 +41,11 @@ pub struct Job {
 
 pub enum Report {
     Progress { generation: u64, stage: &'static str },
-    Done { generation: u64, result: Result<Box<Computed>, String> },
+    Done { generation: u64, result: UiResult<Box<Computed>> },
 }
 
 /// One trace in flight: its generation and the job (progress: the stage).
-type Trace = (u64, Background<&'static str, Result<Box<Computed>, String>>);
+type Trace = (u64, Background<&'static str, UiResult<Box<Computed>>>);
 
 pub struct Worker {
     wake: Waker,
@@ -80,7 +81,7 @@ impl Worker {
             let polled = job.poll();
             out.extend(polled.progress.into_iter().map(|stage| Report::Progress { generation, stage }));
             if let Some(done) = polled.done {
-                out.push(Report::Done { generation, result: done.map_err(|e| e.to_string()).and_then(|r| r) });
+                out.push(Report::Done { generation, result: done.map_err(UiError::from).and_then(|r| r) });
                 self.running = None;
             }
         }
@@ -100,7 +101,7 @@ impl Worker {
         match spawned {
             Ok(running) => self.running = Some((generation, running)),
             Err(e) => {
-                let result = Err(format!("cannot start the trace thread: {e}"));
+                let result = Err(UiError::refused(format!("cannot start the trace thread: {e}")));
                 self.ready.push(Report::Done { generation, result });
                 self.wake.wake();
             }
@@ -108,11 +109,11 @@ impl Worker {
     }
 }
 
-fn compute(job: &Job, progress: &dyn Fn(&'static str)) -> Result<Computed, String> {
+fn compute(job: &Job, progress: &dyn Fn(&'static str)) -> UiResult<Computed> {
     let start = Instant::now();
     progress("reading the sequence");
-    let tokens = job.dataset.window(job.offset, job.len).map_err(|e| e.to_string())?;
-    let batch = Batch::from_rows(&[&tokens]).map_err(|e| e.to_string())?;
+    let tokens = job.dataset.window(job.offset, job.len)?;
+    let batch = Batch::from_rows(&[&tokens])?;
     let (cfg, params) = match &job.capture {
         Some(c) => (c.config.clone(), c.state.params.clone()),
         None => {
@@ -123,9 +124,9 @@ fn compute(job: &Job, progress: &dyn Fn(&'static str)) -> Result<Computed, Strin
     // The forward, the backward and the trace in f32, and the GPU's copy of
     // the per-position tensors: at most three times the activations.
     let what = format!("a sequence of {} tokens", job.len);
-    crate::engine::inputs::check_batch(&cfg, 1, batch.t, 3 * 4, &what).map_err(|e| e.to_string())?;
+    crate::engine::inputs::check_batch(&cfg, 1, batch.t, 3 * 4, &what)?;
     progress("forward and backward");
-    let (_, bwd, trace) = cpu::traced(&cfg, &params, &batch, 1.0, job.token_cap).map_err(|e| e.to_string())?;
+    let (_, bwd, trace) = cpu::traced(&cfg, &params, &batch, 1.0, job.token_cap)?;
     progress("summarising");
     let spec = JobSpec {
         dataset_name: job.dataset.name().to_string(),
@@ -141,7 +142,7 @@ fn compute(job: &Job, progress: &dyn Fn(&'static str)) -> Result<Computed, Strin
     c.capped = bwd.capped;
     c.gpu = if job.gpu {
         progress("GPU forward and backward");
-        gpu_trace(&c, &params, &batch)
+        gpu_trace(&c, &params, &batch).map_err(|e| e.to_string())
     } else {
         Err("the GPU trace is off".to_string())
     };
@@ -150,7 +151,7 @@ fn compute(job: &Job, progress: &dyn Fn(&'static str)) -> Result<Computed, Strin
 
 /// The GPU's values of every per-position tensor of the CPU trace, from one
 /// `Engine::grads` run on the same row and parameters (the f32 step).
-fn gpu_trace(c: &Computed, params: &Params<f32>, batch: &Batch) -> Result<GpuTrace, String> {
+fn gpu_trace(c: &Computed, params: &Params<f32>, batch: &Batch) -> UiResult<GpuTrace> {
     let ctx = gpu::engine()?;
     let start = Instant::now();
     let err = |e: EngineError| format!("the GPU trace: {e}");

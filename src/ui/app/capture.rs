@@ -115,7 +115,7 @@ impl App {
         let text = match self.capture.replay.poll() {
             None => return,
             Some(Ok(r)) => Ok(crate::ui::diagnose::ascii(&format!("Replay of step {}: {}", r.step, r.verdict_line()))),
-            Some(Err(e)) => Err(e.clone()),
+            Some(Err(e)) => Err(e.to_string()),
         };
         match text {
             Ok(t) => self.say(Level::Info, t),

@@ -1,6 +1,7 @@
 //! Exporting the inspected tensor (CSV or safetensors), as a job: a large
 //! tensor's CSV takes a while.
 
+use crate::ui::error::UiError;
 use std::path::PathBuf;
 
 use super::{App, waker};
@@ -15,7 +16,7 @@ impl App {
         self.exports.retain_mut(|job| match job.poll().done {
             None => true,
             Some(r) => {
-                ended.push(r.map_err(|lost| lost.to_string()).and_then(|r| r));
+                ended.push(r.map_err(UiError::from).and_then(|r| r));
                 false
             }
         });

@@ -2,6 +2,7 @@
 //! portal may take a while, or never answer), datasets open on the loader's
 //! threads, and a session's side file is read on a job of its own.
 
+use crate::ui::error::UiResult;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -37,7 +38,7 @@ fn portal_reachable() -> bool {
 }
 
 /// A session's side file as read on its job: (session, tensors or why not).
-pub(super) type SideFile = (PathBuf, Result<Option<RungTensors>, String>);
+pub(super) type SideFile = (PathBuf, UiResult<Option<RungTensors>>);
 
 impl App {
     /// Turns the files chosen in dialogs into the commands they were for. A
@@ -220,7 +221,7 @@ impl App {
         self.side_file = None;
         let (session, result) = match done {
             Ok(r) => r,
-            Err(lost) => (PathBuf::from(self.session_path.clone()), Err(lost.to_string())),
+            Err(lost) => (PathBuf::from(self.session_path.clone()), Err(lost.into())),
         };
         match result {
             Ok(tensors) if !self.ladder.is_busy() => self.ladder.tensors = tensors.unwrap_or_default(),

@@ -1,6 +1,7 @@
 //! The long runs the app starts and polls: the worker's trace of the
 //! sequence, the ladder, the bisect and the audit (and reading a training log).
 
+use crate::ui::error::UiResult;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -102,8 +103,8 @@ impl App {
     }
 
     /// The sequence's row from its offset, `len` tokens, for a bisect or an audit.
-    fn row_job(&self, len: usize, tool: FaultTool) -> Result<RowJob, String> {
-        let tokens = self.dataset.window(self.state.offset, len).map_err(|e| e.to_string())?;
+    fn row_job(&self, len: usize, tool: FaultTool) -> UiResult<RowJob> {
+        let tokens = self.dataset.window(self.state.offset, len)?;
         Ok(RowJob {
             config: self.state.config,
             seed: self.state.seed,

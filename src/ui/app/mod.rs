@@ -20,6 +20,7 @@ mod model;
 mod overlays;
 mod view;
 
+use crate::ui::error::UiResult;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -117,7 +118,7 @@ pub struct App {
     inspector: InspectorUi,
     speed: SpeedRun,
     /// Exports being written: what each wrote, or why not.
-    exports: Vec<Job<(), Result<String, String>>>,
+    exports: Vec<Job<(), UiResult<String>>>,
     /// The side file of the session being loaded, read on a thread.
     side_file: Option<Job<(), SideFile>>,
     bisect: BisectRun,

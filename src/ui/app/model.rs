@@ -56,7 +56,7 @@ impl App {
                 opts: StepOptions { lr, token_cap: self.state.token_cap, ..Default::default() },
                 precision: self.state.precision,
             };
-            self.train_here.start(job, waker(&self.ctx_slot))
+            Ok(self.train_here.start(job, waker(&self.ctx_slot))?)
         });
         match started {
             Ok(()) => self.say(Level::Info, format!("Training {steps} steps here…")),

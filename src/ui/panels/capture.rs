@@ -157,7 +157,7 @@ fn replay_result(ui: &mut egui::Ui, replay: &ReplayRun, open: &OpenCapture) {
     match replay.of(&open.path) {
         None => {}
         Some(Err(e)) => {
-            ui.colored_label(Color32::LIGHT_RED, ascii(e));
+            ui.colored_label(Color32::LIGHT_RED, ascii(&e.to_string()));
         }
         Some(Ok(r)) => {
             let color = match r.verdict {

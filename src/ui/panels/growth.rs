@@ -4,6 +4,7 @@
 //! positions on a log axis, a vertical line at the stepper's cursor, a
 //! click moving the cursor there (`Command::SetCursor`).
 
+use crate::ui::error::{UiError, UiResult};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -46,7 +47,7 @@ impl GrowthJob {
         offset: usize,
         source: String,
         precision: Precision,
-    ) -> Result<GrowthJob, String> {
+    ) -> UiResult<GrowthJob> {
         let (config, params) = match capture {
             Some(c) => (c.config.clone(), c.state.params.clone()),
             None => (preset.0.config(), preset.2.params(preset.0, preset.1)?),
@@ -67,7 +68,7 @@ pub struct GrowthRun {
     pub started: Option<Instant>,
     /// The stage the run in flight reported last.
     pub stage: String,
-    job: Option<Job<String, Result<GrowthReport, String>>>,
+    job: Option<Job<String, UiResult<GrowthReport>>>,
 }
 
 impl GrowthRun {
@@ -75,9 +76,9 @@ impl GrowthRun {
         self.job.is_some()
     }
 
-    pub fn start(&mut self, job: GrowthJob, wake: Waker) -> Result<(), String> {
+    pub fn start(&mut self, job: GrowthJob, wake: Waker) -> UiResult<()> {
         if self.is_busy() {
-            return Err("an error-growth run is already running".into());
+            return Err(UiError::refused("an error-growth run is already running"));
         }
         let running = Job::spawn("growth", wake, move |r| {
             let ctx = gpu::engine()?;
@@ -94,9 +95,9 @@ impl GrowthRun {
             crate::triage::growth::run(&ctx, &plan, &mut |stage| {
                 r.progress(stage.to_string());
             })
-            .map_err(|e| e.to_string())
+            .map_err(UiError::from)
         })
-        .map_err(|e| format!("cannot start the error-growth thread: {e}"))?;
+        .map_err(|e| UiError::refused(format!("cannot start the error-growth thread: {e}")))?;
         self.started = Some(running.started());
         self.stage = "starting".into();
         self.job = Some(running);
@@ -104,14 +105,14 @@ impl GrowthRun {
     }
 
     /// The result once the run ended (also kept in `report` when it succeeded).
-    pub fn poll(&mut self) -> Option<Result<(), String>> {
+    pub fn poll(&mut self) -> Option<UiResult<()>> {
         let polled = self.job.as_mut()?.poll();
         if let Some(s) = polled.progress.into_iter().last() {
             self.stage = s;
         }
         let done = polled.done?;
         self.job = None;
-        match done.map_err(|e| e.to_string()).and_then(|r| r) {
+        match done.map_err(UiError::from).and_then(|r| r) {
             Ok(r) => {
                 self.set_report(r);
                 Some(Ok(()))
