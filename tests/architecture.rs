@@ -1,6 +1,6 @@
 //! The layout of `docs/architecture.md`, checked: data flows one way, so a
 //! top-level module of `src/` names only modules to its left, and no source
-//! file grows past the size the style guide allows.
+//! file, under `src/` or `tests/`, grows past the size the style guide allows.
 
 use std::path::{Path, PathBuf};
 
@@ -25,11 +25,12 @@ const LAYERS: [&str; 17] = [
     "cli",
 ];
 
-/// Longest a file under `src/` may be (docs/architecture.md, "Files").
+/// Longest a file under `src/` or `tests/` may be (docs/architecture.md, "Files").
 const MAX_LINES: usize = 600;
 
+/// Every `.rs` file under `dir`, in its subfolders too.
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).expect("src/ is readable") {
+    for e in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{} is not readable: {e}", dir.display())) {
         let p = e.expect("a directory entry").path();
         if p.is_dir() {
             sources(&p, out);
@@ -144,20 +145,36 @@ fn the_architecture_map_names_every_module_and_exception() {
     assert!(missing.is_empty(), "docs/architecture.md does not name: {}", missing.join(", "));
 }
 
-#[test]
-fn no_source_file_is_over_the_limit() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+/// The `.rs` files under `root` (relative to the package) longer than
+/// [`MAX_LINES`], each as `path: N lines`, and how many files were looked at.
+fn over_the_limit(root: &str) -> (Vec<String>, usize) {
+    let package = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
-    sources(&src, &mut files);
+    sources(&package.join(root), &mut files);
     let mut long: Vec<String> = files
         .iter()
         .filter_map(|f| {
             let n = std::fs::read_to_string(f).expect("a readable source file").lines().count();
-            (n > MAX_LINES).then(|| format!("{}: {n} lines", f.strip_prefix(&src).unwrap().display()))
+            (n > MAX_LINES).then(|| format!("{}: {n} lines", f.strip_prefix(package).unwrap().display()))
         })
         .collect();
     long.sort();
+    (long, files.len())
+}
+
+#[test]
+fn no_source_file_is_over_the_limit() {
+    let (long, _) = over_the_limit("src");
     assert!(long.is_empty(), "files over {MAX_LINES} lines:\n{}", long.join("\n"));
+}
+
+/// The tests keep to the same limit, their folders' files (`tests/common/`,
+/// `tests/gui/`, …) included.
+#[test]
+fn no_test_file_is_over_the_limit() {
+    let (long, n) = over_the_limit("tests");
+    assert!(n > 40, "found only {n} test files under tests/");
+    assert!(long.is_empty(), "test files over {MAX_LINES} lines:\n{}", long.join("\n"));
 }
 
 #[test]

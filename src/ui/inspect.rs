@@ -341,7 +341,7 @@ mod tests {
         // A missing folder: an error, nothing written.
         let bad = dir.path().join("no/such/dir/t.safetensors");
         let e = export(&bad, ExportFormat::Safetensors, "r", &t).unwrap_err();
-        assert!(e.contains("no/such/dir"), "{e}");
+        assert!(e.to_string().contains("no/such/dir"), "{e}");
         // A directory as the target: an error, the directory untouched.
         assert!(export(dir.path(), ExportFormat::Csv, "r", &t).is_err());
         let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();

@@ -391,7 +391,7 @@ mod tests {
             ("open everything\n", "line 1 `open everything`: unknown section"),
         ] {
             let e = parse(text).unwrap_err();
-            assert!(e.starts_with(want), "{e}");
+            assert!(e.to_string().starts_with(want), "{e}");
         }
     }
 
@@ -410,9 +410,9 @@ mod tests {
             ]
         );
         let e = parse("model trained\n").unwrap_err();
-        assert!(e.contains("line 1 `model trained`: unknown model source"), "{e}");
+        assert!(e.to_string().contains("line 1 `model trained`: unknown model source"), "{e}");
         let e = parse("train lots\n").unwrap_err();
-        assert!(e.contains("the steps must be a whole number"), "{e}");
+        assert!(e.to_string().contains("the steps must be a whole number"), "{e}");
     }
 
     #[test]

@@ -121,7 +121,7 @@ mod tests {
             ..Default::default()
         };
         ladder.rungs.insert("gru_fwd".into(), Ok(rung));
-        ladder.rungs.insert("attn_fwd".into(), Err(UiError::refused("no GPU engine")));
+        ladder.rungs.insert("attn_fwd".into(), Err("no GPU engine".to_string()));
         let t = InspectedTensor::new(
             "gru.l1.h".into(),
             vec![2, 1, 2],
@@ -152,10 +152,10 @@ mod tests {
         // The side file gone: the session still parses, the side file is an error of its own.
         std::fs::remove_file(dir.path().join("s.tensors.safetensors")).unwrap();
         let back = load(&path).unwrap();
-        assert!(load_side_file(&path, &back).unwrap_err().contains("s.tensors.safetensors"));
+        assert!(load_side_file(&path, &back).unwrap_err().to_string().contains("s.tensors.safetensors"));
         // A side file name that climbs out of the session's folder is refused.
         let sneaky = State { tensors_file: Some("../x.safetensors".into()), ..State::default() };
-        assert!(load_side_file(&path, &sneaky).unwrap_err().contains("not a plain file name"));
+        assert!(load_side_file(&path, &sneaky).unwrap_err().to_string().contains("not a plain file name"));
     }
 
     // The side file alone (was ui/saved.rs).
@@ -196,11 +196,11 @@ mod tests {
     #[test]
     fn bad_side_files_are_errors() {
         assert!(parse_tensors(b"").is_err());
-        assert!(parse_tensors(b"garbage").unwrap_err().contains("not a safetensors"));
+        assert!(parse_tensors(b"garbage").unwrap_err().to_string().contains("not a safetensors"));
         // A real safetensors file that is not a side file.
         let x: crate::checkpoint::NamedRef<'_> = ("x", &[1], crate::checkpoint::ValuesRef::F32(&[1.0]));
         let other = crate::checkpoint::encode_named(Path::new("x"), &[x], &Default::default()).unwrap();
-        assert!(parse_tensors(&other).unwrap_err().contains("not a dualscope session side file"));
+        assert!(parse_tensors(&other).unwrap_err().to_string().contains("not a dualscope session side file"));
     }
 
     proptest! {

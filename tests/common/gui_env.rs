@@ -2,7 +2,8 @@
 //! Vulkan through lavapipe (so the snapshot images match), a private runtime
 //! folder (Mesa stays quiet) and a data folder of the run's own (the tests'
 //! saves never reach the user's recent list). Included by path from the GUI
-//! test files only (`#[path = "common/gui_env.rs"] mod gui_env;`).
+//! test files only (`#[path = "common/gui_env.rs"] mod gui_env;`, and
+//! `"../common/gui_env.rs"` from `tests/gui/main.rs`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Once;
