@@ -162,6 +162,26 @@ mod tests {
     }
 
     #[test]
+    fn planted_faults_round_trip_and_an_unknown_one_is_reported() {
+        use crate::session::results::Planted;
+        use crate::step::Fault;
+        let mut s = State { ladder_fault: Some(Fault::WindowOffByOne), ..State::default() };
+        s.audit_fault = Fault::parse("f16_stage_skip_slice=head.bwd");
+        let text = to_ron(&s).unwrap();
+        assert!(text.contains("\"window_off_by_one\"") && text.contains("\"f16_stage_skip_slice=head.bwd\""), "{text}");
+        assert_eq!(parse(text.as_bytes()).unwrap(), s);
+        // A name the catalogue lacks is an error naming it, not a fault dropped.
+        let e = parse(b"(format_version: 1, ladder_fault: Some(\"no_such_fault\"))").unwrap_err();
+        assert!(matches!(e, SessionError::Parse { .. }) && e.to_string().contains("no_such_fault"), "{e}");
+        // The ladder's planted fault: the catalogue's by name, or words kept as they are.
+        for p in [Planted::Engine(Fault::MaskDropped), Planted::Described("a weight += 0.5".into())] {
+            let back: Planted = ron::from_str(&ron::to_string(&p).unwrap()).unwrap();
+            assert_eq!(back, p);
+        }
+        assert!(ron::from_str::<Planted>("\"engine fault nothing_like_it\"").is_err());
+    }
+
+    #[test]
     fn missing_fields_take_defaults() {
         let s = parse(b"(format_version: 1, seed: 3)").unwrap();
         // Except `model`: a session without it meant the seed's initialisation.

@@ -175,3 +175,47 @@ impl std::fmt::Display for Fault {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::step::{MapStage, StageKind};
+
+    fn every_fault() -> Vec<Fault> {
+        let mut all = Fault::ALL.to_vec();
+        all.push(Fault::F16StageSkipSlice(MapStage::bwd(StageKind::Attn, 0)));
+        all.push(Fault::F16StageSkipSlice(MapStage::fwd(StageKind::GruInput, 1)));
+        all
+    }
+
+    #[test]
+    fn every_fault_round_trips_through_json_and_by_name() {
+        for f in every_fault() {
+            let json = serde_json::to_string(&f).unwrap();
+            assert_eq!(serde_json::from_str::<Fault>(&json).unwrap(), f, "{json}");
+            assert_eq!(Fault::parse(&f.to_string()), Some(f));
+            #[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
+            struct Saved(#[serde(with = "fault_name")] Option<Fault>);
+            let ron = ron::to_string(&Saved(Some(f))).unwrap();
+            assert_eq!(ron::from_str::<Saved>(&ron).unwrap(), Saved(Some(f)), "{ron}");
+        }
+        // The ladder's JSON keeps the spelling it always had.
+        assert_eq!(serde_json::to_string(&Fault::WindowOffByOne).unwrap(), "\"window_off_by_one\"");
+        let stage = Fault::F16StageSkipSlice(MapStage::bwd(StageKind::Attn, 0));
+        assert_eq!(serde_json::to_string(&stage).unwrap(), r#"{"f16_stage_skip_slice":"attn.bwd"}"#);
+    }
+
+    #[test]
+    fn an_unknown_fault_is_an_error_that_names_it() {
+        assert!(serde_json::from_str::<Fault>("\"no_such_fault\"").is_err());
+        assert!(serde_json::from_str::<Fault>(r#"{"f16_stage_skip_slice":"gru.l0.nothing"}"#).is_err());
+        #[derive(serde::Deserialize, Debug)]
+        struct Saved(
+            #[allow(dead_code)]
+            #[serde(with = "fault_name")]
+            Option<Fault>,
+        );
+        let e = ron::from_str::<Saved>("(Some(\"no_such_fault\"))").unwrap_err().to_string();
+        assert!(e.contains("no_such_fault"), "{e}");
+    }
+}
