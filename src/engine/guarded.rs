@@ -1,6 +1,7 @@
 //! One guarded training step, as `train`, the Speedup view and `bench
 //! --controller` run it: the gradients and their norms first, a judge of the
-//! norms (the training controller), then the optimizer unless the judge skips.
+//! norms (the training controller), then the optimizer unless the judge skips;
+//! and what the front ends read of the GPU engine's tensors.
 
 use super::{Engine, EngineError, Norms, Poison};
 use crate::dataset::Batch;
@@ -54,5 +55,22 @@ impl Engine {
             (self.apply(pending)?, self.last_apply_ms())
         };
         Ok(Guarded { report, norms, verdict, device_ms: compute_ms.zip(apply_ms).map(|(a, b)| a + b) })
+    }
+}
+
+impl Engine {
+    /// Whether the GPU engine holds a tensor named `name` (a parameter, a
+    /// gradient or an activation of the last step); `false` on the CPU.
+    pub fn holds_on_device(&self, name: &str) -> bool {
+        self.as_vulkan().is_some_and(|e| e.slot(name).is_some())
+    }
+
+    /// The GPU's values of the named tensors after the last step, in order
+    /// (what the Sequence view and the carried-state check compare).
+    pub fn read_device(&self, names: &[&str]) -> Result<Vec<Vec<f32>>, EngineError> {
+        match self.as_vulkan() {
+            Some(e) => Ok(e.read_named(names)?),
+            None => Err(EngineError::Usage("the CPU engine holds no device tensors; use the GPU engine".into())),
+        }
     }
 }

@@ -21,10 +21,11 @@ mod vulkan;
 use std::borrow::Cow;
 use std::sync::Arc;
 
-pub use cpu_engine::CpuEngine;
+use cpu_engine::CpuEngine;
 pub use error::EngineError;
 pub use guarded::Guarded;
-pub use vulkan::{VulkanEngine, open_context};
+use vulkan::VulkanEngine;
+pub use vulkan::open_context;
 
 use crate::dataset::Batch;
 use crate::model::{Config, Params};

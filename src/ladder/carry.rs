@@ -194,7 +194,7 @@ fn gpu_side(
         let chunk = Batch::from_rows(&[&row[c * t..c * t + t + 1]]).map_err(|_| CpuError::NoTargets)?;
         e.set_carry(Some(carry.clone()))?;
         let g = e.grads(&chunk)?;
-        let logits = e.as_vulkan().expect("a Vulkan engine").read_named(&["head.logits"])?.remove(0);
+        let logits = e.read_device(&["head.logits"])?.remove(0);
         let want = whole_loss[c * t..(c + 1) * t].iter().sum::<f64>() / t as f64;
         per_chunk.push(GpuChunk {
             chunk: c,

@@ -160,7 +160,6 @@ fn gpu_trace(c: &Computed, params: &Params<f32>, batch: &Batch) -> UiResult<GpuT
     let vk = VulkanOptions { timing: Timing::PerDispatch, ..VulkanOptions::default() };
     let mut engine = Engine::vulkan(&ctx, &c.cfg, &state, &opts, &vk).map_err(err)?;
     let grads = engine.grads(batch).map_err(err)?;
-    let engine = engine.as_vulkan().expect("Engine::vulkan is the Vulkan engine");
     let names: Vec<&str> = c
         .trace
         .iter()
@@ -169,11 +168,11 @@ fn gpu_trace(c: &Computed, params: &Params<f32>, batch: &Batch) -> UiResult<GpuT
                 && t.shape.len() >= 2
                 && t.shape[0] == c.t
                 && t.shape[1] == 1
-                && engine.slot(n).is_some()
+                && engine.holds_on_device(n)
         })
         .map(|(n, _)| n)
         .collect();
-    let read = engine.read_named(&names).map_err(|e| err(e.into()))?;
+    let read = engine.read_device(&names).map_err(err)?;
     let values: HashMap<String, Vec<f32>> = names.iter().map(|n| n.to_string()).zip(read).collect();
     Ok(GpuTrace::new(values, &c.trace, c.t, grads.loss, start.elapsed()))
 }
