@@ -198,3 +198,24 @@ impl From<crate::triage::TriageError> for CliError {
         }
     }
 }
+
+/// The model a command starts from: `--checkpoint`'s weights or `--config`'s
+/// init from `seed` (`small` when neither is given; both is a usage error).
+/// `copies` tensors of `elem` bytes per value are checked against memory first.
+pub fn checkpoint_or_config(
+    checkpoint: Option<&std::path::Path>,
+    config: Option<&str>,
+    load: crate::checkpoint::LoadOptions,
+    seed: u64,
+    copies: u64,
+    elem: u64,
+) -> Result<(crate::model::Config, crate::model::Params<f32>), CliError> {
+    use crate::engine::inputs::{ParamSource, load_model};
+    match (checkpoint, config) {
+        (Some(_), Some(_)) => {
+            Err(CliError::Usage("--config and --checkpoint: the checkpoint holds its config; give one".into()))
+        }
+        (Some(p), None) => Ok(load_model(ParamSource::Checkpoint(p, load), copies, elem)?),
+        (None, c) => Ok(load_model(ParamSource::Init { config: c.unwrap_or("small"), seed }, copies, elem)?),
+    }
+}

@@ -13,7 +13,6 @@ use super::OptimArgs;
 use super::args::{DeviceArg, NonFiniteArg};
 use super::common::{CliError, data_error, log_line, progress, show};
 use crate::dataset::Dataset;
-use crate::engine::inputs::{ParamSource, load_model};
 use crate::model::{Config, Params};
 use crate::triage::TriageError;
 use crate::triage::drift::{DriftPlan, DriftReport, DriftStep, Observer, Planted, run};
@@ -156,15 +155,8 @@ fn cli_error(e: TriageError) -> CliError {
 impl DriftArgs {
     /// The model to start from: a checkpoint's weights or a seeded init.
     fn model(&self) -> Result<(Config, Params<f32>), CliError> {
-        match (&self.checkpoint, &self.config) {
-            (Some(_), Some(_)) => {
-                Err(CliError::Usage("--config and --checkpoint: the checkpoint holds its config; give one".into()))
-            }
-            (Some(p), None) => Ok(load_model(ParamSource::Checkpoint(p, self.trust.options()), 12, 4)?),
-            (None, c) => {
-                Ok(load_model(ParamSource::Init { config: c.as_deref().unwrap_or("small"), seed: self.seed }, 12, 4)?)
-            }
-        }
+        let (checkpoint, config) = (self.checkpoint.as_deref(), self.config.as_deref());
+        super::common::checkpoint_or_config(checkpoint, config, self.trust.options(), self.seed, 12, 4)
     }
 }
 

@@ -12,7 +12,6 @@ use super::args::{DeviceArg, NonFiniteArg};
 use super::common::{CliError, check_output, config_file, data_error, show};
 use super::progress::{Bar, shown};
 use crate::dataset::DatasetError;
-use crate::engine::inputs::{ParamSource, load_model};
 use crate::model::{Config, Params};
 use crate::triage::growth::{GrowthPlan, GrowthReport, check_len as growth_check_len, run};
 
@@ -68,15 +67,8 @@ pub struct GrowthArgs {
 impl GrowthArgs {
     /// The model: a checkpoint's weights or a seeded init.
     fn model(&self) -> Result<(Config, Params<f32>), CliError> {
-        match (&self.checkpoint, &self.config) {
-            (Some(_), Some(_)) => {
-                Err(CliError::Usage("--config and --checkpoint: the checkpoint holds its config; give one".into()))
-            }
-            (Some(p), None) => Ok(load_model(ParamSource::Checkpoint(p, self.trust.options()), 4, 8)?),
-            (None, c) => {
-                Ok(load_model(ParamSource::Init { config: c.as_deref().unwrap_or("small"), seed: self.seed }, 4, 8)?)
-            }
-        }
+        let (checkpoint, config) = (self.checkpoint.as_deref(), self.config.as_deref());
+        super::common::checkpoint_or_config(checkpoint, config, self.trust.options(), self.seed, 4, 8)
     }
 
     /// The inputs `--out` may not replace.
