@@ -1,5 +1,5 @@
 #!/bin/bash
-# On the device host: the attention kernels in blocks of 16 (DUALSCOPE_ATTN=old)
+# On the device host: the attention kernels in blocks of 16 (DUALSCOPE_ATTN=narrow)
 # against the wide ones in blocks of 64 (DUALSCOPE_ATTN=wide), docs/speed.md
 # "attn19". For each shape and precision, `bench --engine gpu --json` with each
 # kernel set: the recorded and replayed step's wall and device medians and the
@@ -36,7 +36,7 @@ PY
 rows=()
 for s in "${shapes[@]}"; do
   IFS='|' read -r name args prec <<< "$s"
-  for a in old wide; do
+  for a in narrow wide; do
     tag=$name-$prec-$a
     # shellcheck disable=SC2086
     DUALSCOPE_ATTN=$a timeout 60 $BIN bench --engine gpu $args --precision $prec --json \
