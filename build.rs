@@ -1,7 +1,9 @@
 //! Compiles every `shaders/*.comp` (GLSL 450, headers in `shaders/include/`)
 //! to SPIR-V in OUT_DIR, once per variant. `src/vk/shaders.rs` embeds the
 //! results with `include_bytes!`. A shader that does not compile stops the
-//! build with the compiler's `file:line: error` messages.
+//! build with the compiler's `file:line: error` messages. The timing probes'
+//! variants ([`LAB`]) are built only with the cargo feature `lab`. Also
+//! writes `probe_bits.rs`, the Rust side of `shaders/include/probe_bits.glsl`.
 
 use std::path::{Path, PathBuf};
 
@@ -56,9 +58,9 @@ const VARIANTS: &[Variant] = &[
     ("loss_fault_no_mask", "loss.comp", &[("FAULT_NO_MASK", "1")]),
     ("loss_fault_no_clear", "loss.comp", &[("FAULT_NO_CLEAR", "1")]),
     // The small layers' one-workgroup recurrences with the product as f32
-    // FMAs over f16-rounded operands (their COOPMAT twins are in OPTIONAL).
-    ("gru_fwd_wg_fma", "gru_fwd_wg_cm.comp", &[]),
-    ("gru_bwd_wg_fma", "gru_bwd_wg_cm.comp", &[]),
+    // FMAs over f16-rounded operands (their cooperative-matrix twins are in OPTIONAL).
+    ("gru_fwd_wg_fma", "gru_fwd_wg.comp", &[("FMA_PRODUCTS", "1")]),
+    ("gru_bwd_wg_fma", "gru_bwd_wg.comp", &[("FMA_PRODUCTS", "1")]),
 ];
 
 /// Shaders that need `GL_KHR_cooperative_matrix`, which Debian 12's shaderc
@@ -66,34 +68,39 @@ const VARIANTS: &[Variant] = &[
 /// that `scripts/setup.sh` installs (glslang 13, from PyPI), found through the
 /// `DUALSCOPE_GLSLANG` variable (`.cargo/config.toml`). Without it they are
 /// left out and the engine reports the path as not built.
-/// The probes (`DUALSCOPE_COOPMAT_PROBE`) time the 128×128 kernel with a part
-/// switched off: `mma` multiplies fragments loaded once (no staging),
-/// `no_global` stages zeros instead of reading A and B.
 const OPTIONAL: &[Variant] = &[
     ("gemm_f16_coopmat", "gemm_f16_coopmat.comp", &[]),
     ("gemm_f16_coopmat_big", "gemm_f16_coopmat_big.comp", &[]),
-    ("gemm_f16_coopmat_big_probe_mma", "gemm_f16_coopmat_big.comp", &[("PROBE_MMA_ONLY", "1")]),
-    ("gemm_f16_coopmat_big_probe_no_global", "gemm_f16_coopmat_big.comp", &[("PROBE_NO_GLOBAL", "1")]),
     // The mixed step's recurrences with their products on cooperative matrices.
     ("gru_fwd_grid_cm", "gru_fwd_grid_cm.comp", &[]),
     ("gru_bwd_grid_cm", "gru_bwd_grid_cm.comp", &[]),
     ("gru_fwd_grid_cm_nc", "gru_fwd_grid_cm.comp", &[("OPERANDS_NONCOHERENT", "1")]),
     ("gru_bwd_grid_cm_nc", "gru_bwd_grid_cm.comp", &[("OPERANDS_NONCOHERENT", "1")]),
-    // The same with the timing probe's switches (Engine::probe_grid_cm).
+    ("gru_fwd_wave_cm", "gru_fwd_wave.comp", &[]),
+    ("gru_fwd_wave_cm_nc", "gru_fwd_wave.comp", &[("OPERANDS_NONCOHERENT", "1")]),
+    ("gru_bwd_wave_cm", "gru_bwd_wave.comp", &[]),
+    ("gru_bwd_wave_cm_nc", "gru_bwd_wave.comp", &[("OPERANDS_NONCOHERENT", "1")]),
+    // The wavefronts for a few rows: their products as f32 FMAs, not on cooperative matrices.
+    ("gru_fwd_wave_fma_nc", "gru_fwd_wave.comp", &[("OPERANDS_NONCOHERENT", "1"), ("FMA_PRODUCTS", "1")]),
+    ("gru_bwd_wave_fma_nc", "gru_bwd_wave.comp", &[("OPERANDS_NONCOHERENT", "1"), ("FMA_PRODUCTS", "1")]),
+    // The small layers' recurrences in one workgroup (no grid barrier).
+    ("gru_fwd_wg_cm", "gru_fwd_wg.comp", &[]),
+    ("gru_bwd_wg_cm", "gru_bwd_wg.comp", &[]),
+];
+
+/// The timing probes' variants of the optional shaders, built only with the
+/// cargo feature `lab` (src/vk/engine/probes.rs, `DUALSCOPE_COOPMAT_PROBE`).
+/// The 128×128 GEMM with a part switched off: `mma` multiplies fragments
+/// loaded once (no staging), `no_global` stages zeros instead of reading A
+/// and B. The recurrences with the switches of `include/probe_bits.glsl`
+/// that the step's kernels do not carry (`GRID_PROBE`, `WAVE_PROBE`).
+const LAB: &[Variant] = &[
+    ("gemm_f16_coopmat_big_probe_mma", "gemm_f16_coopmat_big.comp", &[("PROBE_MMA_ONLY", "1")]),
+    ("gemm_f16_coopmat_big_probe_no_global", "gemm_f16_coopmat_big.comp", &[("PROBE_NO_GLOBAL", "1")]),
     ("gru_fwd_grid_cm_nc_probe", "gru_fwd_grid_cm.comp", &[("OPERANDS_NONCOHERENT", "1"), ("GRID_PROBE", "1")]),
     ("gru_bwd_grid_cm_nc_probe", "gru_bwd_grid_cm.comp", &[("OPERANDS_NONCOHERENT", "1"), ("GRID_PROBE", "1")]),
-    ("gru_fwd_wave_cm", "gru_fwd_wave_cm.comp", &[]),
-    ("gru_fwd_wave_cm_nc", "gru_fwd_wave_cm.comp", &[("OPERANDS_NONCOHERENT", "1")]),
-    ("gru_fwd_wave_cm_nc_probe", "gru_fwd_wave_cm.comp", &[("OPERANDS_NONCOHERENT", "1"), ("WAVE_PROBE", "1")]),
-    ("gru_bwd_wave_cm", "gru_bwd_wave_cm.comp", &[]),
-    ("gru_bwd_wave_cm_nc", "gru_bwd_wave_cm.comp", &[("OPERANDS_NONCOHERENT", "1")]),
-    ("gru_bwd_wave_cm_nc_probe", "gru_bwd_wave_cm.comp", &[("OPERANDS_NONCOHERENT", "1"), ("WAVE_PROBE", "1")]),
-    // The wavefronts for a few rows: their products as f32 FMAs, not on cooperative matrices.
-    ("gru_fwd_wave_sc_nc", "gru_fwd_wave_cm.comp", &[("OPERANDS_NONCOHERENT", "1"), ("SCALAR_PRODUCT", "1")]),
-    ("gru_bwd_wave_sc_nc", "gru_bwd_wave_cm.comp", &[("OPERANDS_NONCOHERENT", "1"), ("SCALAR_PRODUCT", "1")]),
-    // The small layers' recurrences in one workgroup (no grid barrier).
-    ("gru_fwd_wg_cm", "gru_fwd_wg_cm.comp", &[("COOPMAT", "1")]),
-    ("gru_bwd_wg_cm", "gru_bwd_wg_cm.comp", &[("COOPMAT", "1")]),
+    ("gru_fwd_wave_cm_nc_probe", "gru_fwd_wave.comp", &[("OPERANDS_NONCOHERENT", "1"), ("WAVE_PROBE", "1")]),
+    ("gru_bwd_wave_cm_nc_probe", "gru_bwd_wave.comp", &[("OPERANDS_NONCOHERENT", "1"), ("WAVE_PROBE", "1")]),
 ];
 
 fn main() {
@@ -109,11 +116,16 @@ fn main() {
         println!("cargo:rerun-if-changed={}", header.display());
     }
 
+    let bits = std::fs::read_to_string(include.join("probe_bits.glsl")).expect("shaders/include/probe_bits.glsl");
+    std::fs::write(out.join("probe_bits.rs"), probe_bits_rs(&bits)).unwrap();
+
     let compiler = shaderc::Compiler::new().unwrap_or_else(|e| panic!("shaderc: cannot create a compiler: {e}"));
     let mut errors = Vec::new();
     println!("cargo:rerun-if-env-changed=DUALSCOPE_GLSLANG");
+    let lab = std::env::var_os("CARGO_FEATURE_LAB").is_some();
+    let external: Vec<&Variant> = OPTIONAL.iter().chain(LAB.iter().filter(|_| lab)).collect();
     let mut optional_rs = String::from("// Generated by build.rs: the optional shaders that were built.\n");
-    for (name, file, defines) in OPTIONAL {
+    for (name, file, defines) in external {
         let src = shaders.join(file);
         println!("cargo:rerun-if-changed={}", src.display());
         match compile_external(&src, &include, defines, &out.join(format!("{name}.spv"))) {
@@ -132,7 +144,7 @@ fn main() {
         let file = src.file_name().unwrap().to_str().unwrap().to_string();
         // An optional shader's file is compiled here too where VARIANTS names
         // it (a variant without the optional extensions).
-        if OPTIONAL.iter().any(|(_, f, _)| *f == file) && !VARIANTS.iter().any(|v| v.1 == file) {
+        if OPTIONAL.iter().chain(LAB).any(|(_, f, _)| *f == file) && !VARIANTS.iter().any(|v| v.1 == file) {
             continue;
         }
         println!("cargo:rerun-if-changed={}", src.display());
@@ -180,6 +192,31 @@ fn compile_external(src: &Path, include: &Path, defines: &[(&str, &str)], out: &
         );
     }
     Ok(())
+}
+
+/// `probe_bits.glsl`'s `#define PROBE_<NAME> <n>u` lines as Rust constants
+/// `<NAME>: u32`, each documented by the comment lines just above it.
+fn probe_bits_rs(glsl: &str) -> String {
+    let mut rs = String::from("// Generated by build.rs from shaders/include/probe_bits.glsl.\n");
+    let mut doc: Vec<&str> = Vec::new();
+    for line in glsl.lines().map(str::trim) {
+        if let Some(text) = line.strip_prefix("//") {
+            doc.push(text.trim());
+            continue;
+        }
+        let define: Vec<&str> = line.split_whitespace().collect();
+        if let ["#define", name, value] = define[..]
+            && let (Some(name), Some(Ok(value))) =
+                (name.strip_prefix("PROBE_"), value.strip_suffix('u').map(str::parse::<u32>))
+        {
+            for d in &doc {
+                rs.push_str(&format!("/// {d}\n"));
+            }
+            rs.push_str(&format!("pub const {name}: u32 = {value};\n"));
+        }
+        doc.clear();
+    }
+    rs
 }
 
 fn files_with_ext(dir: &Path, ext: &str) -> Vec<PathBuf> {

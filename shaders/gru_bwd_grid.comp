@@ -20,6 +20,7 @@
 #extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_EXT_control_flow_attributes : require
 #include "model.glsl"
+#include "probe_bits.glsl"
 #include "butterfly.glsl"
 
 #define U 4u
@@ -121,7 +122,7 @@ void main() {
         wc[WC_AT(r)] = w;
     }
     barrier();
-    if (pc.flag == 1u) {
+    if (pc.flag == PROBE_BARRIERS_ONLY) {
         // The barrier alone, pc.n - 1 times (Engine::check_grid_residency).
         for (uint k = 1u; k < pc.n; ++k) grid_sync(k);
         return;

@@ -18,11 +18,13 @@
 //   p: W_hh [3H, H] at off0; gh [T,B,3H]; gates [3][T,B,H]; h [T,B,H];
 //   d_h [T,B,H] (from above); dh_tot [T,B,H]; d_gi, d_gh [T,B,3H];
 //   d_gh16 [T·B + 16, 3H].
-// flag 1: no arithmetic, only pc.n - 1 grid barriers (the residency check).
-// Timing probes (Engine::probe_grid_cm; what they write is meaningless), only
-// in the variant built with GRID_PROBE (gru_bwd_grid_cm_nc_probe): flag bit 2,
-// the product's operands not loaded (zeros); 4: no product (nor its loads);
-// 8: nothing stored after the gates; 16: the step's own inputs not loaded.
+// pc.flag (include/probe_bits.glsl): PROBE_BARRIERS_ONLY, no arithmetic, only
+// pc.n - 1 grid barriers (the residency check). The lab's timing probes
+// (Engine::probe_grid_cm; what they write is meaningless), only in the
+// variant built with GRID_PROBE (gru_bwd_grid_cm_nc_probe): the product's
+// operands not loaded (zeros), no product (nor its loads), nothing stored
+// after the gates, the step's own inputs not loaded (PROBE_NO_OPERAND_LOADS,
+// PROBE_NO_PRODUCTS, PROBE_NO_STORES, PROBE_NO_STEP_INPUTS).
 #extension GL_GOOGLE_include_directive : enable
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -31,6 +33,7 @@
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_control_flow_attributes : require
 #include "model.glsl"
+#include "probe_bits.glsl"
 
 #ifdef GRID_PROBE
 #define PROBE pc.flag
@@ -120,7 +123,7 @@ void main() {
         barrier();
     }
 
-    if (pc.flag == 1u) {
+    if (pc.flag == PROBE_BARRIERS_ONLY) {
         for (uint k = 1u; k < pc.n; ++k) grid_sync(k);
         return;
     }
@@ -138,7 +141,7 @@ void main() {
         uint x = row * H + j;
         // The step's own inputs, loaded before the barrier.
         float v_dh = 0.0, v_r = 0.0, v_z = 0.0, v_n = 0.0, v_hp = 0.0, v_ghn = 0.0, v_znext = 0.0;
-        if (mine && (PROBE & 16u) == 0u) {
+        if (mine && (PROBE & PROBE_NO_STEP_INPUTS) == 0u) {
             v_dh = d_h[x];
             v_r = gates[x];
             v_z = gates[rh + x];
@@ -150,8 +153,8 @@ void main() {
         // The barrier waits for this row block's workgroups only.
         if (s > 0u) grid_sync_rows(s, 0u, 1u, rb, rb_count, H / 16u, 0u);
         float carry = 0.0;
-        if (above && (PROBE & 4u) != 0u) carry = dh_next * v_znext;
-        if (above && (PROBE & 4u) == 0u) {
+        if (above && (PROBE & PROBE_NO_PRODUCTS) != 0u) carry = dh_next * v_znext;
+        if (above && (PROBE & PROBE_NO_PRODUCTS) == 0u) {
             // Three accumulators, so that the products do not wait on each other.
             FRAG_C acc[3];
             [[unroll]] for (uint q = 0u; q < 3u; ++q) acc[q] = FRAG_C(0.0);
@@ -162,7 +165,7 @@ void main() {
             [[unroll]] for (uint i = 0u; i < KT_MAX; ++i) {
                 uint kt = sg + SUBGROUPS * i;
                 ld[i] = uvec4(0u);
-                if (kt < ktiles && LOAD_ROW && (PROBE & 2u) == 0u) ld[i] = d_gh16v[(a0 + kt * 16u) >> 3];
+                if (kt < ktiles && LOAD_ROW && (PROBE & PROBE_NO_OPERAND_LOADS) == 0u) ld[i] = d_gh16v[(a0 + kt * 16u) >> 3];
             }
             [[unroll]] for (uint r = 0u; r < KT_MAX / KT_STAGE; ++r) {
                 if (r > 0u) subgroupBarrier();
@@ -190,7 +193,7 @@ void main() {
         if (mine) {
             float dh = v_dh + carry;
             dh_next = dh;
-            if ((PROBE & 8u) != 0u) continue;
+            if ((PROBE & PROBE_NO_STORES) != 0u) continue;
             dh_tot[x] = dh;
             float dn = dh * (1.0 - v_z);
             float dz = dh * (v_hp - v_n);

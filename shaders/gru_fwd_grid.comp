@@ -23,14 +23,16 @@
 // only the matrix product waits on the other workgroups.
 // VEC4 (built as gru_fwd_grid_vec4, used where H % 4 == 0): h as vec4;
 // with OPERANDS_NONCOHERENT as well, gru_fwd_grid_nc (see below).
-// flag 1: no arithmetic, only pc.n - 1 grid barriers (Engine::probe_grid_barrier).
-// Timing probes (bench with DUALSCOPE_GRID_PROBE; results meaningless): flag
-// bit 2 skips the barrier, bit 4 the product W_hh h_{t-1}, bit 8 the gates.
+// pc.flag (include/probe_bits.glsl): PROBE_BARRIERS_ONLY, no arithmetic, only
+// pc.n - 1 grid barriers (the residency check, Engine::grid_barrier_ms); the
+// lab's timing probes (results meaningless) skip the barrier, the product
+// W_hh h_{t-1} or the gates (PROBE_GRID_NO_BARRIER, _NO_PRODUCT, _NO_GATES).
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_EXT_control_flow_attributes : require
 #include "model.glsl"
+#include "probe_bits.glsl"
 #include "butterfly.glsl"
 
 #define U 4u
@@ -135,16 +137,16 @@ void main() {
     vec3 fbias = mine ? load_bias(fj) : vec3(0.0);
     float fh = mine && pc.t > 0u ? H_AT(((pc.t - 1u) * pc.B + fb) * H + fj) : 0.0;
     uint t_end = min(pc.T, pc.t + pc.n);
-    if (pc.flag == 1u) {
+    if (pc.flag == PROBE_BARRIERS_ONLY) {
         // The barrier alone, pc.n - 1 times: the floor of the recurrence.
         for (uint k = 1u; k < pc.n; ++k) grid_sync(k);
         return;
     }
     for (uint t = pc.t; t < t_end; ++t) {
         vec3 fgi = mine ? load_gi(t, fb, fj) : vec3(0.0);
-        if (t > pc.t && (pc.flag & 2u) == 0u) grid_sync(t - pc.t);
+        if (t > pc.t && (pc.flag & PROBE_GRID_NO_BARRIER) == 0u) grid_sync(t - pc.t);
         for (uint b0 = 0u; b0 < pc.B; b0 += pass_rows) {
-            if (sg < groups && t > 0u && b0 + sg * NB < pc.B && (pc.flag & 4u) == 0u) {
+            if (sg < groups && t > 0u && b0 + sg * NB < pc.B && (pc.flag & PROBE_GRID_NO_PRODUCT) == 0u) {
                 vec4 acc[NB][3];
                 for (uint r = 0u; r < NB; ++r)
                     for (uint q = 0u; q < 3u; ++q) acc[r][q] = vec4(0.0);
@@ -228,7 +230,7 @@ void main() {
             }
             barrier();
             if (one) {
-                if (mine && (pc.flag & 8u) == 0u) {
+                if (mine && (pc.flag & PROBE_GRID_NO_GATES) == 0u) {
                     uint u = fj - j0;
                     vec3 m = t > 0u ? vec3(sums[fb * 3u][u], sums[fb * 3u + 1u][u], sums[fb * 3u + 2u][u]) : vec3(0.0);
                     gate(t, fb, fj, m, fgi, fbias, fh, fh);

@@ -22,11 +22,13 @@
 // 16 rows of padding past T·B: a partial row block reads rows it discards.
 //   p: W_hh [3H, H] at off0, b_hh [3H] at off1 of the parameters
 //   gi, gh: [T, B, 3H]; gates: [3][T, B, H]; h: [T, B, H]; h16: [T·B + 16, H]
-// flag 1: no arithmetic, only pc.n - 1 grid barriers (the residency check).
-// Timing probes (Engine::probe_grid_cm; what they write is meaningless), only
-// in the variant built with GRID_PROBE (gru_fwd_grid_cm_nc_probe): flag bit 2,
-// the product's operands not loaded (zeros); 4: no product (nor its loads);
-// 8: nothing stored after the gates; 16: the step's own inputs (gi) not loaded.
+// pc.flag (include/probe_bits.glsl): PROBE_BARRIERS_ONLY, no arithmetic, only
+// pc.n - 1 grid barriers (the residency check). The lab's timing probes
+// (Engine::probe_grid_cm; what they write is meaningless), only in the
+// variant built with GRID_PROBE (gru_fwd_grid_cm_nc_probe): the product's
+// operands not loaded (zeros), no product (nor its loads), nothing stored
+// after the gates, the step's own inputs (gi) not loaded (PROBE_NO_OPERAND_LOADS,
+// PROBE_NO_PRODUCTS, PROBE_NO_STORES, PROBE_NO_STEP_INPUTS).
 #extension GL_GOOGLE_include_directive : enable
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -35,6 +37,7 @@
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_control_flow_attributes : require
 #include "model.glsl"
+#include "probe_bits.glsl"
 
 #ifdef GRID_PROBE
 #define PROBE pc.flag
@@ -126,7 +129,7 @@ void main() {
         barrier();
     }
 
-    if (pc.flag == 1u) {
+    if (pc.flag == PROBE_BARRIERS_ONLY) {
         for (uint k = 1u; k < pc.n; ++k) grid_sync(k);
         return;
     }
@@ -146,14 +149,14 @@ void main() {
     for (uint t = pc.t; t < t_end; ++t) {
         uint row = t * pc.B + b;
         vec3 gin = vec3(0.0);
-        if (mine && (PROBE & 16u) == 0u) {
+        if (mine && (PROBE & PROBE_NO_STEP_INPUTS) == 0u) {
             uint g = row * 3u * H;
             gin = vec3(gi[g + j], gi[g + H + j], gi[g + 2u * H + j]);
         }
         // The barrier waits for this row block's workgroups only.
         if (t > pc.t) grid_sync_rows(t - pc.t, 0u, 1u, rb, rb_count, H / 16u, 0u);
         vec3 m = vec3(0.0);
-        if (t > 0u && (PROBE & 4u) == 0u) {
+        if (t > 0u && (PROBE & PROBE_NO_PRODUCTS) == 0u) {
             FRAG_C acc[3];
             [[unroll]] for (uint q = 0u; q < 3u; ++q) acc[q] = FRAG_C(0.0);
             // Lane l brings 8 values of row l/2 of each of its tiles; every
@@ -163,7 +166,7 @@ void main() {
             [[unroll]] for (uint i = 0u; i < KT_MAX; ++i) {
                 uint kt = sg + SUBGROUPS * i;
                 ld[i] = uvec4(0u);
-                if (kt < ktiles && LOAD_ROW && (PROBE & 2u) == 0u) ld[i] = h16v[(a0 + kt * 16u) >> 3];
+                if (kt < ktiles && LOAD_ROW && (PROBE & PROBE_NO_OPERAND_LOADS) == 0u) ld[i] = h16v[(a0 + kt * 16u) >> 3];
             }
             [[unroll]] for (uint i = 0u; i < KT_MAX; ++i) stg[(sg * KT_MAX + i) * 32u + lane] = ld[i];
             subgroupMemoryBarrierShared();
@@ -192,7 +195,7 @@ void main() {
             float z = sigmoid(gin.y + ghv.y);
             float n = tanh_safe(gin.z + r * ghv.z);
             hp = (1.0 - z) * n + z * hp;
-            if ((PROBE & 8u) != 0u) continue;
+            if ((PROBE & PROBE_NO_STORES) != 0u) continue;
             uint g = row * 3u * H;
             gh[g + j] = ghv.x;
             gh[g + H + j] = ghv.y;

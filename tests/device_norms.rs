@@ -1,14 +1,12 @@
 //! The controller's inputs on the device (src/vk/engine/norms.rs): each
 //! tensor's gradient sum of squares and non-finite count against the host's
-//! `norms_of` of the same gradients, and `train`'s default (split) step
-//! against the host-norms path it replaced (`DUALSCOPE_HOST_NORMS=1`).
+//! `norms_of` of the same gradients, and (in a `lab` build) `train`'s
+//! default (split) step against the host-norms path it replaced
+//! (`DUALSCOPE_HOST_NORMS=1`).
 
 mod common;
 
-use std::path::Path;
-
-use common::{docs_jsonl, dualscope, ok_json, random_batch, s, train_tiny};
-use dualscope::checkpoint::load_train_checkpoint;
+use common::{dualscope, ok_json, random_batch};
 use dualscope::engine::{self, TrainState, VulkanOptions, norms_of};
 use dualscope::model::{Config, Params};
 use dualscope::rng::Rng;
@@ -125,8 +123,12 @@ fn a_skipped_split_step_leaves_the_device_state_unchanged() {
 /// `train --engine gpu` with the controller on: the split step (the default)
 /// and the host-norms path give the same losses bit for bit, gradient norms
 /// within 1e-6, the same controller actions and the same final weights.
+#[cfg(feature = "lab")]
 #[test]
 fn train_split_step_matches_the_host_norms_path() {
+    use common::{docs_jsonl, s, train_tiny};
+    use dualscope::checkpoint::load_train_checkpoint;
+    use std::path::Path;
     common::skip_without_vulkan!();
     let dir = tempfile::tempdir().unwrap();
     let data = docs_jsonl(dir.path(), 20, |i| format!("doc {i}: {}", "a quick brown fox ".repeat(i % 4 + 1)));

@@ -36,7 +36,7 @@ fn wide_attention_with_a_carried_prefix_matches_the_tiled_kernels_and_the_cpu() 
             let path = path_for(&ctx, precision, GemmChoice::Auto).unwrap();
             let scale = if precision == Precision::F16 { LossScale::dynamic() } else { LossScale::fixed() };
             let opts = StepOptions::default();
-            let mut engines: Vec<Engine> = [AttnKernels::Old, AttnKernels::Wide]
+            let mut engines: Vec<Engine> = [AttnKernels::Narrow, AttnKernels::Wide]
                 .into_iter()
                 .map(|a| {
                     let mut e = Engine::new(&ctx, &cfg, &params, &opts, &scale, path).unwrap();

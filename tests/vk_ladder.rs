@@ -216,15 +216,15 @@ fn wide_attention_kernels_pass_the_rungs_and_match_the_tiled_ones() {
         for precision in [Precision::F32, Precision::F16] {
             for mode in [ladder::Mode::Isolated, ladder::Mode::Chained] {
                 let s = ladder_setup(&cfg, mode, &lens, 23, precision);
-                let mut old = ladder::ModelLadder::new(&ctx, s.clone()).unwrap();
-                old.engine_mut().set_attn_kernels(AttnKernels::Old);
+                let mut narrow = ladder::ModelLadder::new(&ctx, s.clone()).unwrap();
+                narrow.engine_mut().set_attn_kernels(AttnKernels::Narrow);
                 let mut wide = ladder::ModelLadder::new(&ctx, s).unwrap();
                 wide.engine_mut().set_attn_kernels(AttnKernels::Wide);
                 for id in [Rung::AttnFwd, Rung::AttnBwd] {
-                    let ro = old.run(id).unwrap();
+                    let ro = narrow.run(id).unwrap();
                     let r = run_passing(&mut wide, &cfg, mode, id);
                     assert_eq!(r.status, ro.status);
-                    for (tw, to) in wide.rung_tensors(id).iter().zip(old.rung_tensors(id)) {
+                    for (tw, to) in wide.rung_tensors(id).iter().zip(narrow.rung_tensors(id)) {
                         assert_eq!(tw.name, to.name);
                         let d = common::rel_l2(&tw.gpu, &to.gpu);
                         eprintln!(
@@ -254,14 +254,14 @@ fn wide_attention_kernels_pass_the_rungs_and_match_the_tiled_ones() {
 #[test]
 fn auto_takes_the_wide_attention_kernels_on_large_grids_of_wide_windows() {
     use dualscope::vk::engine::AttnKernels;
-    assert_eq!(AttnKernels::parse("old"), Ok(AttnKernels::Old));
+    assert_eq!(AttnKernels::parse("narrow"), Ok(AttnKernels::Narrow));
     assert_eq!(AttnKernels::parse("wide"), Ok(AttnKernels::Wide));
     assert_eq!(AttnKernels::parse("auto"), Ok(AttnKernels::Auto));
     assert!(AttnKernels::parse("fast").unwrap_err().contains("\"fast\""));
     let auto = AttnKernels::Auto;
     assert!(auto.wide_for(256, 32, 4, 128) && auto.wide_for(4096, 1, 4, 128));
     assert!(!auto.wide_for(128, 8, 4, 32) && !auto.wide_for(512, 1, 4, 128));
-    assert!(AttnKernels::Wide.wide_for(11, 3, 3, 4) && !AttnKernels::Old.wide_for(256, 32, 4, 128));
+    assert!(AttnKernels::Wide.wide_for(11, 3, 3, 4) && !AttnKernels::Narrow.wide_for(256, 32, 4, 128));
 }
 
 /// A wrong recurrent weight on the GPU: the rungs before the GRU pass, the GRU

@@ -337,6 +337,7 @@ fn mixed_training_tracks_the_f32_cpu_loss() {
 
 /// A timing probe's result: a finite positive time where its kernel `runs`
 /// and the device has timestamps, `None` where it does not run.
+#[cfg(feature = "lab")]
 fn check_probe_time(ctx: &dualscope::vk::Context, runs: bool, ms: Option<f64>, what: &str) {
     match (runs, ctx.report().timestamps) {
         (true, true) => {
@@ -348,17 +349,19 @@ fn check_probe_time(ctx: &dualscope::vk::Context, runs: bool, ms: Option<f64>, w
     }
 }
 
-/// The per-layer cooperative-matrix grid kernels' timing probe
-/// (`Engine::probe_grid_cm`, `DUALSCOPE_GRID_PROBE` in `bench`) times layer
+/// The per-layer cooperative-matrix grid kernels' timing probe of the `lab`
+/// feature (`Engine::probe_grid_cm`, `DUALSCOPE_GRID_PROBE` in `bench`) times layer
 /// 0's kernel in both directions, whole and with its parts switched off, and
 /// leaves the parameters as they were (the step after it gives the same
 /// gradients). Three layers (no wavefront), H = 128 (operands read without
 /// `coherent`, the probe's variant), two row blocks. Where the step does not
 /// run those kernels (no cooperative matrices, the per-row recurrence) it has
 /// nothing to time.
+#[cfg(feature = "lab")]
 #[test]
 fn the_grid_cm_probe_times_both_directions_and_spoils_no_parameter() {
     use dualscope::vk::engine::Recurrence;
+    use dualscope::vk::engine::probe_bits::*;
     let (test, ctx) = common::vulkan!();
     let cfg = Config {
         vocab: 256,
@@ -380,7 +383,8 @@ fn the_grid_cm_probe_times_both_directions_and_spoils_no_parameter() {
     let runs = e.recurrence() == Recurrence::Grid && e.recurrence_on_coopmat() && e.grid_noncoherent(true);
     assert!(!e.forward_wave() && !e.backward_wave(), "three layers take no wavefront");
     for backward in [false, true] {
-        for flag in [0, 1, 2, 4, 8, 16, 6, 24] {
+        let parts = [NO_OPERAND_LOADS | NO_PRODUCTS, NO_STORES | NO_STEP_INPUTS];
+        for flag in [0, BARRIERS_ONLY, NO_OPERAND_LOADS, NO_PRODUCTS, NO_STORES, NO_STEP_INPUTS, parts[0], parts[1]] {
             let ms = e.probe_grid_cm(backward, flag).unwrap();
             check_probe_time(&ctx, runs, ms, &format!("backward {backward} flag {flag}"));
         }
@@ -392,13 +396,15 @@ fn the_grid_cm_probe_times_both_directions_and_spoils_no_parameter() {
     assert_clean(&ctx, test);
 }
 
-/// The wavefronts' probes, their products' parts included (bits 128-8192, the
-/// backward's on its probe variant by 2048), give a time for every part where
-/// the wavefronts run on cooperative matrices with noncoherent operands, None
-/// elsewhere (lavapipe), and leave the step's results as they were.
+/// The wavefronts' probes of the `lab` feature, their products' parts
+/// included (the backward's on its probe variant), give a time for every
+/// part where the wavefronts run on cooperative matrices with noncoherent
+/// operands, None elsewhere (lavapipe), and leave the step's results as they were.
+#[cfg(feature = "lab")]
 #[test]
 fn the_wavefront_probes_time_every_part_and_spoil_no_parameter() {
-    use dualscope::vk::engine::Recurrence;
+    use dualscope::vk::engine::probe_bits::*;
+    use dualscope::vk::engine::{Recurrence, WaveVariant};
     let (test, ctx) = common::vulkan!();
     let cfg = Config {
         vocab: 256,
@@ -420,9 +426,24 @@ fn the_wavefront_probes_time_every_part_and_spoil_no_parameter() {
     let grid = e.recurrence() == Recurrence::Grid;
     let fwd_runs = grid && e.forward_wave() && e.wave_noncoherent(true);
     let bwd_runs = grid && e.backward_wave() && e.wave_noncoherent(false);
-    let parts = [0, 2, 4, 8, 16, 2 | 128, 2 | 128 | 256, 2 | 512, 2 | 1024, 2 | 128 | 256 | 512, 4096, 4 | 8192];
+    let zeros = NO_OPERAND_LOADS;
+    let parts = [
+        0,
+        NO_OPERAND_LOADS,
+        NO_PRODUCTS,
+        NO_STORES,
+        NO_STEP_INPUTS,
+        zeros | NO_STAGING,
+        zeros | NO_STAGING | NO_FRAG_LOADS,
+        zeros | NO_MMA,
+        zeros | NO_FRAG_STORES,
+        zeros | NO_STAGING | NO_FRAG_LOADS | NO_MMA,
+        DIRECT_OPERAND_LOADS,
+        NO_PRODUCTS | OPERAND_LOADS_ONLY,
+    ];
     for flag in parts {
-        let times = [(fwd_runs, e.probe_fwd_wave(flag).unwrap()), (bwd_runs, e.probe_bwd_wave(flag | 2048).unwrap())];
+        let bwd = e.probe_bwd_wave(WaveVariant::Probe, flag).unwrap();
+        let times = [(fwd_runs, e.probe_fwd_wave(flag).unwrap()), (bwd_runs, bwd)];
         for (dir, (runs, ms)) in ["forward", "backward"].iter().zip(times) {
             check_probe_time(&ctx, runs, ms, &format!("{dir} flag {flag}"));
         }

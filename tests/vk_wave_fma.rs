@@ -1,5 +1,5 @@
 //! The wavefronts with their products as f32 FMAs of the f16 operands
-//! (`gru_*_wave_sc_nc`), the default for a batch of few rows: where the
+//! (`gru_*_wave_fma_nc`), the default for a batch of few rows: where the
 //! engine picks them, the mixed ladder with them, and their gradients
 //! against the cooperative-matrix wavefronts'. The kernels run where the
 //! wavefronts do (a device with cooperative matrices); elsewhere only the

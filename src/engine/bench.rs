@@ -1,9 +1,10 @@
 //! The benchmark's work: timing full training steps on either engine (wall
 //! time, device time, per stage and per kernel), the Vulkan step recorded
-//! once and replayed, and the recurrences' floor from the barrier probes.
-//! `dualscope bench` parses its arguments and prints these.
+//! once and replayed, and the recurrences' floor from a grid barrier timed
+//! alone (in a `lab` build also the recurrences' timing probes,
+//! `bench_probes`). `dualscope bench` parses its arguments and prints these.
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -17,7 +18,7 @@ use crate::model::{Config, Params};
 use crate::step::{GemmChoice, Precision};
 use crate::step::{LossScale, OptimState, StepOptions};
 use crate::vk::engine::{BWD_WAVE_LAG, Engine, FWD_WAVE_LAG, Plan, Recurrence};
-use crate::vk::{Context, Sequence, Timing, VkError};
+use crate::vk::{Context, Sequence, Timing, VkError, kernel_of};
 
 /// Where a benchmark is: a phase of `len` steps starts, one step is done,
 /// the phase ends (the CLI draws progress bars).
@@ -154,6 +155,9 @@ pub fn vulkan(
     // its clocks).
     let mut stages: Vec<(String, Vec<f64>)> = Vec::new();
     let mut kernels: Vec<(String, Vec<f64>)> = Vec::new();
+    // The kernels (as `per_kernel_ms` names them) whose dispatches walk a
+    // recurrence's steps.
+    let mut recurrences = BTreeSet::new();
     let mut first_loss = None;
     // Warm-up: `warmup` steps and at least a second, so that a GPU that
     // idled has raised its clocks before anything is kept.
@@ -180,6 +184,7 @@ pub fn vulkan(
         for (k, ms) in timings.per_kernel_ms() {
             add(&mut kernels, k, ms);
         }
+        recurrences.extend(timings.dispatches.iter().filter(|d| d.recurrence).map(|d| kernel_of(&d.label)));
         pb.inc();
     }
     pb.finish();
@@ -200,7 +205,8 @@ pub fn vulkan(
     }
     pb.finish();
     kernels.sort_by(|x, y| y.1.total_cmp(&x.1));
-    let recurrence = Some(recurrence_floor(&e, cfg, batch.t, &kernels)?);
+    let recurrence_ms = kernels.iter().filter(|(k, _)| recurrences.contains(k)).map(|(_, ms)| ms).sum();
+    let recurrence = Some(recurrence_floor(&e, cfg, batch.t, recurrence_ms)?);
     let replay = Some(replayed(n, ctx, &e)?);
     if ctx.validation_errors() > 0 {
         return Err(EngineError::Validation(ctx.validation_errors()));
@@ -317,40 +323,20 @@ pub struct RecurrenceReport {
     /// `barrier_us × barriers_per_step`, in milliseconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub floor_ms: Option<f64>,
-    /// `DUALSCOPE_GRID_PROBE`: µs per step of the forward grid kernel with
-    /// parts switched off, by part.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub fwd_step_probe: Option<BTreeMap<String, f64>>,
-    /// The same for the backward wavefront, µs per interval.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub bwd_wave_probe: Option<BTreeMap<String, f64>>,
-    /// The same for the forward wavefront (its parts timed on the variant
-    /// with the switches, `gru_fwd_wave_cm_nc_probe`), µs per interval.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub fwd_wave_probe: Option<BTreeMap<String, f64>>,
-    /// The same for layer 0's per-layer cooperative-matrix grid kernels,
-    /// where a direction runs them (`fwd_…`, `bwd_…`), µs per step.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub grid_cm_probe: Option<BTreeMap<String, f64>>,
-    /// The same for layer 0's one-workgroup recurrences (forward and
-    /// backward, by part), µs per step.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub wg_probe: Option<BTreeMap<String, f64>>,
+    /// `DUALSCOPE_GRID_PROBE` (a `lab` build): the recurrences' timing probes.
+    #[cfg(feature = "lab")]
+    #[serde(flatten)]
+    pub probes: super::bench_probes::RecurrenceProbes,
 }
 
 /// The recurrences' device time per step against their floor: the dependent
 /// steps (per direction layers × (T - 1) grid barriers, or T for a two-layer
 /// wavefront) times the latency of one barrier alone, measured with the
-/// arithmetic switched off (`Engine::probe_grid_barrier`, median of 5). Only
-/// for the grid recurrence.
-fn recurrence_floor(
-    e: &Engine,
-    cfg: &Config,
-    t: usize,
-    kernels: &[(String, f64)],
-) -> Result<RecurrenceReport, VkError> {
+/// arithmetic switched off (`Engine::grid_barrier_ms`, median of 5). Only
+/// for the grid recurrence. `measured`: the recurrence kernels' device
+/// milliseconds per step.
+fn recurrence_floor(e: &Engine, cfg: &Config, t: usize, measured: f64) -> Result<RecurrenceReport, VkError> {
     let mode = e.recurrence();
-    let measured: f64 = kernels.iter().filter(|(k, _)| k.contains("recurrence")).map(|(_, ms)| ms).sum();
     // How a recurrence kernel that runs reads its operands (None: it does not run).
     let kind = |runs: bool, noncoherent: bool| runs.then_some(if noncoherent { "noncoherent" } else { "coherent" });
     // The wavefronts' operand loads (see Engine::wave_noncoherent), and
@@ -377,29 +363,25 @@ fn recurrence_floor(
         barrier_us: None,
         barriers_per_step: None,
         floor_ms: None,
-        fwd_step_probe: None,
-        bwd_wave_probe: None,
-        fwd_wave_probe: None,
-        grid_cm_probe: None,
-        wg_probe: None,
+        #[cfg(feature = "lab")]
+        probes: Default::default(),
     };
     // The one-workgroup recurrences have no grid barrier to take a floor from.
     if mode != Recurrence::Grid || t < 2 || e.recurrence_wg().is_some() {
-        if std::env::var("DUALSCOPE_GRID_PROBE").is_ok() && e.recurrence_wg().is_some() {
-            v.wg_probe = Some(wg_probe(e, t));
-        }
+        #[cfg(feature = "lab")]
+        v.probes.add_wg(e, t);
         return Ok(v);
     }
-    let mut probes = Vec::new();
+    let mut barriers_ms = Vec::new();
     for _ in 0..5 {
-        if let Some(ms) = e.probe_grid_barrier(t)? {
-            probes.push(ms);
+        if let Some(ms) = e.grid_barrier_ms(t)? {
+            barriers_ms.push(ms);
         }
     }
-    if probes.is_empty() {
+    if barriers_ms.is_empty() {
         return Ok(v);
     }
-    let barrier_us = percentiles(&mut probes).0 * 1e3 / (t - 1) as f64;
+    let barrier_us = percentiles(&mut barriers_ms).0 * 1e3 / (t - 1) as f64;
     // One barrier between two steps of a layer, or between two intervals of
     // a wavefront: T + FWD_WAVE_LAG intervals forward, T + BWD_WAVE_LAG backward.
     let per_layer = cfg.layers * (t - 1);
@@ -410,114 +392,7 @@ fn recurrence_floor(
     v.barrier_us = Some(barrier_us);
     v.barriers_per_step = Some(barriers);
     v.floor_ms = Some(barrier_us * barriers as f64 / 1e3);
-    // DUALSCOPE_GRID_PROBE=1: where a forward step's time goes, from the
-    // forward grid kernel with parts switched off (its results are then
-    // meaningless; only the time is kept), µs per step; and an interval of
-    // each wavefront likewise.
-    if std::env::var("DUALSCOPE_GRID_PROBE").is_ok() {
-        let parts = [
-            ("whole", 0u32),
-            ("no_barrier", 2),
-            ("no_product", 4),
-            ("no_gates", 8),
-            ("product_only", 10),
-            ("barrier_and_loads_only", 12),
-            ("gates_only", 6),
-            ("nothing", 14),
-        ];
-        v.fwd_step_probe = Some(probe_parts(&parts, t, |f| e.probe_grid(t, f)));
-        let bwd_parts = [("noncoherent_operands", 32), ("fma_products", 64)];
-        // The products' parts on the probe variant of the kernel the step
-        // runs (the backward's by bit 2048), its whole and no-product baselines too.
-        let on_probe = |(name, flag): (&'static str, u32)| (name, flag | 2048);
-        let bwd_product_parts = PROBE_BASELINES.iter().chain(&PRODUCT_PARTS).copied().map(on_probe);
-        let parts: Vec<_> = WAVE_PARTS.iter().chain(&bwd_parts).copied().chain(bwd_product_parts).collect();
-        v.bwd_wave_probe = Some(probe_parts(&parts, t + BWD_WAVE_LAG, |f| e.probe_bwd_wave(f)));
-        let parts: Vec<_> = WAVE_PARTS.iter().chain(&PRODUCT_PARTS).copied().collect();
-        v.fwd_wave_probe = Some(probe_parts(&parts, t + FWD_WAVE_LAG, |f| e.probe_fwd_wave(f)));
-        let mut cm = BTreeMap::new();
-        for (dir, backward) in [("fwd", false), ("bwd", true)] {
-            let parts = probe_parts(&WAVE_PARTS, t, |f| e.probe_grid_cm(backward, f));
-            cm.extend(parts.into_iter().map(|(k, v)| (format!("{dir}_{k}"), v)));
-        }
-        v.grid_cm_probe = (!cm.is_empty()).then_some(cm);
-    }
+    #[cfg(feature = "lab")]
+    v.probes.add_grid(e, t);
     Ok(v)
-}
-
-/// The parts both wavefronts' probes switch off (`pc.flag` bits 2, 4, 8, 16:
-/// operand loads, products, stores, the step's inputs; 1: all but the barriers).
-const WAVE_PARTS: [(&str, u32); 9] = [
-    ("whole", 0),
-    ("no_operand_loads", 2),
-    ("no_products", 4),
-    ("no_stores", 8),
-    ("no_step_inputs", 16),
-    ("no_loads_no_products", 6),
-    ("barrier_and_gates_only", 4 | 16),
-    ("products_only", 8 | 16),
-    ("barrier_only", 1),
-];
-
-/// `WAVE_PARTS`' baselines again, for the backward on its probe variant
-/// (`WAVE_PARTS` time it on the coherent kernel; the forward's are on its
-/// probe variant already).
-const PROBE_BASELINES: [(&str, u32); 3] = [("probe_whole", 0), ("probe_no_operand_loads", 2), ("probe_no_products", 4)];
-
-/// The parts of the wavefronts' products (bits 128-8192 of their probe
-/// variants: no staging, no fragment loads, no multiply-adds, no fragment
-/// stores; operands straight from memory; with bit 4, the operands' loads
-/// alone), most on zero operands (bit 2).
-const PRODUCT_PARTS: [(&str, u32); 8] = [
-    ("zeros_no_staging", 2 | 128),
-    ("zeros_no_staging_no_frag_loads", 2 | 128 | 256),
-    ("zeros_no_mma", 2 | 512),
-    ("zeros_no_frag_stores", 2 | 1024),
-    ("zeros_frag_stores_only", 2 | 128 | 256 | 512),
-    ("zeros_mma_only", 2 | 128 | 256 | 1024),
-    ("direct_operand_loads", 4096),
-    ("operand_loads_only", 4 | 8192),
-];
-
-/// A probe, part by part: µs per step or interval over `intervals`,
-/// medians of 5 runs of `probe` (device ms of the whole dispatch).
-fn probe_parts(
-    parts: &[(&str, u32)],
-    intervals: usize,
-    probe: impl Fn(u32) -> crate::vk::VkResult<Option<f64>>,
-) -> BTreeMap<String, f64> {
-    let mut out = BTreeMap::new();
-    for &(name, flag) in parts {
-        let mut xs: Vec<f64> = (0..5).filter_map(|_| probe(flag).ok().flatten()).collect();
-        if !xs.is_empty() {
-            out.insert(format!("{name}_us"), percentiles(&mut xs).0 * 1e3 / intervals as f64);
-        }
-    }
-    out
-}
-
-/// `DUALSCOPE_GRID_PROBE` with the one-workgroup recurrences: where a step
-/// of layer 0's forward and backward kernels goes, parts switched off one
-/// at a time and together (`Engine::probe_wg`), µs per step, medians of 5.
-fn wg_probe(e: &Engine, t: usize) -> BTreeMap<String, f64> {
-    let parts = [
-        ("whole", 0u32),
-        ("no_product", 2),
-        ("no_stores", 4),
-        ("no_inputs", 8),
-        ("no_barriers", 16),
-        ("no_stores_no_inputs", 12),
-        ("product_only", 4 | 8 | 16),
-        ("nothing", 2 | 4 | 8 | 16),
-    ];
-    let mut probe = BTreeMap::new();
-    for (dir, backward) in [("fwd", false), ("bwd", true)] {
-        for (name, flag) in parts {
-            let mut xs: Vec<f64> = (0..5).filter_map(|_| e.probe_wg(backward, flag).ok().flatten()).collect();
-            if !xs.is_empty() {
-                probe.insert(format!("{dir}_{name}_us"), percentiles(&mut xs).0 * 1e3 / t as f64);
-            }
-        }
-    }
-    probe
 }

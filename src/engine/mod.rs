@@ -9,6 +9,8 @@
 //! gradients and their norms, nothing applied) then [`Engine::apply`].
 
 pub mod bench;
+#[cfg(feature = "lab")]
+mod bench_probes;
 mod cpu_engine;
 mod error;
 pub mod gpu;

@@ -385,8 +385,9 @@ impl ModelLadder {
                 } else {
                     None
                 };
-                let (t, _) = self.engine.run(Plan::Stages(&[st]))?;
-                let ms = t.dispatches.iter().filter(|d| d.0 != "state begin").filter_map(|d| d.1).sum::<f64>() / 1e6;
+                // The stage's own dispatches' time (not the plan's start).
+                let (t, per_stage) = self.engine.run(Plan::Stages(&[st]))?;
+                let ms: f64 = per_stage.iter().filter_map(|s| s.1).sum();
                 let s = if st == Stage::Optim { 1.0 } else { s };
                 let got = self.gpu_values(&names, s, carries_scale)?;
                 if let Some(p) = before {

@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-/// The environment variable that overrides the data folder (tests, portable setups).
+/// The environment variable that overrides the data folder (tests, portable
+/// setups), read once with the other switches (`vk::switches`).
 pub const DATA_DIR_ENV: &str = "DUALSCOPE_DATA_DIR";
 
 /// The most sessions the recent list keeps.
@@ -15,10 +16,10 @@ pub const RECENT_MAX: usize = 10;
 
 /// The per-user data folder (not created here).
 pub fn data_dir() -> PathBuf {
-    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
-    if let Some(d) = var(DATA_DIR_ENV) {
-        return d;
+    if let Some(d) = &crate::vk::switches::switches().data_dir {
+        return d.clone();
     }
+    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
     if let Some(d) = var("XDG_DATA_HOME").filter(|d| d.is_absolute()) {
         return d.join("dualscope");
     }

@@ -159,7 +159,7 @@ impl Runner {
                 let scale = crate::step::LossScale::for_precision(precision);
                 let state = TrainState::fresh(cfg, params, scale);
                 let gemm = if precision.is_mixed() {
-                    GemmChoice::from_env().map_err(|e| TriageError::Usage(format!("DUALSCOPE_GEMM_PATH: {e}")))?
+                    GemmChoice::from_env().map_err(|e| TriageError::Usage(e.to_string()))?
                 } else {
                     GemmChoice::Auto
                 };

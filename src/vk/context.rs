@@ -16,6 +16,7 @@ use super::device::{Candidate, DeviceReport, Limits, rank_devices};
 use super::error::{VkError, VkResult, call};
 use super::inner::{Counters, Inner};
 use super::kernel::{Kernel, KernelSpec};
+use super::switches::switches;
 use super::validation::{Validation, ValidationSummary};
 
 const VALIDATION_LAYER: &CStr = c"VK_LAYER_KHRONOS_validation";
@@ -32,16 +33,7 @@ pub struct ContextOptions {
 
 impl ContextOptions {
     fn device_index(&self) -> VkResult<usize> {
-        if let Some(i) = self.device {
-            return Ok(i);
-        }
-        match std::env::var("DUALSCOPE_VK_DEVICE") {
-            Ok(s) if !s.trim().is_empty() => s
-                .trim()
-                .parse()
-                .map_err(|_| VkError::Invalid(format!("DUALSCOPE_VK_DEVICE={s:?} is not a device index (0, 1, …)"))),
-            _ => Ok(0),
-        }
+        Ok(self.device.or(switches().check()?.vk_device).unwrap_or(0))
     }
 
     fn validation(&self) -> VkResult<Validation> {
@@ -99,6 +91,7 @@ impl Context {
     /// Loads Vulkan, ranks the devices (discrete > integrated > virtual > CPU)
     /// and opens the one `opts` names (default: the best).
     pub fn new(opts: &ContextOptions) -> VkResult<Context> {
+        switches().check()?;
         let index = opts.device_index()?;
         let mode = opts.validation()?;
         let want_validation = mode.is_on();
@@ -227,15 +220,21 @@ impl Context {
             ));
         }
         let picked = &picked;
-        let stats_asked = pipeline_stats_asked();
-        let stats = picked.features.pipeline_stats && stats_asked;
-        if stats_asked && !stats {
-            eprintln!(
-                "dualscope: DUALSCOPE_PIPELINE_STATS: {} has no VK_KHR_pipeline_executable_properties",
-                picked.name
-            );
-        }
+        #[cfg(feature = "lab")]
+        let stats = {
+            let asked = switches().lab.pipeline_stats;
+            if asked && !picked.features.pipeline_stats {
+                eprintln!(
+                    "dualscope: DUALSCOPE_PIPELINE_STATS: {} has no VK_KHR_pipeline_executable_properties",
+                    picked.name
+                );
+            }
+            asked && picked.features.pipeline_stats
+        };
+        #[cfg(not(feature = "lab"))]
+        let stats = false;
         let device = create_device(instance_ref, picked, stats)?;
+        #[cfg(feature = "lab")]
         let pipeline_stats =
             stats.then(|| ash::khr::pipeline_executable_properties::Device::new(instance_ref, &device));
         let (instance, debug) = guard.release();
@@ -268,6 +267,7 @@ impl Context {
             },
             counters,
             recycled: Mutex::new(Vec::new()),
+            #[cfg(feature = "lab")]
             pipeline_stats,
         };
         // From here on `Inner`'s `Drop` cleans up on every error path.
@@ -302,8 +302,10 @@ impl Context {
     /// and every kernel built (each one's shader module passed the layer's
     /// SPIR-V checks and each of its dispatches was watched).
     pub fn validation_summary(&self) -> ValidationSummary {
-        let mut kernels: Vec<&'static str> =
-            self.kernels.lock().unwrap_or_else(|p| p.into_inner()).keys().copied().collect();
+        let built = self.kernels.lock().unwrap_or_else(|p| p.into_inner());
+        let cooperative_matrix = built.values().any(|k| super::spirv::uses_cooperative_matrix(k.spec.spirv));
+        let mut kernels: Vec<&'static str> = built.keys().copied().collect();
+        drop(built);
         kernels.sort_unstable();
         let m = self.validation_messages();
         ValidationSummary {
@@ -312,7 +314,7 @@ impl Context {
             layer: self.report.validation_layer.clone(),
             errors: m.error,
             warnings: m.warning,
-            cooperative_matrix: kernels.iter().any(|k| k.contains("_cm") || k.contains("coopmat")),
+            cooperative_matrix,
             kernels,
         }
     }
@@ -379,12 +381,6 @@ impl Drop for InstanceGuard {
             }
         }
     }
-}
-
-/// Whether `DUALSCOPE_PIPELINE_STATS=1` asks for the driver's statistics of
-/// each kernel (printed as it is built, see `kernel.rs`).
-fn pipeline_stats_asked() -> bool {
-    std::env::var("DUALSCOPE_PIPELINE_STATS").is_ok_and(|v| v.trim() == "1")
 }
 
 /// The logical device; with `stats`, `VK_KHR_pipeline_executable_properties`

@@ -47,8 +47,10 @@ pub(crate) struct Inner {
     /// destroying them took about 0.9 ms per sequence on the H200, most of
     /// the host's share of a recorded training step.
     pub recycled: Mutex<Vec<SequenceParts>>,
-    /// With `DUALSCOPE_PIPELINE_STATS=1` on a device that has it: the driver's
-    /// statistics of each kernel, printed as it is built (`kernel.rs`).
+    /// With `DUALSCOPE_PIPELINE_STATS=1` (a `lab` build) on a device that has
+    /// it: the driver's statistics of each kernel, printed as it is built
+    /// (`kernel.rs`).
+    #[cfg(feature = "lab")]
     pub pipeline_stats: Option<ash::khr::pipeline_executable_properties::Device>,
 }
 

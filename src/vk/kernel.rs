@@ -31,6 +31,11 @@ impl Access {
 pub struct KernelSpec {
     pub name: &'static str,
     pub spirv: &'static [u8],
+    /// The kernel walks the time steps of a GRU recurrence, each step
+    /// depending on the one before: its dispatches are marked so in
+    /// [`super::Timings`] (the bench sums them as the recurrences' time, and
+    /// a `lab` build's overlap probe keeps its barriers around them).
+    pub recurrence: bool,
     /// Binding `i` of set 0 is a storage buffer used as `bindings[i]`.
     pub bindings: &'static [Access],
     /// Size of the shader's push-constant block, in bytes.
@@ -125,11 +130,14 @@ impl Kernel {
                 .stage(vk::ShaderStageFlags::COMPUTE)
                 .module(k.module)
                 .name(c"main");
+            #[cfg(feature = "lab")]
             let flags = if k.inner.pipeline_stats.is_some() {
                 vk::PipelineCreateFlags::CAPTURE_STATISTICS_KHR
             } else {
                 vk::PipelineCreateFlags::empty()
             };
+            #[cfg(not(feature = "lab"))]
+            let flags = vk::PipelineCreateFlags::empty();
             let info = [vk::ComputePipelineCreateInfo::default().flags(flags).stage(stage).layout(k.pipeline_layout)];
             let pipelines =
                 device.create_compute_pipelines(vk::PipelineCache::null(), &info, None).map_err(|(_, e)| {
@@ -138,6 +146,7 @@ impl Kernel {
                     call("vkCreateComputePipelines")(e)
                 })?;
             k.pipeline = pipelines[0];
+            #[cfg(feature = "lab")]
             if let Some(pe) = &k.inner.pipeline_stats {
                 eprintln!("dualscope: pipeline {}: {}", spec.name, pipeline_statistics(pe, k.pipeline));
             }
@@ -154,6 +163,7 @@ impl Kernel {
 
 /// The driver's statistics of `pipeline`'s executables, `name=value` each
 /// (`VK_KHR_pipeline_executable_properties`; what a driver reports is its own).
+#[cfg(feature = "lab")]
 fn pipeline_statistics(pe: &ash::khr::pipeline_executable_properties::Device, pipeline: vk::Pipeline) -> String {
     let text = |c: &[std::ffi::c_char]| {
         let bytes: Vec<u8> = c.iter().take_while(|&&b| b != 0).map(|&b| b as u8).collect();

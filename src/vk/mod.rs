@@ -6,7 +6,8 @@
 //!
 //! Module order (each uses only those above it): `error`, `validation`, `device`, `inner`
 //! (the shared device state), `kernel`, `context`, `buffer`, `recorder`,
-//! `gemm`, `engine`.
+//! `gemm`, `engine`; and `switches` (the environment's switches, read once),
+//! which any of them reads.
 
 mod buffer;
 mod context;
@@ -19,6 +20,7 @@ mod kernel;
 mod recorder;
 mod shaders;
 mod spirv;
+pub mod switches;
 mod validation;
 
 pub use buffer::{Buffer, MemoryKind};
@@ -26,5 +28,5 @@ pub use context::{Context, ContextOptions, MessageCounts};
 pub use device::{DeviceReport, DeviceSummary, Features, Limits};
 pub use error::{VkError, VkResult};
 pub use kernel::{Access, Kernel, KernelSpec, PushConstants, group_counts};
-pub use recorder::{Bind, Recording, Sequence, Timing, Timings, kernel_of};
+pub use recorder::{Bind, Dispatch, Recording, Sequence, Timing, Timings, kernel_of};
 pub use validation::{Validation, ValidationSummary};

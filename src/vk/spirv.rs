@@ -1,5 +1,6 @@
 //! Just enough SPIR-V reading to check a kernel's contract against its
-//! shader: the size of the push-constant block.
+//! shader (the size of the push-constant block) and to tell what it uses
+//! (cooperative matrices).
 
 const OP_TYPE_INT: u32 = 21;
 const OP_TYPE_FLOAT: u32 = 22;
@@ -10,6 +11,29 @@ const OP_VARIABLE: u32 = 59;
 const OP_MEMBER_DECORATE: u32 = 72;
 const DECORATION_OFFSET: u32 = 35;
 const STORAGE_PUSH_CONSTANT: u32 = 9;
+const OP_CAPABILITY: u32 = 17;
+const CAPABILITY_COOPERATIVE_MATRIX_KHR: u32 = 6022;
+
+/// Whether the module `bytes` declares the `CooperativeMatrixKHR` capability
+/// (false for one this reader cannot walk).
+pub fn uses_cooperative_matrix(bytes: &[u8]) -> bool {
+    let words: Vec<u32> = bytes.chunks_exact(4).map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]])).collect();
+    if words.len() < 5 || words[0] != 0x0723_0203 {
+        return false;
+    }
+    let mut i = 5;
+    while i < words.len() {
+        let (count, op) = ((words[i] >> 16) as usize, words[i] & 0xffff);
+        if count == 0 || i + count > words.len() {
+            return false;
+        }
+        if op == OP_CAPABILITY && count >= 2 && words[i + 1] == CAPABILITY_COOPERATIVE_MATRIX_KHR {
+            return true;
+        }
+        i += count;
+    }
+    false
+}
 
 /// Size in bytes of the push-constant block (last member's offset plus its
 /// size), `Some(0)` without one, `None` if the module is malformed or uses a
@@ -83,5 +107,19 @@ mod tests {
             assert_eq!(push_constant_size(&words), Some(64));
         }
         assert_eq!(push_constant_size(&[1, 2, 3]), None);
+    }
+
+    /// The cooperative-matrix kernels declare the capability; the f32 ones,
+    /// and those with their products as FMAs built from the same sources, do not.
+    #[test]
+    fn tells_the_cooperative_matrix_kernels() {
+        use super::super::shaders as sh;
+        for spirv in sh::GEMM_F16_COOPMAT.into_iter().chain(sh::GRU_FWD_WG_CM).chain(sh::GRU_FWD_WAVE_CM) {
+            assert!(uses_cooperative_matrix(spirv));
+        }
+        for spirv in [sh::GEMM_F32, sh::GRU_FWD_WG_FMA].into_iter().chain(sh::GRU_FWD_WAVE_FMA_NC) {
+            assert!(!uses_cooperative_matrix(spirv));
+        }
+        assert!(!uses_cooperative_matrix(&[1, 2, 3]));
     }
 }

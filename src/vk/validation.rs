@@ -8,7 +8,8 @@
 use ash::vk;
 use serde::Serialize;
 
-use super::error::{VkError, VkResult};
+use super::error::VkResult;
+use super::switches::switches;
 
 /// A validation mode; see the module documentation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -34,21 +35,13 @@ impl Validation {
 
     /// The mode the environment asks for; unset or empty means the build's default.
     pub fn from_env() -> VkResult<Validation> {
-        match std::env::var("DUALSCOPE_VK_VALIDATION") {
-            Ok(s) if !s.trim().is_empty() => Validation::parse(&s).ok_or_else(|| {
-                VkError::Invalid(format!(
-                    "DUALSCOPE_VK_VALIDATION={s:?} is not a validation mode (0, 1, core, sync or gpu)"
-                ))
-            }),
-            _ => Ok(Validation::default_for_build()),
-        }
+        Ok(switches().check()?.vk_validation.unwrap_or_else(Validation::default_for_build))
     }
 
     /// Whether `DUALSCOPE_VK_VALIDATION` names a mode by its word (`core`,
     /// `sync`, `gpu`) rather than switching validation on with `1`.
     pub fn named_in_env() -> bool {
-        std::env::var("DUALSCOPE_VK_VALIDATION")
-            .is_ok_and(|s| matches!(s.trim().to_ascii_lowercase().as_str(), "core" | "sync" | "gpu"))
+        switches().vk_validation_named
     }
 
     /// `sync` in debug builds (tests), `off` in release builds.

@@ -71,20 +71,50 @@ fn the_mixed_step_runs_from_the_command_line() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
 }
 
-/// A mistyped switch of the engine or of a probe is one line naming it and
-/// exit 2 when the engine is built, not a switch silently left at its
-/// default (`DUALSCOPE_WAVE=off` used to leave the wavefronts on).
+/// A switch set to a value it does not take is one line naming it and exit
+/// 2 when the device is opened, not a switch silently left at its default;
+/// in a `lab` build the lab's switches too.
 #[test]
 fn a_mistyped_switch_is_refused_naming_it() {
     let (_, ctx) = common::vulkan!();
     drop(ctx);
     let args = ["bench", "--engine", "gpu", "--config", "tiny", "--steps", "1", "--warmup", "0"];
-    for (name, value) in
-        [("DUALSCOPE_WAVE", "off"), ("DUALSCOPE_SPLIT_MIN_SLICE", "8"), ("DUALSCOPE_BARRIER_PROBE", "all")]
-    {
+    let mut bad = vec![("DUALSCOPE_RECURRENCE", "fast"), ("DUALSCOPE_POISON", "yes"), ("DUALSCOPE_ATTN", "old")];
+    if cfg!(feature = "lab") {
+        bad.extend([("DUALSCOPE_WAVE", "off"), ("DUALSCOPE_SPLIT_MIN_SLICE", "8"), ("DUALSCOPE_BARRIER_PROBE", "all")]);
+    }
+    for (name, value) in bad {
         let out = dualscope(&args, &[(name, value)]);
         assert_eq!(out.status.code(), Some(2), "{name}={value}: {}", text(&out.stderr));
         let err = text(&out.stderr);
         assert!(err.contains(name) && err.contains(value) && err.lines().count() == 1, "{err}");
     }
+}
+
+/// Without the `lab` feature nothing reads the lab's switches: set, even to
+/// values they do not take, the run goes on as without them (no host
+/// profile on stderr, no probes in the report).
+#[cfg(not(feature = "lab"))]
+#[test]
+fn the_labs_switches_are_not_read_without_the_feature() {
+    let (_, ctx) = common::vulkan!();
+    drop(ctx);
+    let args = ["bench", "--engine", "gpu", "--config", "tiny", "--steps", "1", "--warmup", "0", "--json"];
+    let env = [
+        ("DUALSCOPE_WAVE", "off"),
+        ("DUALSCOPE_BARRIER_PROBE", "all"),
+        ("DUALSCOPE_HOST_PROFILE", "1"),
+        ("DUALSCOPE_GRID_PROBE", "1"),
+        ("DUALSCOPE_PIPELINE_STATS", "1"),
+    ];
+    let out = dualscope(&args, &env);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        !err.contains("host:") && !err.contains("PIPELINE_STATS") && !err.contains("dualscope: pipeline "),
+        "{err}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let r = &v["engines"][0]["recurrence"];
+    assert!(r.is_object() && r.get("fwd_step_probe").is_none() && r.get("wg_probe").is_none(), "{r}");
 }

@@ -225,10 +225,11 @@ fn audit_classifies_per_token_contributions() {
     assert_ne!(bias["verdict"], "real_error");
 }
 
-/// `DUALSCOPE_PIPELINE_STATS=1`: each kernel's driver statistics on stderr as
-/// it is built, where the device has `VK_KHR_pipeline_executable_properties`
-/// (as `gpu-info` reports); elsewhere (lavapipe) one line saying so, and the
-/// run goes on as without it.
+/// `DUALSCOPE_PIPELINE_STATS=1` (a `lab` build): each kernel's driver
+/// statistics on stderr as it is built, where the device has
+/// `VK_KHR_pipeline_executable_properties` (as `gpu-info` reports); elsewhere
+/// (lavapipe) one line saying so, and the run goes on as without it.
+#[cfg(feature = "lab")]
 #[test]
 fn pipeline_stats_are_printed_or_the_device_is_named() {
     common::skip_without_vulkan!();

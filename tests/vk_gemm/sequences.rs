@@ -85,7 +85,7 @@ fn chained_accumulate_with_sentinels() {
     assert!(err <= 1e-5, "accumulated product: rel L2 {err:e}");
     assert_eq!(timings.dispatches.len(), 2);
     if ctx.report().timestamps {
-        assert!(timings.dispatches.iter().all(|d| d.1.is_some_and(|ns| ns > 0.0)), "{timings:?}");
+        assert!(timings.dispatches.iter().all(|d| d.ns.is_some_and(|ns| ns > 0.0)), "{timings:?}");
     }
     assert_clean(&ctx, "chained_accumulate_with_sentinels");
 }
@@ -145,7 +145,7 @@ fn many_dependent_dispatches_in_one_sequence() {
     assert_eq!(back.read_f32().unwrap(), vec![steps as f32]);
     assert_eq!(timings.dispatches.len(), steps);
     if ctx.report().timestamps {
-        let timed = timings.dispatches.iter().filter(|d| d.1.is_some()).count();
+        let timed = timings.dispatches.iter().filter(|d| d.ns.is_some()).count();
         assert_eq!(timed, steps);
         assert!(timings.total_ms().unwrap() > 0.0);
     }

@@ -67,8 +67,8 @@ fn split_k_matches_the_reference_and_is_deterministic() {
         assert_eq!(timings.dispatches.len(), 2 * cases.len());
         for (c, pair) in cases.iter().zip(timings.dispatches.chunks(2)) {
             let plan = gemm::split_k_plan(path, &c.s, usize::MAX);
-            assert!(pair[0].0.starts_with(&format!("gemm {}x{}x{}", c.s.m, c.s.n, c.s.k)), "{pair:?}");
-            assert!(pair[1].0.ends_with(&format!("splitk-reduce {}", plan.slices)), "{pair:?}");
+            assert!(pair[0].label.starts_with(&format!("gemm {}x{}x{}", c.s.m, c.s.n, c.s.k)), "{pair:?}");
+            assert!(pair[1].label.ends_with(&format!("splitk-reduce {}", plan.slices)), "{pair:?}");
         }
         cases.iter().map(|c| c.result()).collect::<Vec<_>>()
     };

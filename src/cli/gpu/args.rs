@@ -21,6 +21,6 @@ pub(in crate::cli) fn choice_for(arg: Option<GemmChoice>, precision: Precision) 
 pub(in crate::cli) fn choice(arg: Option<GemmChoice>) -> Result<GemmChoice, CliError> {
     match arg {
         Some(c) => Ok(c),
-        None => GemmChoice::from_env().map_err(|e| CliError::Usage(format!("DUALSCOPE_GEMM_PATH: {e}"))),
+        None => GemmChoice::from_env().map_err(|e| CliError::Usage(e.to_string())),
     }
 }

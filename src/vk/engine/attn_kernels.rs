@@ -18,6 +18,7 @@ const ATTN_SHARED: u32 = (64 * 4 * 4 + 64 * 65 + 16 * 64) * 4;
 pub static ATTN_FWD: KernelSpec = KernelSpec {
     name: "attn_fwd",
     spirv: shaders::ATTN_FWD,
+    recurrence: false,
     bindings: &[R, R, R, RW, W, R, R],
     push_size: 64,
     local_size: [256, 1, 1],
@@ -70,20 +71,20 @@ pub enum AttnKernels {
     /// The wide kernels where [`AttnKernels::wide_for`] expects them to be faster.
     #[default]
     Auto,
-    /// The blocks of 16 (`attn_fwd`, `attn_bwd_q`, `attn_bwd_kv`) everywhere.
-    Old,
+    /// The blocks of 16 queries (`attn_fwd`, `attn_bwd_q`, `attn_bwd_kv`) everywhere.
+    Narrow,
     /// The blocks of 64 (`attn_wide_*`) everywhere.
     Wide,
 }
 
 impl AttnKernels {
-    /// `auto`, `old` or `wide`.
+    /// `auto`, `narrow` or `wide`.
     pub fn parse(s: &str) -> Result<AttnKernels, String> {
         match s {
             "auto" => Ok(AttnKernels::Auto),
-            "old" => Ok(AttnKernels::Old),
+            "narrow" => Ok(AttnKernels::Narrow),
             "wide" => Ok(AttnKernels::Wide),
-            other => Err(format!("unknown attention kernels {other:?} (expected auto, old or wide)")),
+            other => Err(format!("unknown attention kernels {other:?} (expected auto, narrow or wide)")),
         }
     }
 
@@ -96,7 +97,7 @@ impl AttnKernels {
     /// ones).
     pub fn wide_for(self, t: usize, b: usize, heads: usize, w: usize) -> bool {
         match self {
-            AttnKernels::Old => false,
+            AttnKernels::Narrow => false,
             AttnKernels::Wide => true,
             AttnKernels::Auto => w >= 64 && t.div_ceil(ATTN_WIDE_BLOCK as usize) * b * heads >= 256,
         }

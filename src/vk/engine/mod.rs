@@ -12,10 +12,10 @@
 //! stage alone from the CPU's inputs (isolated mode) or all of them from the
 //! engine's own outputs (chained mode).
 //!
-//! Files: `env` (the switches from the environment), `policy` (how the
+//! Files: `env` (the engine's switches), `policy` (how the
 //! recurrences run), `record` (what every stage's recording shares),
 //! `forward`, `backward` and `optim` (each stage's commands), `io` (buffer
-//! I/O), `probes` (timing probes), `run` (the entry points: [`Engine::run`],
+//! I/O), `probes` (the `lab` feature's timing probes), `run` (the entry points: [`Engine::run`],
 //! [`Engine::grads`], [`Engine::train_step`], [`Engine::report`]), `norms`
 //! (per-tensor gradient norms on the device and the split step around them).
 
@@ -30,6 +30,7 @@ mod norms;
 mod optim;
 mod policy;
 mod precision;
+#[cfg(feature = "lab")]
 mod probes;
 mod record;
 mod reduce;
@@ -38,11 +39,15 @@ mod wave_kernels;
 mod workspace;
 
 pub use env::EngineEnv;
-pub use kernels::{AttnKernels, MAX_HIDDEN, ModelPush, WAVE_SCALAR_ROWS, st};
+#[cfg(feature = "lab")]
+pub use env::EngineLab;
+pub use kernels::{AttnKernels, MAX_HIDDEN, ModelPush, WAVE_SCALAR_ROWS, probe_bits, st};
 pub use layout::{ParamEntry, ParamLayout};
 pub use norms::{Computed, DeviceNorms, NORM_CHUNK, norm_table};
 pub use policy::{Recurrence, WgChoice};
 pub use precision::default_map;
+#[cfg(feature = "lab")]
+pub use probes::WaveVariant;
 pub use reduce::{ColSum, col_sum_chunks, col_sum_scratch_len, record_col_sum, record_col_sum_later};
 pub use run::{Plan, Replay};
 pub use workspace::{Slot, Workspace, scratch_len, scratch_len_for, step_products, workspace_bytes};

@@ -154,9 +154,9 @@ impl Engine {
 
     /// Whether the split step can run: not while every plan is poisoned
     /// (`DUALSCOPE_POISON`, whose fills depend on the host's last writes), nor
-    /// under `DUALSCOPE_HOST_NORMS=1`.
+    /// under a `lab` build's `DUALSCOPE_HOST_NORMS=1`.
     pub fn split_available(&self) -> bool {
-        !self.poison && !self.env.host_norms
+        !self.poison && !self.env.host_norms()
     }
 
     /// The first half of a training step on `batch`: forward, backward and the

@@ -71,7 +71,8 @@ impl Recurrence {
 }
 
 /// Whether the small layers' recurrences run in one workgroup each
-/// (`gru_*_wg_cm`, `gru_*_wg_fma`; `DUALSCOPE_WG`). Off by default: on the
+/// (`gru_*_wg_cm`, `gru_*_wg_fma`; [`Engine::set_wg`], `DUALSCOPE_WG` in a
+/// `lab` build). Off by default: on the
 /// H200 the cooperative-matrix kernels took 9–10 µs a step at `small`,
 /// against 2.7–3.5 µs per interval of the wavefronts (docs/results/ab.md).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -99,6 +100,12 @@ impl WgChoice {
     }
 }
 
+/// Whether `spec` is a one-workgroup recurrence with its product as FMAs
+/// (`gru_*_wg_fma`), not on cooperative matrices.
+pub(super) fn is_wg_fma(spec: &KernelSpec) -> bool {
+    std::ptr::eq(spec, &GRU_FWD_WG_FMA) || std::ptr::eq(spec, &GRU_BWD_WG_FMA)
+}
+
 /// Whether layers of width `h` fit the one-workgroup recurrences (the batch
 /// must also have at most [`WG_MAX_ROWS`] rows).
 pub(super) fn wg_width_fits(h: usize) -> bool {
@@ -106,8 +113,8 @@ pub(super) fn wg_width_fits(h: usize) -> bool {
 }
 
 /// The wavefront kernel of that direction with its products as FMAs.
-fn wave_sc_spec(forward: bool) -> &'static KernelSpec {
-    if forward { &GRU_FWD_WAVE_SC_NC } else { &GRU_BWD_WAVE_SC_NC }
+fn wave_fma_spec(forward: bool) -> &'static KernelSpec {
+    if forward { &GRU_FWD_WAVE_FMA_NC } else { &GRU_BWD_WAVE_FMA_NC }
 }
 
 /// Whether grid recurrences of width `h` can take their products on
@@ -115,7 +122,7 @@ fn wave_sc_spec(forward: bool) -> &'static KernelSpec {
 /// [`Engine::recurrence_on_coopmat`]).
 pub(super) fn coopmat_recurrence_capable(f16_path: crate::vk::gemm::GemmPath, env: &EngineEnv, h: usize) -> bool {
     f16_path.coopmat()
-        && !env.recurrence_product_f32
+        && !env.recurrence_product_f32()
         && h.is_multiple_of(GRID_CM_TILE)
         && h <= GRID_MAX_HIDDEN
         && !GRU_FWD_GRID_CM.spirv.is_empty()
@@ -162,22 +169,22 @@ impl Engine {
     /// Whether this engine's grid recurrences can take their products on
     /// cooperative matrices (`gru_*_grid_cm`): the mixed step on the
     /// cooperative-matrix GEMM path, H a multiple of 16 up to
-    /// [`GRID_MAX_HIDDEN`], the kernels built, and not switched off with
-    /// `DUALSCOPE_RECURRENCE_PRODUCT=f32`.
+    /// [`GRID_MAX_HIDDEN`], the kernels built, and not switched off with a
+    /// `lab` build's `DUALSCOPE_RECURRENCE_PRODUCT=f32`.
     pub(super) fn coopmat_recurrence_capable(&self) -> bool {
         coopmat_recurrence_capable(self.f16_path, &self.env, self.cfg.hidden)
     }
 
-    /// Chooses where the one-workgroup recurrences run (what `DUALSCOPE_WG`
-    /// sets when the engine is built).
+    /// Chooses where the one-workgroup recurrences run (what a `lab` build's
+    /// `DUALSCOPE_WG` sets when the engine is built).
     pub fn set_wg(&mut self, c: WgChoice) {
         self.forget_replay();
         self.env.wg = c;
     }
 
-    /// Chooses whether the wavefronts take their products as FMAs (what
-    /// `DUALSCOPE_WAVE_SCALAR` sets when the engine is built; None: by the
-    /// batch's rows, see [`Engine::wave_scalar`]).
+    /// Chooses whether the wavefronts take their products as FMAs (what a
+    /// `lab` build's `DUALSCOPE_WAVE_SCALAR` sets when the engine is built;
+    /// None: by the batch's rows, see [`Engine::wave_scalar`]).
     pub fn set_wave_scalar(&mut self, on: Option<bool>) {
         self.forget_replay();
         self.env.wave_scalar = on;
@@ -213,7 +220,7 @@ impl Engine {
     /// layer runs one: `"cm"` (cooperative matrices) or `"fma"`.
     pub fn recurrence_wg(&self) -> Option<&'static str> {
         let specs = (0..self.cfg.layers).flat_map(|l| [self.wg_kernel(l, false), self.wg_kernel(l, true)]);
-        specs.flatten().next().map(|s| if s.name.ends_with("_cm") { "cm" } else { "fma" })
+        specs.flatten().next().map(|s| if is_wg_fma(s) { "fma" } else { "cm" })
     }
 
     /// Workgroups of one layer's cooperative-matrix recurrence for `ws`'s
@@ -234,7 +241,7 @@ impl Engine {
     /// Whether the current batch's forward runs both layers in one wavefront
     /// dispatch (`gru_fwd_wave_cm`): on cooperative matrices, two layers, at
     /// most `GRID_MAX_GROUPS` workgroups for both, and not switched off
-    /// with `DUALSCOPE_WAVE=0`.
+    /// with a `lab` build's `DUALSCOPE_WAVE=0`.
     pub fn forward_wave(&self) -> bool {
         self.wave_fits(&GRU_FWD_WAVE_CM, false)
     }
@@ -247,28 +254,30 @@ impl Engine {
     /// Whether the wavefront kernel of that direction runs and may read its
     /// operands (the f16 copies) without `coherent` (`*_wave_cm_nc`, see
     /// their headers): where rows are whole 128-byte lines (H % 64 == 0).
-    /// `DUALSCOPE_WAVE_COHERENT=1` keeps the coherent loads everywhere.
+    /// A `lab` build's `DUALSCOPE_WAVE_COHERENT=1` keeps the coherent loads everywhere.
     pub fn wave_noncoherent(&self, forward: bool) -> bool {
         let wave = if forward { self.forward_wave() } else { self.backward_wave() };
-        wave && self.cfg.hidden.is_multiple_of(64) && !self.env.wave_coherent
+        wave && self.cfg.hidden.is_multiple_of(64) && !self.env.wave_coherent()
     }
 
     /// Whether the grid kernels read their operands (`h_{t-1}`, `d_gh[t+1]`)
     /// without `coherent` (`gru_*_grid_nc`, `gru_*_grid_cm_nc`, see their
     /// headers): where rows are whole 128-byte lines (H % 32 == 0 in f32; the
     /// cooperative-matrix kernels' f16 copies also need H % 64 == 0).
-    /// `DUALSCOPE_WAVE_COHERENT=1` keeps the coherent loads here too.
+    /// A `lab` build's `DUALSCOPE_WAVE_COHERENT=1` keeps the coherent loads here too.
     pub fn grid_noncoherent(&self, coopmat: bool) -> bool {
-        self.cfg.hidden.is_multiple_of(if coopmat { 64 } else { 32 }) && !self.env.wave_coherent
+        self.cfg.hidden.is_multiple_of(if coopmat { 64 } else { 32 }) && !self.env.wave_coherent()
     }
 
     /// Whether the wavefront of that direction takes its products as f32
-    /// FMAs (`gru_*_wave_sc_nc`): where it reads its operands without
-    /// `coherent`, the kernel is built, and `DUALSCOPE_WAVE_SCALAR` says so
+    /// FMAs (`gru_*_wave_fma_nc`): where it reads its operands without
+    /// `coherent`, the kernel is built, and [`Engine::set_wave_scalar`] says so
     /// or (unset) the batch has at most [`WAVE_SCALAR_ROWS`] rows.
     pub fn wave_scalar(&self, forward: bool) -> bool {
         let few = self.ws.as_ref().is_some_and(|ws| ws.b <= WAVE_SCALAR_ROWS);
-        self.wave_noncoherent(forward) && !wave_sc_spec(forward).spirv.is_empty() && self.env.wave_scalar.unwrap_or(few)
+        self.wave_noncoherent(forward)
+            && !wave_fma_spec(forward).spirv.is_empty()
+            && self.env.wave_scalar.unwrap_or(few)
     }
 
     /// The wavefront kernel of that direction: the variant without
@@ -276,7 +285,7 @@ impl Engine {
     /// its products as FMAs where [`Engine::wave_scalar`] says so.
     pub(super) fn wave_spec(&self, forward: bool) -> &'static KernelSpec {
         if self.wave_scalar(forward) {
-            return wave_sc_spec(forward);
+            return wave_fma_spec(forward);
         }
         match (forward, self.wave_noncoherent(forward)) {
             (true, true) => &GRU_FWD_WAVE_CM_NC,
@@ -293,9 +302,9 @@ impl Engine {
         let Some(ws) = self.ws.as_ref() else { return false };
         (0..self.cfg.layers).all(|l| self.layer_rec_cm(l, backward))
             && self.cfg.layers == 2
-            && 2 * self.cm_groups(ws) <= if self.env.wave_wide { WAVE_WIDE_MAX_GROUPS } else { GRID_MAX_GROUPS }
+            && 2 * self.cm_groups(ws) <= if self.env.wave_wide() { WAVE_WIDE_MAX_GROUPS } else { GRID_MAX_GROUPS }
             && !spec.spirv.is_empty()
-            && !self.env.wave_off
+            && !self.env.wave_off()
             && ws.layers.iter().all(|lb| lb.d_gi16.is_some())
             && (0..self.cfg.layers).all(|l| self.wg_kernel(l, backward).is_none())
     }
@@ -310,7 +319,7 @@ impl Engine {
         let lb = &ws.layers[0];
         let ((fwd, fwd_groups), (bwd, bwd_groups)) = (self.grid_kernel(ws, 0, false)?, self.grid_kernel(ws, 0, true)?);
         let f1 = grid_poll_budget(&self.ctx);
-        let p = ModelPush { flag: 1, t: 0, n: 4, f1, ..self.push(ws) };
+        let p = ModelPush { flag: probe_bits::BARRIERS_ONLY, t: 0, n: 4, f1, ..self.push(ws) };
         let mut seq = Sequence::new(&self.ctx)?;
         self.record_begin(&mut seq)?;
         seq.fill(&ws.sync, 0)?;
@@ -323,14 +332,14 @@ impl Engine {
         let mut most = fwd_groups.max(bwd_groups);
         if self.forward_wave() {
             let (wp, bufs, groups) = self.wave_fwd_args(ws)?;
-            let wp = ModelPush { flag: 1, t: 0, n: 4, f1, ..wp };
+            let wp = ModelPush { flag: probe_bits::BARRIERS_ONLY, t: 0, n: 4, f1, ..wp };
             seq.fill(&ws.sync, 0)?;
             self.dispatch(&mut seq, &GRU_FWD_WAVE_CM, &bufs, &wp, groups, "grid residency (forward wavefront)")?;
             most = most.max(groups);
         }
         if self.backward_wave() {
             let (wp, bufs, groups) = self.wave_bwd_args(ws)?;
-            let wp = ModelPush { flag: 1, t: 0, n: 4, f1, ..wp };
+            let wp = ModelPush { flag: probe_bits::BARRIERS_ONLY, t: 0, n: 4, f1, ..wp };
             seq.fill(&ws.sync, 0)?;
             self.dispatch(&mut seq, &GRU_BWD_WAVE_CM, &bufs, &wp, groups, "grid residency (backward wavefront)")?;
             most = most.max(groups);
@@ -344,6 +353,50 @@ impl Engine {
             )));
         }
         Ok(())
+    }
+
+    /// Device milliseconds of `steps - 1` grid-wide barriers alone: layer
+    /// 0's forward grid kernel, the one the step runs, with its arithmetic
+    /// switched off ([`probe_bits::BARRIERS_ONLY`]). What the dependent steps
+    /// of a recurrence cost at the least (the bench's floor); `None` without
+    /// timestamps.
+    pub fn grid_barrier_ms(&self, steps: usize) -> VkResult<Option<f64>> {
+        self.time_grid_fwd(steps, probe_bits::BARRIERS_ONLY, false)
+    }
+
+    /// Device milliseconds of layer 0's forward grid kernel (the step's, or
+    /// with `f32_kernel` the f32 one, whose other switches a lab probe
+    /// times) over `steps` steps with `flag` in its push constants, in one
+    /// dispatch; an error where the grid barrier gave up waiting.
+    pub(super) fn time_grid_fwd(&self, steps: usize, flag: u32, f32_kernel: bool) -> VkResult<Option<f64>> {
+        Recurrence::Grid.check(&self.ctx, self.cfg.hidden)?;
+        let ws = self.ws()?;
+        let lb = &ws.layers[0];
+        let mut seq = Sequence::new(&self.ctx)?;
+        self.record_begin(&mut seq)?;
+        seq.fill(&ws.sync, 0)?;
+        let p = ModelPush {
+            flag,
+            t: 0,
+            n: super::u(steps, "steps")?,
+            off0: self.off("gru.weight_hh_l0") as u32,
+            off1: self.off("gru.bias_hh_l0") as u32,
+            ..self.push(ws)
+        };
+        let bufs = self.grid_fwd_bufs(ws, lb, 0);
+        let (spec, groups, bufs) = if f32_kernel {
+            let spec = grid_specs(self.cfg.hidden, self.grid_noncoherent(false)).0;
+            (spec, self.cfg.hidden.div_ceil(GRID_UNITS), &bufs[..spec.bindings.len()])
+        } else {
+            let (spec, groups) = self.grid_kernel(ws, 0, false)?;
+            (spec, groups, &bufs[..])
+        };
+        self.dispatch(&mut seq, spec, bufs, &p, groups, "grid kernel timed alone")?;
+        let t = seq.submit()?;
+        if self.read_state()?[st::GRID_FAIL] != 0 {
+            return Err(VkError::Invalid("the grid barrier gave up waiting: workgroups not resident at once".into()));
+        }
+        Ok(t.dispatches.last().and_then(|d| d.ns).map(|ns| ns / 1e6))
     }
 
     /// At the first batch, checks that a default grid recurrence can run
@@ -370,7 +423,7 @@ impl Engine {
 mod tests {
     use super::*;
 
-    /// `DUALSCOPE_WG`'s values, a bad one refused with the value named; the
+    /// [`WgChoice`]'s values, a bad one refused with the value named; the
     /// widths the one-workgroup kernels take; their chunks stay under the
     /// loop guard and the cooperative-matrix variant takes `small`'s 128
     /// steps in one dispatch.

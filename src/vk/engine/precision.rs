@@ -138,7 +138,7 @@ impl Engine {
         let h = self.cfg.hidden;
         if !self.f16_path.coopmat() {
             format!("the f16 products run on {}", self.f16_path.name())
-        } else if self.env.recurrence_product_f32 {
+        } else if self.env.recurrence_product_f32() {
             "DUALSCOPE_RECURRENCE_PRODUCT=f32".into()
         } else if !h.is_multiple_of(GRID_CM_TILE) || h > GRID_MAX_HIDDEN {
             format!("hidden = {h} is not a multiple of {GRID_CM_TILE} up to {GRID_MAX_HIDDEN}")

@@ -84,9 +84,9 @@ impl Engine {
 
     /// `c (+)= op(a)·op(b) + 1·biasᵀ`, the bias a row vector in `b`'s buffer
     /// at `bias` (added after the old `c` with `accumulate`): by the
-    /// product's kernel as it stores, or by a pass of its own
-    /// over `c` where the product is split along K or `DUALSCOPE_BIAS_PASS=1`
-    /// asks for the pass. The same values either way.
+    /// product's kernel as it stores, or by a pass of its own over `c` where
+    /// the product is split along K or the engine's `bias_pass` asks for the
+    /// pass (`DUALSCOPE_BIAS_PASS=1` in a `lab` build). The same values either way.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn mm_bias<'a>(
         &'a self,
@@ -441,7 +441,7 @@ impl Engine {
         flag: u32,
     ) -> VkResult<()> {
         let (lb, pb) = (&ws.layers[l], &self.params);
-        let chunk = wg_chunk(self.cfg.hidden, spec.name.ends_with("_fma"));
+        let chunk = wg_chunk(self.cfg.hidden, super::policy::is_wg_fma(spec));
         let base = ModelPush { off0: self.off(&format!("gru.weight_hh_l{l}")) as u32, flag, ..self.push(ws) };
         let label = format!("gru.l{l} {} recurrence, one workgroup", if backward { "bwd" } else { "fwd" });
         if backward {

@@ -53,7 +53,7 @@ impl Engine {
         let t4 = Instant::now();
         drop(seq);
         let t5 = Instant::now();
-        if self.env.host_profile && plan == Plan::Step {
+        if self.env.host_profile() && plan == Plan::Step {
             let ms = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e3;
             eprintln!(
                 "host: new {:.3} record {:.3} end {:.3} submit+wait {:.3} drop {:.3} ms ({} dispatches)",
@@ -68,7 +68,7 @@ impl Engine {
         let per_stage = ranges
             .into_iter()
             .map(|(s, r)| {
-                let ns: Option<Vec<f64>> = timings.dispatches[r].iter().map(|d| d.1).collect();
+                let ns: Option<Vec<f64>> = timings.dispatches[r].iter().map(|d| d.ns).collect();
                 (s, ns.map(|v| v.iter().sum::<f64>() / 1e6))
             })
             .collect();
@@ -130,7 +130,7 @@ impl Engine {
         };
         // The state words as the step left them (its last command).
         let w = state_words(&self.state_host.read_f32()?);
-        if self.env.host_profile {
+        if self.env.host_profile() {
             let ms = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e3;
             let t2 = Instant::now();
             eprintln!("host (replayed step): batch {:.3} record-or-replay, wait {:.3} ms", ms(t0, t1), ms(t1, t2));

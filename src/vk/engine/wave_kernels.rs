@@ -1,6 +1,7 @@
-//! The wavefront kernels' specs (`gru_fwd_wave_cm.comp`, `gru_bwd_wave_cm.comp`
+//! The wavefront kernels' specs (`gru_fwd_wave.comp`, `gru_bwd_wave.comp`
 //! and their variants): both layers' recurrences of one direction in one
-//! dispatch. Which of them a step runs is `Engine::wave_spec`'s (policy.rs).
+//! dispatch, their products on cooperative matrices (`_cm`) or as f32 FMAs
+//! (`_fma`). Which of them a step runs is `Engine::wave_spec`'s (policy.rs).
 
 use super::kernels::GRU_FWD_GRID_CM;
 use crate::vk::kernel::Access::{Read as R, ReadWrite as RW, Write as W};
@@ -22,13 +23,6 @@ pub static GRU_FWD_WAVE_CM: KernelSpec = KernelSpec {
 /// `coherent`, where that is safe (`Engine::wave_noncoherent`).
 pub static GRU_FWD_WAVE_CM_NC: KernelSpec =
     KernelSpec { name: "gru_fwd_wave_cm_nc", spirv: shaders::optional(shaders::GRU_FWD_WAVE_CM_NC), ..GRU_FWD_WAVE_CM };
-/// `GRU_FWD_WAVE_CM_NC` with the timing probe's switches (`pc.flag` bits
-/// 2-16, `Engine::probe_fwd_wave`), which the step's kernels do not carry.
-pub static GRU_FWD_WAVE_CM_NC_PROBE: KernelSpec = KernelSpec {
-    name: "gru_fwd_wave_cm_nc_probe",
-    spirv: shaders::optional(shaders::GRU_FWD_WAVE_CM_NC_PROBE),
-    ..GRU_FWD_WAVE_CM
-};
 /// Both layers' backward in one dispatch, as a wavefront (layer 0 two steps
 /// behind layer 1, its gradient from above `d_gi1 · W_ih1` computed in the
 /// kernel, half by each layer): T + 2 dependent intervals instead of 2T. Tiled as `GRU_BWD_GRID_CM`.
@@ -44,21 +38,20 @@ pub static GRU_BWD_WAVE_CM: KernelSpec = KernelSpec {
 /// `coherent`, where that is safe (`Engine::wave_noncoherent`).
 pub static GRU_BWD_WAVE_CM_NC: KernelSpec =
     KernelSpec { name: "gru_bwd_wave_cm_nc", spirv: shaders::optional(shaders::GRU_BWD_WAVE_CM_NC), ..GRU_BWD_WAVE_CM };
-/// `GRU_BWD_WAVE_CM_NC` with the switches of the products' parts (`pc.flag`
-/// bits 128-8192, `Engine::probe_bwd_wave`), which the step's kernels do not carry.
-pub static GRU_BWD_WAVE_CM_NC_PROBE: KernelSpec = KernelSpec {
-    name: "gru_bwd_wave_cm_nc_probe",
-    spirv: shaders::optional(shaders::GRU_BWD_WAVE_CM_NC_PROBE),
-    ..GRU_BWD_WAVE_CM
-};
 /// Most rows for which the wavefronts take their products as FMAs by
 /// default (`Engine::wave_scalar`).
 pub const WAVE_SCALAR_ROWS: usize = 1;
 /// `GRU_FWD_WAVE_CM_NC` with its products as f32 FMAs of the f16 values, for
 /// rows below B only (a 16-row fragment wastes most of its work at B = 1):
 /// where `Engine::wave_scalar` picks it.
-pub static GRU_FWD_WAVE_SC_NC: KernelSpec =
-    KernelSpec { name: "gru_fwd_wave_sc_nc", spirv: shaders::optional(shaders::GRU_FWD_WAVE_SC_NC), ..GRU_FWD_WAVE_CM };
+pub static GRU_FWD_WAVE_FMA_NC: KernelSpec = KernelSpec {
+    name: "gru_fwd_wave_fma_nc",
+    spirv: shaders::optional(shaders::GRU_FWD_WAVE_FMA_NC),
+    ..GRU_FWD_WAVE_CM
+};
 /// `GRU_BWD_WAVE_CM_NC` likewise.
-pub static GRU_BWD_WAVE_SC_NC: KernelSpec =
-    KernelSpec { name: "gru_bwd_wave_sc_nc", spirv: shaders::optional(shaders::GRU_BWD_WAVE_SC_NC), ..GRU_BWD_WAVE_CM };
+pub static GRU_BWD_WAVE_FMA_NC: KernelSpec = KernelSpec {
+    name: "gru_bwd_wave_fma_nc",
+    spirv: shaders::optional(shaders::GRU_BWD_WAVE_FMA_NC),
+    ..GRU_BWD_WAVE_CM
+};

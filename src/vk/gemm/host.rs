@@ -108,7 +108,7 @@ pub fn gemm_throughput(ctx: &Context, path: GemmPath, s: &GemmShape, reps: usize
     };
     // One product is one dispatch, or two when it is split (product, reduce).
     let per = if split_k_scratch_len(path, s) > 0 { 2 } else { 1 };
-    let ns: Option<Vec<f64>> = timings.dispatches.iter().map(|d| d.1).collect();
+    let ns: Option<Vec<f64>> = timings.dispatches.iter().map(|d| d.ns).collect();
     let ms: Vec<f64> = ns.unwrap_or_default().chunks(per).map(|c| c.iter().sum::<f64>() / 1e6).collect();
     if ms.is_empty() {
         return Err(VkError::Invalid("the device reported no timestamps for the products".into()));

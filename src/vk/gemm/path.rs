@@ -19,7 +19,7 @@ pub enum GemmPath {
     /// tiles, `gemm_f32.comp`).
     TiledF32,
     /// The same on 128×128 tiles of 256 threads (`gemm_f32_big.comp`): the
-    /// f32 step's kernel unless `DUALSCOPE_GEMM_F32=tiled`.
+    /// f32 step's kernel where the device's shared memory holds it.
     TiledF32Big,
     /// The f32 tiled kernel with its inputs' mantissas rounded to f16 (f16's
     /// precision, f32's range).
@@ -152,15 +152,16 @@ impl<'de> serde::Deserialize<'de> for GemmPath {
 }
 
 impl GemmChoice {
-    /// `DUALSCOPE_GEMM_PATH`, default `auto`.
+    /// `DUALSCOPE_GEMM_PATH`, default `auto`; an error naming a switch set
+    /// to a value it does not take.
     pub fn from_env() -> VkResult<GemmChoice> {
-        std::env::var("DUALSCOPE_GEMM_PATH").map_or(Ok(GemmChoice::Auto), |s| Ok(GemmChoice::parse(&s)?))
+        Ok(crate::vk::switches::switches().check()?.gemm_path.unwrap_or(GemmChoice::Auto))
     }
 }
 
-/// Which kernel the f32 products run on: `DUALSCOPE_GEMM_F32`, read in
-/// [`F32Kernel::from_env`] only (the old kernel stays reachable so that one
-/// run can time both).
+/// Which kernel the f32 products run on: [`F32Kernel::Auto`], or in a `lab`
+/// build what `DUALSCOPE_GEMM_F32` asks for (the 128×64 kernel stays
+/// reachable so that one run can time both).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum F32Kernel {
     /// The 128×128 kernel where the device's shared memory holds it, else
@@ -182,9 +183,16 @@ impl F32Kernel {
         }
     }
 
-    /// `DUALSCOPE_GEMM_F32`, default `auto`.
-    pub fn from_env() -> VkResult<F32Kernel> {
-        std::env::var("DUALSCOPE_GEMM_F32").map_or(Ok(F32Kernel::Auto), |s| F32Kernel::parse(&s))
+    /// The kernel asked for: `DUALSCOPE_GEMM_F32` in a `lab` build, else `auto`.
+    fn asked() -> F32Kernel {
+        #[cfg(feature = "lab")]
+        {
+            crate::vk::switches::switches().lab.gemm_f32
+        }
+        #[cfg(not(feature = "lab"))]
+        {
+            F32Kernel::Auto
+        }
     }
 
     /// The path on `ctx`.
@@ -245,8 +253,9 @@ pub fn pick_path(ctx: &Context, f16: bool, choice: GemmChoice) -> VkResult<GemmP
 }
 
 /// The kernel for products in `precision` under `choice`: f32 → the f32
-/// tiled kernel `DUALSCOPE_GEMM_F32` picks ([`F32Kernel`]; unset, `tiled`
-/// gives the 128×64 one and `auto` the 128×128 one where it fits); f16 → the 128×128 cooperative-matrix kernel where the device
+/// tiled kernel [`F32Kernel`] picks (`tiled` gives the 128×64 one and
+/// `auto` the 128×128 one where it fits, unless a `lab` build's
+/// `DUALSCOPE_GEMM_F32` asks otherwise); f16 → the 128×128 cooperative-matrix kernel where the device
 /// has cooperative matrices (`auto`, `coopmat`), the 64×64 one with
 /// `coopmat64`, else the f16 tiled kernel; bf16 → the tiled kernel with
 /// bfloat16 inputs.
@@ -259,14 +268,14 @@ pub fn path_for(ctx: &Context, precision: Precision, choice: GemmChoice) -> VkRe
         (Precision::F32, GemmChoice::CoopMat | GemmChoice::CoopMat64) => {
             Err(VkError::Invalid("the cooperative-matrix path takes f16 inputs: use precision f16".into()))
         }
-        // `tiled` names the 128×64 kernel unless DUALSCOPE_GEMM_F32 says
-        // otherwise, so a capture of an earlier build's f32 step (on "tiled
-        // f32") replays on its own kernel.
-        (Precision::F32, GemmChoice::Tiled) => match F32Kernel::from_env()? {
+        // `tiled` names the 128×64 kernel (unless DUALSCOPE_GEMM_F32 says
+        // otherwise), so a capture of an f32 step on "tiled f32" replays on
+        // its own kernel.
+        (Precision::F32, GemmChoice::Tiled) => match F32Kernel::asked() {
             F32Kernel::Auto => Ok(GemmPath::TiledF32),
             k => k.path(ctx),
         },
-        (Precision::F32, _) => F32Kernel::from_env()?.path(ctx),
+        (Precision::F32, _) => F32Kernel::asked().path(ctx),
         (Precision::Bf16, GemmChoice::CoopMat | GemmChoice::CoopMat64) => Err(VkError::Unsupported(
             "there is no bfloat16 cooperative-matrix kernel (glslang 13 has no bfloat16 types); use --gemm-path tiled"
                 .into(),

@@ -47,6 +47,7 @@ pub const GEMM_TILE_K: usize = 16;
 pub static GEMM_F32: KernelSpec = KernelSpec {
     name: "gemm_f32",
     spirv: shaders::GEMM_F32,
+    recurrence: false,
     bindings: &[Access::Read, Access::Read, Access::ReadWrite],
     push_size: 64,
     local_size: [128, 1, 1],
@@ -59,6 +60,7 @@ pub static GEMM_F32: KernelSpec = KernelSpec {
 pub static GEMM_SPLITK_REDUCE: KernelSpec = KernelSpec {
     name: "gemm_splitk_reduce",
     spirv: shaders::GEMM_SPLITK_REDUCE,
+    recurrence: false,
     bindings: &[Access::Read, Access::ReadWrite],
     push_size: 64,
     local_size: [256, 1, 1],
@@ -80,6 +82,7 @@ pub static GEMM_BF16IN_TILED: KernelSpec =
 pub static GEMM_F16_COOPMAT: KernelSpec = KernelSpec {
     name: "gemm_f16_coopmat",
     spirv: optional(shaders::GEMM_F16_COOPMAT),
+    recurrence: false,
     bindings: &[Access::Read, Access::Read, Access::ReadWrite],
     push_size: 64,
     local_size: [128, 1, 1],
@@ -98,6 +101,7 @@ pub const COOPMAT_BIG_TILE: (usize, usize, usize) = (128, 128, 32);
 pub static GEMM_F16_COOPMAT_BIG: KernelSpec = KernelSpec {
     name: "gemm_f16_coopmat_big",
     spirv: optional(shaders::GEMM_F16_COOPMAT_BIG),
+    recurrence: false,
     bindings: &[Access::Read, Access::Read, Access::ReadWrite],
     push_size: 64,
     local_size: [128, 1, 1],
@@ -106,25 +110,34 @@ pub static GEMM_F16_COOPMAT_BIG: KernelSpec = KernelSpec {
 };
 
 /// The 128×128 kernel with its multiply-adds alone (fragments loaded once)
-/// or without its global loads: `DUALSCOPE_COOPMAT_PROBE=mma|no_global`
-/// (timing only; the results are wrong on purpose).
+/// or without its global loads: `DUALSCOPE_COOPMAT_PROBE=mma|no_global` in
+/// a `lab` build (timing only; the results are wrong on purpose).
+#[cfg(feature = "lab")]
 pub static GEMM_F16_COOPMAT_BIG_PROBE_MMA: KernelSpec = KernelSpec {
     name: "gemm_f16_coopmat_big_probe_mma",
     spirv: optional(shaders::GEMM_F16_COOPMAT_BIG_PROBE_MMA),
     ..GEMM_F16_COOPMAT_BIG
 };
+#[cfg(feature = "lab")]
 pub static GEMM_F16_COOPMAT_BIG_PROBE_NO_GLOBAL: KernelSpec = KernelSpec {
     name: "gemm_f16_coopmat_big_probe_no_global",
     spirv: optional(shaders::GEMM_F16_COOPMAT_BIG_PROBE_NO_GLOBAL),
     ..GEMM_F16_COOPMAT_BIG
 };
 
+/// The 128×128 kernel the f16 products run on: in a `lab` build, a probe's
+/// variant where `DUALSCOPE_COOPMAT_PROBE` asks for one.
 pub(super) fn coopmat_big_spec() -> &'static KernelSpec {
-    match std::env::var("DUALSCOPE_COOPMAT_PROBE").as_deref().map(str::trim) {
-        Ok("mma") => &GEMM_F16_COOPMAT_BIG_PROBE_MMA,
-        Ok("no_global") => &GEMM_F16_COOPMAT_BIG_PROBE_NO_GLOBAL,
-        _ => &GEMM_F16_COOPMAT_BIG,
+    #[cfg(feature = "lab")]
+    {
+        use crate::vk::switches::{CoopmatProbe, switches};
+        match switches().lab.coopmat_probe {
+            Some(CoopmatProbe::MmaOnly) => return &GEMM_F16_COOPMAT_BIG_PROBE_MMA,
+            Some(CoopmatProbe::NoGlobal) => return &GEMM_F16_COOPMAT_BIG_PROBE_NO_GLOBAL,
+            None => {}
+        }
     }
+    &GEMM_F16_COOPMAT_BIG
 }
 
 /// The f16 tiled kernel's output tile and K-slice.
@@ -135,6 +148,7 @@ pub const F16_TILED_TILE: (usize, usize, usize) = (64, 64, 16);
 pub static GEMM_F16_TILED: KernelSpec = KernelSpec {
     name: "gemm_f16_tiled",
     spirv: shaders::GEMM_F16_TILED,
+    recurrence: false,
     bindings: &[Access::Read, Access::Read, Access::ReadWrite],
     push_size: 64,
     local_size: [16, 16, 1],
@@ -164,6 +178,7 @@ pub const GEMM_BIG_TILE: (usize, usize, usize) = (128, 128, GEMM_TILE_K);
 pub static GEMM_F32_BIG: KernelSpec = KernelSpec {
     name: "gemm_f32_big",
     spirv: shaders::GEMM_F32_BIG,
+    recurrence: false,
     bindings: &[Access::Read, Access::Read, Access::ReadWrite],
     push_size: 64,
     local_size: [256, 1, 1],

@@ -120,19 +120,25 @@ pub const SPLIT_K_FEW_TILES: usize = 16;
 /// (docs/results/ab.md).
 pub const SPLIT_K_FEW_TILES_GROUPS: usize = 96;
 
-/// Whether the few-tiles rule is on (`DUALSCOPE_SPLIT_FEW=0` turns it off,
-/// for comparison), read once per process.
+/// Whether the few-tiles rule is on (a `lab` build's `DUALSCOPE_SPLIT_FEW=0`
+/// turns it off, for comparison).
 fn few_tiles_rule() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("DUALSCOPE_SPLIT_FEW").map_or(true, |v| v.trim() != "0"))
+    #[cfg(feature = "lab")]
+    {
+        crate::vk::switches::switches().lab.split_few
+    }
+    #[cfg(not(feature = "lab"))]
+    {
+        true
+    }
 }
 
 /// The shortest slice of a product of `s`'s shape on `path`:
 /// [`split_k_min_slice`] for one of many tiles, [`SPLIT_K_MIN_SLICE`] for one
 /// of few, for a small product `k / 32` between
-/// [`SPLIT_K_MIN_SHORT_SLICE`] and [`SPLIT_K_MIN_SLICE`], or
-/// `DUALSCOPE_SPLIT_MIN_SLICE` (a timing probe: the split then differs from
-/// the default's, and with it the summation order), read once per process.
+/// [`SPLIT_K_MIN_SHORT_SLICE`] and [`SPLIT_K_MIN_SLICE`], or in a `lab`
+/// build `DUALSCOPE_SPLIT_MIN_SLICE` (a timing probe: the split then differs
+/// from the default's, and with it the summation order).
 pub fn min_slice(path: GemmPath, s: &GemmShape) -> usize {
     let small = s.m * s.n < SPLIT_K_SMALL_OUTPUT && s.k >= 512;
     let (tm, tn, _) = path.tile();
@@ -146,20 +152,21 @@ pub fn min_slice(path: GemmPath, s: &GemmShape) -> usize {
     min_slice_probe().unwrap_or(rule)
 }
 
-/// The shortest slices `DUALSCOPE_SPLIT_MIN_SLICE` may name (the engine
-/// refuses others when it is built, `vk::engine::env`).
+/// The shortest slices `DUALSCOPE_SPLIT_MIN_SLICE` may name (a bad one is
+/// refused, `vk::switches`).
+#[cfg(feature = "lab")]
 pub const SPLIT_K_PROBE_SLICES: std::ops::RangeInclusive<usize> = 16..=1 << 16;
 
-/// `DUALSCOPE_SPLIT_MIN_SLICE` where it names a slice in [`SPLIT_K_PROBE_SLICES`] (a
-/// timing probe), read once per process.
+/// The shortest slice a `lab` build's `DUALSCOPE_SPLIT_MIN_SLICE` asks for.
 fn min_slice_probe() -> Option<usize> {
-    static MIN: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
-    *MIN.get_or_init(|| {
-        std::env::var("DUALSCOPE_SPLIT_MIN_SLICE")
-            .ok()
-            .and_then(|v| v.trim().parse::<usize>().ok())
-            .filter(|v| SPLIT_K_PROBE_SLICES.contains(v))
-    })
+    #[cfg(feature = "lab")]
+    {
+        crate::vk::switches::switches().lab.split_min_slice
+    }
+    #[cfg(not(feature = "lab"))]
+    {
+        None
+    }
 }
 
 /// The longest K range a workgroup walks: its loop over K-slices (16 or

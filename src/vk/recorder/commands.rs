@@ -14,17 +14,10 @@ use crate::vk::buffer::Buffer;
 use crate::vk::error::{VkError, VkResult, call};
 use crate::vk::kernel::{Kernel, PushConstants};
 
-/// `DUALSCOPE_BARRIER_PROBE` (read once per process): `overlap`, no
-/// barriers but around the recurrences (timing only, results meaningless);
-/// `whole`, every binding counted whole for the barriers, as before they
-/// were placed by byte range (for comparison).
-fn barrier_probe() -> &'static str {
-    static MODE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    MODE.get_or_init(|| std::env::var("DUALSCOPE_BARRIER_PROBE").map(|v| v.trim().to_string()).unwrap_or_default())
-}
-
-fn overlap_probe() -> bool {
-    barrier_probe() == "overlap"
+/// A `lab` build's `DUALSCOPE_BARRIER_PROBE`.
+#[cfg(feature = "lab")]
+fn barrier_probe() -> Option<crate::vk::switches::BarrierProbe> {
+    crate::vk::switches::switches().lab.barrier_probe
 }
 
 /// Descriptor sets per descriptor pool chunk.
@@ -91,14 +84,15 @@ impl Recording {
         };
     }
 
-    /// The barrier of `DUALSCOPE_BARRIER_PROBE=overlap`: a full memory
-    /// barrier before and after every recurrence (a dispatch whose label
-    /// names one), none between other dispatches, so that these overlap as
-    /// far as the device lets them. A timing probe of what dependency
-    /// tracking could gain at best: the results are meaningless.
-    fn overlap_probe_barrier(&mut self, label: &str) {
-        let grid = label.contains("recurrence");
-        if grid || self.last_grid {
+    /// The barrier of `DUALSCOPE_BARRIER_PROBE=overlap` (a `lab` build): a
+    /// full memory barrier before and after every dispatch of a recurrence
+    /// kernel ([`crate::vk::KernelSpec::recurrence`]), none between other
+    /// dispatches, so that these overlap as far as the device lets them. A
+    /// timing probe of what dependency tracking could gain at best: the
+    /// results are meaningless.
+    #[cfg(feature = "lab")]
+    fn overlap_probe_barrier(&mut self, recurrence: bool) {
+        if recurrence || self.last_recurrence {
             let cs = vk::PipelineStageFlags::COMPUTE_SHADER;
             let rw = vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE;
             let all = [vk::MemoryBarrier::default().src_access_mask(rw).dst_access_mask(rw)];
@@ -107,7 +101,7 @@ impl Recording {
                 self.inner.device.cmd_pipeline_barrier(self.cmd, cs, cs, vk::DependencyFlags::empty(), &all, &[], &[])
             };
         }
-        self.last_grid = grid;
+        self.last_recurrence = recurrence;
     }
 
     /// The bytes a binding covers: the whole buffer, or its part, which must
@@ -244,19 +238,24 @@ impl Recording {
                     .buffer_info(info)
             })
             .collect();
+        // The barriers this dispatch needs, from its kernel's declared access
+        // to each binding's bytes.
         let cs = vk::PipelineStageFlags::COMPUTE_SHADER;
         let mut list = Vec::new();
         for ((b, range), acc) in buffers.iter().zip(ranges).zip(spec.bindings) {
             let r = if acc.reads() { vk::AccessFlags::SHADER_READ } else { vk::AccessFlags::empty() };
             let w = if acc.writes() { vk::AccessFlags::SHADER_WRITE } else { vk::AccessFlags::empty() };
-            let range = if barrier_probe() == "whole" { 0..u64::MAX } else { range };
+            #[cfg(feature = "lab")]
+            let range =
+                if barrier_probe() == Some(crate::vk::switches::BarrierProbe::Whole) { 0..u64::MAX } else { range };
             self.tracker.access(b.buf.handle, range, cs, r, w, &mut list);
         }
-        if overlap_probe() {
-            self.overlap_probe_barrier(label);
-        } else {
-            self.barrier(cs, &list);
+        #[cfg(feature = "lab")]
+        if barrier_probe() == Some(crate::vk::switches::BarrierProbe::Overlap) {
+            self.overlap_probe_barrier(spec.recurrence);
+            list.clear();
         }
+        self.barrier(cs, &list);
         let per_dispatch = self.timing == Timing::PerDispatch && self.queries != vk::QueryPool::null();
         let slot = (per_dispatch && self.timed < MAX_TIMED).then_some(self.timed);
         let d = &self.inner.device;
@@ -297,7 +296,7 @@ impl Recording {
         if slot.is_some() {
             self.timed += 1;
         }
-        self.labels.push((label.to_string(), slot));
+        self.labels.push((label.to_string(), slot, spec));
         if !self.kernels.iter().any(|k| Arc::ptr_eq(k, kernel)) {
             self.kernels.push(kernel.clone());
         }

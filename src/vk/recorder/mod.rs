@@ -15,7 +15,7 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 pub use recording::Recording;
-pub use timings::{Timing, Timings, kernel_of};
+pub use timings::{Dispatch, Timing, Timings, kernel_of};
 
 use super::buffer::Buffer;
 use super::context::Context;

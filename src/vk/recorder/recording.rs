@@ -8,11 +8,11 @@ use ash::vk;
 
 use super::MAX_TIMED;
 use super::barriers::Tracker;
-use super::timings::{Timing, Timings};
+use super::timings::{Dispatch, Timing, Timings};
 use crate::vk::context::Context;
 use crate::vk::error::{VkError, VkResult, call};
 use crate::vk::inner::{Inner, RECYCLED_SEQUENCES, SequenceParts};
-use crate::vk::kernel::Kernel;
+use crate::vk::kernel::{Kernel, KernelSpec};
 
 /// A descriptor set's layout and the byte ranges of the buffers it binds.
 pub(super) type SetKey = (vk::DescriptorSetLayout, Vec<(vk::Buffer, std::ops::Range<u64>)>);
@@ -34,7 +34,8 @@ pub struct Recording {
     pub(super) spare_desc_pools: Vec<vk::DescriptorPool>,
     pub(super) sets_left: u32,
     pub(super) tracker: Tracker,
-    pub(super) labels: Vec<(String, Option<u32>)>,
+    /// Each dispatch's label, timestamp slot and kernel.
+    pub(super) labels: Vec<(String, Option<u32>, &'static KernelSpec)>,
     pub(super) timed: u32,
     pub(super) kernels: Vec<Arc<Kernel>>,
     /// Descriptor sets already written, by layout and bound buffers: a kernel
@@ -45,7 +46,8 @@ pub struct Recording {
     /// Recording ended ([`super::Sequence::end`]): the buffer can be submitted again and again.
     pub(super) ended: bool,
     /// The last dispatch was a recurrence (`DUALSCOPE_BARRIER_PROBE=overlap` only).
-    pub(super) last_grid: bool,
+    #[cfg(feature = "lab")]
+    pub(super) last_recurrence: bool,
     /// Pipeline barriers recorded between commands so far.
     pub(super) barriers: usize,
 }
@@ -71,7 +73,8 @@ impl Recording {
             submitted: false,
             timing,
             ended: false,
-            last_grid: false,
+            #[cfg(feature = "lab")]
+            last_recurrence: false,
             barriers: 0,
         };
         let recycled = s.inner.recycled.lock().unwrap_or_else(|p| p.into_inner()).pop();
@@ -224,12 +227,12 @@ impl Recording {
         let dispatches = self
             .labels
             .iter()
-            .map(|(label, slot)| {
+            .map(|(label, slot, spec)| {
                 let ns = slot.map(|q| {
                     let (a, b) = (stamps[2 * q as usize], stamps[2 * q as usize + 1]);
                     b.wrapping_sub(a) as f64 * period
                 });
-                (label.clone(), ns)
+                Dispatch { label: label.clone(), ns, kernel: spec.name, recurrence: spec.recurrence }
             })
             .collect();
         let span_ns = span.then(|| stamps[1].wrapping_sub(stamps[0]) as f64 * period);

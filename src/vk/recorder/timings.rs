@@ -1,13 +1,26 @@
 //! What a finished sequence reports: its per-dispatch device times, and how
 //! it was timed.
 
+/// One dispatch of a finished sequence.
+#[derive(Clone, Debug)]
+pub struct Dispatch {
+    /// What the recording called it.
+    pub label: String,
+    /// Device nanoseconds; `None` when the device has no timestamps, the
+    /// dispatch was past the timed capacity, or the sequence was timed as a
+    /// whole ([`Timing::Span`]).
+    pub ns: Option<f64>,
+    /// The kernel's name ([`crate::vk::KernelSpec::name`]).
+    pub kernel: &'static str,
+    /// The kernel walks a recurrence's steps ([`crate::vk::KernelSpec::recurrence`]).
+    pub recurrence: bool,
+}
+
 /// Per-dispatch device times of a finished sequence.
 #[derive(Clone, Debug, Default)]
 pub struct Timings {
-    /// `(label, nanoseconds)`; `None` when the device has no timestamps, the
-    /// dispatch was past the timed capacity, or the sequence was timed as a
-    /// whole ([`Timing::Span`]).
-    pub dispatches: Vec<(String, Option<f64>)>,
+    /// Every dispatch, in recording order.
+    pub dispatches: Vec<Dispatch>,
     /// Nanoseconds from the sequence's first command to its last, for a
     /// sequence timed as a whole.
     pub span_ns: Option<f64>,
@@ -42,9 +55,9 @@ impl Timings {
     /// Milliseconds per kernel ([`kernel_of`] of each label), largest first.
     pub fn per_kernel_ms(&self) -> Vec<(String, f64)> {
         let mut out: Vec<(String, f64)> = Vec::new();
-        for (label, ns) in &self.dispatches {
-            let Some(ns) = ns else { continue };
-            let k = kernel_of(label);
+        for d in &self.dispatches {
+            let Some(ns) = d.ns else { continue };
+            let k = kernel_of(&d.label);
             match out.iter_mut().find(|(n, _)| *n == k) {
                 Some(x) => x.1 += ns / 1e6,
                 None => out.push((k, ns / 1e6)),
@@ -57,7 +70,7 @@ impl Timings {
     /// Sum of the timed dispatches, in milliseconds, or for a sequence timed
     /// as a whole its span (`None` if nothing was timed).
     pub fn total_ms(&self) -> Option<f64> {
-        let timed: Vec<f64> = self.dispatches.iter().filter_map(|d| d.1).collect();
+        let timed: Vec<f64> = self.dispatches.iter().filter_map(|d| d.ns).collect();
         if timed.is_empty() {
             return self.span_ns.map(|ns| ns / 1e6);
         }

@@ -8,12 +8,12 @@
 //   dh_t = d_h[t] + dh_{t+1} ⊙ z_{t+1} + (d_gh[t+1] · W_hh)[:, j]
 // then the gate gradients of step t (d_gi, d_gh, dh_tot in f32).
 //
-// COOPMAT: the product on cooperative matrices. Subgroup sg (of 16) owns the
+// gru_bwd_wg_cm: the product on cooperative matrices. Subgroup sg (of 16) owns the
 // unit tile ct = sg % 8 (units 16·ct .. 16·ct + 15) and the K-tiles (rows of
 // W_hh) ks + 2i, ks = sg / 8: 12 f16 fragments at H = 128 (48 registers a
 // lane). Its 16×16 partial sum goes to shared memory; invocation
 // (row, unit) adds the two halves.
-// Without COOPMAT (lavapipe, tests): the same step with the product as f32
+// FMA_PRODUCTS (gru_bwd_wg_fma; lavapipe, tests): the same step with the product as f32
 // FMAs over the same f16-rounded operands (W_hh read from the parameters
 // each step), each invocation summing its own unit over all 3H rows.
 //
@@ -23,25 +23,27 @@
 // (320 B an invocation, exactly the fragments and the pairs'
 // prefetched inputs).
 //
-// Shared memory: COOPMAT 24.5 KB (d_gh[t+1] and d_gh[t], f16, 16 × 3H each;
+// Shared memory: on cooperative matrices 24.5 KB (d_gh[t+1] and d_gh[t], f16, 16 × 3H each;
 // the second also stages W_hh on its way into registers) + 16.5 KB (the two
 // halves' partial sums, 16 × H each); FMA: 24.5 KB (d_gh[t+1] rounded to f16,
 // as f32, 16 × 3H).
 // The dispatch walks t = pc.t down to pc.t + 1 - pc.n.
-// pc.flag: 0 in a step; a timing probe (Engine::probe_wg) switches parts off,
-// results meaningless: 2 no product, 4 no stores to memory, 8 no loads of
-// the steps' inputs, 16 no barriers in the steps.
+// pc.flag: 0 in a step; the lab's timing probe (Engine::probe_wg) switches
+// parts off, results meaningless (include/probe_bits.glsl): no product, no
+// stores to memory, no loads of the steps' inputs, no barriers in the steps
+// (PROBE_WG_NO_PRODUCT, _NO_STORES, _NO_INPUTS, _NO_BARRIERS).
 //   p: W_hh [3H, H] at off0; gh [T,B,3H]; gates [3][T,B,H]; h [T,B,H];
 //   d_h [T,B,H] (from above); dh_tot [T,B,H]; d_gi, d_gh [T,B,3H].
 #extension GL_GOOGLE_include_directive : enable
 #extension GL_EXT_control_flow_attributes : require
-#ifdef COOPMAT
+#ifndef FMA_PRODUCTS
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #endif
 #include "model.glsl"
+#include "probe_bits.glsl"
 #include "f16_round.glsl"
 
 #define WG 512u
@@ -65,7 +67,7 @@ layout(std430, binding = 5) buffer DhTot { float dh_tot[]; };
 layout(std430, binding = 6) writeonly buffer Dgi { float d_gi[]; };
 layout(std430, binding = 7) buffer Dgh { float d_gh[]; };
 
-#ifdef COOPMAT
+#ifndef FMA_PRODUCTS
 // d_gh of the 16 rows in f16, [buffer][row][m] (rows past B zero).
 shared float16_t dg[2u * DBUF];
 // The two halves' partial sums, [half][row][unit].
@@ -116,8 +118,8 @@ void pair_init(uint e, bool first_above, out float dh_next, out float z_next, ou
 }
 
 // Step t (the chunk's s-th) of pair e: dh_t from above, the carry and the
-// product (in part, COOPMAT, or summed here, FMA), then the gate gradients.
-// COOPMAT writes d_gh[t] into the other shared buffer at once; FMA returns it
+// product (in part on cooperative matrices, or summed here, FMA), then the gate gradients.
+// On cooperative matrices d_gh[t] goes into the other shared buffer at once; FMA returns it
 // in res, written after a barrier (one buffer).
 void pair_step(uint e, uint s, uint t, bool above, uint po, uint co,
                inout StepIn qn, inout float dh_next, inout float z_next, out vec3 res) {
@@ -126,13 +128,13 @@ void pair_step(uint e, uint s, uint t, bool above, uint po, uint co,
     res = vec3(0.0);
     if (b >= B) return;
     StepIn q = qn;
-    if (s + 1u < pc.n && (pc.flag & 8u) == 0u) qn = fetch(t - 1u, b, j);
+    if (s + 1u < pc.n && (pc.flag & PROBE_WG_NO_INPUTS) == 0u) qn = fetch(t - 1u, b, j);
     uint row = t * B + b;
     uint x = row * H + j;
     float carry = 0.0;
-    if (above && (pc.flag & 2u) == 0u) {
+    if (above && (pc.flag & PROBE_WG_NO_PRODUCT) == 0u) {
         float sum = 0.0;
-#ifdef COOPMAT
+#ifndef FMA_PRODUCTS
         sum = part[b * PS + j] + part[16u * PS + b * PS + j];
 #else
         uint drow = po + b * DS;
@@ -141,7 +143,7 @@ void pair_step(uint e, uint s, uint t, bool above, uint po, uint co,
         carry = dh_next * z_next + sum;
     }
     float dh = q.dh + carry;
-    bool store = (pc.flag & 4u) == 0u;
+    bool store = (pc.flag & PROBE_WG_NO_STORES) == 0u;
     if (store) dh_tot[x] = dh;
     float dn = dh * (1.0 - q.z);
     float dz = dh * (q.hp - q.n);
@@ -158,7 +160,7 @@ void pair_step(uint e, uint s, uint t, bool above, uint po, uint co,
         d_gh[g + 2u * H + j] = dan * q.r;
     }
     res = vec3(dar, daz, dan * q.r);
-#ifdef COOPMAT
+#ifndef FMA_PRODUCTS
     // Two buffers: the next step's operand beside this step's.
     uint o = co + b * DS + j;
     DG_PUT(o, dar);
@@ -169,7 +171,7 @@ void pair_step(uint e, uint s, uint t, bool above, uint po, uint co,
     z_next = q.z;
 }
 
-#ifndef COOPMAT
+#ifdef FMA_PRODUCTS
 // FMA: pair e's d_gh[t] into the one shared buffer, after every read of d_gh[t+1].
 void pair_put(uint e, uint co, vec3 res) {
     uint H = pc.H, H3 = 3u * H;
@@ -187,7 +189,7 @@ void main() {
     uint H = pc.H, H3 = 3u * H, B = pc.B;
     uint ktiles = H3 / 16u;
 
-#ifdef COOPMAT
+#ifndef FMA_PRODUCTS
     uint sg = gl_SubgroupID;
     uint ct = sg % 8u, ks = sg / 8u;
     bool mult = ct < H / 16u;
@@ -221,7 +223,7 @@ void main() {
         float v = 0.0;
         if (b < B && first_above) v = d_gh[((pc.t + 1u) * B + b) * H3 + m];
         DG_PUT(b * DS + m, v);
-#ifdef COOPMAT
+#ifndef FMA_PRODUCTS
         DG_PUT(DBUF + b * DS + m, 0.0);
 #endif
     }
@@ -244,9 +246,9 @@ void main() {
         bool above = t + 1u < pc.T;
         uint cur = (prev + 1u) % DG_BUFS;
         uint po = prev * DBUF, co = cur * DBUF;
-        bool sync = (pc.flag & 16u) == 0u;
-#ifdef COOPMAT
-        if (above && (pc.flag & 2u) == 0u) {
+        bool sync = (pc.flag & PROBE_WG_NO_BARRIERS) == 0u;
+#ifndef FMA_PRODUCTS
+        if (above && (pc.flag & PROBE_WG_NO_PRODUCT) == 0u) {
             if (mult) {
                 // Two accumulators, so that the products do not wait on each other.
                 FRAG_C acc0 = FRAG_C(0.0); FRAG_C acc1 = FRAG_C(0.0);
@@ -271,7 +273,7 @@ void main() {
         pair_step(e1, s, t, above, po, co, q1, dn1, zn1, r1);
         pair_step(e2, s, t, above, po, co, q2, dn2, zn2, r2);
         pair_step(e3, s, t, above, po, co, q3, dn3, zn3, r3);
-#ifndef COOPMAT
+#ifdef FMA_PRODUCTS
         // One buffer: every read of d_gh[t+1] is done before d_gh[t] replaces it.
         if (sync) barrier();
         pair_put(e0, co, r0);
@@ -279,7 +281,7 @@ void main() {
         pair_put(e2, co, r2);
         pair_put(e3, co, r3);
 #endif
-        // d_gh[t] is complete (and, COOPMAT, every read of part done) before
+        // d_gh[t] is complete (and, on cooperative matrices, every read of part done) before
         // the next step's product.
         if (sync) barrier();
         prev = cur;

@@ -9,13 +9,13 @@
 // with f32 accumulation, h_{t-1} and W_hh rounded to true f16), without its
 // f16 copy of h, which only the grid kernels read.
 //
-// COOPMAT: the product on cooperative matrices. Subgroup sg < 3H/16 owns the
+// gru_fwd_wg_cm: the product on cooperative matrices. Subgroup sg < 3H/16 owns the
 // gate columns 16·sg .. 16·sg + 15 of W_hh^T and holds all H/16 of their
 // K-tiles in registers as f16 fragments (8 at H = 128: 32 registers a
 // lane); a step multiplies the f16 h_{t-1} of the 16 rows (shared) by them
 // into a 16×16 tile of gh, stored to shared, then invocation (row, unit)
 // applies the gates to its three columns.
-// Without COOPMAT (lavapipe, tests): the same step with the product as f32
+// FMA_PRODUCTS (gru_fwd_wg_fma; lavapipe, tests): the same step with the product as f32
 // FMAs over the same f16-rounded operands, each invocation summing its own
 // three gate columns (W_hh read from the parameters each step); the sums
 // are the same products added in another order.
@@ -25,24 +25,26 @@
 // arrays, indexed in loops it did not unroll, they lived in local memory
 // (112 B an invocation here, 320 B in the backward).
 //
-// Shared memory: COOPMAT 8.5 KB (h_{t-1}, f16, two buffers) + 12 KB (W_hh^T's
+// Shared memory: on cooperative matrices 8.5 KB (h_{t-1}, f16, two buffers) + 12 KB (W_hh^T's
 // K-tile on its way into registers) + 24.3 KB (the step's 16 × 3H product);
 // FMA: 17 KB (h_{t-1} as f32, two buffers).
 // The dispatch runs steps pc.t .. pc.t + pc.n - 1 (chunks: the loop guard).
-// pc.flag: 0 in a step; a timing probe (Engine::probe_wg) switches parts off,
-// results meaningless: 2 no product, 4 no stores to memory, 8 no loads of
-// gi, 16 no barriers in the steps.
+// pc.flag: 0 in a step; the lab's timing probe (Engine::probe_wg) switches
+// parts off, results meaningless (include/probe_bits.glsl): no product, no
+// stores to memory, no loads of gi, no barriers in the steps
+// (PROBE_WG_NO_PRODUCT, _NO_STORES, _NO_INPUTS, _NO_BARRIERS).
 //   p: W_hh [3H, H] at off0, b_hh [3H] at off1 of the parameters
 //   gi, gh: [T, B, 3H]; gates: [3][T, B, H]; h: [T, B, H]
 #extension GL_GOOGLE_include_directive : enable
 #extension GL_EXT_control_flow_attributes : require
-#ifdef COOPMAT
+#ifndef FMA_PRODUCTS
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #endif
 #include "model.glsl"
+#include "probe_bits.glsl"
 #include "f16_round.glsl"
 
 #define WG 768u
@@ -62,7 +64,7 @@ layout(std430, binding = 2) writeonly buffer Gh { float gh[]; };
 layout(std430, binding = 3) writeonly buffer Gates { float gates[]; };
 layout(std430, binding = 4) buffer Hs { float h[]; };
 
-#ifdef COOPMAT
+#ifndef FMA_PRODUCTS
 // h_{t-1} of the 16 rows in f16, [buffer][row][k] (rows past B zero).
 shared float16_t hs[2u * 16u * (HMAX + 8u)];
 // One K-tile of W_hh^T in f16, [k][column].
@@ -102,13 +104,13 @@ void pair_init(uint e, out vec3 bias, out float hp) {
 vec3 pair_gi(uint e, uint t, uint t_end) {
     uint H = pc.H, H3 = 3u * H, B = pc.B;
     uint b = e / H, j = e - b * H;
-    if (b >= B || t >= t_end || (pc.flag & 8u) != 0u) return vec3(0.0);
+    if (b >= B || t >= t_end || (pc.flag & PROBE_WG_NO_INPUTS) != 0u) return vec3(0.0);
     uint g = (t * B + b) * H3;
     return vec3(gi[g + j], gi[g + H + j], gi[g + 2u * H + j]);
 }
 
 // Step t of pair e: the gates from gi (loaded a step ahead; the next step's
-// load issued here) and the product in ghs (COOPMAT) or summed here (FMA).
+// load issued here) and the product in ghs (cooperative matrices) or summed here (FMA).
 void pair_step(uint e, uint t, uint t_end, uint po, uint co, inout vec3 gnext, vec3 bias, inout float hp) {
     uint H = pc.H, H3 = 3u * H, B = pc.B;
     uint b = e / H, j = e - b * H;
@@ -119,8 +121,8 @@ void pair_step(uint e, uint t, uint t_end, uint po, uint co, inout vec3 gnext, v
     vec3 gin = gnext;
     gnext = pair_gi(e, t + 1u, t_end);
     vec3 m = vec3(0.0);
-    if (t > 0u && (pc.flag & 2u) == 0u) {
-#ifdef COOPMAT
+    if (t > 0u && (pc.flag & PROBE_WG_NO_PRODUCT) == 0u) {
+#ifndef FMA_PRODUCTS
         uint o = b * GS_STRIDE + j;
         m = vec3(ghs[o], ghs[o + H], ghs[o + 2u * H]);
 #else
@@ -137,7 +139,7 @@ void pair_step(uint e, uint t, uint t_end, uint po, uint co, inout vec3 gnext, v
     float z = sigmoid(gin.y + ghv.y);
     float n = tanh_safe(gin.z + r * ghv.z);
     hp = (1.0 - z) * n + z * hp;
-    if ((pc.flag & 4u) == 0u) {
+    if ((pc.flag & PROBE_WG_NO_STORES) == 0u) {
         gh[g + j] = ghv.x;
         gh[g + H + j] = ghv.y;
         gh[g + 2u * H + j] = ghv.z;
@@ -154,7 +156,7 @@ void main() {
     uint H = pc.H, H3 = 3u * H;
     uint ktiles = H / 16u;
 
-#ifdef COOPMAT
+#ifndef FMA_PRODUCTS
     uint sg = gl_SubgroupID;
     uint nct = H3 / 16u;
     FRAG_B wb0 = FRAG_B(0.0); FRAG_B wb1 = FRAG_B(0.0); FRAG_B wb2 = FRAG_B(0.0); FRAG_B wb3 = FRAG_B(0.0);
@@ -191,9 +193,9 @@ void main() {
     for (uint t = pc.t; t < t_end; ++t) {
         uint cur = prev ^ 1u;
         uint po = prev * 16u * HS_STRIDE, co = cur * 16u * HS_STRIDE;
-#ifdef COOPMAT
-        bool sync = (pc.flag & 16u) == 0u;
-        if (t > 0u && (pc.flag & 2u) == 0u) {
+#ifndef FMA_PRODUCTS
+        bool sync = (pc.flag & PROBE_WG_NO_BARRIERS) == 0u;
+        if (t > 0u && (pc.flag & PROBE_WG_NO_PRODUCT) == 0u) {
             if (sg < nct) {
                 FRAG_C acc = FRAG_C(0.0);
                 FRAG_A xa;
@@ -213,9 +215,9 @@ void main() {
         pair_step(e0, t, t_end, po, co, gn0, bias0, hp0);
         pair_step(e1, t, t_end, po, co, gn1, bias1, hp1);
         pair_step(e2, t, t_end, po, co, gn2, bias2, hp2);
-        // h_t is complete (and, COOPMAT, every read of ghs done) before the
+        // h_t is complete (and, on cooperative matrices, every read of ghs done) before the
         // next step's product.
-        if ((pc.flag & 16u) == 0u) barrier();
+        if ((pc.flag & PROBE_WG_NO_BARRIERS) == 0u) barrier();
         prev = cur;
     }
 }

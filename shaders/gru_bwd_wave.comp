@@ -32,7 +32,6 @@
 // (grid_sync_rows; layer 1 may run ahead of layer 0). Needs subgroup size 32, H % 16 == 0, H <= 512, all workgroups
 // resident at once (the engine checks).
 // Parameter offsets: W_hh0 pc.off0, W_hh1 pc.off1, W_ih1 pc.off2.
-// flag 1: no arithmetic, only pc.n - 1 grid barriers (the residency check).
 //
 // OPERANDS_NONCOHERENT (the variant gru_bwd_wave_cm_nc): the products' loads
 // of d_gh0s, d_gh1s, d_gi1s without `coherent`, so that they may be served
@@ -43,25 +42,30 @@
 // last barrier; so no line a load brings into L1 was there before its final
 // value. (d_h0's
 // partial sums are read `coherent`.)
-// SCALAR_PRODUCT (the variant gru_bwd_wave_sc_nc, for a few rows, with
+// FMA_PRODUCTS (the variant gru_bwd_wave_fma_nc, for a few rows, with
 // OPERANDS_NONCOHERENT): the same products as f32 FMAs of the f16 values
 // instead of cooperative matrices, for rows < B only, straight from the loads
 // without staging. Lane 8·tg + cg of a subgroup takes units 2cg, 2cg + 1 and
 // the subgroup's tiles q = tg + 4i (i < 3: R's, the others A's), its weights
 // in registers as f16 pairs of the two units; two shuffles sum the four
 // lanes of a unit, and the partial sums go to `part` as the fragments do.
-// Timing probes (Engine::probe_bwd_wave; what they write is meaningless):
-// flag bit 2: the products' operands not loaded (zeros); 4: no products;
-// 8: nothing stored after the products; 16: the step's own inputs not loaded.
-// Only in the variant built with WAVE_PROBE (gru_bwd_wave_cm_nc_probe), the
-// products' own parts: bit 128, no staging (the operands'
-// stores to `stg` and the subgroup barriers); 256, no fragment loads from
-// `stg` (zero fragments); 512, no multiply-adds; 1024, no fragment stores to
-// `part`; 4096, the operand fragments loaded straight from the f16 copies
-// (no staging; valid only for full row blocks); 8192 with 4, the operands'
-// loads alone (each waited for, nothing multiplied).
+// pc.flag (include/probe_bits.glsl): PROBE_BARRIERS_ONLY, no arithmetic,
+// only pc.n - 1 grid barriers (the residency check). The lab's timing probes
+// (Engine::probe_bwd_wave; what they write is meaningless): the products'
+// operands not loaded (zeros), no products, nothing stored after the
+// products, the step's own inputs not loaded (PROBE_NO_OPERAND_LOADS,
+// PROBE_NO_PRODUCTS, PROBE_NO_STORES, PROBE_NO_STEP_INPUTS). Only in the
+// variant built with WAVE_PROBE (gru_bwd_wave_cm_nc_probe), the products'
+// own parts: no staging (the operands' stores to `stg` and the subgroup
+// barriers), no fragment loads from `stg` (zero fragments), no
+// multiply-adds, no fragment stores to `part`, the operand fragments loaded
+// straight from the f16 copies (no staging; valid only for full row
+// blocks), and with PROBE_NO_PRODUCTS the operands' loads alone (each
+// waited for, nothing multiplied): PROBE_NO_STAGING, PROBE_NO_FRAG_LOADS,
+// PROBE_NO_MMA, PROBE_NO_FRAG_STORES, PROBE_DIRECT_OPERAND_LOADS,
+// PROBE_OPERAND_LOADS_ONLY.
 #extension GL_GOOGLE_include_directive : enable
-#ifndef SCALAR_PRODUCT
+#ifndef FMA_PRODUCTS
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #endif
@@ -71,6 +75,7 @@
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_control_flow_attributes : require
 #include "model.glsl"
+#include "probe_bits.glsl"
 
 #define SUBGROUPS 8u
 // K-tiles per subgroup at most (H <= 512: 3H/16 <= 96): of R 96/8, of A 48/8.
@@ -125,12 +130,12 @@ shared uvec4 stg[SUBGROUPS * KT_STAGE * 32u];
 // Each subgroup's partial sums of the interval, R then A: [2][subgroup][row][unit].
 shared float part[2u * SUBGROUPS * 16u * 16u];
 
-#ifndef SCALAR_PRODUCT
+#ifndef FMA_PRODUCTS
 #define FRAG_B coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>
 #define FRAG_A coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
 #define FRAG_C coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
 #endif
-// The scalar variant's tiles a lane takes at most (KQ over 4 lanes).
+// The FMA variant's tiles a lane takes at most (KQ over 4 lanes).
 #define SC_Q 5
 
 #ifdef WAVE_PROBE
@@ -183,7 +188,7 @@ void main() {
 
     // Tile q of this subgroup: q < KR_MAX is R's K-tile sg + 8q, the others
     // A's K-tile ka0 + sg + 8(q - KR_MAX); valid inside their ranges.
-#ifdef SCALAR_PRODUCT
+#ifdef FMA_PRODUCTS
     // This lane's weights: wk[i][k] packs units 2cg, 2cg + 1 at row k of
     // tile q = tg + 4i (zero where the tile is not valid).
     uint tg = lane / 8u, cg = lane % 8u;
@@ -226,7 +231,7 @@ void main() {
     }
 
 #endif
-    if (pc.flag == 1u) {
+    if (pc.flag == PROBE_BARRIERS_ONLY) {
         for (uint k = 1u; k < pc.n; ++k) grid_sync(k);
         return;
     }
@@ -258,7 +263,7 @@ void main() {
         uint x = row * H + j;
         // The step's own inputs, loaded before the barrier.
         float v_dh = 0.0, v_r = 0.0, v_z = 0.0, v_n = 0.0, v_hp = 0.0, v_ghn = 0.0, v_znext = 0.0;
-        if (on_step && mine && (pc.flag & 16u) == 0u) {
+        if (on_step && mine && (pc.flag & PROBE_NO_STEP_INPUTS) == 0u) {
             if (layer == 0u) {
                 v_r = gates0[x];
                 v_z = gates0[rh + x];
@@ -282,9 +287,9 @@ void main() {
         if (!on_step && !a_on) continue;
         // Layer 1's partial sum of d_h0[t], written last interval.
         if (layer == 0u && mine && on_step) v_dh = d_h0[x];
-        if ((pc.flag & 4u) == 0u) {
-#ifdef SCALAR_PRODUCT
-            bool loads = (pc.flag & 2u) == 0u;
+        if ((pc.flag & PROBE_NO_PRODUCTS) == 0u) {
+#ifdef FMA_PRODUCTS
+            bool loads = (pc.flag & PROBE_NO_OPERAND_LOADS) == 0u;
             for (uint r = 0u; r < 16u; ++r) {
                 uint br = rb * 16u + r;
                 if (br >= pc.B) break;
@@ -337,11 +342,11 @@ void main() {
             uint a_a = (ta * pc.B + rb * 16u + lane / 2u) * H3 + (lane & 1u) * 8u;
             // Rows past B (a partial row block) are not read: their products
             // are not used.
-            bool loads = (pc.flag & 2u) == 0u && rb * 16u + lane / 2u < pc.B;
+            bool loads = (pc.flag & PROBE_NO_OPERAND_LOADS) == 0u && rb * 16u + lane / 2u < pc.B;
 #ifdef WAVE_PROBE
-            bool stage = (pc.flag & 128u) == 0u, frag_loads = (pc.flag & 256u) == 0u;
-            bool mma = (pc.flag & 512u) == 0u, frag_stores = (pc.flag & 1024u) == 0u;
-            bool direct = (pc.flag & 4096u) != 0u;
+            bool stage = (pc.flag & PROBE_NO_STAGING) == 0u, frag_loads = (pc.flag & PROBE_NO_FRAG_LOADS) == 0u;
+            bool mma = (pc.flag & PROBE_NO_MMA) == 0u, frag_stores = (pc.flag & PROBE_NO_FRAG_STORES) == 0u;
+            bool direct = (pc.flag & PROBE_DIRECT_OPERAND_LOADS) != 0u;
             // The first elements of the operands' row blocks (straight loads).
             uint e_r = ((t + 1u) * pc.B + rb * 16u) * H3, e_a = (ta * pc.B + rb * 16u) * H3;
 #endif
@@ -389,7 +394,7 @@ void main() {
             // Probe without products: zero partial sums.
             for (uint e = lid; e < 2u * SUBGROUPS * 256u; e += 256u) part[e] = 0.0;
 #ifdef WAVE_PROBE
-            if ((pc.flag & 8192u) != 0u) {
+            if ((pc.flag & PROBE_OPERAND_LOADS_ONLY) != 0u) {
                 // The operands' loads alone: each one waited for.
                 uint a_r = ((t + 1u) * pc.B + rb * 16u + lane / 2u) * H3 + (lane & 1u) * 8u;
                 uint a_a = (ta * pc.B + rb * 16u + lane / 2u) * H3 + (lane & 1u) * 8u;
@@ -440,7 +445,7 @@ void main() {
         float dar = dan * v_ghn * v_r * (1.0 - v_r);
         float daz = dz * v_z * (1.0 - v_z);
         uint g = row * H3;
-        if ((pc.flag & 8u) != 0u) {
+        if ((pc.flag & PROBE_NO_STORES) != 0u) {
             // Probe: a store that never happens keeps the arithmetic.
             if (dar + daz + dan == 12345.0) dh_tot1[x] = dh;
         } else if (layer == 0u) {

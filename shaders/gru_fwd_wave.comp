@@ -23,7 +23,7 @@
 // resident at once (the engine checks).
 //   gi0 [T,B,3H] (W_ih0 u_t + b_ih0); gh*, gi1 [T,B,3H]; gates* [3][T,B,H];
 //   h* [T,B,H]; h*s [T·B + 16, H] (f16).
-// SCALAR_PRODUCT (the variant gru_fwd_wave_sc_nc, for a few rows, with
+// FMA_PRODUCTS (the variant gru_fwd_wave_fma_nc, for a few rows, with
 // OPERANDS_NONCOHERENT): the same products as f32 FMAs of the f16 values
 // instead of cooperative matrices, for rows < B only (a tile of 16 rows
 // wastes 15/16 of its work at B = 1), straight from the loads without
@@ -33,20 +33,23 @@
 // lanes of a column, and the partial sums go to `part` as the fragments do.
 // Parameter offsets: W_hh0 pc.off0, b_hh0 pc.off1, W_ih1 pc.off2, and (in
 // fields this kernel has no other use for) b_ih1 pc.A, W_hh1 pc.NH, b_hh1 pc.W.
-// flag 1: no arithmetic, only pc.n - 1 grid barriers (the residency check).
-// Timing probes (Engine::probe_fwd_wave; what they write is meaningless):
-// flag bit 2: the products' operands not loaded (zeros); 4: no products (nor
-// their loads); 8: nothing stored to memory after the gates; 16: the step's
-// own inputs (gi0) not loaded. Only in the variant built with WAVE_PROBE
-// (gru_fwd_wave_cm_nc_probe): the switches alone cost the FMA variant
-// 0.07 ms of a B=1 T=512 step and the cooperative-matrix one 9 µs of a
-// `small` step. The product's own parts: bit 128,
-// no staging (the operands' stores to `stg` and the subgroup barriers);
-// 256, no fragment loads from `stg` (zero fragments); 512, no
-// multiply-adds; 1024, no fragment stores to `part`; 4096, the operand
-// fragments loaded straight from h0s / h1s (no staging; valid only for
-// full row blocks; 25 % slower a step at `bench`); 8192 with 4,
-// the operands' loads alone (each waited for, nothing multiplied).
+// pc.flag (include/probe_bits.glsl): PROBE_BARRIERS_ONLY, no arithmetic,
+// only pc.n - 1 grid barriers (the residency check). The lab's timing probes
+// (Engine::probe_fwd_wave; what they write is meaningless), only in the
+// variant built with WAVE_PROBE (gru_fwd_wave_cm_nc_probe; the switches
+// alone cost the FMA variant 0.07 ms of a B=1 T=512 step and the
+// cooperative-matrix one 9 µs of a `small` step): the products' operands
+// not loaded (zeros), no products (nor their loads), nothing stored to
+// memory after the gates, the step's own inputs (gi0) not loaded
+// (PROBE_NO_OPERAND_LOADS, PROBE_NO_PRODUCTS, PROBE_NO_STORES,
+// PROBE_NO_STEP_INPUTS); and the product's own parts: no staging (the
+// operands' stores to `stg` and the subgroup barriers), no fragment loads
+// from `stg` (zero fragments), no multiply-adds, no fragment stores to
+// `part`, the operand fragments loaded straight from h0s / h1s (no staging;
+// valid only for full row blocks; 25 % slower a step at `bench`), and with
+// PROBE_NO_PRODUCTS the operands' loads alone (each waited for, nothing
+// multiplied): PROBE_NO_STAGING, PROBE_NO_FRAG_LOADS, PROBE_NO_MMA,
+// PROBE_NO_FRAG_STORES, PROBE_DIRECT_OPERAND_LOADS, PROBE_OPERAND_LOADS_ONLY.
 //
 // OPERANDS_NONCOHERENT (the variant gru_fwd_wave_cm_nc): the products' loads
 // of h0s, h1s without `coherent`, so that they may be served through the
@@ -59,7 +62,7 @@
 // B % 16 != 0 that caches rows of steps not yet computed, and the B = 1
 // ladder fails.)
 #extension GL_GOOGLE_include_directive : enable
-#ifndef SCALAR_PRODUCT
+#ifndef FMA_PRODUCTS
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #endif
@@ -69,6 +72,7 @@
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_control_flow_attributes : require
 #include "model.glsl"
+#include "probe_bits.glsl"
 
 #define OFF_WHH0 pc.off0
 #define OFF_BHH0 pc.off1
@@ -128,12 +132,12 @@ shared uvec4 stg[SUBGROUPS * KT_STAGE * 32u];
 // Each subgroup's partial sums of the interval: [subgroup][row][column].
 shared float part[SUBGROUPS * 16u * NC];
 
-#ifndef SCALAR_PRODUCT
+#ifndef FMA_PRODUCTS
 #define FRAG_B coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>
 #define FRAG_A coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
 #define FRAG_C coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
 #endif
-// The scalar variant's tiles a lane takes at most (KT_MAX over 4 lanes).
+// The FMA variant's tiles a lane takes at most (KT_MAX over 4 lanes).
 #define SC_TILES (KT_MAX / 4u)
 
 vec3 load3(uint off, uint j) {
@@ -159,7 +163,7 @@ void main() {
     uint ss = sg % nsub;
     uint woff = layer == 0u ? OFF_WHH0 : (prod == 0u ? OFF_WIH1 : OFF_WHH1);
 
-#ifdef SCALAR_PRODUCT
+#ifdef FMA_PRODUCTS
     // This lane's weights: wk[i][c][x] packs k = 2x, 2x + 1 of K-tile
     // ss + nsub·(tg + 4i) for column 6cg + c (zero past the K-tiles).
     uint tg = lane / 8u, cg = lane % 8u;
@@ -199,7 +203,7 @@ void main() {
     }
 
 #endif
-    if (pc.flag == 1u) {
+    if (pc.flag == PROBE_BARRIERS_ONLY) {
         for (uint k = 1u; k < pc.n; ++k) grid_sync(k);
         return;
     }
@@ -224,7 +228,7 @@ void main() {
         uint t = it - layer;
         uint row = t * pc.B + b;
         vec3 gin = vec3(0.0);
-        if (on_step && mine && layer == 0u && (PROBE & 16u) == 0u) {
+        if (on_step && mine && layer == 0u && (PROBE & PROBE_NO_STEP_INPUTS) == 0u) {
             uint g = row * 3u * H;
             gin = vec3(gi0[g + j], gi0[g + H + j], gi0[g + 2u * H + j]);
         }
@@ -233,9 +237,9 @@ void main() {
         if (it > pc.t) grid_sync(it - pc.t);
         if (!on_step) continue;
         // The recurrent product is zero at t = 0 (h_{-1} = 0).
-        bool has_prod = (prod == 0u || t > 0u) && (PROBE & 4u) == 0u;
-        bool load_ops = (PROBE & 2u) == 0u;
-#ifdef SCALAR_PRODUCT
+        bool has_prod = (prod == 0u || t > 0u) && (PROBE & PROBE_NO_PRODUCTS) == 0u;
+        bool load_ops = (PROBE & PROBE_NO_OPERAND_LOADS) == 0u;
+#ifdef FMA_PRODUCTS
         if (has_prod) {
             uint srow = prod == 0u ? t : t - 1u;
             bool from_h1 = layer == 1u && prod == 1u;
@@ -276,7 +280,7 @@ void main() {
         }
 #else
 #ifdef WAVE_PROBE
-        if ((PROBE & 8192u) != 0u && (prod == 0u || t > 0u)) {
+        if ((PROBE & PROBE_OPERAND_LOADS_ONLY) != 0u && (prod == 0u || t > 0u)) {
             // The operands' loads alone (with bit 4): each one waited for.
             uint srow = prod == 0u ? t : t - 1u;
             uint a0 = (srow * pc.B + rb * 16u + lane / 2u) * H + (lane & 1u) * 8u;
@@ -305,9 +309,9 @@ void main() {
             // rows of other steps, and their products are not used.
             bool row_in = rb * 16u + lane / 2u < pc.B;
 #ifdef WAVE_PROBE
-            bool stage = (PROBE & 128u) == 0u, frag_loads = (PROBE & 256u) == 0u;
-            bool mma = (PROBE & 512u) == 0u, frag_stores = (PROBE & 1024u) == 0u;
-            bool direct = (PROBE & 4096u) != 0u;
+            bool stage = (PROBE & PROBE_NO_STAGING) == 0u, frag_loads = (PROBE & PROBE_NO_FRAG_LOADS) == 0u;
+            bool mma = (PROBE & PROBE_NO_MMA) == 0u, frag_stores = (PROBE & PROBE_NO_FRAG_STORES) == 0u;
+            bool direct = (PROBE & PROBE_DIRECT_OPERAND_LOADS) != 0u;
 #endif
             uvec4 ld[KT_MAX];
             [[unroll]] for (uint i = 0u; i < KT_MAX; ++i) {
@@ -345,7 +349,7 @@ void main() {
 #endif
         barrier();
         // (The probe without stores keeps the gates: the stores only are skipped.)
-        bool store = (PROBE & 8u) == 0u;
+        bool store = (PROBE & PROBE_NO_STORES) == 0u;
         if (mine) {
             vec3 m = vec3(0.0);
             if (t > 0u) {
