@@ -16,7 +16,7 @@ pub const RECENT_MAX: usize = 10;
 
 /// The per-user data folder (not created here).
 pub fn data_dir() -> PathBuf {
-    if let Some(d) = &crate::vk::switches::switches().data_dir {
+    if let Some(d) = &crate::engine::switches().data_dir {
         return d.clone();
     }
     let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
