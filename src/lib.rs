@@ -28,6 +28,8 @@ pub mod train;
 
 pub mod triage;
 
+pub mod mutate;
+
 pub mod session;
 
 pub mod cli;

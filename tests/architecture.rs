@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 /// The top-level modules, left to right: each may use those before it.
-const LAYERS: [&str; 17] = [
+const LAYERS: [&str; 18] = [
     "rng",
     "tensor",
     "memory",
@@ -20,6 +20,7 @@ const LAYERS: [&str; 17] = [
     "ladder",
     "train",
     "triage",
+    "mutate",
     "session",
     "ui",
     "cli",
