@@ -23,11 +23,11 @@ mod vulkan;
 use std::borrow::Cow;
 use std::sync::Arc;
 
+/// Every `DUALSCOPE_*` switch, read once per process (docs/switches.md).
+pub use crate::vk::switches::{Switches, switches};
 use cpu_engine::CpuEngine;
 pub use error::EngineError;
 pub use guarded::Guarded;
-/// Every `DUALSCOPE_*` switch, read once per process (docs/switches.md).
-pub use crate::vk::switches::{Switches, switches};
 use vulkan::VulkanEngine;
 pub use vulkan::open_context;
 
