@@ -103,13 +103,7 @@ pub(super) fn read(r: &mut Reader<'_>, engine: &mut EngineEnv) -> Lab {
 
 #[cfg(test)]
 mod tests {
-    use crate::vk::switches::{SWITCHES, Switches};
-    use std::ffi::OsString;
-
-    fn read(vars: &[(&str, &str)]) -> Switches {
-        let vars: Vec<(String, OsString)> = vars.iter().map(|(k, v)| (k.to_string(), OsString::from(v))).collect();
-        Switches::read(&move |name| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))
-    }
+    use crate::vk::switches::{SWITCHES, read_from as read};
 
     #[test]
     fn the_labs_switches_are_read() {

@@ -164,13 +164,19 @@ impl Reader<'_> {
     }
 }
 
+/// The switches as an environment of `vars` alone would set them (the tests').
+#[cfg(test)]
+pub(crate) fn read_from(vars: &[(&str, &str)]) -> Switches {
+    let vars: Vec<(String, OsString)> = vars.iter().map(|(k, v)| (k.to_string(), OsString::from(v))).collect();
+    Switches::read(&move |name| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn read(vars: &[(&str, &str)]) -> Switches {
-        let vars: Vec<(String, OsString)> = vars.iter().map(|(k, v)| (k.to_string(), OsString::from(v))).collect();
-        Switches::read(&move |name| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))
+        read_from(vars)
     }
 
     #[test]
