@@ -27,6 +27,11 @@ pub use common::CliError;
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
+    /// Build the GPU kernels at run time from this shader folder (a copy of
+    /// `shaders/`, as `dualscope mutate` makes) instead of the SPIR-V built
+    /// in; default: DUALSCOPE_SHADER_DIR.
+    #[arg(long, global = true, value_name = "DIR")]
+    pub shaders: Option<std::path::PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -155,6 +160,13 @@ pub(crate) fn validate_token_cap(cap: Option<f64>) -> Result<(), CliError> {
 }
 
 pub fn run(cli: Cli) -> Result<i32, CliError> {
+    use crate::engine::gpu::shader_dir;
+    let env_dir = std::env::var_os(shader_dir::ENV).filter(|v| !v.is_empty()).map(std::path::PathBuf::from);
+    match (&cli.shaders, env_dir) {
+        (Some(dir), _) => shader_dir::choose(dir, "--shaders").map_err(CliError::Usage)?,
+        (None, Some(dir)) => shader_dir::choose(&dir, shader_dir::ENV).map_err(CliError::Usage)?,
+        (None, None) => {}
+    }
     match cli.command {
         None => gui::run(&gui::GuiArgs::default()),
         Some(Command::Gui(a)) => gui::run(&a),

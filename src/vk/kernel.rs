@@ -82,7 +82,14 @@ impl Kernel {
             pipeline_layout: vk::PipelineLayout::null(),
             pipeline: vk::Pipeline::null(),
         };
-        let code = ash::util::read_spv(&mut std::io::Cursor::new(spec.spirv))
+        // A chosen shader folder (`--shaders`) builds the kernel's module;
+        // else it is the SPIR-V embedded at build time.
+        let built = match super::shader_dir::chosen() {
+            Some(dir) => Some(dir.spirv(spec.name).map_err(VkError::Invalid)?),
+            None => None,
+        };
+        let spirv: &[u8] = built.as_deref().map_or(spec.spirv, |v| v.as_slice());
+        let code = ash::util::read_spv(&mut std::io::Cursor::new(spirv))
             .map_err(|e| VkError::Invalid(format!("kernel {}: bad SPIR-V: {e}", spec.name)))?;
         // The Rust push-constant struct is asserted against `push_size`; this
         // holds `push_size` to the shader's own block.

@@ -18,6 +18,8 @@ pub mod gemm;
 mod inner;
 mod kernel;
 mod recorder;
+mod shader_build;
+pub mod shader_dir;
 mod shaders;
 mod spirv;
 pub mod switches;
