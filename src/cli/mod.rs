@@ -12,6 +12,7 @@ mod grads;
 mod growth;
 mod gui;
 mod init;
+mod mutate;
 mod precision_bisect;
 pub(crate) mod progress;
 mod replay;
@@ -72,6 +73,8 @@ pub enum Command {
     Growth(growth::GrowthArgs),
     /// The fewest stages that must stay in f32 for the ladder and the loss gate to pass (exit 0: a passing map, 1: even all-f32 fails, 2: usage or device error).
     PrecisionBisect(precision_bisect::PrecisionBisectArgs),
+    /// Mutation testing of the GPU kernels: mutants of the GLSL, the ladder on each, the score and every survivor (exit 1: below --min-score).
+    Mutate(mutate::MutateArgs),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -187,5 +190,6 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         Some(Command::Scan(a)) => scan::run(&a),
         Some(Command::Growth(a)) => growth::run_growth(&a),
         Some(Command::PrecisionBisect(a)) => precision_bisect::run(&a),
+        Some(Command::Mutate(a)) => mutate::run(&a),
     }
 }

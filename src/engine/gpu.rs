@@ -7,7 +7,7 @@
 pub use crate::vk::engine::default_map;
 pub use crate::vk::gemm::{F32Kernel, GemmPath, GemmShape, gemm_throughput, pick_path};
 pub use crate::vk::shader_dir::{self, ShaderDir};
-pub use crate::vk::{Context, ContextOptions, DeviceReport, Timing, VkError};
+pub use crate::vk::{Context, ContextOptions, DeviceReport, Timing, VkError, kernels_created};
 
 /// A Vulkan context shared by several engines (the GUI opens one and keeps it),
 /// handed to a training plan.

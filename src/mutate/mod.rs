@@ -9,7 +9,10 @@
 //! mutate` builds each mutant, runs the ladder on it and reports the ones
 //! that survive.
 //!
-//! This module is the generator: [`generate`] lists every mutant of one
+//! `campaign.rs` builds and runs them (the ladder in a child process per
+//! mutant, with a timeout) and classifies each, `plan.rs` picks them and
+//! resumes a campaign, `report.rs` counts the score, `folder.rs` writes the
+//! mutated shader folders. The rest of this module is the generator: [`generate`] lists every mutant of one
 //! source, [`Mutant::apply`] makes the mutated source (refusing a source
 //! other than the one the mutant was made from), [`Mutant::diff`] shows the
 //! change, [`sample`] draws a fixed, stratified subset for CI, and
@@ -25,8 +28,12 @@
 //! changes: those make a kernel that does not build or does not run (or
 //! one that computes the same) rather than one that computes wrong.
 
+pub mod campaign;
+pub mod folder;
 mod id;
 mod operator;
+pub mod plan;
+pub mod report;
 mod rules;
 mod sample;
 mod scan;

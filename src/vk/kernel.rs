@@ -47,6 +47,19 @@ pub struct KernelSpec {
     pub shared_bytes: u32,
 }
 
+/// The names of the kernels this process has created, sorted: what a run
+/// ran (`ladder --digests` reports them, `dualscope mutate` mutates their files).
+pub fn created() -> Vec<String> {
+    CREATED.lock().unwrap_or_else(|p| p.into_inner()).iter().map(|s| s.to_string()).collect()
+}
+
+static CREATED: std::sync::Mutex<std::collections::BTreeSet<&'static str>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+fn note_created(name: &'static str) {
+    CREATED.lock().unwrap_or_else(|p| p.into_inner()).insert(name);
+}
+
 /// A push-constant block.
 ///
 /// # Safety
@@ -89,6 +102,7 @@ impl Kernel {
             None => None,
         };
         let spirv: &[u8] = built.as_deref().map_or(spec.spirv, |v| v.as_slice());
+        note_created(spec.name);
         let code = ash::util::read_spv(&mut std::io::Cursor::new(spirv))
             .map_err(|e| VkError::Invalid(format!("kernel {}: bad SPIR-V: {e}", spec.name)))?;
         // The Rust push-constant struct is asserted against `push_size`; this

@@ -29,6 +29,6 @@ pub use buffer::{Buffer, MemoryKind};
 pub use context::{Context, ContextOptions, MessageCounts};
 pub use device::{DeviceReport, DeviceSummary, Features, Limits};
 pub use error::{VkError, VkResult};
-pub use kernel::{Access, Kernel, KernelSpec, PushConstants, group_counts};
+pub use kernel::{Access, Kernel, KernelSpec, PushConstants, created as kernels_created, group_counts};
 pub use recorder::{Bind, Dispatch, Recording, Sequence, Timing, Timings, kernel_of};
 pub use validation::{Validation, ValidationSummary};

@@ -82,6 +82,12 @@ pub struct LadderArgs {
     pub carry_check: Option<usize>,
     #[arg(long)]
     pub json: bool,
+    /// Add to the JSON a digest of the bits of every tensor the GPU computed
+    /// (`"digests"`, rung/tensor → hex) and the kernels the run created
+    /// (`"kernels"`): `dualscope mutate` tells a mutant that changed nothing
+    /// from one the tolerances missed by them.
+    #[arg(long)]
+    pub digests: bool,
     /// No progress bar and none of the progress lines (the result and errors stay).
     #[arg(long)]
     pub quiet: bool,
@@ -164,15 +170,33 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
         poison: a.poison,
         loss_scale: a.loss_scale,
         precision_map: map,
+        gemm_tensors: a.digests,
         ..ladder::LadderSpec::new(rungs, setup)
     };
+    let digests = std::cell::RefCell::new(serde_json::Map::new());
     // The bar counts the rungs and the end-to-end gate of every run.
     let per_run = spec.rungs.len() as u64 + u64::from(spec.end_to_end);
     let runs = a.repeat.map_or(1, u64::from);
     let bar = Bar::new("ladder", Some(per_run * runs), progress::shown(a.quiet, a.json));
     let on_event = |e: ladder::Event<'_>| match e {
         ladder::Event::Started(r) => bar.set_message(r.id()),
-        ladder::Event::Finished(..) | ladder::Event::EndToEnd(_) => bar.inc(1),
+        ladder::Event::Finished(rung, _, tensors) => {
+            if a.digests {
+                let mut d = digests.borrow_mut();
+                for t in &tensors {
+                    d.insert(format!("{}/{}", rung.id(), t.name), json!(digest(&t.gpu)));
+                }
+            }
+            bar.inc(1)
+        }
+        ladder::Event::EndToEnd(e) => {
+            if let (true, Ok(e)) = (a.digests, e) {
+                // Debug prints an f64 exactly (it reads back to the same bits).
+                let exact = format!("{:?} {:?}", e.loss_gpu, e.grad_norm_gpu);
+                digests.borrow_mut().insert("end_to_end/loss_and_grad_norm".into(), json!(exact));
+            }
+            bar.inc(1)
+        }
     };
     let (report, repeat) = match a.repeat {
         Some(n) => ladder::repeat(&ctx, spec, n as usize, |_, e| on_event(e)).map(|(r, rep)| (r, Some(rep))),
@@ -209,6 +233,10 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
         "summary": summary,
         "status": status,
     });
+    if a.digests {
+        value["digests"] = serde_json::Value::Object(digests.take());
+        value["kernels"] = json!(crate::engine::gpu::kernels_created());
+    }
     if let Some(rep) = &repeat {
         value["repeat"] = serde_json::to_value(rep).map_err(|e| CliError::Failed(e.to_string()))?;
     }
@@ -238,6 +266,17 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
         print_summary(&summary, status);
     });
     Ok(exit_code(status, a.allow_not_run))
+}
+
+/// FNV-1a over the values' bits, as 16 hex digits.
+fn digest(values: &[f32]) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for v in values {
+        for b in v.to_bits().to_le_bytes() {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    format!("{h:016x}")
 }
 
 /// 1 when the run failed, or when something did not run and `allow_not_run`
