@@ -100,9 +100,9 @@ enum Run {
 }
 
 impl Runner {
-    /// Runs suite `i` on the folder `shaders` (the clean one when `None`),
-    /// its output kept under `log` as `suite-I.{json,err}`.
-    fn run(&self, i: usize, shaders: &Path, log: &Path) -> Result<Run, String> {
+    /// Runs suite `i` on the folder `shaders`, its output kept under `log` as
+    /// `suite-I.{json,err}`, stopped after `timeout`.
+    fn run(&self, i: usize, shaders: &Path, log: &Path, timeout: Duration) -> Result<Run, String> {
         std::fs::create_dir_all(log).map_err(|e| format!("{}: {e}", log.display()))?;
         let out_path = log.join(format!("suite-{i}.json"));
         let err_path = log.join(format!("suite-{i}.err"));
@@ -122,7 +122,7 @@ impl Runner {
             if let Some(s) = child.try_wait().map_err(|e| e.to_string())? {
                 break s;
             }
-            if start.elapsed() > self.timeout {
+            if start.elapsed() > timeout {
                 let _ = child.kill();
                 let _ = child.wait();
                 return Ok(Run::Timeout);
@@ -148,7 +148,9 @@ impl Runner {
         for i in 0..self.suites.len() {
             let mut twice = Vec::new();
             for k in 0..2 {
-                let v = match self.run(i, shaders, &work.join("baseline").join(k.to_string()))? {
+                // The clean runs set the mutants' timeout: they have none themselves.
+                let log = work.join("baseline").join(k.to_string());
+                let v = match self.run(i, shaders, &log, Duration::from_secs(86_400))? {
                     Run::Report(v) => v,
                     Run::Timeout => return Err(format!("the clean ladder (suite {i}) passed the timeout")),
                     Run::Crashed(m) => return Err(format!("the clean ladder (suite {i}) did not run: {m}")),
@@ -191,7 +193,7 @@ impl Runner {
     fn judge(&self, base: &Baseline, shaders: &Path, dir: &Path) -> Result<Outcome, String> {
         let mut changed = Vec::new();
         for i in 0..self.suites.len() {
-            let v = match self.run(i, shaders, dir)? {
+            let v = match self.run(i, shaders, dir, self.timeout)? {
                 Run::Report(v) => v,
                 Run::Timeout => return Ok(Outcome::Timeout { suite: i }),
                 Run::Crashed(message) => return Ok(Outcome::Crashed { suite: i, message }),

@@ -87,7 +87,13 @@ pub const SWITCHES: &[SwitchDoc] = &[
         "DUALSCOPE_GLSLANG",
         Text("the path of glslangValidator 13"),
         "set by `.cargo/config.toml` to what `scripts/setup.sh` installs",
-        "Read by build.rs, not at run time: the compiler of the cooperative-matrix shaders. Without it they are not built and their paths report so.",
+        "The compiler of the cooperative-matrix shaders: read by build.rs, and at run time by a shader folder (`--shaders`), which falls back to the build's. Without it at build time they are not built and their paths report so.",
+    ),
+    product(
+        "DUALSCOPE_SHADER_DIR",
+        Text("a folder: a copy of `shaders/`"),
+        "unset: the SPIR-V built into the binary",
+        "Build every kernel at run time from this folder's GLSL, with build.rs's table and options; `--shaders DIR` wins. `dualscope mutate` runs the ladder on mutated copies this way.",
     ),
     lab(
         "DUALSCOPE_GEMM_F32",
