@@ -27,6 +27,7 @@ mod rung;
 mod serde_compat;
 mod setup;
 mod stress;
+pub mod suite;
 mod tolerance;
 
 use crate::engine::gpu::VkError;

@@ -11,6 +11,7 @@ use crate::cli::common::{CliError, emit};
 use crate::cli::progress::{self, Bar};
 use crate::engine::gpu::{DeviceReport, VkError};
 use crate::ladder::Mode;
+use crate::ladder::suite::{Suite, SuiteRun};
 use crate::ladder::{self, RungResult};
 use crate::step::GemmChoice;
 use crate::step::Precision;
@@ -80,6 +81,11 @@ pub struct LadderArgs {
     /// --data) passed whole against K chunks of T with the state carried (docs/carry-state.md).
     #[arg(long, value_name = "K", conflicts_with_all = ["batch", "seq_len"])]
     pub carry_check: Option<usize>,
+    /// quick: one run on the shapes asked for; full: that run and up to six more
+    /// that reach the kernels' tails, chunked recurrences, B = T = 1, a loss
+    /// scale of 2^8 and engaged clipping (docs/mutation.md).
+    #[arg(long, value_enum, default_value_t = Suite::Quick, conflicts_with_all = ["repeat", "carry_check"])]
+    pub suite: Suite,
     #[arg(long)]
     pub json: bool,
     /// Add to the JSON a digest of the bits of every tensor the GPU computed
@@ -96,9 +102,27 @@ pub struct LadderArgs {
 /// The parameters and the batch the model rungs run on.
 fn ladder_inputs(
     a: &LadderArgs,
+    inputs: &Inputs,
+    run: &SuiteRun,
 ) -> Result<(crate::model::Config, crate::model::Params<f32>, crate::dataset::Batch, String), CliError> {
     use crate::ladder::inputs::{BatchChoice, ladder_batch};
-    let Inputs { mut cfg, params, ds } = load_inputs(&a.model, &a.data, &a.out)?;
+    let ds = &inputs.ds;
+    if let Some(cfg) = &run.model {
+        // A suite's own shape: a seeded init of it, a batch of windows.
+        let what = format!("the suite's {} run", run.name);
+        crate::engine::inputs::check_params(cfg, 8, 4, &what)?;
+        crate::engine::inputs::check_batch(
+            cfg,
+            cfg.batch,
+            cfg.seq_len,
+            crate::ladder::inputs::LADDER_BYTES_PER_VALUE,
+            &what,
+        )?;
+        let params = crate::model::Params::init(cfg, a.model.seed);
+        let (batch, source) = ladder_batch(ds, cfg, BatchChoice::Windows { seed: a.model.seed })?;
+        return Ok((cfg.clone(), params, batch, source));
+    }
+    let (mut cfg, params) = (inputs.cfg.clone(), inputs.params.clone());
     for (flag, v, field) in [("--batch", a.batch, &mut cfg.batch), ("--seq-len", a.seq_len, &mut cfg.seq_len)] {
         match v {
             Some(0) => return Err(CliError::Usage(format!("{flag} must be at least 1"))),
@@ -123,7 +147,7 @@ fn ladder_inputs(
         }
     };
     crate::engine::inputs::check_batch(&cfg, rows, t, crate::ladder::inputs::LADDER_BYTES_PER_VALUE, &what)?;
-    let (batch, source) = ladder_batch(&ds, &cfg, choice)?;
+    let (batch, source) = ladder_batch(ds, &cfg, choice)?;
     Ok((cfg, params, batch, source))
 }
 
@@ -140,14 +164,76 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
         return Err(CliError::Usage(format!("--rungs is empty; the rungs are {}", ladder::ALL_RUNGS.join(", "))));
     }
     let rungs = ladder::parse_rungs(&rungs).map_err(|e| CliError::Usage(format!("--rungs: {e}")))?;
-    let precision = a.precision;
-    let mode = a.mode;
     let choice = choice(a.gemm_path)?;
     let fault = parse_fault(&a.fault.fault)?;
-    let (cfg, params, batch, source) = ladder_inputs(a)?;
+    let inputs = load_inputs(&a.model, &a.data, &a.out)?;
     let ctx = std::sync::Arc::new(open(a.gpu.device)?);
+    let runs = crate::ladder::suite::runs(a.suite, &inputs.cfg);
+    let mut values = Vec::new();
+    let mut worst = ladder::Status::Pass;
+    for run in &runs {
+        if runs.len() > 1 && !a.json {
+            println!("\n══ suite run {}: {}", run.name, run.describe(&inputs.cfg));
+        }
+        let (value, status) = run_one(a, &ctx, &inputs, run, &rungs, choice, fault)?;
+        worst = worst.max(status);
+        values.push((run, value));
+    }
+    let value = match a.suite {
+        Suite::Quick => values.pop().map(|(_, v)| v).unwrap_or_default(),
+        Suite::Full => full_report(&inputs.cfg, values, worst),
+    };
+    write_report(&a.out, &value)?;
+    emit(a.json, value, || {
+        if runs.len() > 1 {
+            println!("\nsuite full: {} runs, status {}", runs.len(), worst.as_str());
+        }
+    });
+    Ok(exit_code(worst, a.allow_not_run))
+}
+
+/// The full suite's report: every run's, its digests gathered under the run's name.
+fn full_report(
+    base: &crate::model::Config,
+    values: Vec<(&SuiteRun, serde_json::Value)>,
+    worst: ladder::Status,
+) -> serde_json::Value {
+    let mut digests = serde_json::Map::new();
+    let mut kernels = std::collections::BTreeSet::new();
+    let mut runs = Vec::new();
+    for (run, mut v) in values {
+        if let Some(d) = v.as_object_mut().and_then(|o| o.remove("digests")) {
+            for (k, x) in d.as_object().into_iter().flatten() {
+                digests.insert(format!("{}/{k}", run.name), x.clone());
+            }
+        }
+        if let Some(k) = v.as_object_mut().and_then(|o| o.remove("kernels")) {
+            kernels.extend(k.as_array().into_iter().flatten().filter_map(|x| x.as_str().map(String::from)));
+        }
+        runs.push(json!({ "name": run.name, "what": run.describe(base), "report": v }));
+    }
+    let mut out = json!({ "suite": "full", "status": worst, "runs": runs });
+    if !digests.is_empty() {
+        out["digests"] = serde_json::Value::Object(digests);
+        out["kernels"] = json!(kernels);
+    }
+    out
+}
+
+/// One run of the suite: its report (printed as prose unless `--json`) and status.
+fn run_one(
+    a: &LadderArgs,
+    ctx: &std::sync::Arc<crate::engine::gpu::Context>,
+    inputs: &Inputs,
+    run: &SuiteRun,
+    rungs: &[ladder::Rung],
+    choice: GemmChoice,
+    fault: Option<crate::step::Fault>,
+) -> Result<(serde_json::Value, ladder::Status), CliError> {
+    let (precision, mode) = (a.precision, a.mode);
+    let (cfg, params, batch, source) = ladder_inputs(a, inputs, run)?;
     let map = a.precision_map.over(|| {
-        crate::engine::gpu::default_map(&ctx, &cfg, precision, choice).map_err(|e| CliError::Engine(e.to_string()))
+        crate::engine::gpu::default_map(ctx, &cfg, precision, choice).map_err(|e| CliError::Engine(e.to_string()))
     })?;
     let engine_err = |e: ladder::LadderError| match e {
         ladder::LadderError::Vk(VkError::Unsupported(why) | VkError::Invalid(why)) => CliError::Engine(why),
@@ -159,7 +245,10 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
         cfg: cfg.clone(),
         params,
         batch: batch.clone(),
-        opts: crate::step::StepOptions::default(),
+        opts: match run.clip {
+            Some((clip, weight_decay)) => crate::step::StepOptions { clip, weight_decay, ..Default::default() },
+            None => crate::step::StepOptions::default(),
+        },
         mode,
         precision,
     };
@@ -168,10 +257,10 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
         gemm_choice: choice,
         fault,
         poison: a.poison,
-        loss_scale: a.loss_scale,
+        loss_scale: run.loss_scale.or(a.loss_scale),
         precision_map: map,
         gemm_tensors: a.digests,
-        ..ladder::LadderSpec::new(rungs, setup)
+        ..ladder::LadderSpec::new(rungs.to_vec(), setup)
     };
     let digests = std::cell::RefCell::new(serde_json::Map::new());
     // The bar counts the rungs and the end-to-end gate of every run.
@@ -199,8 +288,8 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
         }
     };
     let (report, repeat) = match a.repeat {
-        Some(n) => ladder::repeat(&ctx, spec, n as usize, |_, e| on_event(e)).map(|(r, rep)| (r, Some(rep))),
-        None => ladder::run(&ctx, spec, on_event).map(|r| (r, None)),
+        Some(n) => ladder::repeat(ctx, spec, n as usize, |_, e| on_event(e)).map(|(r, rep)| (r, Some(rep))),
+        None => ladder::run(ctx, spec, on_event).map(|r| (r, None)),
     }
     .map_err(engine_err)?;
     bar.finish_and_clear();
@@ -224,7 +313,7 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
         "mode": mode,
         "fault": fault,
         "poison": a.poison,
-        "loss_scale": a.loss_scale,
+        "loss_scale": run.loss_scale.or(a.loss_scale),
         "batch": { "rows": batch.rows, "seq_len": batch.t, "targets": batch.num_targets(), "source": source },
         "validation": ctx.validation_summary(),
         "rungs": results,
@@ -240,8 +329,7 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
     if let Some(rep) = &repeat {
         value["repeat"] = serde_json::to_value(rep).map_err(|e| CliError::Failed(e.to_string()))?;
     }
-    write_report(&a.out, &value)?;
-    emit(a.json, value, || {
+    if !a.json {
         println!("batch: {source}; mode {}; precision {}", mode.as_str(), precision.name());
         if let Some(p) = gemm_path {
             println!("products on: {p}");
@@ -264,8 +352,8 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
             print_repeat(rep);
         }
         print_summary(&summary, status);
-    });
-    Ok(exit_code(status, a.allow_not_run))
+    }
+    Ok((value, status))
 }
 
 /// FNV-1a over the values' bits, as 16 hex digits.

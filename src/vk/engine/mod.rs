@@ -38,10 +38,11 @@ mod run;
 mod wave_kernels;
 mod workspace;
 
+pub use attn_kernels::{ATTN_BLOCK, ATTN_WIDE_BLOCK};
 pub use env::EngineEnv;
 #[cfg(feature = "lab")]
 pub use env::EngineLab;
-pub use kernels::{AttnKernels, MAX_HIDDEN, ModelPush, WAVE_SCALAR_ROWS, probe_bits, st};
+pub use kernels::{AttnKernels, MAX_HIDDEN, ModelPush, WAVE_SCALAR_ROWS, bwd_chunk, fwd_chunk, probe_bits, st};
 pub use layout::{ParamEntry, ParamLayout};
 pub use norms::{Computed, DeviceNorms, NORM_CHUNK, norm_table};
 pub use policy::{Recurrence, WgChoice};
