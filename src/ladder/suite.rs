@@ -11,7 +11,8 @@
 //!   resumes from the state the chunk before left;
 //! - `scaled`: a loss scale of 2^8 in the backward, so that unscaling counts;
 //! - `clipped`: a clip far under the gradient norm, so that clipping engages
-//!   and the clip factor and the post-clip step are compared, and no decay.
+//!   and the clip factor and the post-clip step are compared, and no decay;
+//! - `guarded`: the per-token guard on with a cap that engages.
 
 use crate::model::Config;
 use crate::vk::engine::{ATTN_WIDE_BLOCK, bwd_chunk, fwd_chunk};
@@ -24,7 +25,7 @@ pub enum Suite {
     /// One run: the shapes and state asked for.
     #[default]
     Quick,
-    /// That run and up to six more (see `docs/mutation.md`).
+    /// That run and up to seven more (see `docs/mutation.md`).
     Full,
 }
 
@@ -37,11 +38,13 @@ pub struct SuiteRun {
     pub loss_scale: Option<f64>,
     /// The clip and the weight decay (`clipped`).
     pub clip: Option<(f64, f64)>,
+    /// The per-token guard's cap (`guarded`).
+    pub token_cap: Option<f64>,
 }
 
 impl SuiteRun {
     fn asked(name: &'static str) -> SuiteRun {
-        SuiteRun { name, model: None, loss_scale: None, clip: None }
+        SuiteRun { name, model: None, loss_scale: None, clip: None, token_cap: None }
     }
 
     fn shaped(name: &'static str, cfg: Config) -> SuiteRun {
@@ -67,6 +70,9 @@ impl SuiteRun {
         }
         if let Some((clip, decay)) = self.clip {
             s += &format!(", clip {clip}, decay {decay}");
+        }
+        if let Some(cap) = self.token_cap {
+            s += &format!(", token cap {cap}");
         }
         s
     }
@@ -110,6 +116,7 @@ pub fn runs(suite: Suite, base: &Config) -> Vec<SuiteRun> {
         SuiteRun::shaped("chunked", chunked),
         SuiteRun { loss_scale: Some(256.0), ..SuiteRun::asked("scaled") },
         SuiteRun { clip: Some((0.01, 0.0)), ..SuiteRun::asked("clipped") },
+        SuiteRun { token_cap: Some(1e-4), ..SuiteRun::asked("guarded") },
     ]);
     out
 }
@@ -122,9 +129,9 @@ mod tests {
     fn the_full_suite_reaches_the_tails_and_chunks() {
         let base = Config::small();
         assert_eq!(runs(Suite::Quick, &base).len(), 1);
-        assert_eq!(runs(Suite::Full, &Config::tiny()).len(), 6);
+        assert_eq!(runs(Suite::Full, &Config::tiny()).len(), 7);
         let runs = runs(Suite::Full, &base);
-        assert_eq!(runs.len(), 7);
+        assert_eq!(runs.len(), 8);
         let get = |n: &str| runs.iter().find(|r| r.name == n).unwrap().model.clone().unwrap();
         let r = get("ragged");
         let (tm, tn, _) = GEMM_BIG_TILE;

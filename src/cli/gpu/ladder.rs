@@ -81,9 +81,9 @@ pub struct LadderArgs {
     /// --data) passed whole against K chunks of T with the state carried (docs/carry-state.md).
     #[arg(long, value_name = "K", conflicts_with_all = ["batch", "seq_len"])]
     pub carry_check: Option<usize>,
-    /// quick: one run on the shapes asked for; full: that run and up to six more
+    /// quick: one run on the shapes asked for; full: that run and up to seven more
     /// that reach the kernels' tails, chunked recurrences, B = T = 1, a loss
-    /// scale of 2^8 and engaged clipping (docs/mutation.md).
+    /// scale of 2^8, engaged clipping and the per-token guard (docs/mutation.md).
     #[arg(long, value_enum, default_value_t = Suite::Quick, conflicts_with_all = ["repeat", "carry_check"])]
     pub suite: Suite,
     #[arg(long)]
@@ -246,8 +246,10 @@ fn run_one(
         params,
         batch: batch.clone(),
         opts: match run.clip {
-            Some((clip, weight_decay)) => crate::step::StepOptions { clip, weight_decay, ..Default::default() },
-            None => crate::step::StepOptions::default(),
+            Some((clip, weight_decay)) => {
+                crate::step::StepOptions { clip, weight_decay, token_cap: run.token_cap, ..Default::default() }
+            }
+            None => crate::step::StepOptions { token_cap: run.token_cap, ..Default::default() },
         },
         mode,
         precision,
