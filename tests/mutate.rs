@@ -1,7 +1,8 @@
 //! `dualscope mutate` end to end on the tiny config: a fixed sample of
 //! mutants that the ladder kills must stay killed, each at its rung (CI's
 //! guard on detection power); an equivalent mutant is classified so; a run
-//! past its timeout ends as `timeout`, and the tool with it.
+//! past its timeout ends as `timeout`, and the tool with it; the unchanged
+//! shader folder gives the embedded kernels' ladder bit for bit.
 
 mod common;
 
@@ -91,4 +92,21 @@ fn bad_arguments_are_refused_by_name() {
         let line = common::cli::fails(&common::cli::run(&args), 2);
         assert!(line.contains(flag), "{args:?}: {line}");
     }
+}
+
+#[test]
+fn the_shader_folder_gives_the_embedded_kernels_ladder_bit_for_bit() {
+    common::vk::skip_without_vulkan!();
+    let shaders = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("shaders");
+    let ladder = |extra: &[&str]| {
+        let mut args = extra.to_vec();
+        args.extend(["ladder", "--config", "tiny", "--json", "--quiet", "--digests"]);
+        ok_json(&common::cli::run(&args))
+    };
+    let embedded = ladder(&[]);
+    let built = ladder(&["--shaders", s(&shaders)]);
+    assert_eq!(embedded["status"], "pass");
+    assert!(embedded["digests"].as_object().unwrap().len() > 100);
+    assert_eq!(embedded["digests"], built["digests"]);
+    assert_eq!(embedded["kernels"], built["kernels"]);
 }
