@@ -51,20 +51,18 @@ impl SuiteRun {
         SuiteRun { model: Some(cfg), ..SuiteRun::asked(name) }
     }
 
-    /// One line saying what the run is.
+    /// One line saying what the run is: its model, and its batch where it
+    /// has its own (else the batch asked for, which the run prints).
     pub fn describe(&self, base: &Config) -> String {
         let c = self.model.as_ref().unwrap_or(base);
-        let mut s = format!(
-            "D={} H={} L={} A={}×{} W={} B={} T={}",
-            c.d_embed,
-            c.hidden,
-            c.layers,
-            c.heads,
-            c.attn_dim / c.heads.max(1),
-            c.window,
-            c.batch,
-            c.seq_len
-        );
+        let head = c.attn_dim / c.heads.max(1);
+        let (d, h, l, a, w) = (c.d_embed, c.hidden, c.layers, c.heads, c.window);
+        let mut s = format!("D={d} H={h} L={l} A={a}×{head} W={w}");
+        if self.model.is_some() {
+            s += &format!(" B={} T={}", c.batch, c.seq_len);
+        } else {
+            s += ", the batch asked for";
+        }
         if let Some(ls) = self.loss_scale {
             s += &format!(", loss scale {ls}");
         }

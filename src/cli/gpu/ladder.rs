@@ -100,11 +100,9 @@ pub struct LadderArgs {
 }
 
 /// The parameters and the batch the model rungs run on.
-fn ladder_inputs(
-    a: &LadderArgs,
-    inputs: &Inputs,
-    run: &SuiteRun,
-) -> Result<(crate::model::Config, crate::model::Params<f32>, crate::dataset::Batch, String), CliError> {
+type Prepared = (crate::model::Config, crate::model::Params<f32>, crate::dataset::Batch, String);
+
+fn ladder_inputs(a: &LadderArgs, inputs: &Inputs, run: &SuiteRun) -> Result<Prepared, CliError> {
     use crate::ladder::inputs::{BatchChoice, ladder_batch};
     let ds = &inputs.ds;
     if let Some(cfg) = &run.model {
@@ -167,15 +165,17 @@ pub fn run_ladder(a: &LadderArgs) -> Result<i32, CliError> {
     let choice = choice(a.gemm_path)?;
     let fault = parse_fault(&a.fault.fault)?;
     let inputs = load_inputs(&a.model, &a.data, &a.out)?;
-    let ctx = std::sync::Arc::new(open(a.gpu.device)?);
     let runs = crate::ladder::suite::runs(a.suite, &inputs.cfg);
+    // Every run's inputs are checked before the device is opened.
+    let prepared = runs.iter().map(|r| ladder_inputs(a, &inputs, r)).collect::<Result<Vec<_>, _>>()?;
+    let ctx = std::sync::Arc::new(open(a.gpu.device)?);
     let mut values = Vec::new();
     let mut worst = ladder::Status::Pass;
-    for run in &runs {
+    for (run, prepared) in runs.iter().zip(prepared) {
         if runs.len() > 1 && !a.json {
             println!("\n══ suite run {}: {}", run.name, run.describe(&inputs.cfg));
         }
-        let (value, status) = run_one(a, &ctx, &inputs, run, &rungs, choice, fault)?;
+        let (value, status) = run_one(a, &ctx, prepared, run, &rungs, choice, fault)?;
         worst = worst.max(status);
         values.push((run, value));
     }
@@ -224,14 +224,14 @@ fn full_report(
 fn run_one(
     a: &LadderArgs,
     ctx: &std::sync::Arc<crate::engine::gpu::Context>,
-    inputs: &Inputs,
+    prepared: Prepared,
     run: &SuiteRun,
     rungs: &[ladder::Rung],
     choice: GemmChoice,
     fault: Option<crate::step::Fault>,
 ) -> Result<(serde_json::Value, ladder::Status), CliError> {
     let (precision, mode) = (a.precision, a.mode);
-    let (cfg, params, batch, source) = ladder_inputs(a, inputs, run)?;
+    let (cfg, params, batch, source) = prepared;
     let map = a.precision_map.over(|| {
         crate::engine::gpu::default_map(ctx, &cfg, precision, choice).map_err(|e| CliError::Engine(e.to_string()))
     })?;
