@@ -217,17 +217,21 @@ fn digest_map(v: &serde_json::Value) -> BTreeMap<String, String> {
     d.iter().filter_map(|(k, x)| Some((k.clone(), x.as_str()?.to_string()))).collect()
 }
 
-/// The failing rungs of a ladder report (`attn_fwd`, `end_to_end`, `validation`).
+/// The failing rungs of a ladder report (`0:attn_fwd`, `0:end_to_end`; in a
+/// `--suite full` report with the run's name, `0:ragged/attn_bwd`).
 fn failed_parts(v: &serde_json::Value, suite: usize) -> Vec<String> {
-    let mut out: Vec<String> = v["rungs"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|r| r["status"] == "fail")
-        .filter_map(|r| r["id"].as_str().map(|s| format!("{suite}:{s}")))
-        .collect();
-    if v["end_to_end"]["status"] == "fail" {
-        out.push(format!("{suite}:end_to_end"));
+    let mut out = Vec::new();
+    let reports: Vec<(String, &serde_json::Value)> = match v["runs"].as_array() {
+        Some(runs) => runs.iter().map(|r| (format!("{}/", r["name"].as_str().unwrap_or("?")), &r["report"])).collect(),
+        None => vec![(String::new(), v)],
+    };
+    for (prefix, r) in reports {
+        for rung in r["rungs"].as_array().into_iter().flatten().filter(|r| r["status"] == "fail") {
+            out.push(format!("{suite}:{prefix}{}", rung["id"].as_str().unwrap_or("?")));
+        }
+        if r["end_to_end"]["status"] == "fail" {
+            out.push(format!("{suite}:{prefix}end_to_end"));
+        }
     }
     if out.is_empty() {
         out.push(format!("{suite}:status"));
@@ -238,4 +242,21 @@ fn failed_parts(v: &serde_json::Value, suite: usize) -> Vec<String> {
 /// A suite's arguments as one line (`(default)` for none).
 pub fn suite_line(args: &[String]) -> String {
     if args.is_empty() { "(default)".into() } else { args.join(" ") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn failing_rungs_are_named_in_both_reports() {
+        let quick = json!({"status": "fail", "rungs": [{"id": "gemm", "status": "fail"}, {"id": "loss", "status": "pass"}],
+            "end_to_end": {"status": "fail"}});
+        assert_eq!(failed_parts(&quick, 0), ["0:gemm", "0:end_to_end"]);
+        let full = json!({"status": "fail", "runs": [{"name": "asked", "report": {"rungs": [{"id": "gemm", "status": "pass"}]}},
+            {"name": "ragged", "report": {"rungs": [{"id": "attn_bwd", "status": "fail"}]}}]});
+        assert_eq!(failed_parts(&full, 1), ["1:ragged/attn_bwd"]);
+        assert_eq!(failed_parts(&json!({"status": "fail"}), 0), ["0:status"]);
+    }
 }
