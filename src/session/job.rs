@@ -4,10 +4,51 @@
 //! (in the GUI: egui's repaint request) runs after each message, so the UI
 //! need not poll on a timer. Nothing here knows egui.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender, TryRecvError, channel};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+/// The threads of jobs dropped while their work still ran. A process must not
+/// exit with one of them inside a Vulkan call: the driver's and the layers'
+/// exit handlers tear down what that thread is using (a crash at exit), so
+/// the GUI waits for them when it closes ([`JoinDropped`]).
+static DROPPED: Mutex<Vec<JoinHandle<()>>> = Mutex::new(Vec::new());
+
+/// Waits up to `limit` for the threads of every dropped job to end (they were
+/// asked to stop when dropped). True when none is left running.
+pub fn wait_for_dropped(limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        let mut left = DROPPED.lock().unwrap_or_else(|e| e.into_inner());
+        let (done, running): (Vec<_>, Vec<_>) = left.drain(..).partition(|h| h.is_finished());
+        *left = running;
+        let empty = left.is_empty();
+        drop(left);
+        for h in done {
+            let _ = h.join();
+        }
+        if empty {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Held as the last field of whatever owns jobs (the GUI's app): when it
+/// drops, after the jobs above it, it waits for their threads to end.
+#[derive(Default)]
+pub struct JoinDropped;
+
+impl Drop for JoinDropped {
+    fn drop(&mut self) {
+        wait_for_dropped(Duration::from_secs(30));
+    }
+}
 
 /// Called from the job's thread after every message (to request a repaint).
 #[derive(Clone)]
@@ -68,9 +109,10 @@ pub struct Polled<P, R> {
 }
 
 /// A task running on its own thread. Dropping it raises the cancel flag and
-/// does not wait for the thread.
+/// does not wait for the thread; [`wait_for_dropped`] does.
 pub struct Job<P, R> {
     name: &'static str,
+    thread: Option<JoinHandle<()>>,
     progress: Receiver<P>,
     result: Receiver<R>,
     cancel: Arc<AtomicBool>,
@@ -91,12 +133,12 @@ impl<P: Send + 'static, R: Send + 'static> Job<P, R> {
         let (rtx, result) = channel();
         let cancel = Arc::new(AtomicBool::new(false));
         let reporter = Reporter { tx: ptx, cancel: cancel.clone(), wake };
-        std::thread::Builder::new().name(format!("dualscope-{name}")).spawn(move || {
+        let thread = std::thread::Builder::new().name(format!("dualscope-{name}")).spawn(move || {
             let r = work(&reporter);
             let _ = rtx.send(r);
             reporter.wake.wake();
         })?;
-        Ok(Job { name, progress, result, cancel, started: Instant::now(), finished: false })
+        Ok(Job { name, thread: Some(thread), progress, result, cancel, started: Instant::now(), finished: false })
     }
 }
 
@@ -140,6 +182,13 @@ impl<P, R> Job<P, R> {
 impl<P, R> Drop for Job<P, R> {
     fn drop(&mut self) {
         self.cancel();
+        if let Some(t) = self.thread.take() {
+            if t.is_finished() {
+                let _ = t.join();
+            } else {
+                DROPPED.lock().unwrap_or_else(|e| e.into_inner()).push(t);
+            }
+        }
     }
 }
 
@@ -191,6 +240,23 @@ mod tests {
         .unwrap();
         job.cancel();
         assert!(wait(&mut job).1.is_ok());
+    }
+
+    #[test]
+    fn a_dropped_job_is_asked_to_stop_and_waited_for() {
+        let ended = Arc::new(AtomicBool::new(false));
+        let e = ended.clone();
+        let job = Job::<(), ()>::spawn("dropped", Waker::none(), move |r| {
+            while !r.cancelled() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+            e.store(true, Ordering::SeqCst);
+        })
+        .unwrap();
+        drop(job);
+        assert!(wait_for_dropped(Duration::from_secs(10)));
+        assert!(ended.load(Ordering::SeqCst), "the wait returned before the thread ended");
     }
 
     #[test]

@@ -134,6 +134,8 @@ pub struct App {
     train_here: super::train_here::TrainHere,
     /// Parameters trained here and the steps they took; `None`: the state's source.
     trained: Option<(Arc<crate::model::Params<f32>>, usize)>,
+    /// Last, so it drops after every job above: waits for their threads.
+    _join: crate::session::job::JoinDropped,
 }
 
 impl App {
@@ -187,6 +189,7 @@ impl App {
             script: super::script::Script::new(opts.commands),
             train_here: Default::default(),
             trained: None,
+            _join: Default::default(),
         };
         if let Some(p) = &app.state.train_log {
             app.train_log_path = p.display().to_string();
