@@ -40,9 +40,88 @@ pub fn compare(got: &[f32], want: &[f64]) -> Comparison {
     c
 }
 
+/// The worst single element of `got` against the f64 reference, in units of
+/// the reference's RMS (so that one wrong element in a large tensor is not
+/// diluted as it is in the relative L2), measured against an envelope: the
+/// tolerance plus [`ELEMENT_ENVELOPE`] times the f32 CPU engine's own error
+/// at that element (what f32 arithmetic costs there anyway).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorstElement {
+    pub index: usize,
+    /// |got − f64| / RMS(f64) at `index`.
+    pub err: f64,
+    /// |f32 CPU − f64| / RMS(f64) at `index`.
+    pub cpu_err: f64,
+    /// `err` over the envelope `tol + ELEMENT_ENVELOPE · cpu_err` (above 1: outside).
+    pub excess: f64,
+}
+
+/// How many times the f32 CPU engine's own error an element may be off.
+pub const ELEMENT_ENVELOPE: f64 = 16.0;
+
+/// The element of `got` furthest outside its envelope (None when the sides'
+/// lengths differ or nothing is finite on both).
+pub fn worst_element(got: &[f32], want32: &[f32], want64: &[f64], tol: f64) -> Option<WorstElement> {
+    if got.len() != want64.len() || want32.len() != want64.len() {
+        return None;
+    }
+    let finite = |i: usize| (got[i] as f64).is_finite() && want64[i].is_finite() && want32[i].is_finite();
+    let (mut sum2, mut n) = (0.0f64, 0usize);
+    for (i, w) in want64.iter().enumerate() {
+        if finite(i) {
+            sum2 += w * w;
+            n += 1;
+        }
+    }
+    if n == 0 {
+        return None;
+    }
+    let rms = (sum2 / n as f64).sqrt();
+    let unit = if rms > 0.0 { rms } else { 1.0 };
+    let mut worst: Option<WorstElement> = None;
+    for i in (0..got.len()).filter(|&i| finite(i)) {
+        let err = (got[i] as f64 - want64[i]).abs() / unit;
+        let cpu_err = (want32[i] as f64 - want64[i]).abs() / unit;
+        let envelope = tol + ELEMENT_ENVELOPE * cpu_err;
+        let excess = if envelope > 0.0 {
+            err / envelope
+        } else if err > 0.0 {
+            f64::INFINITY
+        } else {
+            0.0
+        };
+        if worst.is_none_or(|w| excess > w.excess) {
+            worst = Some(WorstElement { index: i, err, cpu_err, excess });
+        }
+    }
+    worst
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_wrong_element_stands_out_where_the_l2_dilutes_it() {
+        let n = 100_000;
+        let want64: Vec<f64> = (0..n).map(|i| ((i as f64) * 0.37).sin()).collect();
+        let want32: Vec<f32> = want64.iter().map(|&x| x as f32).collect();
+        let mut got = want32.clone();
+        got[777] += 0.01;
+        let w = worst_element(&got, &want32, &want64, 1e-4).unwrap();
+        assert_eq!(w.index, 777);
+        assert!(w.excess > 10.0, "{w:?}");
+        assert!(compare(&got, &want64).rel_l2 < 1e-4, "the L2 alone would pass it");
+        // Rounding-level differences everywhere stay inside.
+        let noisy: Vec<f32> = want32.iter().map(|&x| f32::from_bits(x.to_bits() ^ 1)).collect();
+        assert!(worst_element(&noisy, &want32, &want64, 1e-5).unwrap().excess < 1.0);
+        // An element the f32 CPU is far off at gets that much more room.
+        let (mut cpu, mut gpu) = (want32.clone(), want32.clone());
+        cpu[5] += 1e-3;
+        gpu[5] += 1e-2;
+        assert!(worst_element(&gpu, &cpu, &want64, 1e-5).unwrap().excess < 1.0);
+        assert!(worst_element(&[1.0], &[1.0], &[1.0, 2.0], 1e-5).is_none());
+    }
 
     #[test]
     fn measures_error_and_non_finite() {

@@ -46,6 +46,7 @@ fn not_run_case(name: &str, params: String, tolerance: f64, why: &str) -> CaseRe
         cpu_ms: 0.0,
         notes: vec![format!("not run: {why}")],
         headroom: None,
+        worst_element: None,
     }
 }
 

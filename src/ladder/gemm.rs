@@ -324,6 +324,7 @@ fn run_case(
         cpu_ms,
         notes,
         headroom: None,
+        worst_element: None,
     };
     Ok((case, kept))
 }

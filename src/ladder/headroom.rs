@@ -250,7 +250,7 @@ pub fn tensor_stages(cfg: &Config, tensor: &str) -> Vec<MapStage> {
         "ctx.d_q" | "ctx.d_k" | "ctx.d_v" | "ctx.d_s" => vec![b(Attn, 0)],
         t if t.starts_with("grad.ctx.") => vec![b(Attn, 0)],
         "grad.embed.weight" => vec![b(Embed, 0), b(GruInput, 0)],
-        "grad_norm" => Vec::new(),
+        "grad_norm" | "post_clip_norm" => Vec::new(),
         t if ["param.", "adam.m.", "adam.v."].iter().any(|p| t.starts_with(p)) => Vec::new(),
         _ => PrecisionMap::stages(layers),
     }

@@ -33,7 +33,7 @@ mod tolerance;
 use crate::engine::gpu::VkError;
 
 pub use bisect::{BisectReport, Probe, bisect, doubling};
-pub use compare::{Comparison, compare};
+pub use compare::{Comparison, WorstElement, compare};
 pub use end_to_end::{Contributor, EndToEnd};
 pub use gemm::{
     GemmCase, RANGE_SCALE, bf16_tolerance, f16_tolerance, f32_tolerance, gemm_cases, gemm_cases_for, round_bf16,

@@ -26,6 +26,10 @@ use crate::step::{LossScale, OptimState};
 use crate::vk::engine::{Engine, FlatBuf, Plan, Stage};
 use crate::vk::gemm;
 
+/// The compared values read from the step's state, not from a buffer: the
+/// loss, then the optimizer's norms (before and after clipping).
+const FROM_STATE: [&str; 3] = ["loss.value", "grad_norm", "post_clip_norm"];
+
 /// One compared tensor with every side's values, for the inspector.
 #[derive(Clone, Debug)]
 pub struct RungTensor {
@@ -57,6 +61,9 @@ pub struct ModelLadder {
     prior: OptimState<f32>,
     after: (Params<f32>, OptimState<f32>, f64),
     after64: (Params<f64>, OptimState<f64>, f64),
+    /// The CPU's norm after clipping in that step: (f32 side, f64 side). The
+    /// clip's own check: it equals the norm unless clipping engaged.
+    post_clip: (f64, f64),
     /// The CPU's loss scale after that step (GradScaler's update in f16).
     after_scale: LossScale,
     /// Each stage's precision, where the run gives a map (None: the
@@ -125,6 +132,7 @@ impl ModelLadder {
         let (mut q64, mut gg64) = (p64, scaled(&g64, step));
         let out64 = cpu::apply_step(cfg, &mut q64, &mut gg64, &mut s64, &mut optim_scale(sp), &setup.opts);
         let after64 = (q64, s64, out64.grad_norm);
+        let post_clip = (out.post_clip_norm, out64.post_clip_norm);
 
         let mut engine = Engine::new(ctx, cfg, &setup.params, &setup.opts, &LossScale::fixed(), path)?;
         engine.set_precision_map(map.clone(), choice)?;
@@ -137,6 +145,7 @@ impl ModelLadder {
             prior,
             after,
             after64,
+            post_clip,
             after_scale,
             map,
             chained: None,
@@ -239,6 +248,9 @@ impl ModelLadder {
         if name == "grad_norm" {
             return (vec![self.after.2 as f32], vec![self.after64.2]);
         }
+        if name == "post_clip_norm" {
+            return (vec![self.post_clip.0 as f32], vec![self.post_clip.1]);
+        }
         if let Some(n) = specs("param.") {
             return (pick32(&self.after.0, n), pick64(&self.after64.0, n));
         }
@@ -277,7 +289,7 @@ impl ModelLadder {
             .map_or(vec![len], |(_, s)| s)
     }
 
-    /// Reads GPU tensors by name (`loss.value` and `grad_norm` from the state);
+    /// Reads GPU tensors by name (`loss.value` and the norms from the state);
     /// those that `scaled` says hold the loss scale `s` are divided by it.
     fn gpu_values(
         &self,
@@ -285,8 +297,7 @@ impl ModelLadder {
         s: f64,
         scaled: impl Fn(&str) -> bool,
     ) -> Result<Vec<Vec<f32>>, LadderError> {
-        let tensors: Vec<&str> =
-            names.iter().map(|s| s.as_str()).filter(|n| *n != "loss.value" && *n != "grad_norm").collect();
+        let tensors: Vec<&str> = names.iter().map(|s| s.as_str()).filter(|n| !FROM_STATE.contains(n)).collect();
         let mut read = self.engine.read_named(&tensors)?.into_iter();
         let report = self.engine.report()?;
         let inv = (1.0 / s) as f32;
@@ -295,6 +306,7 @@ impl ModelLadder {
             .map(|n| match n.as_str() {
                 "loss.value" => vec![report.loss as f32],
                 "grad_norm" => vec![report.optim.grad_norm as f32],
+                "post_clip_norm" => vec![report.optim.post_clip_norm as f32],
                 _ => {
                     let mut v = read.next().expect("one per tensor");
                     if s != 1.0 && scaled(n) {
@@ -313,7 +325,10 @@ impl ModelLadder {
             let cfg = &self.setup.cfg;
             let names: Vec<String> = Rung::ALL.iter().flat_map(|r| r.outputs(cfg)).collect();
             let is_optim = |n: &String| {
-                n == "grad_norm" || n.starts_with("param.") || n.starts_with("adam.m.") || n.starts_with("adam.v.")
+                FROM_STATE[1..].contains(&n.as_str())
+                    || n.starts_with("param.")
+                    || n.starts_with("adam.m.")
+                    || n.starts_with("adam.v.")
             };
             let (step_names, grad_names): (Vec<String>, Vec<String>) = names.into_iter().partition(is_optim);
             let before = self.engine.read_flat(FlatBuf::Params)?;
@@ -403,7 +418,7 @@ impl ModelLadder {
         let mut kept = Vec::new();
         for (name, got) in names.iter().zip(gpu) {
             let (want32, want64) = self.cpu_values(name);
-            cases.push(case(name, &got, &want32, &want64, tol_case(name), mixed));
+            cases.push(case(name, &got, &want32, &want64, tol_case(name), mixed, !mixed));
             let shape = self.shape_of(name, got.len());
             kept.push(RungTensor { name: name.clone(), shape, cpu: want32, gpu: got, f64: want64 });
         }

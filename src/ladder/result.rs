@@ -99,6 +99,10 @@ pub struct CaseResult {
     /// absent for `gemm`'s products and in reports written before it.
     #[serde(default)]
     pub headroom: Option<super::headroom::TensorHeadroom>,
+    /// The element furthest outside its envelope against f64 (rungs 2–11,
+    /// `compare::worst_element`); absent for `gemm` and in older reports.
+    #[serde(default)]
+    pub worst_element: Option<super::WorstElement>,
 }
 
 /// A GEMM kernel's name (`GemmPath::name`): borrowed from this build's table,
@@ -195,6 +199,7 @@ mod tests {
             cpu_ms: 0.25,
             notes: vec!["a note".into()],
             headroom: Some(crate::ladder::headroom::TensorHeadroom::of(&HEADROOM, &HEADROOM, 2.0)),
+            worst_element: Some(crate::ladder::WorstElement { index: 3, err: 0.25, cpu_err: 0.125, excess: 0.5 }),
         };
         let mut r = RungResult::new(Rung::GruFwd, Precision::Bf16, vec![case]);
         r.gemm_path = Some(crate::engine::gpu::GemmPath::TiledBf16In.name().into());

@@ -162,7 +162,7 @@ impl Rung {
             }
             Rung::EmbedBwd => v(&["grad.embed.weight"]),
             Rung::Optim => {
-                let mut out = vec!["grad_norm".to_string()];
+                let mut out = vec!["grad_norm".to_string(), "post_clip_norm".to_string()];
                 for (name, _) in crate::model::param_specs(cfg) {
                     for prefix in ["param.", "adam.m.", "adam.v."] {
                         out.push(format!("{prefix}{name}"));
@@ -239,7 +239,7 @@ impl Rung {
             Rung::EmbedFwd => 0.0,
             Rung::GruFwd => 2e-5,
             Rung::AttnFwd | Rung::HeadFwd | Rung::Loss => 1e-5,
-            Rung::Optim if tensor.starts_with("param.") || tensor == "grad_norm" => 1e-5,
+            Rung::Optim if tensor.starts_with("param.") || tensor.ends_with("_norm") => 1e-5,
             Rung::Optim | Rung::Gemm | Rung::HeadBwd | Rung::AttnBwd | Rung::GruBwd | Rung::EmbedBwd => 1e-4,
         }
     }

@@ -108,6 +108,7 @@ mod tests {
             cpu_ms: 0.25,
             notes: vec!["2 new non-finite".into()],
             headroom: None,
+            worst_element: None,
         };
         let rung = RungResult::new(Rung::GruFwd, Precision::F32, vec![case]);
         let mut ladder = SavedLadder {
