@@ -12,7 +12,7 @@
 //! `campaign.rs` builds and runs them (the ladder in a child process per
 //! mutant, with a timeout) and classifies each, `plan.rs` picks them and
 //! resumes a campaign, `report.rs` counts the score, `folder.rs` writes the
-//! mutated shader folders. The rest of this module is the generator: [`generate`] lists every mutant of one
+//! mutated shader folders, `read.rs` reads a campaign back (the GUI's view). The rest of this module is the generator: [`generate`] lists every mutant of one
 //! source, [`Mutant::apply`] makes the mutated source (refusing a source
 //! other than the one the mutant was made from), [`Mutant::diff`] shows the
 //! change, [`sample`] draws a fixed, stratified subset for CI, and
@@ -33,6 +33,7 @@ pub mod folder;
 mod id;
 mod operator;
 pub mod plan;
+pub mod read;
 pub mod report;
 mod rules;
 mod sample;

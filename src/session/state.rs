@@ -106,11 +106,13 @@ pub enum View {
     Audit,
     /// The loss, norm and skip curves of a training run.
     Training,
+    /// A mutation campaign's score and survivors (`dualscope mutate`).
+    Mutation,
 }
 
 impl View {
-    pub const ALL: [View; 6] =
-        [View::Sequence, View::Inspector, View::Speedup, View::Bisect, View::Audit, View::Training];
+    pub const ALL: [View; 7] =
+        [View::Sequence, View::Inspector, View::Speedup, View::Bisect, View::Audit, View::Training, View::Mutation];
 
     pub fn label(self) -> &'static str {
         match self {
@@ -120,6 +122,7 @@ impl View {
             View::Bisect => "Bisect",
             View::Audit => "Audit",
             View::Training => "Training curves",
+            View::Mutation => "Detection power",
         }
     }
 }

@@ -76,6 +76,12 @@ pub enum Command {
     GoToPosition(usize),
     /// Read a training run's log.jsonl (or the run's directory).
     LoadTrainLog(PathBuf),
+    /// Read a `dualscope mutate --out DIR` campaign (or its report.json).
+    LoadCampaign(PathBuf),
+    /// Show this survivor's diff in the Detection power view.
+    SelectMutant(String),
+    /// Open a second dualscope window on a survivor's mutated shader folder.
+    OpenMutant(PathBuf),
     TrainLogDialog,
     /// Open a capture folder (or its `capture.json`): its model, batch,
     /// precision and planted fault replace the GUI's.
@@ -156,6 +162,9 @@ impl Command {
             Command::PickAuditPosition(_) => "Pick position",
             Command::GoToPosition(_) => "Go to position",
             Command::LoadTrainLog(_) => "Load log",
+            Command::LoadCampaign(_) => "Load campaign",
+            Command::SelectMutant(_) => "Show mutant",
+            Command::OpenMutant(_) => "Open in the ladder",
             Command::TrainLogDialog => "Browse...",
             Command::OpenCapture(_) => "open capture",
             Command::CloseCapture => "Close capture",
@@ -243,6 +252,14 @@ impl Command {
             Command::PickAuditPosition(_) => "Show the values at this position",
             Command::GoToPosition(_) => "Move the token stepper's cursor to this position and show the sequence",
             Command::LoadTrainLog(_) => "Read the log.jsonl at this path (or in this run directory)",
+            Command::LoadCampaign(_) => {
+                "Read the report.json of this `dualscope mutate --out` folder (or the results stored so far)"
+            }
+            Command::SelectMutant(_) => "Show this survivor's diff and class",
+            Command::OpenMutant(_) => {
+                "Start a second dualscope window whose kernels are built from this mutant's shader folder \
+                 (dualscope --shaders DIR gui): run the ladder and open its rungs in the inspector there"
+            }
             Command::TrainLogDialog => "Choose a training run's log.jsonl (needs a desktop portal; else type a path)",
             Command::OpenCapture(_) => {
                 "Open this step's capture: its weights, whole batch, precision and planted fault, the stepper at the position that dominates the gradient"

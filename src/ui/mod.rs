@@ -20,6 +20,7 @@ pub mod heatmap;
 pub mod inspect;
 pub mod ladder_run;
 pub mod loader;
+pub mod mutation_view;
 pub mod panels;
 pub mod precision_bisect_run;
 pub mod script;

@@ -273,6 +273,7 @@ fn view_word(v: View) -> &'static str {
         View::Bisect => "bisect",
         View::Audit => "audit",
         View::Training => "training",
+        View::Mutation => "detection",
     }
 }
 

@@ -5,7 +5,8 @@
 //! sequence view ([`sequence`]), datasets, sessions and checkpoints
 //! ([`files`]), the ladder and the inspector ([`ladder`]), the speedup panel
 //! ([`speedup`]), the bisect, the audit and the training curves
-//! ([`diagnostics`]), and captures ([`capture`]). The helpers they share are
+//! ([`diagnostics`]), captures ([`capture`]) and the Detection power view
+//! ([`mutation`]). The helpers they share are
 //! here. Snapshots are named as before and stay in `tests/snapshots/`.
 
 #[path = "../common/gui_env.rs"]
@@ -15,6 +16,7 @@ mod capture;
 mod diagnostics;
 mod files;
 mod ladder;
+mod mutation;
 mod sequence;
 mod speedup;
 

@@ -149,6 +149,16 @@ impl App {
                 }
             }
             Command::TrainLogDialog => self.dialog(DialogPurpose::TrainLog),
+            Command::LoadCampaign(path) => {
+                if let Err(e) = self.mutation.load(path, waker(&self.ctx_slot)) {
+                    self.say(Level::Error, e);
+                }
+            }
+            Command::SelectMutant(id) => self.mutation.selected = Some(id),
+            Command::OpenMutant(dir) => match crate::ui::mutation_view::open_mutant(&dir) {
+                Ok(said) => self.say(Level::Info, said),
+                Err(e) => self.say(Level::Error, e),
+            },
             Command::OpenCapture(path) => self.open_capture(&path, Opening::Fresh),
             Command::CloseCapture => self.close_capture(),
             Command::ReplayCapture => self.replay_capture(),

@@ -201,6 +201,11 @@ impl App {
             Some(Err(e)) => self.say(Level::Error, format!("cannot load the training log: {e}")),
             None => {}
         }
+        match self.mutation.poll() {
+            Some(Ok(said)) => self.say(Level::Info, said),
+            Some(Err(e)) => self.say(Level::Error, format!("cannot load the campaign: {e}")),
+            None => {}
+        }
     }
 }
 

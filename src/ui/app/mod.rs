@@ -127,6 +127,9 @@ pub struct App {
     train_log: TrainLogView,
     /// The path typed in the training-curves view's field.
     pub train_log_path: String,
+    mutation: crate::ui::mutation_view::MutationView,
+    /// The path typed in the Detection power view's field.
+    pub campaign_path: String,
     capture: CaptureRun,
     growth: panels::growth::GrowthRun,
     script: super::script::Script,
@@ -184,6 +187,8 @@ impl App {
             audit: AuditRun::default(),
             train_log: TrainLogView::default(),
             train_log_path: String::new(),
+            mutation: Default::default(),
+            campaign_path: String::new(),
             capture: CaptureRun::default(),
             growth: Default::default(),
             script: super::script::Script::new(opts.commands),
@@ -246,6 +251,11 @@ impl App {
     /// The training run's log the curves view shows.
     pub fn train_log(&self) -> &TrainLogView {
         &self.train_log
+    }
+
+    /// The Detection power view's campaign and pick.
+    pub fn mutation(&self) -> &crate::ui::mutation_view::MutationView {
+        &self.mutation
     }
 
     /// The open capture, if any.

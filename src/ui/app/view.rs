@@ -11,23 +11,25 @@ use crate::ui::panels;
 impl App {
     /// The view tabs and the chosen view.
     pub(super) fn central_area(&mut self, ui: &mut egui::Ui, newline: &str, cmds: &mut Vec<Command>) {
-        ui.horizontal(|ui| {
-            for v in View::ALL {
-                if ui
-                    .selectable_label(self.state.view == v, v.label())
-                    .on_hover_text(Command::SetView(v).tooltip())
-                    .clicked()
-                {
-                    cmds.push(Command::SetView(v));
-                }
+        // The shortcuts button at the right, the tabs in the space left of
+        // it, on a second line where a narrow window has no room for them all.
+        ui.with_layout(egui::Layout::right_to_left(egui::Align::Min), |ui| {
+            if ui
+                .button("Shortcuts (?)")
+                .on_hover_text("List the keyboard shortcuts and the commands (key ?)")
+                .clicked()
+            {
+                self.help_open = !self.help_open;
             }
-            ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
-                if ui
-                    .button("Shortcuts (?)")
-                    .on_hover_text("List the keyboard shortcuts and the commands (key ?)")
-                    .clicked()
-                {
-                    self.help_open = !self.help_open;
+            ui.with_layout(egui::Layout::left_to_right(egui::Align::Min).with_main_wrap(true), |ui| {
+                for v in View::ALL {
+                    if ui
+                        .selectable_label(self.state.view == v, v.label())
+                        .on_hover_text(Command::SetView(v).tooltip())
+                        .clicked()
+                    {
+                        cmds.push(Command::SetView(v));
+                    }
                 }
             });
         });
@@ -68,6 +70,11 @@ impl App {
             View::Training => {
                 egui::ScrollArea::vertical().id_salt("training_scroll").show(ui, |ui| {
                     panels::training::show(ui, &self.train_log, &mut self.train_log_path, cmds);
+                });
+            }
+            View::Mutation => {
+                egui::ScrollArea::vertical().id_salt("mutation_scroll").show(ui, |ui| {
+                    panels::mutation::show(ui, &self.mutation, &mut self.campaign_path, cmds);
                 });
             }
         }

@@ -15,6 +15,7 @@ pub mod headroom;
 pub mod inspector;
 pub mod ladder;
 pub mod model_source;
+pub mod mutation;
 pub mod precision_bisect;
 pub mod session;
 pub mod speed;
