@@ -69,13 +69,16 @@ pub fn load(dir: &Path) -> Result<Capture, CaptureError> {
     if b.rows == 0 || b.lens.len() != b.rows {
         return Err(field("batch.lens", format!("{} lengths for {} rows", b.lens.len(), b.rows)));
     }
-    if let Some((r, &l)) = b.lens.iter().enumerate().find(|&(_, &l)| l > b.t + 1) {
-        return Err(field("batch.lens", format!("row {r} has {l} tokens, more than t + 1 = {}", b.t + 1)));
+    if let Some((r, &l)) = b.lens.iter().enumerate().find(|&(_, &l)| l as u128 > b.t as u128 + 1) {
+        return Err(field("batch.lens", format!("row {r} has {l} tokens, more than t + 1 = {}", b.t as u128 + 1)));
     }
     if !b.origins.is_empty() && b.origins.len() != b.rows {
         return Err(field("batch.origins", format!("{} origins for {} rows", b.origins.len(), b.rows)));
     }
-    let size = (b.rows as u64).checked_mul(b.t as u64 + 1).ok_or_else(|| field("batch.t", "overflows".into()))?;
+    let size = (b.t as u64)
+        .checked_add(1)
+        .and_then(|t1| t1.checked_mul(b.rows as u64))
+        .ok_or_else(|| field("batch.t", "overflows".into()))?;
     crate::memory::check_alloc(&format!("{}: batch", show_path(dir)), Some(size))
         .map_err(|e| field("batch", e.to_string()))?;
     let batch_path = dir.join(BATCH_FILE);
@@ -175,8 +178,34 @@ fn read_lead_up(dir: &Path, meta: &CaptureMeta) -> Result<Vec<Batch>, CaptureErr
         return Ok(Vec::new());
     }
     let path = dir.join(LEAD_UP_FILE);
-    let sizes: Vec<u64> = meta.lead_up.iter().map(|l| l.lens.len() as u64 * (l.t as u64 + 1)).collect();
-    let total: u64 = sizes.iter().sum();
+    let meta_path = dir.join(META_FILE);
+    let field = |i: usize, name: &str, reason: String| CaptureError::Invalid {
+        file: meta_path.clone(),
+        field: format!("lead_up[{i}].{name}"),
+        reason,
+    };
+    // Every entry's shape is checked, in checked arithmetic, before its bytes are read.
+    let mut sizes = Vec::with_capacity(meta.lead_up.len());
+    let mut total = 0u64;
+    for (i, l) in meta.lead_up.iter().enumerate() {
+        if l.step >= meta.step {
+            return Err(field(i, "step", format!("{} is not before the capture's step {}", l.step, meta.step)));
+        }
+        if l.lens.is_empty() {
+            return Err(field(i, "lens", "no rows".into()));
+        }
+        if let Some((r, &n)) = l.lens.iter().enumerate().find(|&(_, &n)| n as u128 > l.t as u128 + 1) {
+            return Err(field(i, "lens", format!("row {r} has {n} tokens, more than t + 1")));
+        }
+        let size = (l.t as u64)
+            .checked_add(1)
+            .and_then(|t1| t1.checked_mul(l.lens.len() as u64))
+            .ok_or_else(|| field(i, "t", format!("{} rows of t = {} overflow", l.lens.len(), l.t)))?;
+        total = total.checked_add(size).ok_or_else(|| field(i, "t", "the entries' sizes overflow".into()))?;
+        sizes.push(size);
+    }
+    crate::memory::check_alloc(&format!("{}: lead_up", show_path(dir)), Some(total))
+        .map_err(|e| field(0, "t", e.to_string()))?;
     let bytes = read_file(&path, total)?;
     if bytes.len() as u64 != total {
         return Err(CaptureError::Invalid {

@@ -94,6 +94,51 @@ fn a_capture_round_trips() {
     assert_eq!(load(&path.join(META_FILE)).unwrap().batch, c.batch);
 }
 
+/// A lead-up entry out of range (a step not before the capture's, a size
+/// that overflows, a row longer than t + 1) is refused by field, no panic.
+#[test]
+fn a_bad_lead_up_entry_is_refused_by_field() {
+    let (mut c, _) = sample();
+    let lead = Batch::from_rows(&[b"abcdef".as_slice(), b"xyz"]).unwrap();
+    c.meta.lead_up = vec![LeadUp {
+        step: 41,
+        t: lead.t,
+        lens: lead.lens.clone(),
+        origins: vec![],
+        loss: 5.0,
+        grad_norm: 1.0,
+        applied: true,
+    }];
+    c.lead_up = vec![lead];
+    let d = tmp();
+    let path = write(&c, d.path()).unwrap();
+    let meta_file = path.join(META_FILE);
+    let good = std::fs::read_to_string(&meta_file).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&good).unwrap();
+    let cases: [(&str, serde_json::Value, &str); 4] = [
+        ("step", serde_json::json!(u64::MAX), "lead_up[0].step"),
+        ("t", serde_json::json!(u64::MAX), "lead_up[0].t"),
+        ("lens", serde_json::json!([7, 99]), "lead_up[0].lens"),
+        ("lens", serde_json::json!([]), "lead_up[0].lens"),
+    ];
+    for (key, value, named) in cases {
+        let mut bad = v.clone();
+        bad["lead_up"][0][key] = value;
+        std::fs::write(&meta_file, serde_json::to_vec(&bad).unwrap()).unwrap();
+        let e = load(&path).unwrap_err().to_string();
+        assert!(e.contains(named), "{key}: {e}");
+    }
+    let mut bad = v.clone();
+    bad["batch"]["t"] = serde_json::json!(u64::MAX);
+    std::fs::write(&meta_file, serde_json::to_vec(&bad).unwrap()).unwrap();
+    assert!(load(&path).unwrap_err().to_string().contains("batch.t"), "the batch's own t overflows");
+    v["lead_up"][0]["t"] = serde_json::json!(1u64 << 40);
+    std::fs::write(&meta_file, serde_json::to_vec(&v).unwrap()).unwrap();
+    assert!(load(&path).unwrap_err().to_string().contains("lead_up"), "a huge entry is refused before it is read");
+    std::fs::write(&meta_file, good).unwrap();
+    assert_eq!(load(&path).unwrap().lead_up, c.lead_up);
+}
+
 /// A write that fails before its rename leaves no capture and no temporary
 /// folder, and an older capture of the same step stays whole.
 #[test]
