@@ -18,8 +18,9 @@ const WARN_FLOOR: f64 = 1e-6;
 /// engine's own error there (`compare::worst_element`). The relative L2
 /// dilutes one wrong element by the square root of the tensor's size; this
 /// does not. It is judged only where `elements` says so (the f32 step's
-/// rungs); elsewhere (the mixed step, the attention stress case, whose
-/// scores are extreme on purpose) it is measured and shown.
+/// rungs in isolated mode); elsewhere (chained mode, the mixed step, the
+/// attention stress case, whose scores are extreme on purpose) it is
+/// measured and shown.
 ///
 /// The warning: in f32, the GPU is off from f64 by more than [`WARN_RATIO`]
 /// times the f32 CPU engine; in the mixed step (where the GPU is expected to be
