@@ -29,7 +29,7 @@ pub struct GuiArgs {
     /// the inspector to the headroom plot) · growth · cursor
     /// N|first|last|worst-loss|worst-divergence|next-non-finite · bisect ·
     /// bisect-max-len N · audit · view
-    /// sequence|inspector|speedup|bisect|audit|training · panel NAME (toggle)
+    /// sequence|inspector|speedup|bisect|audit|training|detection · panel NAME (toggle)
     /// · session PATH · save-session PATH · capture PATH · sleep SECONDS. A bad line: exit 2
     /// before the window opens.
     #[arg(long, value_name = "FILE")]

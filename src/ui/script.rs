@@ -76,7 +76,7 @@ model embedded|seeded · train N · precision f32|f16|bf16 · gpu-trace on|off �
 precision-map STAGE=PREC,…|default · open precision-map · precision-bisect · \
 run · ladder · rung ID|none · tensor NAME · worst · headroom · growth · \
 cursor N|first|last|worst-loss|worst-divergence|next-non-finite · bisect · bisect-max-len N · audit · \
-view sequence|inspector|speedup|bisect|audit|training · panel stepper|gru|attention-rows|attention-heatmap|gradient-heatmap · \
+view sequence|inspector|speedup|bisect|audit|training|detection · panel stepper|gru|attention-rows|attention-heatmap|gradient-heatmap · \
 session PATH · save-session PATH · capture PATH · sleep SECONDS";
 
 /// Reads and parses a command file: the first bad line is the error, naming
