@@ -62,10 +62,8 @@ fn tmp() -> tempfile::TempDir {
     tempfile::tempdir().unwrap()
 }
 
-/// Everything written comes back, and the writer fills the batch fields.
-#[test]
-fn a_capture_round_trips() {
-    let (mut c, ds) = sample();
+/// Gives `c` the lead-up of one step (41) of two rows.
+fn with_lead_up(c: &mut Capture) {
     let lead = Batch::from_rows(&[b"abcdef".as_slice(), b"xyz"]).unwrap();
     c.meta.lead_up = vec![LeadUp {
         step: 41,
@@ -77,6 +75,13 @@ fn a_capture_round_trips() {
         applied: true,
     }];
     c.lead_up = vec![lead];
+}
+
+/// Everything written comes back, and the writer fills the batch fields.
+#[test]
+fn a_capture_round_trips() {
+    let (mut c, ds) = sample();
+    with_lead_up(&mut c);
     let d = tmp();
     let path = write(&c, d.path()).unwrap();
     assert_eq!(path, d.path().join("step_000042"));
@@ -99,17 +104,7 @@ fn a_capture_round_trips() {
 #[test]
 fn a_bad_lead_up_entry_is_refused_by_field() {
     let (mut c, _) = sample();
-    let lead = Batch::from_rows(&[b"abcdef".as_slice(), b"xyz"]).unwrap();
-    c.meta.lead_up = vec![LeadUp {
-        step: 41,
-        t: lead.t,
-        lens: lead.lens.clone(),
-        origins: vec![],
-        loss: 5.0,
-        grad_norm: 1.0,
-        applied: true,
-    }];
-    c.lead_up = vec![lead];
+    with_lead_up(&mut c);
     let d = tmp();
     let path = write(&c, d.path()).unwrap();
     let meta_file = path.join(META_FILE);

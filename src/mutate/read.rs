@@ -26,6 +26,11 @@ pub struct Campaign {
     /// False when read from `results/` without a finished report.
     pub finished: bool,
     pub results: Vec<MutantResult>,
+    /// Counted once when read (the GUI draws them every frame).
+    total: Tally,
+    by_kernel: Vec<(String, Tally)>,
+    /// Indices into `results`: missed ones first, then equivalent ones, each in id order.
+    survivors: Vec<usize>,
 }
 
 #[derive(Deserialize)]
@@ -48,7 +53,7 @@ impl Campaign {
             let bytes = read_capped(&report, MAX_REPORT)?;
             let r: ReportFile = serde_json::from_slice(&bytes)
                 .map_err(|e| format!("{}: not a `dualscope mutate` report: {e}", show(&report)))?;
-            return Ok(Campaign { dir, suites: r.suites, finished: true, results: r.results });
+            return Ok(Campaign::new(dir, r.suites, true, r.results));
         }
         let results_dir = dir.join("results");
         if !path.is_dir() || !results_dir.is_dir() {
@@ -70,25 +75,34 @@ impl Campaign {
         if results.is_empty() {
             return Err(format!("{}: no results yet", show(&results_dir)));
         }
-        Ok(Campaign { dir, suites: Vec::new(), finished: false, results })
+        Ok(Campaign::new(dir, Vec::new(), false, results))
     }
 
-    pub fn total(&self) -> Tally {
-        Tally::of(&self.results)
+    fn new(dir: PathBuf, suites: Vec<String>, finished: bool, results: Vec<MutantResult>) -> Campaign {
+        let total = Tally::of(&results);
+        let by_kernel = by(&results, |r| r.mutant.kernel.clone()).into_iter().collect();
+        let mut survivors: Vec<usize> =
+            (0..results.len()).filter(|&i| matches!(results[i].outcome.name(), "missed" | "equivalent")).collect();
+        survivors.sort_by(|&a, &b| {
+            let key = |i: usize| (results[i].outcome.name() != "missed", results[i].mutant.id.as_str());
+            key(a).cmp(&key(b))
+        });
+        Campaign { dir, suites, finished, results, total, by_kernel, survivors }
+    }
+
+    pub fn total(&self) -> &Tally {
+        &self.total
     }
 
     /// The tallies per kernel file, in name order.
-    pub fn by_kernel(&self) -> Vec<(String, Tally)> {
-        by(&self.results, |r| r.mutant.kernel.clone()).into_iter().collect()
+    pub fn by_kernel(&self) -> &[(String, Tally)] {
+        &self.by_kernel
     }
 
     /// The survivors: missed ones first (comparator gaps), then equivalent
     /// ones (coverage gaps), each in id order.
-    pub fn survivors(&self) -> Vec<&MutantResult> {
-        let mut s: Vec<&MutantResult> =
-            self.results.iter().filter(|r| matches!(r.outcome.name(), "missed" | "equivalent")).collect();
-        s.sort_by_key(|r| (r.outcome.name() != "missed", r.mutant.id.clone()));
-        s
+    pub fn survivors(&self) -> impl Iterator<Item = &MutantResult> {
+        self.survivors.iter().map(|&i| &self.results[i])
     }
 
     /// The mutated shader folder the campaign kept for `id` (survivors only),
@@ -111,20 +125,7 @@ fn read_capped(path: &Path, max: u64) -> Result<Vec<u8>, String> {
 mod tests {
     use super::*;
     use crate::mutate::campaign::Outcome;
-    use crate::mutate::{Mutant, Operator};
-
-    fn result(id: &str, outcome: Outcome) -> MutantResult {
-        let mutant = Mutant {
-            id: id.into(),
-            kernel: "add.comp".into(),
-            operator: Operator::ArithmeticSwap,
-            line: 1,
-            column: 1,
-            original: "+".into(),
-            replacement: "-".into(),
-        };
-        MutantResult { mutant, outcome, diff: "-a + b\n+a - b\n".into(), seconds: 1.0 }
-    }
+    use crate::mutate::tests::result;
 
     #[test]
     fn reads_a_report_or_the_results_so_far_and_refuses_other_files() {
@@ -143,7 +144,7 @@ mod tests {
         let c = Campaign::read(&dir).unwrap();
         assert!(!c.finished);
         assert_eq!(c.total().score_line(), "1/2 = 50.0 %");
-        let ids: Vec<&str> = c.survivors().iter().map(|r| r.mutant.id.as_str()).collect();
+        let ids: Vec<&str> = c.survivors().map(|r| r.mutant.id.as_str()).collect();
         assert_eq!(ids, [rs[2].mutant.id.as_str(), rs[0].mutant.id.as_str()], "missed first");
         assert_eq!(c.shader_folder(&rs[0].mutant.id), None);
         std::fs::create_dir_all(folder::mutant_dir(&dir, &rs[0].mutant.id).join("shaders")).unwrap();

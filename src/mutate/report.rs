@@ -66,19 +66,9 @@ pub fn by<'a>(results: &'a [MutantResult], key: impl Fn(&'a MutantResult) -> Str
 mod tests {
     use super::*;
     use crate::mutate::campaign::Outcome;
-    use crate::mutate::{Mutant, Operator};
 
     fn result(outcome: Outcome) -> MutantResult {
-        let mutant = Mutant {
-            id: "add:arithmetic_swap:1:1:0:00000000-0000".into(),
-            kernel: "add.comp".into(),
-            operator: Operator::ArithmeticSwap,
-            line: 1,
-            column: 1,
-            original: "+".into(),
-            replacement: "-".into(),
-        };
-        MutantResult { mutant, outcome, diff: String::new(), seconds: 0.0 }
+        crate::mutate::tests::result("add:arithmetic_swap:1:1:0:00000000-0000", outcome)
     }
 
     #[test]

@@ -44,7 +44,7 @@ impl MutationView {
                     t.score_line(),
                     t.missed + t.equivalent
                 );
-                self.selected = c.survivors().first().map(|r| r.mutant.id.clone());
+                self.selected = c.survivors().next().map(|r| r.mutant.id.clone());
                 self.campaign = Some(Arc::new(c));
                 Some(Ok(said))
             }

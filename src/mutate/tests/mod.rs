@@ -7,7 +7,23 @@ mod operators;
 mod scanner;
 mod shaders;
 
+use super::campaign::{MutantResult, Outcome};
 use super::{Mutant, Operator, generate};
+
+/// A result of `outcome` for a made-up mutant of `add.comp` named `id`, for
+/// the tests of the campaign's counts and of reading a campaign back.
+pub(super) fn result(id: &str, outcome: Outcome) -> MutantResult {
+    let mutant = Mutant {
+        id: id.into(),
+        kernel: "add.comp".into(),
+        operator: Operator::ArithmeticSwap,
+        line: 1,
+        column: 1,
+        original: "+".into(),
+        replacement: "-".into(),
+    };
+    MutantResult { mutant, outcome, diff: "-a + b\n+a - b\n".into(), seconds: 1.0 }
+}
 
 /// The mutants of `src` for `op` as (line, column, original, replacement).
 fn found(src: &str, op: Operator) -> Vec<(usize, usize, String, String)> {

@@ -90,14 +90,14 @@ fn kernels(ui: &mut egui::Ui, c: &Campaign) {
 }
 
 fn survivors(ui: &mut egui::Ui, c: &Campaign, selected: Option<&str>, out: &mut Vec<Command>) {
-    let s = c.survivors();
-    ui.strong(format!("survivors ({})", s.len()));
-    if s.is_empty() {
+    let t = c.total();
+    ui.strong(format!("survivors ({})", t.missed + t.equivalent));
+    if t.missed + t.equivalent == 0 {
         ui.label("none: every mutant that ran was detected");
         return;
     }
     egui::ScrollArea::both().id_salt("mutation_survivors").max_height(260.0).show(ui, |ui| {
-        for r in s {
+        for r in c.survivors() {
             let class = match r.outcome {
                 Outcome::Missed { .. } => RichText::new("missed").color(Color32::from_rgb(240, 90, 90)),
                 _ => RichText::new("equivalent").color(Color32::GRAY),
